@@ -1,0 +1,233 @@
+"""Readers and writers for the BEIR layout and TREC files, kept as they are on disk.
+
+BEIR: ``corpus.jsonl`` (``_id``, ``title``, ``text``), ``queries.jsonl`` (``_id``, ``text``) and
+``qrels/*.tsv`` or ``qrels.tsv`` with a ``query-id<TAB>corpus-id<TAB>score`` header.
+TREC run: ``qid Q0 docid rank score tag``; TREC qrels: ``qid iteration docid relevance``.
+Every reader reports bad input as ``file:line: field: problem``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from data.io import RecordError, atomic_writer, iter_json_lines
+from data.records import Pair
+
+Qrels = dict[str, dict[str, int]]
+Run = dict[str, dict[str, float]]
+
+
+@dataclass(frozen=True)
+class Document:
+    doc_id: str
+    text: str
+    title: str = ""
+
+
+def _require_str(path: Path, line: int, obj: dict, field: str, *, optional: bool = False) -> str:
+    value = obj.get(field)
+    if value is None:
+        if optional:
+            return ""
+        raise RecordError(path, line, field, "missing")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str):
+        raise RecordError(path, line, field, f"expected a string, got {type(value).__name__}")
+    return value
+
+
+def _objects(path: Path):
+    for number, obj in iter_json_lines(path):
+        if isinstance(obj, RecordError):
+            raise obj
+        yield number, obj
+
+
+def read_corpus(path: str | os.PathLike[str]) -> dict[str, Document]:
+    """``corpus.jsonl`` → {doc_id: Document}. Duplicate ids are an error."""
+    path = Path(path)
+    corpus: dict[str, Document] = {}
+    for number, obj in _objects(path):
+        doc_id = _require_str(path, number, obj, "_id")
+        if doc_id in corpus:
+            raise RecordError(path, number, "_id", f"duplicate document id {doc_id!r}")
+        corpus[doc_id] = Document(
+            doc_id=doc_id,
+            text=_require_str(path, number, obj, "text"),
+            title=_require_str(path, number, obj, "title", optional=True),
+        )
+    return corpus
+
+
+def read_queries(path: str | os.PathLike[str]) -> dict[str, str]:
+    """``queries.jsonl`` → {qid: text}."""
+    path = Path(path)
+    queries: dict[str, str] = {}
+    for number, obj in _objects(path):
+        qid = _require_str(path, number, obj, "_id")
+        if qid in queries:
+            raise RecordError(path, number, "_id", f"duplicate query id {qid!r}")
+        queries[qid] = _require_str(path, number, obj, "text")
+    return queries
+
+
+def _parse_int(path: Path, line: int, field: str, value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise RecordError(path, line, field, f"expected an integer, got {value!r}") from None
+
+
+def read_qrels(path: str | os.PathLike[str]) -> Qrels:
+    """Relevance judgments from a BEIR ``.tsv`` (with header) or a TREC qrels file.
+
+    The format is recognised from the first line: a ``query-id`` header means BEIR TSV, four
+    whitespace-separated columns mean TREC.
+    """
+    path = Path(path)
+    qrels: Qrels = {}
+    with open(path, encoding="utf-8") as handle:
+        lines = list(enumerate(handle, start=1))
+    if not lines:
+        return qrels
+    first = lines[0][1].strip().split("\t")
+    beir = first[0].strip().lower() in {"query-id", "query_id", "qid"}
+    rows = lines[1:] if beir else lines
+    for number, raw in rows:
+        if not raw.strip():
+            continue
+        if beir:
+            parts = raw.rstrip("\n").split("\t")
+            if len(parts) != 3:
+                raise RecordError(
+                    path, number, "(line)", f"expected 3 tab-separated columns, got {len(parts)}"
+                )
+            qid, doc_id, score = parts
+            field = "score"
+        else:
+            parts = raw.split()
+            if len(parts) != 4:
+                raise RecordError(
+                    path,
+                    number,
+                    "(line)",
+                    f"expected 4 columns (qid iter docid rel), got {len(parts)}",
+                )
+            qid, _, doc_id, score = parts
+            field = "relevance"
+        qrels.setdefault(qid, {})[doc_id] = _parse_int(path, number, field, score)
+    return qrels
+
+
+def read_trec_run(path: str | os.PathLike[str]) -> Run:
+    """A TREC run (``qid Q0 docid rank score tag``) → {qid: {docid: score}}."""
+    path = Path(path)
+    run: Run = {}
+    with open(path, encoding="utf-8") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            parts = raw.split()
+            if len(parts) != 6:
+                raise RecordError(
+                    path,
+                    number,
+                    "(line)",
+                    f"expected 6 columns (qid Q0 docid rank score tag), got {len(parts)}",
+                )
+            qid, _, doc_id, rank, score, _ = parts
+            _parse_int(path, number, "rank", rank)
+            try:
+                run.setdefault(qid, {})[doc_id] = float(score)
+            except ValueError:
+                raise RecordError(
+                    path, number, "score", f"expected a number, got {score!r}"
+                ) from None
+    return run
+
+
+def ranked(run_for_query: Mapping[str, float]) -> list[tuple[str, float]]:
+    """Documents by descending score; ties broken by document id, as trec_eval does."""
+    return sorted(run_for_query.items(), key=lambda item: (-item[1], item[0]))
+
+
+def write_trec_run(
+    path: str | os.PathLike[str], run: Mapping[str, Mapping[str, float]], tag: str = "run"
+) -> None:
+    with atomic_writer(path) as handle:
+        for qid in sorted(run):
+            for rank, (doc_id, score) in enumerate(ranked(run[qid]), start=1):
+                handle.write(f"{qid} Q0 {doc_id} {rank} {score:.6f} {tag}\n")
+
+
+def write_trec_qrels(path: str | os.PathLike[str], qrels: Mapping[str, Mapping[str, int]]) -> None:
+    with atomic_writer(path) as handle:
+        for qid in sorted(qrels):
+            for doc_id in sorted(qrels[qid]):
+                handle.write(f"{qid} 0 {doc_id} {int(qrels[qid][doc_id])}\n")
+
+
+def write_beir_qrels(path: str | os.PathLike[str], qrels: Mapping[str, Mapping[str, int]]) -> None:
+    with atomic_writer(path) as handle:
+        handle.write("query-id\tcorpus-id\tscore\n")
+        for qid in sorted(qrels):
+            for doc_id in sorted(qrels[qid]):
+                handle.write(f"{qid}\t{doc_id}\t{int(qrels[qid][doc_id])}\n")
+
+
+@dataclass(frozen=True)
+class Collection:
+    """A BEIR-layout folder: corpus, queries and (optionally) one qrels file."""
+
+    root: Path
+    corpus: dict[str, Document]
+    queries: dict[str, str]
+    qrels: Qrels
+
+    @classmethod
+    def load(cls, root: str | os.PathLike[str], qrels_file: str | None = None) -> Collection:
+        root = Path(root)
+        if not (root / "corpus.jsonl").exists():
+            raise FileNotFoundError(f"{root}: no corpus.jsonl (expected a BEIR-layout folder)")
+        qrels_path = _find_qrels(root, qrels_file)
+        return cls(
+            root=root,
+            corpus=read_corpus(root / "corpus.jsonl"),
+            queries=read_queries(root / "queries.jsonl"),
+            qrels=read_qrels(qrels_path) if qrels_path else {},
+        )
+
+    def pairs(self, run: Mapping[str, Mapping[str, float]]) -> Iterable[Pair]:
+        """Pairs for every (query, document) of a run or qrels, ranked by score within a query."""
+        for qid in sorted(run):
+            if qid not in self.queries:
+                raise KeyError(f"query {qid!r} of the run is not in {self.root / 'queries.jsonl'}")
+            for rank, (doc_id, score) in enumerate(ranked(run[qid]), start=1):
+                doc = self.corpus.get(doc_id)
+                if doc is None:
+                    raise KeyError(
+                        f"document {doc_id!r} of the run is not in {self.root / 'corpus.jsonl'}"
+                    )
+                yield Pair(
+                    qid=qid,
+                    query=self.queries[qid],
+                    doc_id=doc_id,
+                    text=doc.text,
+                    title=doc.title or None,
+                    rank=rank,
+                    retriever_score=float(score),
+                )
+
+
+def _find_qrels(root: Path, qrels_file: str | None) -> Path | None:
+    if qrels_file:
+        path = Path(qrels_file)
+        return path if path.is_absolute() or path.exists() else root / qrels_file
+    for candidate in (root / "qrels.tsv", root / "qrels" / "test.tsv"):
+        if candidate.exists():
+            return candidate
+    return None

@@ -1,0 +1,203 @@
+"""JSONL reading with per-line validation, atomic writes and resumable appends.
+
+Bad input is reported as ``file:line: field: problem`` (a :class:`RecordError`), so that a user can
+open the file at the right place. Writers either replace a file atomically (temporary file in the
+same directory + ``os.replace``) or append one flushed line per record where resuming matters.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+RecordT = TypeVar("RecordT", bound=BaseModel)
+
+
+class RecordError(ValueError):
+    """A problem with one line of an input file: ``path:line: field: problem``."""
+
+    def __init__(self, path: str | os.PathLike[str], line: int, field: str, problem: str) -> None:
+        self.path, self.line, self.field, self.problem = str(path), line, field, problem
+        super().__init__(f"{self.path}:{line}: {field}: {problem}")
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc) or "(record)"
+
+
+def validation_error(path: str | os.PathLike[str], line: int, err: ValidationError) -> RecordError:
+    """The first problem of a pydantic error, as a RecordError (others are summarised)."""
+    problems = err.errors()
+    first = problems[0]
+    message = first["msg"].removeprefix("Value error, ")
+    if len(problems) > 1:
+        message += f" (and {len(problems) - 1} more problem(s) on this line)"
+    return RecordError(path, line, _field_path(first["loc"]), message)
+
+
+def iter_json_lines(
+    path: str | os.PathLike[str], *, tolerate_partial_last_line: bool = False
+) -> Iterator[tuple[int, dict[str, Any] | RecordError]]:
+    """Yield (line number, object) for each non-empty line; a line that is not a JSON object
+    yields a :class:`RecordError` in place of the object, so the caller decides whether to stop.
+
+    ``tolerate_partial_last_line`` is for append-only caches: a process killed mid-write leaves a
+    last line without its newline, which is dropped instead of failing the whole resume.
+    """
+    with open(path, encoding="utf-8") as handle:
+        for number, raw in enumerate(handle, start=1):
+            if not raw.strip():
+                continue
+            parsed = _parse_object(path, number, raw)
+            if (
+                isinstance(parsed, RecordError)
+                and tolerate_partial_last_line
+                and not raw.endswith("\n")
+            ):
+                return
+            yield number, parsed
+
+
+def _parse_object(
+    path: str | os.PathLike[str], number: int, raw: str
+) -> dict[str, Any] | RecordError:
+    try:
+        obj = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        return RecordError(path, number, "(line)", f"invalid JSON: {exc.msg} at column {exc.colno}")
+    if not isinstance(obj, dict):
+        return RecordError(
+            path, number, "(line)", f"expected a JSON object, got {type(obj).__name__}"
+        )
+    return obj
+
+
+def read_records(
+    path: str | os.PathLike[str],
+    record_type: type[RecordT],
+    *,
+    skipped: list[RecordError] | None = None,
+    tolerate_partial_last_line: bool = False,
+) -> Iterator[RecordT]:
+    """Validate and yield each record of a JSONL file.
+
+    Strict by default: the first bad line raises :class:`RecordError`. With a ``skipped`` list, bad
+    lines are appended to it and reading goes on (lenient mode).
+    """
+    for number, obj in iter_json_lines(path, tolerate_partial_last_line=tolerate_partial_last_line):
+        if isinstance(obj, RecordError):
+            error = obj
+        else:
+            try:
+                yield record_type.model_validate(obj)
+                continue
+            except ValidationError as err:
+                error = validation_error(path, number, err)
+        if skipped is None:
+            raise error
+        skipped.append(error)
+
+
+def _to_dict(record: BaseModel | dict[str, Any]) -> dict[str, Any]:
+    if isinstance(record, BaseModel):
+        return record.model_dump(mode="json", exclude_none=True)
+    return record
+
+
+def dumps(record: BaseModel | dict[str, Any]) -> str:
+    return json.dumps(_to_dict(record), ensure_ascii=False)
+
+
+def write_jsonl(path: str | os.PathLike[str], records: Iterable[BaseModel | dict[str, Any]]) -> int:
+    """Write all records atomically: readers see the old file or the complete new one."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+    with atomic_writer(path) as handle:
+        for record in records:
+            handle.write(dumps(record) + "\n")
+            count += 1
+    return count
+
+
+@contextlib.contextmanager
+def atomic_writer(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[Any]]:
+    """``with atomic_writer(path) as f:`` writes to a temporary file renamed over ``path`` on success."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    with atomic_writer(path) as handle:
+        json.dump(obj, handle, ensure_ascii=False, indent=2)
+        handle.write("\n")
+
+
+class JsonlAppender:
+    """Append-only JSONL, one flushed line per record, for work that must survive a kill.
+
+    On open, a partial last line (a kill mid-write) is cut off so the file stays valid JSONL.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = False) -> None:
+        self.path = Path(path)
+        self.fsync = fsync
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _drop_partial_last_line(self.path)
+        self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()
+
+    def write(self, record: BaseModel | dict[str, Any]) -> None:
+        self._handle.write(dumps(record) + "\n")
+        self._handle.flush()
+        if self.fsync:
+            os.fsync(self._handle.fileno())
+
+    def close(self) -> None:
+        self._handle.close()
+
+    def __enter__(self) -> JsonlAppender:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _drop_partial_last_line(path: Path) -> None:
+    if not path.exists() or path.stat().st_size == 0:
+        return
+    with open(path, "rb+") as handle:
+        handle.seek(-1, os.SEEK_END)
+        if handle.read(1) == b"\n":
+            return
+        # Walk back to the previous newline and truncate after it.
+        size = handle.seek(0, os.SEEK_END)
+        position = size
+        chunk = 4096
+        while position > 0:
+            start = max(0, position - chunk)
+            handle.seek(start)
+            block = handle.read(position - start)
+            index = block.rfind(b"\n")
+            if index >= 0:
+                handle.truncate(start + index + 1)
+                return
+            position = start
+        handle.truncate(0)

@@ -1,0 +1,109 @@
+"""Typed records shared by every stage (see DESIGN.md, "Records").
+
+A *pair* is one query and one document. A *judgment* is a pair plus what a judge said about it.
+Both are plain JSON objects, one per line, so that `datasets.load_dataset("json", ...)` reads them
+as well as our own validating reader does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+# Relevant when grade >= 2 on the 0-3 scale (TREC's convention for binary metrics).
+DEFAULT_RELEVANCE_THRESHOLD = 2
+MAX_GRADE = 3
+
+
+class _Record(BaseModel):
+    # Ids are often numbers in the wild (TREC, MS MARCO); keep them as strings everywhere.
+    # Unknown fields are kept so that a read/write round trip loses nothing.
+    model_config = ConfigDict(coerce_numbers_to_str=True, extra="allow", validate_assignment=False)
+
+    def to_json_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class Pair(_Record):
+    """One query and one document (optionally with where a retriever ranked it)."""
+
+    qid: str = Field(min_length=1)
+    query: str
+    doc_id: str = Field(min_length=1)
+    text: str
+    title: str | None = None
+    rank: int | None = Field(default=None, ge=1)
+    retriever_score: float | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.qid, self.doc_id)
+
+
+class Usage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+
+
+class JudgeInfo(BaseModel):
+    """Which judge produced a judgment: model id, prompt name and version, backend."""
+
+    model_config = ConfigDict(extra="allow", protected_namespaces=())
+
+    model: str
+    prompt: str
+    prompt_version: int | str | None = None
+    backend: str | None = None
+
+
+class Judgment(Pair):
+    """A pair plus a judge's verdict.
+
+    `error` is set when the judge's output could not be used; such a record carries no label and
+    is never silently turned into one. Otherwise `label` is required and, when a grade is given,
+    must agree with it under `relevance_threshold`.
+    """
+
+    grade: int | None = Field(default=None, ge=0, le=MAX_GRADE)
+    label: int | None = Field(default=None, ge=0, le=1)
+    confidence: float | None = None
+    rationale: str | None = None
+    judge: JudgeInfo | None = None
+    usage: Usage | None = None
+    error: str | None = None
+    relevance_threshold: int | None = Field(default=None, ge=0, le=MAX_GRADE)
+
+    @model_validator(mode="after")
+    def _label_or_error(self) -> Judgment:
+        if self.error is not None:
+            if self.label is not None:
+                raise ValueError("a judgment with `error` must not carry a label")
+            return self
+        if self.label is None:
+            if self.grade is None:
+                raise ValueError("`label` or `grade` is required unless `error` is set")
+            self.label = label_from_grade(self.grade, self.relevance_threshold)
+        elif self.grade is not None:
+            expected = label_from_grade(self.grade, self.relevance_threshold)
+            if expected != self.label:
+                threshold = self.relevance_threshold or DEFAULT_RELEVANCE_THRESHOLD
+                raise ValueError(
+                    f"`label` {self.label} disagrees with `grade` {self.grade} "
+                    f"(relevant when grade >= {threshold})"
+                )
+        return self
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def label_from_grade(grade: int, threshold: int | None = None) -> int:
+    """Binary label of a 0-3 grade: relevant (1) when grade >= threshold (default 2)."""
+    return int(grade >= (DEFAULT_RELEVANCE_THRESHOLD if threshold is None else threshold))
+
+
+RECORD_TYPES: dict[str, type[_Record]] = {"pair": Pair, "judgment": Judgment}

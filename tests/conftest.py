@@ -1,0 +1,75 @@
+"""Shared fixtures: offline mode, the committed tiny tokenizer and a tiny random Llama."""
+
+from __future__ import annotations
+
+import os
+
+# No hub at test time, ever (set before transformers is imported anywhere).
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from pathlib import Path
+
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+TINY_TOKENIZER = REPO / "tests" / "fixtures" / "tiny-tokenizer"
+COLLECTIONS = REPO / "data" / "collections"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if torch.cuda.is_available():
+        return
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA device")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer():
+    from models.resolve import load_tokenizer
+
+    return load_tokenizer(str(TINY_TOKENIZER))
+
+
+def build_tiny_llama(path: Path, seed: int = 0) -> Path:
+    """A 2-layer random Llama with the tiny tokenizer, saved as a causal LM like a hub checkpoint."""
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    tokenizer = AutoTokenizer.from_pretrained(TINY_TOKENIZER)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=1024,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=2,
+        tie_word_embeddings=True,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_llama(tmp_path_factory.mktemp("tiny-llama"))
+
+
+@pytest.fixture(scope="session")
+def trec_dl_dir() -> Path:
+    return COLLECTIONS / "trec-dl-2019-passage"
+
+
+@pytest.fixture(scope="session")
+def adi_dir() -> Path:
+    return COLLECTIONS / "adi"

@@ -1,0 +1,78 @@
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from data.beir import (
+    Collection,
+    RecordError,
+    read_corpus,
+    read_qrels,
+    read_trec_run,
+    write_beir_qrels,
+    write_trec_qrels,
+    write_trec_run,
+)
+
+
+def test_committed_trec_dl_2019_matches_its_published_counts(trec_dl_dir: Path):
+    collection = Collection.load(trec_dl_dir)
+    assert len(collection.corpus) == 10_818
+    assert len(collection.queries) == 43
+    grades = Counter(g for docs in collection.qrels.values() for g in docs.values())
+    assert grades == {0: 5158, 1: 1601, 2: 1804, 3: 697}
+    assert all(doc_id in collection.corpus for docs in collection.qrels.values() for doc_id in docs)
+
+
+def test_committed_adi_loads(adi_dir: Path):
+    collection = Collection.load(adi_dir)
+    assert (len(collection.corpus), len(collection.queries)) == (82, 35)
+    assert sum(len(d) for d in collection.qrels.values()) == 170
+
+
+def test_trec_run_round_trip_breaks_ties_by_doc_id(tmp_path: Path):
+    run = {"q1": {"b": 1.0, "a": 1.0, "c": 2.5}, "q2": {"x": 0.1}}
+    path = tmp_path / "run.trec"
+    write_trec_run(path, run, tag="bm25")
+    lines = path.read_text().splitlines()
+    assert lines[:3] == [
+        "q1 Q0 c 1 2.500000 bm25",
+        "q1 Q0 a 2 1.000000 bm25",
+        "q1 Q0 b 3 1.000000 bm25",
+    ]
+    assert read_trec_run(path) == run
+
+
+def test_qrels_round_trip_in_both_layouts(tmp_path: Path):
+    qrels = {"q1": {"d1": 2, "d2": 0}, "q2": {"d3": 1}}
+    write_trec_qrels(tmp_path / "qrels.txt", qrels)
+    write_beir_qrels(tmp_path / "qrels.tsv", qrels)
+    assert read_qrels(tmp_path / "qrels.txt") == qrels
+    assert read_qrels(tmp_path / "qrels.tsv") == qrels
+
+
+def test_bad_inputs_name_file_line_and_field(tmp_path: Path):
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq1\td2\tyes\n")
+    with pytest.raises(RecordError, match=r"qrels\.tsv:3: score: expected an integer"):
+        read_qrels(qrels)
+    run = tmp_path / "run.trec"
+    run.write_text("q1 Q0 d1 1 0.5 r\nq1 Q0 d2 2 r\n")
+    with pytest.raises(RecordError, match=r"run\.trec:2: \(line\): expected 6 columns"):
+        read_trec_run(run)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"_id": "1", "text": "a"}\n{"_id": "1", "text": "b"}\n')
+    with pytest.raises(RecordError, match=r"corpus\.jsonl:2: _id: duplicate"):
+        read_corpus(corpus)
+
+
+def test_collection_pairs_follow_run_order(adi_dir: Path):
+    collection = Collection.load(adi_dir)
+    pairs = list(collection.pairs({"1": {"17": 0.2, "46": 0.9}}))
+    assert [(p.doc_id, p.rank) for p in pairs] == [("46", 1), ("17", 2)]
+    assert pairs[0].query == collection.queries["1"]
+    assert pairs[0].title == collection.corpus["46"].title
+    with pytest.raises(KeyError, match="not in"):
+        list(collection.pairs({"1": {"no-such-doc": 1.0}}))

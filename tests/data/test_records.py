@@ -1,0 +1,141 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from data.io import JsonlAppender, RecordError, read_records, write_jsonl
+from data.records import Judgment, Pair, label_from_grade
+
+REPO = Path(__file__).resolve().parents[2]
+
+PAIR = {"qid": "q1", "query": "what is a cat", "doc_id": "d1", "text": "A cat is a small mammal."}
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def test_pair_keeps_numeric_ids_as_strings_and_extra_fields():
+    pair = Pair.model_validate({**PAIR, "qid": 19335, "doc_id": 7, "rank": 1, "source": "bm25"})
+    assert pair.qid == "19335" and pair.doc_id == "7"
+    assert pair.to_json_dict()["source"] == "bm25"
+
+
+@pytest.mark.parametrize(("grade", "label"), [(0, 0), (1, 0), (2, 1), (3, 1)])
+def test_label_follows_grade_at_default_threshold(grade: int, label: int):
+    assert Judgment.model_validate({**PAIR, "grade": grade}).label == label
+    assert label_from_grade(grade) == label
+
+
+def test_label_threshold_is_configurable():
+    assert Judgment.model_validate({**PAIR, "grade": 1, "relevance_threshold": 1}).label == 1
+
+
+def test_label_disagreeing_with_grade_is_rejected():
+    with pytest.raises(ValidationError, match="disagrees with `grade`"):
+        Judgment.model_validate({**PAIR, "grade": 3, "label": 0})
+
+
+def test_error_record_never_carries_a_label():
+    failed = Judgment.model_validate({**PAIR, "error": "unparseable output: 'maybe'"})
+    assert failed.label is None and not failed.ok
+    with pytest.raises(ValidationError, match="must not carry a label"):
+        Judgment.model_validate({**PAIR, "error": "x", "label": 1})
+    with pytest.raises(ValidationError, match="`label` or `grade` is required"):
+        Judgment.model_validate(PAIR)
+
+
+def test_reader_names_file_line_and_field(tmp_path: Path):
+    path = write_lines(
+        tmp_path / "judgments.jsonl",
+        [
+            json.dumps({**PAIR, "grade": 2}),
+            "",
+            json.dumps({**PAIR, "grade": "high"}),
+        ],
+    )
+    with pytest.raises(RecordError) as info:
+        list(read_records(path, Judgment))
+    assert str(info.value).startswith(f"{path}:3: grade: ")
+    assert (info.value.line, info.value.field) == (3, "grade")
+
+
+def test_reader_reports_invalid_json_and_missing_fields(tmp_path: Path):
+    bad_json = write_lines(tmp_path / "a.jsonl", [json.dumps(PAIR), '{"qid": "q2", '])
+    with pytest.raises(RecordError, match=r"a\.jsonl:2: \(line\): invalid JSON"):
+        list(read_records(bad_json, Pair))
+    missing = write_lines(
+        tmp_path / "b.jsonl", [json.dumps({k: v for k, v in PAIR.items() if k != "query"})]
+    )
+    with pytest.raises(RecordError, match=r"b\.jsonl:1: query: Field required"):
+        list(read_records(missing, Pair))
+
+
+def test_lenient_reading_skips_and_lists_every_bad_line(tmp_path: Path):
+    path = write_lines(
+        tmp_path / "mixed.jsonl",
+        [json.dumps(PAIR), "not json", json.dumps({**PAIR, "rank": 0}), "[1, 2]", json.dumps(PAIR)],
+    )
+    skipped: list[RecordError] = []
+    records = list(read_records(path, Pair, skipped=skipped))
+    assert len(records) == 2
+    assert [(e.line, e.field) for e in skipped] == [(2, "(line)"), (3, "rank"), (4, "(line)")]
+
+
+def test_write_jsonl_is_atomic(tmp_path: Path):
+    path = tmp_path / "out.jsonl"
+    write_jsonl(path, [Pair.model_validate(PAIR)])
+    before = path.read_text()
+
+    def failing():
+        yield Pair.model_validate(PAIR)
+        raise RuntimeError("disk on fire")
+
+    with pytest.raises(RuntimeError):
+        write_jsonl(path, failing())
+    assert path.read_text() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]  # no temporary left behind
+
+
+def test_appender_flushes_each_record_and_repairs_a_partial_last_line(tmp_path: Path):
+    path = tmp_path / "cache.jsonl"
+    appender = JsonlAppender(path)
+    appender.write(Pair.model_validate(PAIR))
+    # Readable before close: a kill right now loses nothing.
+    assert len(list(read_records(path, Pair))) == 1
+    appender.close()
+    with open(path, "a", encoding="utf-8") as handle:  # a kill mid-write
+        handle.write('{"qid": "q2", "query": "dog')
+    assert len(list(read_records(path, Pair, tolerate_partial_last_line=True))) == 1
+    with JsonlAppender(path) as appender:
+        appender.write({**PAIR, "qid": "q3"})
+    assert [p.qid for p in read_records(path, Pair)] == ["q1", "q3"]
+
+
+def test_validate_cli_exits_non_zero_with_file_line_field(tmp_path: Path):
+    path = write_lines(
+        tmp_path / "bad.jsonl", [json.dumps({**PAIR, "grade": 1}), json.dumps({**PAIR, "grade": 7})]
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "data.validate", "--files", str(path), "--record", "judgment"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2
+    assert f"{path}:2: grade: Input should be less than or equal to 3" in result.stderr
+    good = write_lines(tmp_path / "good.jsonl", [json.dumps({**PAIR, "grade": 1})])
+    result = subprocess.run(
+        [sys.executable, "-m", "data.validate", "--files", str(good)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "1 valid judgment record(s)" in result.stdout

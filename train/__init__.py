@@ -1,0 +1,1 @@
+"""Training stage: fine-tune the grader (full, frozen backbone, LoRA; cross-entropy, contrastive)."""
