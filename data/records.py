@@ -70,6 +70,8 @@ class Judgment(Pair):
     grade: int | None = Field(default=None, ge=0, le=MAX_GRADE)
     label: int | None = Field(default=None, ge=0, le=1)
     confidence: float | None = None
+    # P(relevant) where the judge gives a probability (token probabilities, vote share).
+    p_relevant: float | None = Field(default=None, ge=0, le=1)
     rationale: str | None = None
     judge: JudgeInfo | None = None
     usage: Usage | None = None

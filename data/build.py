@@ -1,0 +1,326 @@
+"""Judgments → a training dataset: clean, split (by query or by pair), balance the train split.
+
+    python -m data.build --judgments runs/labels/judgments.jsonl --out runs/dataset
+    python -m data.build --judgments a.jsonl b.jsonl --split_by pair --balance both --target_ratio 1.0
+    python -m data.build --config data/configs/build.yaml --seed 13
+
+Steps, in order:
+1. read the judgments (strict: stop at the first bad line with ``file:line: field: problem``;
+   ``--strict false``: skip bad lines and list each one in the manifest);
+2. drop records with ``error`` and duplicate (qid, doc_id) pairs (the first one wins), counted;
+3. binary label from the grade at ``label_threshold`` (default: grade >= 2 of 0-3), or the
+   judgment's own label when it has no grade;
+4. split into train / test (and validation carved from train the same way): ``query`` mode keeps
+   every query on one side and stratifies so both sides have similar positive ratios
+   (scikit-learn's StratifiedGroupKFold); ``pair`` mode is the paper's stratified 80/20;
+5. balance the train split only (oversample positives, undersample negatives, or both) to
+   ``target_ratio`` positives per negative. Validation and test are never resampled.
+
+Output in ``out``: a ``datasets.DatasetDict`` (``dataset/``), the same splits as JSONL,
+``manifest.json`` (counts before and after balancing, queries per split, sources with sha256,
+seed, config, skipped lines) and a printed summary table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from data.cli import parse_config, run_main
+from data.io import RecordError, read_records, write_json, write_jsonl
+from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, label_from_grade
+
+logger = logging.getLogger(__name__)
+SPLIT_MODES = ("query", "pair")
+BALANCE_MODES = ("none", "oversample", "undersample", "both")
+COLUMNS = (
+    "qid",
+    "query",
+    "doc_id",
+    "text",
+    "title",
+    "grade",
+    "label",
+    "confidence",
+    "rank",
+    "retriever_score",
+    "judge",
+)
+
+
+@dataclass
+class BuildConfig:
+    judgments: list[str] = field(
+        default_factory=list, metadata={"help": "Judgments JSONL file(s)."}
+    )
+    out: str = field(default="runs/dataset", metadata={"help": "Output folder."})
+    label_threshold: int = field(
+        default=DEFAULT_RELEVANCE_THRESHOLD,
+        metadata={"help": "Relevant when grade >= this (0-3 scale)."},
+    )
+    split_by: str = field(
+        default="query", metadata={"help": "query (grouped, stratified) or pair (the paper's)."}
+    )
+    test_size: float = field(
+        default=0.2, metadata={"help": "Fraction of queries (or pairs) held out for test."}
+    )
+    validation_size: float = field(
+        default=0.1, metadata={"help": "Fraction of train carved out for validation (0: none)."}
+    )
+    balance: str = field(
+        default="none", metadata={"help": "none, oversample, undersample or both (train only)."}
+    )
+    target_ratio: float = field(
+        default=1.0, metadata={"help": "Positives per negative in train after balancing."}
+    )
+    seed: int = field(default=42)
+    strict: bool = field(
+        default=True, metadata={"help": "Stop at the first bad line (false: skip and list it)."}
+    )
+    save_dataset: bool = field(
+        default=True, metadata={"help": "Also save a datasets.DatasetDict (dataset/)."}
+    )
+
+
+def sha256_file(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def load_judgments(config: BuildConfig) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Valid, de-duplicated rows with a binary label, and the cleaning report."""
+    skipped: list[RecordError] | None = None if config.strict else []
+    seen: set[tuple[str, str]] = set()
+    rows: list[dict[str, Any]] = []
+    report = {"read": 0, "errors_dropped": 0, "duplicates_dropped": 0}
+    for path in config.judgments:
+        for judgment in read_records(path, Judgment, skipped=skipped):
+            report["read"] += 1
+            if judgment.error is not None:
+                report["errors_dropped"] += 1
+                continue
+            key = (judgment.qid, judgment.doc_id)
+            if key in seen:
+                report["duplicates_dropped"] += 1
+                continue
+            seen.add(key)
+            label = (
+                judgment.label
+                if judgment.grade is None
+                else label_from_grade(judgment.grade, config.label_threshold)
+            )
+            judge = judgment.judge
+            rows.append(
+                {
+                    "qid": judgment.qid,
+                    "query": judgment.query,
+                    "doc_id": judgment.doc_id,
+                    "text": judgment.text,
+                    "title": judgment.title,
+                    "grade": judgment.grade,
+                    "label": int(label),
+                    "confidence": judgment.confidence,
+                    "rank": judgment.rank,
+                    "retriever_score": judgment.retriever_score,
+                    "judge": f"{judge.model}/{judge.prompt}" if judge else None,
+                    "relevance_threshold": None
+                    if config.label_threshold == DEFAULT_RELEVANCE_THRESHOLD
+                    else config.label_threshold,
+                }
+            )
+    report["skipped_lines"] = [str(e) for e in skipped or []]
+    report["kept"] = len(rows)
+    return rows, report
+
+
+def split_indices(
+    labels: np.ndarray, groups: np.ndarray | None, test_size: float, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(keep, held_out) index arrays: grouped + stratified when ``groups`` is given, else stratified."""
+    indices = np.arange(len(labels))
+    if not 0 < test_size < 1:
+        raise ValueError(f"split size must be between 0 and 1, got {test_size}")
+    if groups is None:
+        from sklearn.model_selection import train_test_split
+
+        stratify = (
+            labels
+            if min(Counter(labels.tolist()).values()) >= 2 and len(set(labels.tolist())) > 1
+            else None
+        )
+        keep, held = train_test_split(
+            indices, test_size=test_size, random_state=seed, stratify=stratify
+        )
+        return np.sort(keep), np.sort(held)
+    from sklearn.model_selection import StratifiedGroupKFold
+
+    n_groups = len(np.unique(groups))
+    n_splits = max(2, round(1 / test_size))
+    if n_groups < n_splits:
+        raise ValueError(f"{n_groups} queries are too few for a {test_size:.0%} query-level split")
+    # Stratification needs each class to appear; with a single class, plain group folds do.
+    y = labels if len(np.unique(labels)) > 1 else np.zeros_like(labels)
+    folds = StratifiedGroupKFold(n_splits=n_splits, shuffle=True, random_state=seed)
+    keep, held = next(folds.split(indices, y, groups))
+    return np.sort(keep), np.sort(held)
+
+
+def balance_indices(labels: np.ndarray, mode: str, target_ratio: float, seed: int) -> np.ndarray:
+    """Resample train indices so that positives / negatives == target_ratio (as close as counts allow)."""
+    if mode == "none":
+        return np.arange(len(labels))
+    if target_ratio <= 0:
+        raise ValueError("target_ratio: must be positive")
+    rng = np.random.default_rng(seed)
+    pos = np.flatnonzero(labels == 1)
+    neg = np.flatnonzero(labels == 0)
+    if len(pos) == 0 or len(neg) == 0:
+        raise ValueError("balance: the train split needs both labels to balance")
+    n_pos, n_neg = len(pos), len(neg)
+    positives_short = n_pos < target_ratio * n_neg
+    if mode == "oversample":  # grow the minority side
+        if positives_short:
+            n_pos = round(target_ratio * n_neg)
+        else:
+            n_neg = round(n_pos / target_ratio)
+    elif mode == "undersample":  # shrink the majority side
+        if positives_short:
+            n_neg = max(1, round(n_pos / target_ratio))
+        else:
+            n_pos = max(1, round(target_ratio * n_neg))
+    elif mode == "both":
+        # Keep the split's size; meet the ratio by growing one side and shrinking the other.
+        total = n_pos + n_neg
+        n_pos = round(total * target_ratio / (1 + target_ratio))
+        n_neg = total - n_pos
+    else:
+        raise ValueError(f"balance: expected one of {BALANCE_MODES}, got {mode!r}")
+    return np.concatenate([_resample(pos, n_pos, rng), _resample(neg, n_neg, rng)])
+
+
+def _resample(indices: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
+    if count <= len(indices):
+        return np.sort(rng.choice(indices, size=count, replace=False))
+    # Every original once, the rest drawn with replacement.
+    extra = rng.choice(indices, size=count - len(indices), replace=True)
+    return np.concatenate([indices, extra])
+
+
+def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:
+    labels = Counter(row["label"] for row in rows)
+    return {
+        "pairs": len(rows),
+        "positive": labels.get(1, 0),
+        "negative": labels.get(0, 0),
+        "queries": len({row["qid"] for row in rows}),
+    }
+
+
+def build_dataset(config: BuildConfig) -> dict[str, Any]:
+    if config.split_by not in SPLIT_MODES:
+        raise ValueError(f"split_by: expected one of {SPLIT_MODES}, got {config.split_by!r}")
+    if config.balance not in BALANCE_MODES:
+        raise ValueError(f"balance: expected one of {BALANCE_MODES}, got {config.balance!r}")
+    if not config.judgments:
+        raise ValueError("judgments: give at least one judgments JSONL file")
+    rows, cleaning = load_judgments(config)
+    if not rows:
+        raise ValueError("no usable judgments (every record was an error, a duplicate or skipped)")
+    labels = np.array([row["label"] for row in rows], dtype=np.int64)
+    groups = np.array([row["qid"] for row in rows]) if config.split_by == "query" else None
+    train_idx, test_idx = split_indices(labels, groups, config.test_size, config.seed)
+    splits: dict[str, np.ndarray] = {"test": test_idx}
+    if config.validation_size > 0:
+        sub_groups = groups[train_idx] if groups is not None else None
+        keep, val = split_indices(
+            labels[train_idx], sub_groups, config.validation_size, config.seed + 1
+        )
+        splits["validation"] = train_idx[val]
+        train_idx = train_idx[keep]
+    splits["train"] = train_idx
+    before = {name: _counts([rows[i] for i in idx]) for name, idx in splits.items()}
+    balanced = train_idx[
+        balance_indices(labels[train_idx], config.balance, config.target_ratio, config.seed)
+    ]
+    rng = np.random.default_rng(config.seed)
+    splits["train"] = balanced[rng.permutation(len(balanced))]
+    split_rows = {
+        name: [rows[i] for i in splits[name]]
+        for name in ("train", "validation", "test")
+        if name in splits
+    }
+    after = {name: _counts(items) for name, items in split_rows.items()}
+
+    out = Path(config.out)
+    for name, items in split_rows.items():
+        write_jsonl(
+            out / f"{name}.jsonl",
+            ({k: v for k, v in row.items() if v is not None} for row in items),
+        )
+    if config.save_dataset:
+        _save_dataset_dict(split_rows, out / "dataset")
+    manifest = {
+        "counts_before_balancing": before,
+        "counts": after,
+        "cleaning": cleaning,
+        "sources": [{"path": str(p), "sha256": sha256_file(p)} for p in config.judgments],
+        "seed": config.seed,
+        "config": asdict(config),
+    }
+    write_json(out / "manifest.json", manifest)
+    return manifest
+
+
+def _save_dataset_dict(split_rows: dict[str, list[dict[str, Any]]], path: Path) -> None:
+    from datasets import Dataset, DatasetDict
+
+    dataset = DatasetDict(
+        {
+            name: Dataset.from_dict({column: [row[column] for row in items] for column in COLUMNS})
+            for name, items in split_rows.items()
+        }
+    )
+    dataset.save_to_disk(str(path))
+
+
+def summary_table(manifest: dict[str, Any]) -> str:
+    lines = [
+        f"{'split':<11} {'pairs':>9} {'pos':>8} {'neg':>9} {'pos %':>6} {'queries':>8}   (before balancing)",
+    ]
+    for name, counts in manifest["counts"].items():
+        before = manifest["counts_before_balancing"][name]
+        share = 100 * counts["positive"] / max(counts["pairs"], 1)
+        note = "" if before == counts else f"   {before['pairs']} pairs, {before['positive']} pos"
+        lines.append(
+            f"{name:<11} {counts['pairs']:>9} {counts['positive']:>8} {counts['negative']:>9} "
+            f"{share:>5.1f}% {counts['queries']:>8}{note}"
+        )
+    cleaning = manifest["cleaning"]
+    lines.append(
+        f"read {cleaning['read']}, kept {cleaning['kept']}; dropped {cleaning['errors_dropped']} error record(s), "
+        f"{cleaning['duplicates_dropped']} duplicate(s), skipped {len(cleaning['skipped_lines'])} bad line(s)"
+    )
+    return "\n".join(lines)
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    (config,) = parse_config([BuildConfig], args)
+    manifest = build_dataset(config)
+    print(summary_table(manifest))
+    print(f"wrote {config.out}/ (manifest.json, train/validation/test JSONL, dataset/)")
+    logger.debug(json.dumps(manifest["counts"]))
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,212 @@
+"""Candidate pairs: the top-k documents per query from one or more retrievers.
+
+    python -m data.candidates --collection data/collections/trec-dl-2019-passage --out runs/candidates
+    python -m data.candidates --collection data/collections/adi --retrievers bm25 --k 5 --out /tmp/adi
+    python -m data.candidates --config data/configs/candidates.yaml --k 100
+
+Each retriever writes ``{out}/{name}.pairs.jsonl`` (pairs with ``rank`` and ``retriever_score``)
+and ``{out}/{name}.trec`` (a TREC run), so later steps can label and compare them. Retrievers:
+
+- ``dense``: a sentence embedder (default ``minilm-l6``, offline) + an HNSW index (hnswlib, inner
+  product on unit vectors = cosine), as in the paper (bge-small + HNSW, top-5). Embeddings and the
+  index are saved under ``{out}/index/`` and reused when the corpus and embedder are unchanged.
+- ``bm25``: bm25s (Lucene BM25 variant, English stop words); the index is saved and reused too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from data.beir import Collection, Run, write_trec_run
+from data.cli import parse_config, run_main
+from data.io import write_json, write_jsonl
+
+logger = logging.getLogger(__name__)
+RETRIEVERS = ("dense", "bm25")
+
+
+@dataclass
+class CandidatesConfig:
+    collection: str = field(
+        default="data/collections/trec-dl-2019-passage",
+        metadata={"help": "BEIR-layout folder (corpus.jsonl, queries.jsonl, optional qrels.tsv)."},
+    )
+    out: str = field(default="runs/candidates", metadata={"help": "Output folder."})
+    retrievers: list[str] = field(
+        default_factory=lambda: ["dense", "bm25"], metadata={"help": "dense and/or bm25."}
+    )
+    k: int = field(default=10, metadata={"help": "Documents per query (the paper used 5)."})
+    embedder: str = field(
+        default="minilm-l6", metadata={"help": "Embedder name or path for dense retrieval."}
+    )
+    embed_batch_size: int = field(default=64)
+    embed_max_length: int = field(
+        default=256, metadata={"help": "Token limit per text for the embedder."}
+    )
+    hnsw_m: int = field(default=32, metadata={"help": "HNSW graph degree."})
+    hnsw_ef_construction: int = field(default=200)
+    hnsw_ef_search: int = field(default=200, metadata={"help": "Search breadth (>= k)."})
+    judged_queries_only: bool = field(
+        default=False, metadata={"help": "Only queries that have qrels."}
+    )
+    device: str | None = field(
+        default=None, metadata={"help": "Embedder device (cpu, cuda); default: cpu."}
+    )
+
+
+def _fingerprint(*parts: str) -> str:
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode("utf-8"))
+        digest.update(b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _doc_text(collection: Collection, doc_id: str) -> str:
+    doc = collection.corpus[doc_id]
+    return f"{doc.title}\n{doc.text}" if doc.title else doc.text
+
+
+class DenseRetriever:
+    """Embedder + HNSW index over a corpus, persisted in ``index_dir`` and reused."""
+
+    def __init__(self, config: CandidatesConfig, collection: Collection, index_dir: Path) -> None:
+        import hnswlib
+
+        from models.embedder import Embedder
+
+        self.config = config
+        self.doc_ids = sorted(collection.corpus)
+        texts = [_doc_text(collection, d) for d in self.doc_ids]
+        key = _fingerprint(config.embedder, str(config.embed_max_length), *self.doc_ids, *texts)
+        self.embedder = Embedder.load(
+            config.embedder, max_length=config.embed_max_length, device=config.device
+        )
+        emb_path = index_dir / f"dense-{key}.npy"
+        index_path = index_dir / f"dense-{key}.hnsw"
+        index_dir.mkdir(parents=True, exist_ok=True)
+        if emb_path.exists():
+            embeddings = np.load(emb_path)
+            logger.info("reusing %d document embeddings from %s", len(embeddings), emb_path)
+        else:
+            embeddings = self.embedder.encode(
+                texts,
+                batch_size=config.embed_batch_size,
+                show_progress=True,
+                desc="embedding corpus",
+            )
+            np.save(emb_path.with_suffix(".tmp.npy"), embeddings)
+            Path(emb_path.with_suffix(".tmp.npy")).rename(emb_path)
+        self.index = hnswlib.Index(space="ip", dim=embeddings.shape[1])
+        if index_path.exists():
+            self.index.load_index(str(index_path), max_elements=len(self.doc_ids))
+        else:
+            self.index.init_index(
+                max_elements=len(self.doc_ids),
+                ef_construction=config.hnsw_ef_construction,
+                M=config.hnsw_m,
+            )
+            self.index.add_items(embeddings, np.arange(len(self.doc_ids)))
+            self.index.save_index(str(index_path))
+
+    def search(self, queries: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
+        k = min(k, len(self.doc_ids))
+        self.index.set_ef(max(self.config.hnsw_ef_search, k))
+        vectors = self.embedder.encode(list(queries), batch_size=self.config.embed_batch_size)
+        labels, distances = self.index.knn_query(vectors, k=k)
+        # hnswlib's "ip" space returns 1 - inner product; report the cosine similarity.
+        return [
+            [(self.doc_ids[int(i)], float(1.0 - d)) for i, d in zip(row, dist, strict=True)]
+            for row, dist in zip(labels, distances, strict=True)
+        ]
+
+
+class BM25Retriever:
+    """bm25s over a corpus, persisted in ``index_dir`` and reused."""
+
+    def __init__(self, collection: Collection, index_dir: Path) -> None:
+        import bm25s
+
+        self.bm25s = bm25s
+        self.doc_ids = sorted(collection.corpus)
+        texts = [_doc_text(collection, d) for d in self.doc_ids]
+        key = _fingerprint("bm25s", *self.doc_ids, *texts)
+        path = index_dir / f"bm25-{key}"
+        if (path / "params.index.json").exists():
+            self.retriever = bm25s.BM25.load(str(path))
+        else:
+            self.retriever = bm25s.BM25()
+            self.retriever.index(
+                bm25s.tokenize(texts, stopwords="en", show_progress=True), show_progress=True
+            )
+            self.retriever.save(str(path), show_progress=False)
+
+    def search(self, queries: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
+        k = min(k, len(self.doc_ids))
+        tokens = self.bm25s.tokenize(
+            list(queries), stopwords="en", return_ids=False, show_progress=False
+        )
+        results, scores = self.retriever.retrieve(tokens, k=k, show_progress=False)
+        # A zero score means no query term matched: BM25 has no opinion, so no candidate.
+        return [
+            [(self.doc_ids[int(i)], float(s)) for i, s in zip(row, srow, strict=True) if s > 0]
+            for row, srow in zip(results, scores, strict=True)
+        ]
+
+
+def generate_candidates(config: CandidatesConfig) -> dict[str, dict]:
+    unknown = set(config.retrievers) - set(RETRIEVERS)
+    if unknown:
+        raise ValueError(
+            f"retrievers: unknown {sorted(unknown)}; expected some of {list(RETRIEVERS)}"
+        )
+    if config.k < 1:
+        raise ValueError("k: must be at least 1")
+    collection = Collection.load(config.collection)
+    qids = sorted(collection.qrels if config.judged_queries_only else collection.queries)
+    queries = [collection.queries[q] for q in qids]
+    out = Path(config.out)
+    index_dir = out / "index"
+    report: dict[str, dict] = {}
+    for name in config.retrievers:
+        start = time.perf_counter()
+        retriever = (
+            DenseRetriever(config, collection, index_dir)
+            if name == "dense"
+            else BM25Retriever(collection, index_dir)
+        )
+        built = time.perf_counter()
+        hits = retriever.search(queries, config.k)
+        searched = time.perf_counter()
+        run: Run = {qid: dict(found) for qid, found in zip(qids, hits, strict=True) if found}
+        write_trec_run(out / f"{name}.trec", run, tag=name)
+        count = write_jsonl(out / f"{name}.pairs.jsonl", collection.pairs(run))
+        report[name] = {
+            "queries": len(run),
+            "pairs": count,
+            "index_seconds": round(built - start, 2),
+            "search_seconds": round(searched - built, 2),
+            "run": str(out / f"{name}.trec"),
+            "pairs_file": str(out / f"{name}.pairs.jsonl"),
+        }
+        logger.info("%s: %d pairs for %d queries", name, count, len(run))
+    write_json(out / "candidates.json", {"config": asdict(config), "retrievers": report})
+    return report
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    (config,) = parse_config([CandidatesConfig], args)
+    report = generate_candidates(config)
+    print(json.dumps(report, indent=2))
+
+
+if __name__ == "__main__":
+    run_main(main)

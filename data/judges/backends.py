@@ -1,0 +1,549 @@
+"""Judge backends behind one interface: ``run(pairs, on_result)`` calls ``on_result`` once per pair.
+
+- ``openai``: any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM server, Ollama,
+  llama.cpp server, ...) through the ``openai`` SDK, asynchronously with a concurrency limit.
+  The SDK retries 429, 5xx, connection errors and timeouts with exponential backoff and jitter and
+  honours ``Retry-After``; we add a per-request timeout and re-ask when a reply cannot be parsed.
+- ``azure``: the same through the SDK's Azure client (endpoint, deployment, api-version).
+- ``hf``: a local transformers causal LM, batched. Direct-answer prompts (yes/no, one digit) are
+  scored from the answer tokens' probabilities in one forward pass; other prompts generate.
+- ``vllm``: offline batched generation (imported only when used).
+- ``qrels``: existing human judgments with a grade mapping.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from data.beir import read_qrels
+from data.judges.prompts import ParseError, Prompt, Verdict, parse_reply
+from data.records import JudgeInfo, Judgment, Pair, Usage
+
+logger = logging.getLogger(__name__)
+BACKENDS = ("openai", "azure", "hf", "vllm", "qrels")
+OnResult = Callable[[Judgment], None]
+
+
+@dataclass
+class JudgeConfig:
+    """Which judge labels the pairs, and how it is asked."""
+
+    backend: str = field(default="qrels", metadata={"help": f"One of {', '.join(BACKENDS)}."})
+    model: str = field(
+        default="",
+        metadata={
+            "help": "Model id (endpoint model, Azure deployment, local name/path such as smollm2-135m)."
+        },
+    )
+    prompt: str = field(
+        default="binary", metadata={"help": "Prompt name in data/prompts/ or a YAML path."}
+    )
+    # OpenAI-compatible endpoints
+    base_url: str | None = field(
+        default=None, metadata={"help": "Endpoint base URL (default: the SDK's)."}
+    )
+    api_key_env: str = field(
+        default="OPENAI_API_KEY", metadata={"help": "Environment variable with the key."}
+    )
+    extra_headers: str | None = field(
+        default=None, metadata={"help": 'JSON object of headers, e.g. {"X-Org": "a"}.'}
+    )
+    azure_endpoint: str | None = field(
+        default=None, metadata={"help": "Azure OpenAI endpoint URL."}
+    )
+    azure_api_version: str = field(default="2024-10-21")
+    response_format: str = field(
+        default="json_schema",
+        metadata={"help": "json_schema, json_object or none (for JSON prompts)."},
+    )
+    token_limit_field: str = field(
+        default="max_tokens",
+        metadata={"help": "max_tokens, or max_completion_tokens for reasoning models."},
+    )
+    concurrency: int = field(default=8, metadata={"help": "Requests in flight at once."})
+    max_retries: int = field(
+        default=6, metadata={"help": "Retries on 429/5xx/connection errors/timeouts."}
+    )
+    request_timeout: float = field(default=60.0, metadata={"help": "Seconds per request."})
+    parse_retries: int = field(
+        default=2, metadata={"help": "Re-asks when a reply cannot be parsed."}
+    )
+    # Sampling
+    temperature: float = field(default=0.0)
+    samples: int = field(
+        default=1, metadata={"help": "Self-consistency: replies per pair, majority vote."}
+    )
+    max_output_tokens: int | None = field(
+        default=None, metadata={"help": "Default: the prompt's own limit."}
+    )
+    # Local models
+    batch_size: int = field(
+        default=8, metadata={"help": "Pairs per forward pass (hf) or per call (vllm)."}
+    )
+    dtype: str = field(default="auto", metadata={"help": "float32, bfloat16, float16 or auto."})
+    device: str | None = field(
+        default=None, metadata={"help": "cpu or cuda (default: cuda when available)."}
+    )
+    max_document_chars: int = field(
+        default=6000, metadata={"help": "Documents are cut to this many characters."}
+    )
+    # Human judgments
+    qrels: str | None = field(default=None, metadata={"help": "qrels file for the qrels backend."})
+    grade_map: str | None = field(
+        default=None,
+        metadata={
+            "help": 'JSON map from qrels value to 0-3 grade, e.g. {"1": 2} for binary qrels.'
+        },
+    )
+    unjudged: str = field(
+        default="error", metadata={"help": "Pairs missing from the qrels: error or zero."}
+    )
+    # Cost
+    price_input_per_mtok: float = field(
+        default=0.0, metadata={"help": "Price per million input tokens."}
+    )
+    price_output_per_mtok: float = field(
+        default=0.0, metadata={"help": "Price per million output tokens."}
+    )
+
+    def sampling_settings(self, prompt: Prompt) -> dict[str, Any]:
+        """What changes the judge's output besides the pair: part of every cache key."""
+        settings: dict[str, Any] = {
+            "temperature": self.temperature,
+            "samples": self.samples,
+            "max_output_tokens": self.max_output_tokens or prompt.max_output_tokens,
+            "max_document_chars": self.max_document_chars,
+        }
+        if self.backend in ("openai", "azure"):
+            settings["response_format"] = self.response_format
+        if self.backend == "qrels":
+            settings = {"qrels": self.qrels, "grade_map": self.grade_map, "unjudged": self.unjudged}
+        return settings
+
+
+def _json_option(value: str | dict | None, name: str) -> dict:
+    if value is None or isinstance(value, dict):
+        return value or {}
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{name}: expected a JSON object, got {value!r} ({exc.msg})") from None
+    if not isinstance(parsed, dict):
+        raise ValueError(f"{name}: expected a JSON object, got {value!r}")
+    return parsed
+
+
+def majority(verdicts: Sequence[Verdict]) -> Verdict:
+    """Self-consistency: the most frequent grade (or label); agreement becomes the confidence."""
+    if len(verdicts) == 1:
+        return verdicts[0]
+    keys = [v.grade if v.grade is not None else v.label for v in verdicts]
+    winner, votes = Counter(keys).most_common(1)[0]
+    chosen = next(v for v, k in zip(verdicts, keys, strict=True) if k == winner)
+    return Verdict(
+        grade=chosen.grade,
+        label=chosen.label,
+        confidence=votes / len(verdicts),
+        rationale=chosen.rationale,
+        p_relevant=sum(v.label for v in verdicts) / len(verdicts),
+    )
+
+
+class Backend:
+    """Base: builds judgments; subclasses produce verdicts."""
+
+    name = "base"
+
+    def __init__(self, config: JudgeConfig, prompt: Prompt) -> None:
+        self.config = config
+        self.prompt = prompt
+        self.max_output_tokens = config.max_output_tokens or prompt.max_output_tokens
+
+    @property
+    def judge_info(self) -> JudgeInfo:
+        return JudgeInfo(
+            model=self.config.model,
+            prompt=self.prompt.name,
+            prompt_version=self.prompt.version,
+            backend=self.name,
+        )
+
+    def document(self, pair: Pair) -> str:
+        text = f"{pair.title}\n{pair.text}" if pair.title else pair.text
+        limit = self.config.max_document_chars
+        return text[:limit] if limit and len(text) > limit else text
+
+    def judgment(
+        self,
+        pair: Pair,
+        verdict: Verdict | None,
+        usage: Usage | None = None,
+        error: str | None = None,
+    ) -> Judgment:
+        base = pair.model_dump(exclude_none=True)
+        extra: dict[str, Any] = {"judge": self.judge_info, "usage": usage or Usage()}
+        if verdict is None:
+            return Judgment(**base, **extra, error=error or "no verdict")
+        if verdict.p_relevant is not None:
+            extra["p_relevant"] = verdict.p_relevant
+        return Judgment(
+            **base,
+            **extra,
+            grade=verdict.grade,
+            label=verdict.label,
+            confidence=verdict.confidence,
+            rationale=verdict.rationale,
+        )
+
+    def run(
+        self, pairs: Sequence[Pair], on_result: OnResult
+    ) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release resources (clients, models)."""
+
+
+class QrelsBackend(Backend):
+    name = "qrels"
+
+    def __init__(self, config: JudgeConfig, prompt: Prompt) -> None:
+        super().__init__(config, prompt)
+        if not config.qrels:
+            raise ValueError("qrels: the qrels backend needs a qrels file (--qrels PATH)")
+        self.qrels = read_qrels(config.qrels)
+        self.grade_map = {
+            int(k): int(v) for k, v in _json_option(config.grade_map, "grade_map").items()
+        }
+        if config.unjudged not in ("error", "zero"):
+            raise ValueError(f"unjudged: expected error or zero, got {config.unjudged!r}")
+
+    @property
+    def judge_info(self) -> JudgeInfo:
+        return JudgeInfo(
+            model=f"human:{os.path.basename(self.config.qrels or '')}",
+            prompt="qrels",
+            backend="qrels",
+        )
+
+    def run(self, pairs: Sequence[Pair], on_result: OnResult) -> None:
+        for pair in pairs:
+            value = self.qrels.get(pair.qid, {}).get(pair.doc_id)
+            if value is None and self.config.unjudged == "zero":
+                value = 0
+            if value is None:
+                on_result(self.judgment(pair, None, error="no human judgment for this pair"))
+                continue
+            grade = self.grade_map.get(value, value)
+            if not 0 <= grade <= 3:
+                on_result(
+                    self.judgment(
+                        pair, None, error=f"qrels value {value} maps to grade {grade}, outside 0-3"
+                    )
+                )
+                continue
+            from data.records import label_from_grade
+
+            on_result(
+                self.judgment(
+                    pair, Verdict(grade=grade, label=label_from_grade(grade), confidence=1.0)
+                )
+            )
+
+
+class OpenAIBackend(Backend):
+    """Chat completions against any OpenAI-compatible endpoint (or Azure OpenAI)."""
+
+    name = "openai"
+
+    def __init__(self, config: JudgeConfig, prompt: Prompt) -> None:
+        super().__init__(config, prompt)
+        import openai
+
+        if not config.model:
+            raise ValueError("model: the openai backend needs a model name (--model)")
+        if config.response_format not in ("json_schema", "json_object", "none"):
+            raise ValueError(
+                f"response_format: expected json_schema, json_object or none, got {config.response_format!r}"
+            )
+        self.openai = openai
+        self.headers = _json_option(config.extra_headers, "extra_headers")
+        # Local servers take any key; the SDK refuses to start without one.
+        api_key = os.environ.get(config.api_key_env) or ("not-needed" if config.base_url else None)
+        if api_key is None:
+            raise ValueError(f"api_key_env: set ${config.api_key_env} to the endpoint's key")
+        common = {
+            "max_retries": config.max_retries,
+            "timeout": config.request_timeout,
+            "default_headers": self.headers,
+        }
+        if config.backend == "azure":
+            if not config.azure_endpoint:
+                raise ValueError("azure_endpoint: the azure backend needs --azure_endpoint")
+            self.name = "azure"
+            self.client = openai.AsyncAzureOpenAI(
+                azure_endpoint=config.azure_endpoint,
+                api_version=config.azure_api_version,
+                api_key=api_key,
+                **common,
+            )
+        else:
+            self.client = openai.AsyncOpenAI(base_url=config.base_url, api_key=api_key, **common)
+
+    def _request(self, pair: Pair) -> dict[str, Any]:
+        request: dict[str, Any] = {
+            "model": self.config.model,
+            "messages": self.prompt.messages(pair.query, self.document(pair)),
+            "temperature": self.config.temperature,
+            self.config.token_limit_field: self.max_output_tokens,
+        }
+        if self.prompt.json_schema and self.config.response_format == "json_schema":
+            request["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": self.prompt.name.replace("-", "_"),
+                    "schema": self.prompt.json_schema,
+                    "strict": True,
+                },
+            }
+        elif self.prompt.json_schema and self.config.response_format == "json_object":
+            request["response_format"] = {"type": "json_object"}
+        return request
+
+    async def _judge(self, pair: Pair, semaphore: asyncio.Semaphore) -> Judgment:
+        usage = Usage()
+        verdicts: list[Verdict] = []
+        async with semaphore:
+            for _ in range(max(1, self.config.samples)):
+                problem = ""
+                for _attempt in range(self.config.parse_retries + 1):
+                    try:
+                        response = await self.client.chat.completions.create(**self._request(pair))
+                    except self.openai.APIError as exc:
+                        # The SDK already retried what is retryable; this pair failed.
+                        status = getattr(exc, "status_code", None)
+                        return self.judgment(
+                            pair,
+                            None,
+                            usage,
+                            error=f"request failed ({status or type(exc).__name__}): {exc}",
+                        )
+                    if response.usage:
+                        usage.input_tokens += response.usage.prompt_tokens or 0
+                        usage.output_tokens += response.usage.completion_tokens or 0
+                    text = (response.choices[0].message.content or "") if response.choices else ""
+                    try:
+                        verdicts.append(parse_reply(self.prompt, text))
+                        break
+                    except ParseError as exc:
+                        problem = str(exc)
+                else:
+                    return self.judgment(
+                        pair,
+                        None,
+                        usage,
+                        error=f"unparseable after {self.config.parse_retries + 1} attempt(s): {problem}",
+                    )
+        return self.judgment(pair, majority(verdicts), usage)
+
+    def run(self, pairs: Sequence[Pair], on_result: OnResult) -> None:
+        async def main() -> None:
+            semaphore = asyncio.Semaphore(max(1, self.config.concurrency))
+            tasks = [asyncio.ensure_future(self._judge(pair, semaphore)) for pair in pairs]
+            try:
+                for finished in asyncio.as_completed(tasks):
+                    on_result(await finished)
+            finally:
+                for task in tasks:
+                    task.cancel()
+                await self.client.close()
+
+        asyncio.run(main())
+
+
+class HFBackend(Backend):
+    """A local transformers causal LM (``smollm2-135m`` offline, or any hub/local model)."""
+
+    name = "hf"
+
+    def __init__(self, config: JudgeConfig, prompt: Prompt) -> None:
+        super().__init__(config, prompt)
+        import torch
+
+        from models.resolve import load_model
+
+        if not config.model:
+            raise ValueError("model: the hf backend needs a model (e.g. smollm2-135m)")
+        device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        dtype = config.dtype
+        if dtype == "auto":
+            dtype = "bfloat16" if device.startswith("cuda") else "float32"
+        self.model, self.tokenizer = load_model(config.model, task="causal-lm", dtype=dtype)
+        self.model.to(device).eval()
+        if self.tokenizer.chat_template is None:
+            raise ValueError(f"model {config.model!r} has no chat template; use an instruct model")
+
+    def encode(self, pair: Pair) -> list[int]:
+        messages = self.prompt.messages(pair.query, self.document(pair))
+        text = self.tokenizer.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True
+        )
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def answer_token_ids(self) -> list[int]:
+        ids = []
+        for answer in self.prompt.answers:
+            tokens = self.tokenizer(answer, add_special_tokens=False)["input_ids"]
+            ids.append(tokens[0])
+        if len(set(ids)) != len(ids):
+            raise ValueError(
+                f"prompt {self.prompt.id}: answers {list(self.prompt.answers)} share a first token"
+            )
+        return ids
+
+    def run(self, pairs: Sequence[Pair], on_result: OnResult) -> None:
+        step = max(1, self.config.batch_size) * 8
+        for start in range(0, len(pairs), step):
+            chunk = pairs[start : start + step]
+            if self.prompt.direct_answer:
+                self._score(chunk, on_result)
+            else:
+                self._generate(chunk, on_result)
+
+    def _score(self, pairs: Sequence[Pair], on_result: OnResult) -> None:
+        import numpy as np
+
+        from models.scoring import answer_token_probabilities
+
+        input_ids = [self.encode(p) for p in pairs]
+        probs, _mass = answer_token_probabilities(
+            self.model,
+            input_ids,
+            self.answer_token_ids(),
+            pad_token_id=self.tokenizer.pad_token_id,
+            batch_size=self.config.batch_size,
+        )
+        values = list(self.prompt.answers.values())
+        for pair, ids, row in zip(pairs, input_ids, probs, strict=True):
+            best = int(np.argmax(row))
+            verdict = self.prompt.verdict_from_answer(values[best], float(row[best]))
+            if self.prompt.scale == "binary":
+                p_relevant = float(sum(p for p, v in zip(row, values, strict=True) if v == 1))
+            else:
+                p_relevant = float(sum(p for p, v in zip(row, values, strict=True) if v >= 2))
+            verdict = Verdict(verdict.grade, verdict.label, verdict.confidence, None, p_relevant)
+            on_result(self.judgment(pair, verdict, Usage(input_tokens=len(ids), output_tokens=1)))
+
+    def _generate(self, pairs: Sequence[Pair], on_result: OnResult) -> None:
+        import torch
+
+        self.tokenizer.padding_side = "left"  # generation continues from the right edge
+        try:
+            batch_size = max(1, self.config.batch_size)
+            for start in range(0, len(pairs), batch_size):
+                chunk = pairs[start : start + batch_size]
+                encoded = self.tokenizer.pad(
+                    {"input_ids": [self.encode(p) for p in chunk]}, return_tensors="pt"
+                )
+                encoded = encoded.to(self.model.device)
+                replies: list[list[str]] = [[] for _ in chunk]
+                samples = max(1, self.config.samples)
+                sampling = self.config.temperature > 0
+                with torch.inference_mode():
+                    output = self.model.generate(
+                        **encoded,
+                        max_new_tokens=self.max_output_tokens,
+                        do_sample=sampling,
+                        temperature=self.config.temperature if sampling else None,
+                        top_p=None,
+                        top_k=None,
+                        num_return_sequences=samples,
+                        pad_token_id=self.tokenizer.pad_token_id,
+                    )
+                new_tokens = output[:, encoded["input_ids"].shape[1] :]
+                texts = self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+                for i, text in enumerate(texts):
+                    replies[i // samples].append(text)
+                for row, pair in enumerate(chunk):
+                    prompt_tokens = int(encoded["attention_mask"][row].sum())
+                    generated = new_tokens[row * samples : (row + 1) * samples]
+                    out_tokens = int((generated != self.tokenizer.pad_token_id).sum())
+                    usage = Usage(input_tokens=prompt_tokens * samples, output_tokens=out_tokens)
+                    verdicts, problem = [], ""
+                    for text in replies[row]:
+                        try:
+                            verdicts.append(parse_reply(self.prompt, text))
+                        except ParseError as exc:
+                            problem = str(exc)
+                    if verdicts:
+                        on_result(self.judgment(pair, majority(verdicts), usage))
+                    else:
+                        on_result(self.judgment(pair, None, usage, error=f"unparseable: {problem}"))
+        finally:
+            self.tokenizer.padding_side = "right"
+
+
+class VLLMBackend(Backend):
+    """vLLM offline batched generation (``pip install vllm``; imported only when used)."""
+
+    name = "vllm"
+
+    def __init__(self, config: JudgeConfig, prompt: Prompt) -> None:
+        super().__init__(config, prompt)
+        try:
+            import vllm
+        except ImportError:
+            raise ValueError(
+                "backend vllm: vLLM is not installed; `pip install -e '.[vllm]'` on a GPU machine, "
+                "or serve the model with `vllm serve` and use --backend openai --base_url http://HOST:8000/v1"
+            ) from None
+        from models.resolve import resolve_model_path
+
+        self.vllm = vllm
+        self.llm = vllm.LLM(model=resolve_model_path(config.model), dtype=config.dtype)
+
+    def run(self, pairs: Sequence[Pair], on_result: OnResult) -> None:
+        params = self.vllm.SamplingParams(
+            n=max(1, self.config.samples),
+            temperature=self.config.temperature,
+            max_tokens=self.max_output_tokens,
+        )
+        step = max(1, self.config.batch_size) * 64
+        for start in range(0, len(pairs), step):
+            chunk = pairs[start : start + step]
+            conversations = [self.prompt.messages(p.query, self.document(p)) for p in chunk]
+            outputs = self.llm.chat(conversations, params, use_tqdm=False)
+            for pair, output in zip(chunk, outputs, strict=True):
+                usage = Usage(
+                    input_tokens=len(output.prompt_token_ids or []),
+                    output_tokens=sum(len(c.token_ids) for c in output.outputs),
+                )
+                verdicts, problem = [], ""
+                for completion in output.outputs:
+                    try:
+                        verdicts.append(parse_reply(self.prompt, completion.text))
+                    except ParseError as exc:
+                        problem = str(exc)
+                if verdicts:
+                    on_result(self.judgment(pair, majority(verdicts), usage))
+                else:
+                    on_result(self.judgment(pair, None, usage, error=f"unparseable: {problem}"))
+
+
+def make_backend(config: JudgeConfig, prompt: Prompt) -> Backend:
+    if config.backend in ("openai", "azure"):
+        return OpenAIBackend(config, prompt)
+    if config.backend == "hf":
+        return HFBackend(config, prompt)
+    if config.backend == "vllm":
+        return VLLMBackend(config, prompt)
+    if config.backend == "qrels":
+        return QrelsBackend(config, prompt)
+    raise ValueError(f"backend: expected one of {', '.join(BACKENDS)}, got {config.backend!r}")

@@ -1,0 +1,179 @@
+"""Judge prompts: YAML files with a name and version that every judgment records.
+
+A prompt has a ``scale`` (``binary`` or ``graded`` 0-3), a ``system`` and a ``user`` template with
+``{query}`` and ``{document}`` slots, and either ``direct_answer: true`` with an ``answers`` map (a
+single-token reply such as yes/no or a digit, which local models score from token probabilities)
+or a JSON reply described by ``json_schema``. :func:`parse_reply` turns a reply into a verdict or
+raises :class:`ParseError`; nothing unparseable becomes a label.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+
+
+class ParseError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Verdict:
+    grade: int | None
+    label: int
+    confidence: float | None = None
+    rationale: str | None = None
+    p_relevant: float | None = None
+
+
+@dataclass(frozen=True)
+class Prompt:
+    name: str
+    version: int
+    scale: str
+    system: str
+    user: str
+    direct_answer: bool = False
+    answers: dict[str, int] = field(default_factory=dict)
+    json_schema: dict[str, Any] | None = None
+    max_output_tokens: int = 256
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}@{self.version}"
+
+    def messages(self, query: str, document: str) -> list[dict[str, str]]:
+        return [
+            {"role": "system", "content": self.system.strip()},
+            {"role": "user", "content": self.user.format(query=query, document=document).strip()},
+        ]
+
+    def verdict_from_answer(self, answer_value: int, probability: float | None = None) -> Verdict:
+        """A direct answer's value (0/1 for binary, 0-3 for graded) as a verdict."""
+        if self.scale == "binary":
+            return Verdict(grade=None, label=int(answer_value), confidence=probability)
+        from data.records import label_from_grade
+
+        return Verdict(
+            grade=int(answer_value),
+            label=label_from_grade(int(answer_value)),
+            confidence=probability,
+        )
+
+
+def load_prompt(name_or_path: str) -> Prompt:
+    """A prompt by name (a file in data/prompts/) or by path to a YAML file."""
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = PROMPTS_DIR / f"{name_or_path}.yaml"
+    if not path.exists():
+        known = sorted(p.stem for p in PROMPTS_DIR.glob("*.yaml"))
+        raise FileNotFoundError(
+            f"prompt {name_or_path!r} not found; known prompts: {', '.join(known)}"
+        )
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    for key in ("name", "version", "scale", "system", "user"):
+        if key not in data:
+            raise ValueError(f"{path}: {key}: missing")
+    if data["scale"] not in ("binary", "graded"):
+        raise ValueError(f"{path}: scale: expected binary or graded, got {data['scale']!r}")
+    if data.get("direct_answer") and not data.get("answers"):
+        raise ValueError(f"{path}: answers: required when direct_answer is true")
+    return Prompt(**data)
+
+
+def available_prompts() -> list[str]:
+    return sorted(p.stem for p in PROMPTS_DIR.glob("*.yaml"))
+
+
+_JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
+_TRUE = {"true", "yes", "relevant", "1"}
+_FALSE = {"false", "no", "not relevant", "irrelevant", "0"}
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    cleaned = re.sub(r"^```(?:json)?|```$", "", text.strip(), flags=re.MULTILINE).strip()
+    for candidate in (cleaned, *(_JSON_OBJECT.findall(cleaned) or [])):
+        try:
+            obj = json.loads(candidate)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(obj, dict):
+            return obj
+    return None
+
+
+def _as_bool(value: Any) -> bool | None:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float):
+        return bool(value)
+    if isinstance(value, str):
+        lowered = value.strip().lower()
+        if lowered in _TRUE:
+            return True
+        if lowered in _FALSE:
+            return False
+    return None
+
+
+def parse_reply(prompt: Prompt, text: str) -> Verdict:
+    """Parse a judge's reply for ``prompt``: JSON first, then tolerant patterns; else ParseError."""
+    if prompt.direct_answer:
+        return _parse_direct(prompt, text)
+    obj = _json_object(text)
+    if prompt.scale == "binary":
+        relevant = _as_bool(obj.get("relevant")) if obj else None
+        rationale = obj.get("analysis") if obj else None
+        if relevant is None:
+            match = re.search(r'"?relevant"?\s*[:=]\s*"?(true|false|yes|no)', text, re.IGNORECASE)
+            relevant = _as_bool(match.group(1)) if match else None
+        if relevant is None:
+            raise ParseError(f"no relevant: true/false verdict in the reply: {text[:200]!r}")
+        return Verdict(
+            grade=None,
+            label=int(relevant),
+            rationale=rationale if isinstance(rationale, str) else None,
+        )
+    grade = obj.get("grade", obj.get("score")) if obj else None
+    if grade is None:
+        match = re.search(r'"?(?:grade|score)"?\s*[:=]\s*"?([0-3])\b', text, re.IGNORECASE)
+        grade = match.group(1) if match else None
+    try:
+        grade = int(grade)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise ParseError(f"no 0-3 grade in the reply: {text[:200]!r}") from None
+    if not 0 <= grade <= 3:
+        raise ParseError(f"grade {grade} is outside 0-3")
+    confidence = obj.get("confidence") if obj else None
+    if confidence is not None:
+        try:
+            confidence = float(confidence)
+        except (TypeError, ValueError):
+            confidence = None
+    rationale = (obj.get("justification") or obj.get("rationale")) if obj else None
+    verdict = prompt.verdict_from_answer(grade, None)
+    return Verdict(
+        grade=verdict.grade,
+        label=verdict.label,
+        confidence=confidence,
+        rationale=rationale if isinstance(rationale, str) else None,
+    )
+
+
+def _parse_direct(prompt: Prompt, text: str) -> Verdict:
+    cleaned = text.strip().strip(".!\"'`*").lower()
+    if cleaned in prompt.answers:
+        return prompt.verdict_from_answer(prompt.answers[cleaned])
+    # The first answer word that appears on its own ("Yes, because ...", "Score: 2").
+    for token in re.findall(r"[a-z]+|\d", cleaned):
+        if token in prompt.answers:
+            return prompt.verdict_from_answer(prompt.answers[token])
+    raise ParseError(f"expected one of {sorted(prompt.answers)}, got {text[:200]!r}")

@@ -1,0 +1,225 @@
+"""Teacher labels: judge (query, document) pairs with a large LLM (or human qrels), resumably.
+
+    # human judgments as the teacher (TREC DL 2019 judged pool)
+    python -m data.label --collection data/collections/trec-dl-2019-passage --pool_from_qrels true \\
+        --backend qrels --qrels data/collections/trec-dl-2019-passage/qrels.tsv --out runs/labels/human.jsonl
+    # the embedded local judge on 500 pairs, scored from yes/no token probabilities
+    python -m data.label --collection data/collections/trec-dl-2019-passage --pool_from_qrels true \\
+        --backend hf --model smollm2-135m --prompt binary --sample 500 --out runs/labels/smollm2.jsonl
+    # any OpenAI-compatible endpoint (OpenAI, vLLM server, Ollama, llama.cpp server)
+    python -m data.label --pairs pairs.jsonl --backend openai --base_url http://localhost:8000/v1 \\
+        --model meta-llama/Llama-3.1-70B-Instruct --prompt binary-cot --concurrency 32 --out judgments.jsonl
+    python -m data.label --config data/configs/label-openai.yaml --sample 1000
+
+Pairs come from a pairs JSONL (``--pairs``) or from a BEIR collection plus a TREC run
+(``--collection DIR --run RUN``) or its judged pool (``--pool_from_qrels true``).
+
+Every finished judgment is appended (and flushed) to a cache keyed by a hash of (judge model,
+prompt name+version, query, document, sampling settings), so a killed run loses nothing and a
+re-run sends no request for a finished pair. The output JSONL is written atomically at the end in
+input order, with a summary (done, cached, failed, tokens, cost, pairs/s).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import random
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from data.beir import Collection, read_trec_run
+from data.cli import parse_config, run_main
+from data.io import JsonlAppender, read_records, write_json, write_jsonl
+from data.judges.backends import JudgeConfig, make_backend
+from data.judges.prompts import load_prompt
+from data.records import Judgment, Pair
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class LabelConfig:
+    """Which pairs to judge and where the judgments go."""
+
+    out: str = field(
+        default="runs/labels/judgments.jsonl", metadata={"help": "Output judgments JSONL."}
+    )
+    pairs: str | None = field(
+        default=None, metadata={"help": "Pairs JSONL (alternative to --collection)."}
+    )
+    collection: str | None = field(default=None, metadata={"help": "BEIR-layout folder."})
+    run: str | None = field(
+        default=None, metadata={"help": "TREC run with the pairs to judge (with --collection)."}
+    )
+    pool_from_qrels: bool = field(
+        default=False, metadata={"help": "Judge the collection's judged pool."}
+    )
+    sample: int = field(
+        default=0, metadata={"help": "Judge a seeded random sample of this many pairs (0: all)."}
+    )
+    seed: int = field(default=0)
+    cache: str | None = field(
+        default=None, metadata={"help": "Cache JSONL (default: OUT with .cache.jsonl)."}
+    )
+    retry_errors: bool = field(
+        default=True, metadata={"help": "Re-judge pairs whose cached judgment is an error."}
+    )
+
+
+def load_pairs(config: LabelConfig) -> list[Pair]:
+    if config.pairs:
+        pairs = list(read_records(config.pairs, Pair))
+    elif config.collection:
+        collection = Collection.load(config.collection)
+        if config.run:
+            source = read_trec_run(config.run)
+        elif config.pool_from_qrels:
+            source = {q: {d: 0.0 for d in docs} for q, docs in collection.qrels.items()}
+        else:
+            raise ValueError("with --collection, give --run RUN or --pool_from_qrels true")
+        pairs = list(collection.pairs(source))
+    else:
+        raise ValueError("pairs: give --pairs FILE or --collection DIR")
+    if config.sample and config.sample < len(pairs):
+        pairs = random.Random(config.seed).sample(pairs, config.sample)
+        pairs.sort(key=lambda p: (p.qid, p.rank or 0, p.doc_id))
+    return pairs
+
+
+def cache_key(
+    model: str, prompt_id: str, settings: dict[str, Any], pair: Pair, by_ids: bool = False
+) -> str:
+    """Identical texts share a judgment (an LLM judge sees only text); human qrels go by ids."""
+    parts: list[Any] = [model, prompt_id, settings, pair.query, pair.title or "", pair.text]
+    if by_ids:
+        parts += [pair.qid, pair.doc_id]
+    payload = json.dumps(parts, ensure_ascii=False, sort_keys=True)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def read_cache(path: Path) -> dict[str, Judgment]:
+    """Key → the latest cached judgment (a later line for the same key wins)."""
+    if not path.exists():
+        return {}
+    cached: dict[str, Judgment] = {}
+    for judgment in read_records(path, Judgment, tolerate_partial_last_line=True):
+        key = getattr(judgment, "cache_key", None)
+        if key:
+            cached[key] = judgment
+    return cached
+
+
+def label(label_config: LabelConfig, judge_config: JudgeConfig) -> dict[str, Any]:
+    prompt = load_prompt(judge_config.prompt)
+    pairs = load_pairs(label_config)
+    out = Path(label_config.out)
+    cache_path = Path(label_config.cache) if label_config.cache else out.with_suffix(".cache.jsonl")
+    settings = judge_config.sampling_settings(prompt)
+    model_id = (
+        judge_config.model if judge_config.backend != "qrels" else f"qrels:{judge_config.qrels}"
+    )
+    by_ids = judge_config.backend == "qrels"
+    keys = [cache_key(model_id, prompt.id, settings, p, by_ids) for p in pairs]
+    cached = read_cache(cache_path)
+
+    def usable(key: str) -> bool:
+        hit = cached.get(key)
+        return hit is not None and (hit.error is None or not label_config.retry_errors)
+
+    todo_index: dict[str, int] = {}
+    for i, key in enumerate(keys):
+        if not usable(key) and key not in todo_index:
+            todo_index[key] = i
+    todo = [pairs[i] for i in todo_index.values()]
+    n_cached = len(pairs) - len(todo)
+    logger.info(
+        "%d pairs: %d cached, %d to judge with %s", len(pairs), n_cached, len(todo), prompt.id
+    )
+
+    start = time.perf_counter()
+    failed = 0
+    if todo:
+        backend = make_backend(judge_config, prompt)
+        bar = tqdm(
+            total=len(todo), desc=f"judging ({judge_config.backend})", unit="pair", file=sys.stderr
+        )
+        with JsonlAppender(cache_path) as cache:
+
+            def on_result(judgment: Judgment) -> None:
+                nonlocal failed
+                key = cache_key(model_id, prompt.id, settings, judgment, by_ids)
+                record = judgment.model_dump(mode="json", exclude_none=True)
+                record["cache_key"] = key
+                cache.write(record)
+                cached[key] = Judgment.model_validate(record)
+                failed += judgment.error is not None
+                bar.update(1)
+                bar.set_postfix(failed=failed, refresh=False)
+
+            try:
+                backend.run(todo, on_result)
+            finally:
+                bar.close()
+                backend.close()
+    elapsed = time.perf_counter() - start
+
+    judgments = []
+    for pair, key in zip(pairs, keys, strict=True):
+        record = cached[key].model_dump(mode="json", exclude_none=True)
+        record.pop("cache_key", None)
+        # The cache is shared by pairs with identical text; keep this pair's own ids and rank.
+        record.update(pair.model_dump(mode="json", exclude_none=True))
+        judgments.append(record)
+    write_jsonl(out, judgments)
+    input_tokens = sum(j.get("usage", {}).get("input_tokens", 0) for j in judgments)
+    output_tokens = sum(j.get("usage", {}).get("output_tokens", 0) for j in judgments)
+    summary = {
+        "pairs": len(pairs),
+        "judged_now": len(todo),
+        "cached": n_cached,
+        "failed": sum(1 for j in judgments if j.get("error")),
+        "relevant": sum(1 for j in judgments if j.get("label") == 1),
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        "estimated_cost": round(
+            input_tokens / 1e6 * judge_config.price_input_per_mtok
+            + output_tokens / 1e6 * judge_config.price_output_per_mtok,
+            6,
+        ),
+        "seconds": round(elapsed, 2),
+        "pairs_per_second": round(len(todo) / elapsed, 2) if todo and elapsed > 0 else None,
+        "judge": {
+            "backend": judge_config.backend,
+            "model": judge_config.model,
+            "prompt": prompt.id,
+        },
+        "out": str(out),
+        "cache": str(cache_path),
+        "config": {"label": asdict(label_config), "judge": asdict(judge_config)},
+    }
+    write_json(out.with_suffix(".summary.json"), summary)
+    return summary
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    label_config, judge_config = parse_config([LabelConfig, JudgeConfig], args)
+    summary = label(label_config, judge_config)
+    rate = f", {summary['pairs_per_second']} pairs/s" if summary["pairs_per_second"] else ""
+    print(
+        f"{summary['pairs']} pairs: {summary['judged_now']} judged now, {summary['cached']} from cache, "
+        f"{summary['failed']} failed, {summary['relevant']} relevant; tokens in/out "
+        f"{summary['input_tokens']}/{summary['output_tokens']}, est. cost {summary['estimated_cost']}"
+        f"{rate} -> {summary['out']}"
+    )
+
+
+if __name__ == "__main__":
+    run_main(main)

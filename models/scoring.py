@@ -1,0 +1,104 @@
+"""Batched forward passes shared by every scorer: length-sorted dynamic batches, inference mode.
+
+Two read-outs of the last real position of each sequence:
+- :func:`classifier_probabilities`: softmax of a sequence classifier's logits;
+- :func:`answer_token_probabilities`: next-token probabilities of given answer tokens from a
+  causal LM, renormalised over those tokens (P(yes) for the generative objective, zero-shot
+  baselines and the local LLM judge).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+from transformers import PreTrainedModel
+
+
+def length_sorted_batches(
+    lengths: Sequence[int], max_batch_size: int, max_batch_tokens: int | None = None
+) -> Iterator[list[int]]:
+    """Index batches of similar length (longest first), capped by size and padded-token count."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batch: list[int] = []
+    for index in order:
+        longest = lengths[batch[0]] if batch else lengths[index]
+        too_many_tokens = (
+            max_batch_tokens is not None and longest * (len(batch) + 1) > max_batch_tokens
+        )
+        if batch and (len(batch) >= max_batch_size or too_many_tokens):
+            yield batch
+            batch = []
+        batch.append(index)
+    if batch:
+        yield batch
+
+
+def _pad(
+    input_ids: list[list[int]], pad_id: int, device: torch.device
+) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(len(ids) for ids in input_ids)
+    ids = torch.full((len(input_ids), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(input_ids), width), dtype=torch.long)
+    for row, seq in enumerate(input_ids):
+        ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+        mask[row, : len(seq)] = 1
+    return ids.to(device), mask.to(device)
+
+
+@torch.inference_mode()
+def classifier_probabilities(
+    model: PreTrainedModel,
+    input_ids: Sequence[list[int]],
+    *,
+    batch_size: int = 32,
+    max_batch_tokens: int | None = 16384,
+    temperature: float = 1.0,
+    show_progress: bool = False,
+) -> np.ndarray:
+    """Class probabilities (n, num_labels) for right-padded inputs, in input order."""
+    pad_id = model.config.pad_token_id if model.config.pad_token_id is not None else 0
+    out = np.zeros((len(input_ids), model.config.num_labels), dtype=np.float32)
+    batches = list(length_sorted_batches([len(x) for x in input_ids], batch_size, max_batch_tokens))
+    for batch in tqdm(batches, desc="scoring", unit="batch", disable=not show_progress):
+        ids, mask = _pad([input_ids[i] for i in batch], pad_id, model.device)
+        logits = model(input_ids=ids, attention_mask=mask).logits.float()
+        out[batch] = torch.softmax(logits / temperature, dim=-1).cpu().numpy()
+    return out
+
+
+@torch.inference_mode()
+def answer_token_probabilities(
+    model: PreTrainedModel,
+    input_ids: Sequence[list[int]],
+    answer_token_ids: Sequence[int],
+    *,
+    pad_token_id: int,
+    batch_size: int = 16,
+    max_batch_tokens: int | None = 16384,
+    show_progress: bool = False,
+) -> tuple[np.ndarray, np.ndarray]:
+    """For each prompt, P(answer_i | prompt) renormalised over the answers, and the raw mass.
+
+    Returns (probabilities (n, len(answers)), mass (n,)): ``mass`` is how much of the model's
+    next-token distribution fell on the answer tokens at all (low mass = the model wanted to say
+    something else, a sign of a poor prompt fit).
+    """
+    answers = torch.tensor(list(answer_token_ids))
+    probs = np.zeros((len(input_ids), len(answers)), dtype=np.float32)
+    mass = np.zeros(len(input_ids), dtype=np.float32)
+    batches = list(length_sorted_batches([len(x) for x in input_ids], batch_size, max_batch_tokens))
+    for batch in tqdm(batches, desc="scoring", unit="batch", disable=not show_progress):
+        seqs = [input_ids[i] for i in batch]
+        ids, mask = _pad(seqs, pad_token_id, model.device)
+        logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=0).logits
+        last = torch.tensor([len(s) - 1 for s in seqs], device=logits.device)
+        next_token = torch.log_softmax(
+            logits[torch.arange(len(seqs), device=logits.device), last].float(), dim=-1
+        )
+        chosen = next_token[:, answers.to(logits.device)]
+        probs[batch] = torch.softmax(chosen, dim=-1).cpu().numpy()
+        mass[batch] = chosen.exp().sum(-1).cpu().numpy()
+    return probs, mass

@@ -1,0 +1,158 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from data.build import BuildConfig, balance_indices, build_dataset, summary_table
+from data.io import RecordError, read_records
+from data.records import Judgment
+
+
+def make_judgments(path: Path, n_queries: int = 40, per_query: int = 10, seed: int = 0) -> Path:
+    """Synthetic judgments with ~20% relevant, a few error records and duplicates."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for q in range(n_queries):
+        for d in range(per_query):
+            grade = int(rng.choice([0, 1, 2, 3], p=[0.6, 0.2, 0.15, 0.05]))
+            lines.append(
+                {
+                    "qid": f"q{q}",
+                    "query": f"query {q}",
+                    "doc_id": f"d{q}-{d}",
+                    "text": f"doc {d}",
+                    "grade": grade,
+                }
+            )
+    lines.append({**lines[0]})  # duplicate
+    lines.append(
+        {"qid": "q0", "query": "query 0", "doc_id": "bad", "text": "x", "error": "unparseable"}
+    )
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+def split_ids(out: Path, name: str) -> list[tuple[str, str]]:
+    return [(r.qid, r.doc_id) for r in read_records(out / f"{name}.jsonl", Judgment)]
+
+
+@pytest.fixture()
+def judgments(tmp_path: Path) -> Path:
+    return make_judgments(tmp_path / "judgments.jsonl")
+
+
+def test_query_split_keeps_queries_on_one_side_and_similar_positive_ratios(
+    judgments: Path, tmp_path: Path
+):
+    manifest = build_dataset(
+        BuildConfig(judgments=[str(judgments)], out=str(tmp_path / "ds"), save_dataset=False)
+    )
+    out = tmp_path / "ds"
+    queries = {
+        name: {q for q, _ in split_ids(out, name)} for name in ("train", "validation", "test")
+    }
+    assert not queries["train"] & queries["test"]
+    assert not queries["train"] & queries["validation"]
+    assert not queries["validation"] & queries["test"]
+    assert sum(len(v) for v in queries.values()) == 40
+    counts = manifest["counts"]
+    ratios = [counts[s]["positive"] / counts[s]["pairs"] for s in ("train", "test")]
+    assert abs(ratios[0] - ratios[1]) < 0.1
+    assert manifest["cleaning"]["errors_dropped"] == 1
+    assert manifest["cleaning"]["duplicates_dropped"] == 1
+    assert manifest["cleaning"]["kept"] == 400
+    assert "dropped 1 error record(s), 1 duplicate(s)" in summary_table(manifest)
+
+
+@pytest.mark.parametrize("mode", ["oversample", "undersample", "both"])
+def test_balancing_hits_the_target_ratio_and_never_touches_test(
+    judgments: Path, tmp_path: Path, mode: str
+):
+    base = build_dataset(
+        BuildConfig(judgments=[str(judgments)], out=str(tmp_path / "plain"), save_dataset=False)
+    )
+    manifest = build_dataset(
+        BuildConfig(
+            judgments=[str(judgments)],
+            out=str(tmp_path / mode),
+            balance=mode,
+            target_ratio=0.5,
+            save_dataset=False,
+        )
+    )
+    train = manifest["counts"]["train"]
+    assert train["positive"] / train["negative"] == pytest.approx(0.5, abs=0.01)
+    assert split_ids(tmp_path / mode, "test") == split_ids(tmp_path / "plain", "test")
+    assert split_ids(tmp_path / mode, "validation") == split_ids(tmp_path / "plain", "validation")
+    assert manifest["counts"]["test"] == base["counts"]["test"]
+    assert manifest["counts_before_balancing"]["train"] == base["counts"]["train"]
+
+
+def test_balance_indices_counts():
+    labels = np.array([1] * 10 + [0] * 90)
+    over = balance_indices(labels, "oversample", 1.0, seed=0)
+    assert (labels[over] == 1).sum() == 90 and (labels[over] == 0).sum() == 90
+    under = balance_indices(labels, "undersample", 1.0, seed=0)
+    assert (labels[under] == 1).sum() == 10 and (labels[under] == 0).sum() == 10
+    both = balance_indices(labels, "both", 1.0, seed=0)
+    assert (labels[both] == 1).sum() == 50 and len(both) == 100
+    assert set(over[labels[over] == 1]) == set(np.flatnonzero(labels == 1))  # every positive kept
+
+
+def test_same_seed_same_splits_other_seed_other_splits(judgments: Path, tmp_path: Path):
+    for name, seed in (("a", 7), ("b", 7), ("c", 8)):
+        build_dataset(
+            BuildConfig(
+                judgments=[str(judgments)],
+                out=str(tmp_path / name),
+                seed=seed,
+                balance="both",
+                save_dataset=False,
+            )
+        )
+    for split in ("train", "validation", "test"):
+        assert split_ids(tmp_path / "a", split) == split_ids(tmp_path / "b", split)
+    assert split_ids(tmp_path / "a", "test") != split_ids(tmp_path / "c", "test")
+
+
+def test_pair_mode_is_stratified_80_20(judgments: Path, tmp_path: Path):
+    manifest = build_dataset(
+        BuildConfig(
+            judgments=[str(judgments)],
+            out=str(tmp_path / "p"),
+            split_by="pair",
+            validation_size=0,
+            save_dataset=False,
+        )
+    )
+    assert manifest["counts"]["test"]["pairs"] == 80
+    assert manifest["counts"]["train"]["pairs"] == 320
+    ratios = [
+        manifest["counts"][s]["positive"] / manifest["counts"][s]["pairs"]
+        for s in ("train", "test")
+    ]
+    assert abs(ratios[0] - ratios[1]) < 0.02
+
+
+def test_strict_stops_and_lenient_lists_bad_lines(judgments: Path, tmp_path: Path):
+    with open(judgments, "a") as handle:
+        handle.write('{"qid": "q1", "query": "x", "doc_id": "z", "text": "t", "grade": 9}\n')
+    with pytest.raises(RecordError, match=r"judgments\.jsonl:403: grade"):
+        build_dataset(
+            BuildConfig(judgments=[str(judgments)], out=str(tmp_path / "s"), save_dataset=False)
+        )
+    manifest = build_dataset(
+        BuildConfig(judgments=[str(judgments)], out=str(tmp_path / "l"), strict=False)
+    )
+    assert manifest["cleaning"]["skipped_lines"] == [
+        f"{judgments}:403: grade: Input should be less than or equal to 3"
+    ]
+    from datasets import load_from_disk
+
+    dataset = load_from_disk(str(tmp_path / "l" / "dataset"))
+    assert set(dataset) == {"train", "validation", "test"}
+    assert dataset["test"].num_rows == manifest["counts"]["test"]["pairs"]
+    assert manifest["sources"][0]["sha256"] and manifest["config"]["seed"] == 42

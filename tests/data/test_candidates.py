@@ -1,0 +1,56 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from data.beir import Collection, read_trec_run
+from data.candidates import CandidatesConfig, generate_candidates
+from data.io import read_records
+from data.records import Pair
+
+
+def recall(run: dict, qrels: dict) -> float:
+    return sum(len(set(run.get(q, {})) & set(rel)) / len(rel) for q, rel in qrels.items()) / len(
+        qrels
+    )
+
+
+def test_bm25_finds_known_documents_on_adi(adi_dir: Path, tmp_path: Path):
+    report = generate_candidates(
+        CandidatesConfig(collection=str(adi_dir), out=str(tmp_path), retrievers=["bm25"], k=5)
+    )
+    run = read_trec_run(tmp_path / "bm25.trec")
+    qrels = Collection.load(adi_dir).qrels
+    assert "46" in run["1"] and {"12", "71"} <= set(run["2"])  # relevant ADI documents
+    assert recall(run, qrels) > 0.25
+    pairs = list(read_records(tmp_path / "bm25.pairs.jsonl", Pair))
+    assert len(pairs) == report["bm25"]["pairs"]
+    first = [p for p in pairs if p.qid == "1"]
+    assert [p.rank for p in first] == list(range(1, len(first) + 1))
+    assert first[0].retriever_score >= first[-1].retriever_score
+    # Reuses the saved index.
+    generate_candidates(
+        CandidatesConfig(collection=str(adi_dir), out=str(tmp_path), retrievers=["bm25"], k=5)
+    )
+    assert read_trec_run(tmp_path / "bm25.trec") == run
+
+
+def test_unknown_retriever_is_rejected(adi_dir: Path, tmp_path: Path):
+    with pytest.raises(ValueError, match="retrievers: unknown"):
+        generate_candidates(
+            CandidatesConfig(collection=str(adi_dir), out=str(tmp_path), retrievers=["splade"])
+        )
+
+
+@pytest.mark.slow
+def test_dense_minilm_hnsw_finds_known_documents_on_adi(adi_dir: Path, tmp_path: Path):
+    config = CandidatesConfig(collection=str(adi_dir), out=str(tmp_path), retrievers=["dense"], k=5)
+    generate_candidates(config)
+    run = read_trec_run(tmp_path / "dense.trec")
+    assert "17" in run["1"] and {"43", "45", "60"} <= set(run["3"])
+    assert recall(run, Collection.load(adi_dir).qrels) > 0.25
+    assert len(list((tmp_path / "index").glob("dense-*.npy"))) == 1
+    generate_candidates(config)  # second run reuses embeddings and index
+    assert read_trec_run(tmp_path / "dense.trec") == run
+    assert len(list((tmp_path / "index").glob("dense-*.npy"))) == 1

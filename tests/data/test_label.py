@@ -1,0 +1,278 @@
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from data.io import read_records
+from data.judges.backends import JudgeConfig, majority
+from data.judges.prompts import ParseError, Verdict, available_prompts, load_prompt, parse_reply
+from data.label import LabelConfig, label
+from data.records import Judgment
+from tests.data.fake_openai import FakeOpenAI
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write_pairs(path: Path, modes: list[str]) -> Path:
+    lines = []
+    for i, mode in enumerate(modes):
+        rel = i % 2
+        lines.append(
+            {
+                "qid": f"q{i % 3}",
+                "query": f"query {i % 3}",
+                "doc_id": f"d{i}",
+                "text": f"[[id=d{i} mode={mode} rel={rel}]] body",
+            }
+        )
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+def openai_judge(server: FakeOpenAI, **overrides) -> JudgeConfig:
+    settings = {
+        "backend": "openai",
+        "model": "fake-judge",
+        "prompt": "binary-cot",
+        "base_url": server.base_url,
+        "concurrency": 4,
+        "max_retries": 3,
+        "request_timeout": 10.0,
+        "parse_retries": 1,
+        "price_input_per_mtok": 2.0,
+        "price_output_per_mtok": 8.0,
+    }
+    settings.update(overrides)
+    return JudgeConfig(**settings)
+
+
+def test_every_prompt_loads_with_name_version_and_slots():
+    assert set(available_prompts()) >= {"binary", "binary-cot", "checklist", "trec-graded"}
+    for name in available_prompts():
+        prompt = load_prompt(name)
+        user = prompt.messages("QUERY-X", "DOC-Y")[1]["content"]
+        assert "QUERY-X" in user and "DOC-Y" in user and prompt.version >= 1
+
+
+@pytest.mark.parametrize(
+    ("prompt", "reply", "grade", "label"),
+    [
+        ("binary-cot", '{"analysis": "a", "relevant": true}', None, 1),
+        ("binary-cot", 'Sure!\n```json\n{"analysis": "a", "relevant": "no"}\n```', None, 0),
+        ("binary-cot", "analysis: ... relevant: yes", None, 1),
+        (
+            "checklist",
+            '{"partial": true, "substantial": true, "precise": false, "grade": 2, "confidence": 4}',
+            2,
+            1,
+        ),
+        ("trec-graded", " 1.", 1, 0),
+        ("trec-graded", "Score: 3", 3, 1),
+        ("binary", "Yes.", None, 1),
+    ],
+)
+def test_replies_parse(prompt: str, reply: str, grade: int | None, label: int):
+    verdict = parse_reply(load_prompt(prompt), reply)
+    assert (verdict.grade, verdict.label) == (grade, label)
+
+
+@pytest.mark.parametrize(
+    ("prompt", "reply"),
+    [("binary-cot", "cannot tell"), ("checklist", '{"grade": 7}'), ("binary", "maybe")],
+)
+def test_unparseable_replies_raise(prompt: str, reply: str):
+    with pytest.raises(ParseError):
+        parse_reply(load_prompt(prompt), reply)
+
+
+def test_majority_vote_sets_agreement_as_confidence():
+    verdict = majority([Verdict(2, 1), Verdict(2, 1), Verdict(0, 0)])
+    assert (verdict.grade, verdict.confidence) == (2, pytest.approx(2 / 3))
+
+
+def test_openai_backend_retries_parses_records_errors_and_caches(tmp_path: Path):
+    modes = ["ok", "ok", "garbage", "garbage-once", "429-once", "500-twice"]
+    pairs = write_pairs(tmp_path / "pairs.jsonl", modes)
+    out = tmp_path / "judgments.jsonl"
+    with FakeOpenAI() as server:
+        summary = label(LabelConfig(out=str(out), pairs=str(pairs)), openai_judge(server))
+        judgments = {j.doc_id: j for j in read_records(out, Judgment)}
+        assert [j.doc_id for j in read_records(out, Judgment)] == [
+            f"d{i}" for i in range(6)
+        ]  # input order
+        assert judgments["d0"].label == 0 and judgments["d1"].label == 1
+        assert judgments["d0"].rationale == "checked"
+        assert (
+            judgments["d0"].judge.prompt == "binary-cot"
+            and judgments["d0"].judge.prompt_version == 1
+        )
+        # Unparseable twice (1 + parse_retries): an error, never a label.
+        assert (
+            judgments["d2"].error.startswith("unparseable after 2 attempt(s)")
+            and judgments["d2"].label is None
+        )
+        assert server.requests["d2"] == 2
+        # Re-asked once after garbage; 429 honoured then retried; 500 retried twice by the SDK.
+        assert (judgments["d3"].label, server.requests["d3"]) == (1, 2)
+        assert (judgments["d4"].label, server.requests["d4"]) == (0, 2)
+        assert (judgments["d5"].label, server.requests["d5"]) == (1, 3)
+        assert judgments["d3"].usage.input_tokens == 200  # both attempts are paid for
+        assert summary["failed"] == 1 and summary["judged_now"] == 6
+        assert summary["estimated_cost"] == pytest.approx(
+            (summary["input_tokens"] * 2 + summary["output_tokens"] * 8) / 1e6
+        )
+        assert server.bodies[0]["response_format"]["type"] == "json_schema"
+
+        # Second run: cached pairs send nothing; the error is retried by default.
+        before = sum(server.requests.values())
+        again = label(LabelConfig(out=str(out), pairs=str(pairs)), openai_judge(server))
+        assert again["cached"] == 5 and again["judged_now"] == 1
+        assert sum(server.requests.values()) == before + 2
+        # With retry_errors off, nothing is sent at all.
+        label(LabelConfig(out=str(out), pairs=str(pairs), retry_errors=False), openai_judge(server))
+        assert sum(server.requests.values()) == before + 2
+        # Another prompt is another cache key.
+        other = label(
+            LabelConfig(
+                out=str(tmp_path / "b.jsonl"),
+                pairs=str(pairs),
+                cache=str(out.with_suffix(".cache.jsonl")),
+            ),
+            openai_judge(server, prompt="binary"),
+        )
+        assert other["cached"] == 0
+
+
+def test_timeouts_become_error_records(tmp_path: Path):
+    pairs = write_pairs(tmp_path / "pairs.jsonl", ["slow", "ok"])
+    with FakeOpenAI() as server:
+        summary = label(
+            LabelConfig(out=str(tmp_path / "j.jsonl"), pairs=str(pairs)),
+            openai_judge(server, request_timeout=0.3, max_retries=1),
+        )
+        judgments = list(read_records(tmp_path / "j.jsonl", Judgment))
+    assert judgments[0].error.startswith("request failed") and judgments[1].ok
+    assert server.requests["d0"] == 2 and summary["failed"] == 1
+
+
+def test_self_consistency_samples_and_votes(tmp_path: Path):
+    pairs = write_pairs(tmp_path / "pairs.jsonl", ["ok", "ok"])
+    with FakeOpenAI() as server:
+        label(
+            LabelConfig(out=str(tmp_path / "j.jsonl"), pairs=str(pairs)),
+            openai_judge(server, samples=3, temperature=0.7),
+        )
+    judgments = list(read_records(tmp_path / "j.jsonl", Judgment))
+    assert server.requests["d0"] == 3 and judgments[0].confidence == 1.0
+
+
+def test_kill_mid_run_then_resume_labels_every_pair_exactly_once(tmp_path: Path):
+    pairs = write_pairs(tmp_path / "pairs.jsonl", ["delay"] * 60)
+    out = tmp_path / "judgments.jsonl"
+    cache = out.with_suffix(".cache.jsonl")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    with FakeOpenAI() as server:
+        command = [
+            sys.executable, "-m", "data.label", "--pairs", str(pairs), "--out", str(out), "--backend", "openai",
+            "--model", "fake", "--prompt", "binary", "--base_url", server.base_url, "--concurrency", "2",
+        ]  # fmt: skip
+        process = subprocess.Popen(
+            command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        deadline = time.time() + 60
+        while time.time() < deadline:
+            if cache.exists() and len(cache.read_text().splitlines()) >= 10:
+                break
+            time.sleep(0.05)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        assert not out.exists()  # the final file is only written at the end
+        finished_before_kill = {
+            json.loads(line)["doc_id"]
+            for line in cache.read_text().splitlines()
+            if line.endswith("}")
+        }
+        assert 10 <= len(finished_before_kill) < 60
+        result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert all(server.requests[d] == 1 for d in finished_before_kill)
+    judgments = list(read_records(out, Judgment))
+    assert sorted(j.doc_id for j in judgments) == sorted(f"d{i}" for i in range(60))
+    keys = [json.loads(line)["cache_key"] for line in cache.read_text().splitlines()]
+    assert len(keys) == len(set(keys)) == 60
+
+
+def test_qrels_backend_maps_grades_and_flags_unjudged(tmp_path: Path, adi_dir: Path):
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(
+        json.dumps({"qid": "1", "query": "q", "doc_id": "17", "text": "t"}) + "\n"
+        + json.dumps({"qid": "1", "query": "q", "doc_id": "2", "text": "t"}) + "\n"
+    )  # fmt: skip
+    judge = JudgeConfig(backend="qrels", qrels=str(adi_dir / "qrels.tsv"), grade_map='{"1": 3}')
+    label(LabelConfig(out=str(tmp_path / "j.jsonl"), pairs=str(pairs)), judge)
+    first, second = read_records(tmp_path / "j.jsonl", Judgment)
+    assert (first.grade, first.label) == (3, 1)
+    assert second.error == "no human judgment for this pair"
+    judge.unjudged = "zero"
+    label(LabelConfig(out=str(tmp_path / "k.jsonl"), pairs=str(pairs)), judge)
+    assert [j.label for j in read_records(tmp_path / "k.jsonl", Judgment)] == [1, 0]
+
+
+def test_hf_backend_scores_direct_prompts_and_generates_for_json_prompts(
+    tmp_path: Path, tiny_model_dir: Path
+):
+    pairs = write_pairs(tmp_path / "pairs.jsonl", ["ok"] * 5)
+    summary = label(
+        LabelConfig(out=str(tmp_path / "a.jsonl"), pairs=str(pairs)),
+        JudgeConfig(backend="hf", model=str(tiny_model_dir), prompt="trec-graded", batch_size=2),
+    )
+    judgments = list(read_records(tmp_path / "a.jsonl", Judgment))
+    assert summary["failed"] == 0
+    for judgment in judgments:
+        assert judgment.grade in {0, 1, 2, 3} and 0 <= judgment.p_relevant <= 1
+        assert judgment.usage.input_tokens > 20
+    # A random model's generation is gibberish: every pair must be an error record, not a label.
+    label(
+        LabelConfig(out=str(tmp_path / "b.jsonl"), pairs=str(pairs)),
+        JudgeConfig(
+            backend="hf", model=str(tiny_model_dir), prompt="binary-cot", max_output_tokens=8
+        ),
+    )
+    generated = list(read_records(tmp_path / "b.jsonl", Judgment))
+    assert all(j.error and j.label is None for j in generated)
+
+
+def test_vllm_backend_without_vllm_says_how_to_get_it(tmp_path: Path):
+    pytest.importorskip("pytest")
+    try:
+        import vllm  # noqa: F401
+
+        pytest.skip("vLLM is installed")
+    except ImportError:
+        pass
+    pairs = write_pairs(tmp_path / "pairs.jsonl", ["ok"])
+    with pytest.raises(ValueError, match="vLLM is not installed"):
+        label(
+            LabelConfig(out=str(tmp_path / "j.jsonl"), pairs=str(pairs)),
+            JudgeConfig(backend="vllm", model="x"),
+        )
+
+
+def test_cli_reports_bad_pairs_with_file_and_line(tmp_path: Path):
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(
+        '{"qid": "1", "query": "q", "doc_id": "d", "text": "t"}\n{"qid": "1", "doc_id": "e", "text": "t"}\n'
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "data.label", "--pairs", str(pairs), "--backend", "qrels", "--qrels", "x.tsv"],
+        cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert f"{pairs}:2: query: Field required" in result.stderr
