@@ -42,18 +42,9 @@ logger = logging.getLogger(__name__)
 SPLIT_MODES = ("query", "pair")
 BALANCE_MODES = ("none", "oversample", "undersample", "both")
 COLUMNS = (
-    "qid",
-    "query",
-    "doc_id",
-    "text",
-    "title",
-    "grade",
-    "label",
-    "confidence",
-    "rank",
-    "retriever_score",
-    "judge",
-)
+    "qid", "query", "doc_id", "text", "title", "grade", "label", "confidence", "p_relevant", "rank",
+    "retriever_score", "judge",
+)  # fmt: skip
 
 
 @dataclass
@@ -131,6 +122,7 @@ def load_judgments(config: BuildConfig) -> tuple[list[dict[str, Any]], dict[str,
                     "grade": judgment.grade,
                     "label": int(label),
                     "confidence": judgment.confidence,
+                    "p_relevant": judgment.p_relevant,
                     "rank": judgment.rank,
                     "retriever_score": judgment.retriever_score,
                     "judge": f"{judge.model}/{judge.prompt}" if judge else None,

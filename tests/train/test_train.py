@@ -1,0 +1,201 @@
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from data.build import BuildConfig, build_dataset
+from data.cli import parse_config
+from models.builder import MODES, GraderModelConfig, build_grader, load_trained, read_grader_config
+from models.input_format import GraderInputFormat, format_pairs
+from train.train import DataConfig, GraderTrainingArguments, LossConfig, train
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIGS = sorted((REPO / "train" / "configs").glob("*.yaml"))
+PARSERS = [GraderModelConfig, DataConfig, LossConfig, GraderTrainingArguments]
+
+
+@pytest.fixture(scope="module")
+def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Judgments whose relevance is visible in the text, so a tiny model can learn it."""
+    root = tmp_path_factory.mktemp("ds")
+    rng = random.Random(0)
+    lines = []
+    for q in range(16):
+        for d in range(6):
+            grade = rng.choice([0, 0, 1, 2, 3])
+            text = ("axon terminal definition " * grade) + "the passage talks about something"
+            lines.append(
+                {
+                    "qid": f"q{q}",
+                    "query": f"query {q} axon",
+                    "doc_id": f"d{q}-{d}",
+                    "text": text,
+                    "grade": grade,
+                }
+            )
+    (root / "j.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    build_dataset(
+        BuildConfig(judgments=[str(root / "j.jsonl")], out=str(root / "ds"), save_dataset=False)
+    )
+    return root / "ds"
+
+
+def args_for(tmp_path: Path, **overrides) -> GraderTrainingArguments:
+    settings = dict(
+        output_dir=str(tmp_path / "out"),
+        report_to="none",
+        learning_rate=2e-3,
+        num_train_epochs=3,
+        per_device_train_batch_size=16,
+        logging_steps=1,
+        save_strategy="no",
+        load_best_model_at_end=False,
+        use_cpu=True,
+        disable_tqdm=True,
+    )
+    settings.update(overrides)
+    return GraderTrainingArguments(**settings)
+
+
+def logged_losses(metrics: dict) -> list[float]:
+    history = metrics["history"]
+    key = "train_loss" if "train_loss" in history[0] else "loss"
+    return [float(h[key]) for h in history if key in h and "epoch" in h and "eval_loss" not in h]
+
+
+@pytest.mark.parametrize("config_path", CONFIGS, ids=lambda p: p.name)
+def test_every_training_config_parses(config_path: Path):
+    model_config, _data, loss_config, args = parse_config(
+        PARSERS, ["--config", str(config_path), "--output_dir", "x", "--use_cpu", "true"]
+    )
+    assert model_config.mode in MODES
+    assert loss_config.loss in ("cross_entropy", "contrastive")
+    assert args.lr_scheduler_type.value == "cosine_with_min_lr"
+    assert args.lr_scheduler_kwargs == {"min_lr_rate": 0.1}
+    assert args.metric_for_best_model == "f1" and args.load_best_model_at_end
+    if config_path.name.startswith("llama"):
+        assert model_config.model_name_or_path == "meta-llama/Llama-3.2-1B-Instruct" and args.bf16
+    else:
+        assert model_config.model_name_or_path == "smollm2-135m"
+
+
+def test_accelerate_variants_parse():
+    from accelerate.commands.config.config_args import load_config_from_file
+
+    ddp = load_config_from_file(str(REPO / "train/configs/accelerate/ddp.yaml"))
+    fsdp = load_config_from_file(str(REPO / "train/configs/accelerate/fsdp.yaml"))
+    assert str(ddp.distributed_type).endswith("MULTI_GPU") and str(fsdp.distributed_type).endswith(
+        "FSDP"
+    )
+    assert fsdp.fsdp_config["fsdp_transformer_layer_cls_to_wrap"] == "LlamaDecoderLayer"
+
+
+@pytest.mark.parametrize(
+    ("mode", "loss"),
+    [
+        ("full", "cross_entropy"),
+        ("full", "contrastive"),
+        ("lora", "cross_entropy"),
+        ("frozen", "cross_entropy"),
+    ],
+)
+def test_modes_and_losses_train_with_decreasing_loss_and_reload_identically(
+    mode: str, loss: str, tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
+):
+    model_config = GraderModelConfig(
+        model_name_or_path=str(tiny_model_dir), mode=mode, max_length=256, lora_r=8
+    )
+    args = args_for(
+        tmp_path,
+        num_train_epochs=8 if mode == "frozen" else 3,
+        learning_rate=1e-2 if mode == "frozen" else 2e-3,
+    )
+    metrics = train(
+        model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(loss=loss), args
+    )
+    losses = logged_losses(metrics)
+    assert np.mean(losses[-2:]) < np.mean(losses[:2]), losses
+    out = Path(args.output_dir)
+    info = read_grader_config(out)
+    assert info["mode"] == mode and info["input_format"]["name"] == "grader-chat"
+    assert (out / "tokenizer.json").exists()
+    if mode == "lora":
+        assert (out / "adapter_config.json").exists()
+    # Reload and compare logits with a model built the same way as at training time.
+    model, tokenizer = load_trained(out)
+    fmt = GraderInputFormat.from_dict(info["input_format"])
+    pairs = format_pairs(
+        tokenizer, fmt, ["query 1 axon", "query 2 axon"], ["axon terminal definition", "nothing"]
+    )
+    batch = tokenizer.pad({"input_ids": pairs.input_ids}, return_tensors="pt")
+    again, _ = load_trained(out)
+    with torch.no_grad():
+        first = model.eval()(**batch).logits
+        second = again.eval()(**batch).logits
+    torch.testing.assert_close(first, second, rtol=0, atol=0)
+    # The trained head survived the round trip (not a fresh random head).
+    fresh, _ = build_grader(
+        GraderModelConfig(model_name_or_path=str(tiny_model_dir), mode="full", max_length=256)
+    )
+    with torch.no_grad():
+        assert not torch.allclose(fresh.eval()(**batch).logits, first)
+
+
+def test_frozen_mode_leaves_the_backbone_bit_identical(
+    tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
+):
+    model_config = GraderModelConfig(
+        model_name_or_path=str(tiny_model_dir), mode="frozen", max_length=256
+    )
+    before, _ = build_grader(model_config)
+    args = args_for(tmp_path, frozen_feature_cache=False, num_train_epochs=2)
+    train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args)
+    after, _ = load_trained(args.output_dir)
+    backbone_before = {k: v for k, v in before.state_dict().items() if not k.startswith("score.")}
+    backbone_after = {k: v for k, v in after.state_dict().items() if not k.startswith("score.")}
+    assert backbone_before.keys() == backbone_after.keys()
+    assert all(torch.equal(backbone_before[k], backbone_after[k]) for k in backbone_before)
+    assert not torch.equal(before.score.weight, after.score.weight)
+
+
+def test_frozen_fast_path_trains_the_same_head_as_the_plain_path(
+    tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
+):
+    model_config = GraderModelConfig(
+        model_name_or_path=str(tiny_model_dir), mode="frozen", max_length=256
+    )
+    heads = {}
+    for cached in (True, False):
+        # One batch holds the whole train split, so both paths see identical gradients.
+        args = args_for(
+            tmp_path / str(cached), frozen_feature_cache=cached, per_device_train_batch_size=256, num_train_epochs=5,
+            learning_rate=1e-2, eval_strategy="no",
+        )  # fmt: skip
+        train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args)
+        model, _ = load_trained(args.output_dir)
+        heads[cached] = model.score.weight.detach().clone()
+    assert not torch.equal(heads[True], build_grader(model_config)[0].score.weight)
+    torch.testing.assert_close(heads[True], heads[False], rtol=1e-3, atol=1e-5)
+
+
+def test_generative_mode_trains_and_scores_p_yes(
+    tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
+):
+    model_config = GraderModelConfig(
+        model_name_or_path=str(tiny_model_dir), mode="generative", max_length=256
+    )
+    args = args_for(tmp_path, num_train_epochs=3, learning_rate=5e-3, eval_strategy="epoch")
+    metrics = train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args)
+    losses = [h["loss"] for h in metrics.get("history", []) if "loss" in h] or [
+        metrics["train_loss"]
+    ]
+    assert 0 <= metrics["eval_f1"] <= 1 and "eval_roc_auc" in metrics
+    assert read_grader_config(args.output_dir)["mode"] == "generative"
+    model, _ = load_trained(args.output_dir)
+    assert model.config.architectures[0].endswith("ForCausalLM")
+    assert all(np.isfinite(losses))
