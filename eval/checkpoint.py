@@ -1,0 +1,259 @@
+"""Evaluate a grader checkpoint, a zero-shot causal LM or a judge's judgments on a split.
+
+    python -m eval.checkpoint --model runs/grader --data runs/dataset/test.jsonl \\
+        --calibration_data runs/dataset/validation.jsonl --labels both \\
+        --qrels data/collections/trec-dl-2019-passage/qrels.tsv --out runs/eval/grader
+    python -m eval.checkpoint --model smollm2-135m --zero_shot true --data runs/dataset/test.jsonl --out runs/eval/zero-shot
+    python -m eval.checkpoint --judgments runs/labels/smollm2.jsonl --data runs/dataset/test.jsonl --out runs/eval/judge
+
+Writes ``OUT/predictions.jsonl`` (per pair: probability, predicted label, reference labels),
+``OUT/metrics.json`` and plots (PR, ROC, confusion matrix, reliability diagram, score histogram).
+Metrics: accuracy, precision, recall, F1, Cohen's κ, ROC-AUC, PR-AUC, ECE and the confusion
+matrix, at 0.5 and at the threshold chosen on ``--calibration_data`` (never on the evaluated
+split); the evaluated split's own best-F1 threshold is reported as an oracle only. With
+``--calibration_data``, a temperature is fitted there too and both are stored for export.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from data.beir import read_qrels
+from data.cli import parse_config, run_main
+from data.io import read_records, write_json, write_jsonl
+from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, label_from_grade
+from eval.metrics import Calibration, best_f1_threshold, binary_metrics, fit_temperature
+
+logger = logging.getLogger(__name__)
+LABEL_SOURCES = ("teacher", "human", "both")
+
+
+@dataclass
+class CheckpointEvalConfig:
+    data: str = field(
+        default="runs/dataset/test.jsonl", metadata={"help": "Judgments JSONL to evaluate on."}
+    )
+    out: str = field(default="runs/eval/grader", metadata={"help": "Output folder."})
+    model: str | None = field(
+        default=None, metadata={"help": "Grader checkpoint, or a causal LM with --zero_shot."}
+    )
+    zero_shot: bool = field(
+        default=False, metadata={"help": "Judge by P(yes) with the grader's prompt."}
+    )
+    judgments: str | None = field(
+        default=None, metadata={"help": "Evaluate a judge's judgments file instead."}
+    )
+    calibration_data: str | None = field(
+        default=None, metadata={"help": "Validation judgments: fit temperature and threshold here."}
+    )
+    labels: str = field(
+        default="teacher", metadata={"help": "Reference labels: teacher, human or both."}
+    )
+    qrels: str | None = field(
+        default=None, metadata={"help": "Human qrels (for --labels human/both)."}
+    )
+    label_threshold: int = field(
+        default=DEFAULT_RELEVANCE_THRESHOLD, metadata={"help": "Relevant when grade >= this."}
+    )
+    batch_size: int = field(default=32)
+    max_length: int = field(default=512, metadata={"help": "Zero-shot only: tokens per input."})
+    device: str | None = field(default=None)
+    plots: bool = field(default=True)
+    name: str | None = field(default=None, metadata={"help": "Row name in comparison tables."})
+
+
+def _score(config: CheckpointEvalConfig, records: list[Judgment]) -> tuple[np.ndarray, float]:
+    """P(relevant) per record and pairs/s."""
+    if config.judgments:
+        judged = {
+            (j.qid, j.doc_id): j
+            for j in read_records(config.judgments, Judgment)
+            if j.error is None
+        }
+        scores = []
+        for record in records:
+            judgment = judged.get((record.qid, record.doc_id))
+            if judgment is None:
+                scores.append(np.nan)
+            else:
+                scores.append(
+                    judgment.p_relevant
+                    if judgment.p_relevant is not None
+                    else float(judgment.label)
+                )
+        return np.asarray(scores, dtype=np.float64), float("nan")
+    if not config.model:
+        raise ValueError("give --model (a grader or, with --zero_shot, a causal LM) or --judgments")
+    from models.grader import Grader
+
+    grader = Grader.from_pretrained(
+        config.model, zero_shot=config.zero_shot, device=config.device, max_length=config.max_length,
+        batch_size=config.batch_size,
+    )  # fmt: skip
+    start = time.perf_counter()
+    probabilities = grader.raw_probabilities(
+        [r.query for r in records],
+        [r.text for r in records],
+        [r.title for r in records],
+        show_progress=True,
+    )
+    rate = len(records) / max(time.perf_counter() - start, 1e-9)
+    return probabilities.astype(np.float64), rate
+
+
+def reference_labels(
+    config: CheckpointEvalConfig, records: list[Judgment]
+) -> dict[str, np.ndarray]:
+    if config.labels not in LABEL_SOURCES:
+        raise ValueError(f"labels: expected one of {LABEL_SOURCES}, got {config.labels!r}")
+    refs: dict[str, np.ndarray] = {}
+    if config.labels in ("teacher", "both"):
+        refs["teacher"] = np.array([r.label for r in records], dtype=float)
+    if config.labels in ("human", "both"):
+        if not config.qrels:
+            raise ValueError("qrels: --labels human/both needs --qrels")
+        qrels = read_qrels(config.qrels)
+        refs["human"] = np.array(
+            [
+                label_from_grade(qrels[r.qid][r.doc_id], config.label_threshold)
+                if r.doc_id in qrels.get(r.qid, {})
+                else np.nan
+                for r in records
+            ],
+            dtype=float,
+        )
+    return refs
+
+
+def evaluate(config: CheckpointEvalConfig) -> dict[str, Any]:
+    records = [r for r in read_records(config.data, Judgment) if r.error is None]
+    if not records:
+        raise ValueError(f"{config.data}: no usable judgments")
+    probabilities, rate = _score(config, records)
+    refs = reference_labels(config, records)
+    result: dict[str, Any] = {
+        "name": config.name or Path(config.judgments or config.model or "model").name,
+        "data": config.data,
+        "pairs": len(records),
+        "pairs_per_second": None if np.isnan(rate) else round(rate, 2),
+        "config": asdict(config),
+    }
+    calibration = Calibration()
+    threshold = 0.5
+    if config.calibration_data:
+        calibration_records = [
+            r for r in read_records(config.calibration_data, Judgment) if r.error is None
+        ]
+        overlap = {(r.qid, r.doc_id) for r in calibration_records} & {
+            (r.qid, r.doc_id) for r in records
+        }
+        if overlap:
+            raise ValueError(
+                f"calibration_data shares {len(overlap)} pair(s) with data: thresholds must not be fitted on "
+                "the evaluated split"
+            )
+        calibration_probabilities, _ = _score(config, calibration_records)
+        valid = ~np.isnan(calibration_probabilities)
+        calibration_labels = np.array([r.label for r in calibration_records])[valid]
+        calibration = fit_temperature(calibration_probabilities[valid], calibration_labels)
+        threshold = best_f1_threshold(
+            calibration.apply(calibration_probabilities[valid]), calibration_labels
+        )
+        result["calibration"] = calibration.to_dict()
+        result["threshold"] = threshold
+        result["calibration_pairs"] = int(valid.sum())
+    calibrated = calibration.apply(probabilities) if config.calibration_data else probabilities
+    result["metrics"] = {}
+    for source, labels in refs.items():
+        mask = ~np.isnan(labels) & ~np.isnan(probabilities)
+        y = labels[mask].astype(int)
+        entry = {
+            "at_0.5": binary_metrics(probabilities[mask], y, 0.5),
+            "oracle_best_f1_threshold": best_f1_threshold(probabilities[mask], y)
+            if len(np.unique(y)) > 1
+            else None,
+            "missing": int((~mask).sum()),
+        }
+        if config.calibration_data:
+            entry["at_validation_threshold"] = binary_metrics(calibrated[mask], y, threshold)
+            entry["ece_uncalibrated"] = entry["at_0.5"]["ece"]
+        if entry["oracle_best_f1_threshold"] is not None:
+            entry["at_oracle_threshold"] = binary_metrics(
+                probabilities[mask], y, entry["oracle_best_f1_threshold"]
+            )
+        result["metrics"][source] = entry
+    primary_source = (
+        "human"
+        if "human" in refs and "teacher" not in refs
+        else "teacher"
+        if "teacher" in refs
+        else "human"
+    )
+    primary = result["metrics"][primary_source]
+    chosen = primary.get("at_validation_threshold", primary["at_0.5"])
+    result["primary"] = {"labels": primary_source, "metric": "f1", "value": chosen["f1"]}
+
+    out = Path(config.out)
+    rows = []
+    for i, record in enumerate(records):
+        row = {
+            "qid": record.qid,
+            "doc_id": record.doc_id,
+            "probability": None if np.isnan(calibrated[i]) else float(calibrated[i]),
+            "predicted": None if np.isnan(calibrated[i]) else int(calibrated[i] >= threshold),
+        }
+        for source, labels in refs.items():
+            row[f"{source}_label"] = None if np.isnan(labels[i]) else int(labels[i])
+        rows.append(row)
+    write_jsonl(out / "predictions.jsonl", rows)
+    write_json(out / "metrics.json", result)
+    if config.plots:
+        from eval.plots import write_plots
+
+        for source, labels in refs.items():
+            mask = ~np.isnan(labels) & ~np.isnan(calibrated)
+            write_plots(
+                calibrated[mask],
+                labels[mask].astype(int),
+                out,
+                prefix=f"{source}_",
+                threshold=threshold,
+            )
+    return result
+
+
+def summary_line(result: dict[str, Any]) -> str:
+    parts = [f"{result['name']}: {result['pairs']} pairs"]
+    if result.get("pairs_per_second"):
+        parts.append(f"{result['pairs_per_second']} pairs/s")
+    for source, entry in result["metrics"].items():
+        metrics = entry.get("at_validation_threshold", entry["at_0.5"])
+        auc = metrics["roc_auc"]
+        parts.append(
+            f"vs {source}: acc {metrics['accuracy']:.3f} P {metrics['precision']:.3f} R {metrics['recall']:.3f} "
+            f"F1 {metrics['f1']:.3f} κ {metrics['kappa']:.3f} AUC {auc if auc is None else round(auc, 3)}"
+        )
+    return "; ".join(parts)
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    (config,) = parse_config([CheckpointEvalConfig], args)
+    result = evaluate(config)
+    print(summary_line(result))
+    print(
+        f"wrote {config.out}/metrics.json, predictions.jsonl"
+        + (" and plots" if config.plots else "")
+    )
+    logger.debug(json.dumps(result["primary"]))
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,155 @@
+"""``Grader``: the one inference path for a trained (or zero-shot) relevance grader.
+
+    grader = Grader.from_pretrained("runs/grader")           # a checkpoint or exported grader
+    grader.score("what is an axon terminal", ["Axon terminals are ...", "Paris is ..."])
+    grader.label("what is an axon terminal", [...])          # booleans at the stored threshold
+    Grader.from_pretrained("smollm2-135m", zero_shot=True)   # any causal LM, judged by P(yes)
+
+Classifier checkpoints are read through their softmax; generative checkpoints and zero-shot
+causal LMs through P(yes) / (P(yes) + P(no)) at the answer position. Inputs are built by
+models.input_format with the format stored beside the weights, batched and length-sorted.
+A stored calibration (temperature) and decision threshold are applied when present.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from models.builder import load_trained, read_grader_config
+from models.input_format import GraderInputFormat, format_pairs
+from models.resolve import load_model
+from models.scoring import answer_token_probabilities, classifier_probabilities
+
+
+@dataclass
+class Grader:
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    input_format: GraderInputFormat
+    generative: bool = False
+    threshold: float = 0.5
+    temperature: float = 1.0
+    name: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+    batch_size: int = 32
+    max_batch_tokens: int = 16384
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        path_or_name: str | Path,
+        *,
+        zero_shot: bool = False,
+        device: str | None = None,
+        dtype: torch.dtype | str | None = None,
+        max_length: int = 512,
+        batch_size: int = 32,
+    ) -> Grader:
+        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        if isinstance(dtype, str):
+            dtype = getattr(torch, dtype)
+        if dtype is None:
+            dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+        name = str(path_or_name)
+        if zero_shot:
+            model, tokenizer = load_model(name, task="causal-lm", dtype=dtype)
+            info: dict[str, Any] = {"mode": "zero-shot", "base_model": name}
+            generative = True
+        else:
+            info = read_grader_config(name)
+            if not info:
+                raise ValueError(
+                    f"{name}: no grader_config.json; give a trained grader, or zero_shot=True for a causal LM"
+                )
+            model, tokenizer = load_trained(name, dtype=dtype)
+            generative = str(info.get("mode", "")).startswith("generative")
+        if "input_format" in info:
+            fmt = GraderInputFormat.from_dict(info["input_format"])
+        else:
+            fmt = GraderInputFormat.from_tokenizer(tokenizer, max_length=max_length)
+        calibration = info.get("calibration") or {}
+        return cls(
+            model=model.to(device).eval(),
+            tokenizer=tokenizer,
+            input_format=fmt,
+            generative=generative,
+            threshold=float(info.get("threshold", 0.5)),
+            temperature=float(calibration.get("temperature", 1.0)),
+            name=name,
+            info=info,
+            batch_size=batch_size,
+        )
+
+    def encode(
+        self,
+        queries: Sequence[str],
+        documents: Sequence[str],
+        titles: Sequence[str | None] | None = None,
+    ) -> list[list[int]]:
+        return format_pairs(self.tokenizer, self.input_format, queries, documents, titles).input_ids
+
+    def raw_probabilities(
+        self,
+        queries: Sequence[str],
+        documents: Sequence[str],
+        titles: Sequence[str | None] | None = None,
+        show_progress: bool = False,
+    ) -> np.ndarray:
+        """Uncalibrated P(relevant) for each pair."""
+        if not len(queries):
+            return np.zeros(0, dtype=np.float32)
+        input_ids = self.encode(queries, documents, titles)
+        if self.generative:
+            probabilities, _ = answer_token_probabilities(
+                self.model,
+                input_ids,
+                self.input_format.label_token_ids(self.tokenizer),
+                pad_token_id=self.tokenizer.pad_token_id,
+                batch_size=self.batch_size,
+                max_batch_tokens=self.max_batch_tokens,
+                show_progress=show_progress,
+            )
+            return probabilities[:, 1]
+        return classifier_probabilities(
+            self.model,
+            input_ids,
+            batch_size=self.batch_size,
+            max_batch_tokens=self.max_batch_tokens,
+            show_progress=show_progress,
+        )[:, 1]
+
+    def calibrate(self, probabilities: np.ndarray) -> np.ndarray:
+        if self.temperature == 1.0:
+            return probabilities
+        p = np.clip(probabilities.astype(np.float64), 1e-7, 1 - 1e-7)
+        logits = np.log(p) - np.log1p(-p)
+        return (1.0 / (1.0 + np.exp(-logits / self.temperature))).astype(np.float32)
+
+    def score_pairs(
+        self,
+        queries: Sequence[str],
+        documents: Sequence[str],
+        titles: Sequence[str | None] | None = None,
+        show_progress: bool = False,
+    ) -> np.ndarray:
+        """Calibrated P(relevant) for each (query, document) pair."""
+        return self.calibrate(self.raw_probabilities(queries, documents, titles, show_progress))
+
+    def score(
+        self, query: str, documents: Sequence[str], titles: Sequence[str | None] | None = None
+    ) -> np.ndarray:
+        """P(relevant) of each document for one query."""
+        return self.score_pairs([query] * len(documents), documents, titles)
+
+    def label(
+        self, query: str, documents: Sequence[str], titles: Sequence[str | None] | None = None
+    ) -> np.ndarray:
+        """Relevant (True) or not for each document, at the stored decision threshold."""
+        return self.score(query, documents, titles) >= self.threshold

@@ -1,0 +1,124 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from eval.checkpoint import CheckpointEvalConfig, evaluate
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write_split(path: Path, rows: list[tuple[str, str, int]]) -> Path:
+    path.write_text(
+        "".join(
+            json.dumps(
+                {"qid": q, "query": f"query {q}", "doc_id": d, "text": f"text of {d}", "grade": g}
+            )
+            + "\n"
+            for q, d, g in rows
+        )
+    )
+    return path
+
+
+@pytest.fixture()
+def splits(tmp_path: Path) -> dict[str, Path]:
+    test_rows = [(f"q{i % 4}", f"t{i}", [0, 1, 2, 3][i % 4]) for i in range(24)]
+    val_rows = [(f"v{i % 3}", f"v{i}", [0, 3, 2][i % 3]) for i in range(18)]
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text(
+        "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{3 - g}\n" for q, d, g in test_rows)
+    )  # humans disagree with the teacher on purpose
+    return {
+        "test": write_split(tmp_path / "test.jsonl", test_rows),
+        "validation": write_split(tmp_path / "validation.jsonl", val_rows),
+        "qrels": qrels,
+    }
+
+
+def test_zero_shot_evaluation_writes_metrics_predictions_and_plots(
+    tiny_model_dir: Path, splits, tmp_path: Path
+):
+    out = tmp_path / "eval"
+    result = evaluate(
+        CheckpointEvalConfig(
+            data=str(splits["test"]), out=str(out), model=str(tiny_model_dir), zero_shot=True,
+            calibration_data=str(splits["validation"]), labels="both", qrels=str(splits["qrels"]),
+        )
+    )  # fmt: skip
+    assert set(result["metrics"]) == {"teacher", "human"}
+    assert result["calibration"]["temperature"] > 0 and 0 <= result["threshold"] <= 1
+    teacher = result["metrics"]["teacher"]
+    assert teacher["at_0.5"]["pairs"] == 24 and "at_validation_threshold" in teacher
+    human = result["metrics"]["human"]["at_0.5"]
+    assert human["positive_rate"] == pytest.approx(0.5)
+    lines = (out / "predictions.jsonl").read_text().splitlines()
+    assert len(lines) == 24 and {"teacher_label", "human_label", "probability"} <= set(
+        json.loads(lines[0])
+    )
+    for name in ("pr_curve", "roc_curve", "confusion_matrix", "reliability", "score_histogram"):
+        assert (out / f"teacher_{name}.png").stat().st_size > 1000
+    assert result["pairs_per_second"] > 0
+
+
+def test_threshold_is_never_fitted_on_the_evaluated_split(
+    tiny_model_dir: Path, splits, tmp_path: Path
+):
+    with pytest.raises(ValueError, match="must not be fitted on the evaluated split"):
+        evaluate(
+            CheckpointEvalConfig(
+                data=str(splits["test"]), out=str(tmp_path / "x"), model=str(tiny_model_dir), zero_shot=True,
+                calibration_data=str(splits["test"]),
+            )
+        )  # fmt: skip
+
+
+def test_judgments_file_as_a_baseline(splits, tmp_path: Path):
+    judgments = tmp_path / "judge.jsonl"
+    rows = [json.loads(line) for line in splits["test"].read_text().splitlines()]
+    for row in rows:
+        row.pop("grade")
+        row["label"] = int(row["doc_id"] in {"t2", "t3", "t6"})
+    judgments.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = evaluate(
+        CheckpointEvalConfig(
+            data=str(splits["test"]), out=str(tmp_path / "j"), judgments=str(judgments), plots=False
+        )
+    )
+    metrics = result["metrics"]["teacher"]["at_0.5"]
+    assert metrics["precision"] == pytest.approx(1.0) and metrics["recall"] == pytest.approx(3 / 12)
+
+
+def test_bad_input_is_reported_clearly(tmp_path: Path):
+    bad = tmp_path / "test.jsonl"
+    bad.write_text('{"qid": "q", "query": "x", "doc_id": "d", "text": "t", "grade": "high"}\n')
+    result = subprocess.run(
+        [sys.executable, "-m", "eval.checkpoint", "--data", str(bad), "--model", "x"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 2 and f"{bad}:1: grade:" in result.stderr
+
+
+def test_compare_builds_one_table_in_three_formats(splits, tmp_path: Path, tiny_model_dir: Path):
+    from eval.compare import CompareConfig, compare
+
+    paths = []
+    for name in ("a", "b"):
+        evaluate(
+            CheckpointEvalConfig(
+                data=str(splits["test"]), out=str(tmp_path / name), model=str(tiny_model_dir), zero_shot=True,
+                plots=False, name=f"model-{name}",
+            )
+        )  # fmt: skip
+        paths.append(str(tmp_path / name / "metrics.json"))
+    rows = compare(CompareConfig(results=paths, out=str(tmp_path / "cmp")))
+    assert [r["model"] for r in rows] == ["model-a", "model-b"]
+    assert "| model-a | 24 |" in (tmp_path / "cmp.md").read_text()
+    assert (tmp_path / "cmp.csv").read_text().startswith("model,pairs,accuracy")
+    assert json.loads((tmp_path / "cmp.json").read_text())[0]["f1"] == rows[0]["f1"]
