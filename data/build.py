@@ -158,9 +158,10 @@ def split_indices(
     from sklearn.model_selection import StratifiedGroupKFold
 
     n_groups = len(np.unique(groups))
-    n_splits = max(2, round(1 / test_size))
-    if n_groups < n_splits:
-        raise ValueError(f"{n_groups} queries are too few for a {test_size:.0%} query-level split")
+    if n_groups < 2:
+        raise ValueError(f"{n_groups} query is too few for a query-level split")
+    # With fewer queries than folds, hold out a single query's fold rather than fail.
+    n_splits = min(max(2, round(1 / test_size)), n_groups)
     # Stratification needs each class to appear; with a single class, plain group folds do.
     y = labels if len(np.unique(labels)) > 1 else np.zeros_like(labels)
     folds = StratifiedGroupKFold(n_splits=n_splits, shuffle=True, random_state=seed)

@@ -101,10 +101,14 @@ def save_grader_config(path: str | Path, info: dict[str, Any]) -> None:
 
 
 def read_grader_config(path: str | Path) -> dict[str, Any]:
+    """The grader's description: ``grader_config.json``, else the ``grader`` entry of config.json."""
     file = Path(path) / GRADER_CONFIG_FILE
-    if not file.exists():
-        return {}
-    return json.loads(file.read_text())
+    if file.exists():
+        return json.loads(file.read_text())
+    config = Path(path) / "config.json"
+    if config.exists():
+        return json.loads(config.read_text()).get("grader", {})
+    return {}
 
 
 def load_trained(

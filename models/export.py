@@ -1,0 +1,328 @@
+"""Export a trained grader as a self-describing, standard transformers model.
+
+    python -m models.export --checkpoint runs/grader --out runs/export/grader \\
+        --metrics runs/eval/grader/metrics.json
+
+- LoRA adapters are merged into the base weights; the trained head is kept.
+- ``id2label`` {0: not_relevant, 1: relevant}, the pad token id, safetensors weights, tokenizer.
+- The grader's description travels in ``config.json`` (key ``grader``) and ``grader_config.json``:
+  input format name, version and template, maximum length, decision threshold and calibration
+  (from ``--metrics``, fitted on validation by ``python -m eval.checkpoint``), the label threshold
+  on grades, the training data summary and metrics.
+- A model card (``README.md`` with hub metadata) is generated from the run.
+- Round trip: the export is reloaded with plain transformers (no code from this repository) and
+  its probabilities compared with the checkpoint's on sample pairs; a mismatch beyond the stated
+  tolerance fails the export.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from data.cli import parse_config, run_main
+from data.records import DEFAULT_RELEVANCE_THRESHOLD
+from models.builder import GRADER_CONFIG_FILE, load_trained, read_grader_config
+from models.resolve import LABEL_NAMES
+
+logger = logging.getLogger(__name__)
+SAMPLE_PAIRS = [
+    (
+        "what is an axon terminal",
+        "Axon terminals are the distal terminations of the branches of an axon.",
+    ),
+    ("what is an axon terminal", "Paris is the capital and most populous city of France."),
+    (
+        "causes of left ventricular hypertrophy",
+        "High blood pressure is the most common cause of LVH. " * 40,
+    ),
+    (
+        "how long is a marathon",
+        "A marathon is a long-distance foot race with a distance of 42.195 km.",
+    ),
+]
+
+
+@dataclass
+class ExportConfig:
+    checkpoint: str = field(default="runs/grader", metadata={"help": "Trained grader checkpoint."})
+    out: str = field(default="runs/export/grader", metadata={"help": "Export folder (replaced)."})
+    metrics: str | None = field(
+        default=None,
+        metadata={"help": "metrics.json from eval.checkpoint: threshold, calibration, results."},
+    )
+    pairs: str | None = field(
+        default=None, metadata={"help": "Judgments/pairs JSONL for the round-trip sample."}
+    )
+    sample_size: int = field(
+        default=16, metadata={"help": "Pairs compared in the round-trip check."}
+    )
+    tolerance: float = field(
+        default=1e-4, metadata={"help": "Max abs difference of P(relevant) allowed."}
+    )
+    dtype: str = field(default="float32", metadata={"help": "Exported weights dtype."})
+    model_name: str | None = field(default=None, metadata={"help": "Name in the model card."})
+    license: str = field(default="apache-2.0", metadata={"help": "Licence in the model card."})
+
+
+class RoundTripError(ValueError):
+    pass
+
+
+def fill_template(template: str, query: str, document: str) -> str:
+    """What a user of the export does with plain Python: put the texts into the stored template."""
+    import re
+
+    values = {"query": query, "document": document}
+    return re.sub(r"\{(query|document)\}", lambda m: values[m.group(1)], template)
+
+
+def plain_transformers_probabilities(
+    export_dir: Path, pairs: Sequence[tuple[str, str]]
+) -> np.ndarray:
+    """P(relevant) computed with plain transformers and the exported description only."""
+    from transformers import (
+        AutoConfig,
+        AutoModelForCausalLM,
+        AutoModelForSequenceClassification,
+        AutoTokenizer,
+    )
+
+    config = AutoConfig.from_pretrained(export_dir)
+    grader = config.grader
+    fmt = grader["input_format"]
+    tokenizer = AutoTokenizer.from_pretrained(export_dir)
+    generative = str(grader.get("mode", "")).startswith("generative")
+    cls = AutoModelForCausalLM if generative else AutoModelForSequenceClassification
+    model = cls.from_pretrained(export_dir, dtype=torch.float32).eval()
+    out = []
+    for query, document in pairs:
+        fixed = len(
+            tokenizer(
+                fill_template(fmt["template"], query, ""),
+                add_special_tokens=fmt["add_special_tokens"],
+            )["input_ids"]
+        )
+        budget = fmt["max_length"] - fixed
+        doc_ids = tokenizer(document, add_special_tokens=False)["input_ids"]
+        while True:
+            text = fill_template(fmt["template"], query, tokenizer.decode(doc_ids[:budget]))
+            ids = tokenizer(text, add_special_tokens=fmt["add_special_tokens"], return_tensors="pt")
+            if ids["input_ids"].shape[1] <= fmt["max_length"]:
+                break
+            budget -= ids["input_ids"].shape[1] - fmt["max_length"]
+        with torch.no_grad():
+            if generative:
+                yes_no = [
+                    tokenizer(fmt["answer_prefix"] + w, add_special_tokens=False)["input_ids"][0]
+                    for w in fmt["label_words"]
+                ]
+                logits = model(**ids).logits[0, -1, yes_no]
+            else:
+                logits = model(**ids).logits[0]
+        out.append(torch.softmax(logits.float(), -1)[1].item())
+    return np.asarray(out)
+
+
+def _sample_pairs(config: ExportConfig) -> list[tuple[str, str]]:
+    if not config.pairs:
+        return SAMPLE_PAIRS
+    from data.io import read_records
+    from data.records import Pair
+    from models.input_format import document_text
+
+    pairs = []
+    for record in read_records(config.pairs, Pair):
+        pairs.append((record.query, document_text(record.text, record.title)))
+        if len(pairs) >= config.sample_size:
+            break
+    return pairs
+
+
+def export(config: ExportConfig) -> dict[str, Any]:
+    from models.grader import Grader
+
+    checkpoint = Path(config.checkpoint)
+    info = read_grader_config(checkpoint)
+    if not info:
+        raise FileNotFoundError(f"{checkpoint}: no {GRADER_CONFIG_FILE} (not a grader checkpoint)")
+    metrics: dict[str, Any] = {}
+    if config.metrics:
+        metrics = json.loads(Path(config.metrics).read_text())
+    dtype = getattr(torch, config.dtype)
+    model, tokenizer = load_trained(checkpoint, dtype=dtype)
+    if hasattr(model, "merge_and_unload"):
+        model = model.merge_and_unload()  # LoRA into the base weights; the saved head copy is kept
+    generative = str(info.get("mode", "")).startswith("generative")
+    model.config.pad_token_id = tokenizer.pad_token_id
+    if not generative:
+        model.config.id2label = dict(enumerate(LABEL_NAMES))
+        model.config.label2id = {name: i for i, name in enumerate(LABEL_NAMES)}
+    description = {
+        **info,
+        "format_version": 1,
+        "threshold": float(metrics.get("threshold", info.get("threshold", 0.5))),
+        "calibration": metrics.get(
+            "calibration", info.get("calibration", {"method": "none", "temperature": 1.0})
+        ),
+        "label_threshold": {
+            "scale": "0-3",
+            "relevant_when_grade_at_least": DEFAULT_RELEVANCE_THRESHOLD,
+        },
+        "evaluation": {k: metrics[k] for k in ("metrics", "data", "pairs") if k in metrics},
+        "label_names": list(LABEL_NAMES),
+    }
+    model.config.grader = description
+    out = Path(config.out)
+    if out.exists():
+        shutil.rmtree(out)
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    (out / GRADER_CONFIG_FILE).write_text(
+        json.dumps(description, indent=2, ensure_ascii=False) + "\n"
+    )
+    (out / "README.md").write_text(model_card(description, config))
+
+    # Round trip: plain transformers on the export vs our inference path on the checkpoint.
+    pairs = _sample_pairs(config)
+    reference = Grader.from_pretrained(checkpoint, device="cpu", dtype=torch.float32)
+    expected = reference.raw_probabilities([q for q, _ in pairs], [d for _, d in pairs])
+    actual = plain_transformers_probabilities(out, pairs)
+    difference = float(np.max(np.abs(expected - actual)))
+    if difference > config.tolerance:
+        raise RoundTripError(
+            f"export {out} does not reproduce {checkpoint}: max |ΔP(relevant)| = {difference:.2e} over "
+            f"{len(pairs)} pairs (tolerance {config.tolerance:.0e})"
+        )
+    report = {
+        "out": str(out),
+        "pairs_checked": len(pairs),
+        "max_abs_difference": difference,
+        "tolerance": config.tolerance,
+    }
+    (out / "export_check.json").write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
+def _metrics_table(description: dict[str, Any]) -> str:
+    evaluation = description.get("evaluation", {}).get("metrics", {})
+    if not evaluation:
+        return "No evaluation results were attached to this export (`--metrics`).\n"
+    lines = [
+        "| labels | pairs | accuracy | precision | recall | F1 | κ | ROC-AUC | threshold |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for source, entry in evaluation.items():
+        m = entry.get("at_validation_threshold", entry["at_0.5"])
+        auc = "–" if m.get("roc_auc") is None else f"{m['roc_auc']:.3f}"
+        lines.append(
+            f"| {source} | {m['pairs']} | {m['accuracy']:.3f} | {m['precision']:.3f} | {m['recall']:.3f} | "
+            f"{m['f1']:.3f} | {m['kappa']:.3f} | {auc} | {m['threshold']:.3f} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def model_card(description: dict[str, Any], config: ExportConfig) -> str:
+    fmt = description["input_format"]
+    data = description.get("data", {})
+    base = description.get("base_model", "")
+    hub_base = "HuggingFaceTB/SmolLM2-135M-Instruct" if base == "smollm2-135m" else base
+    generative = str(description.get("mode", "")).startswith("generative")
+    name = config.model_name or Path(config.out).name
+    threshold = description["threshold"]
+    temperature = description["calibration"].get("temperature", 1.0)
+    return f"""---
+license: {config.license}
+library_name: transformers
+pipeline_tag: {"text-generation" if generative else "text-classification"}
+base_model: {hub_base}
+tags:
+- relevance
+- reranking
+- retrieval-evaluation
+- llm-judge-distillation
+---
+
+# {name}: a relevance grader
+
+Says whether a document answers a search query: P(relevant) for a (query, document) pair. It was
+distilled from a relevance judge into `{hub_base}` ({description.get("mode")} fine-tuning,
+loss `{description.get("loss", {}).get("loss", "generative")}`) to label retrieval results for
+search and RAG evaluation (NDCG, MAP, MRR) at a fraction of a large judge's cost.
+
+## Results
+
+{_metrics_table(description)}
+Evaluated on held-out queries; the decision threshold ({threshold:.3f}) and the temperature
+({temperature:.3f}) were fitted on the validation split, never on the test split.
+
+## Training data and teacher
+
+- training pairs: {data.get("train_pairs", "unknown")} (positive rate {data.get("train_positive_rate", float("nan")):.3f}),
+  validation pairs: {data.get("validation_pairs", "unknown")}; dataset: `{data.get("dataset", "")}`
+- relevant means grade ≥ {DEFAULT_RELEVANCE_THRESHOLD} on a 0–3 scale (TREC's convention)
+- the teacher is recorded per judgment in the training data (`judge` field)
+
+## Usage with plain transformers
+
+The input format `{fmt["name"]}@{fmt["version"]}` is stored in `config.json` (key `grader`): a
+template with `{{query}}` and `{{document}}` slots, at most {fmt["max_length"]} tokens; long
+documents are cut at the end, never the query.
+
+```python
+import re, torch
+from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
+path = "{name}"
+grader = AutoConfig.from_pretrained(path).grader
+fmt = grader["input_format"]
+tokenizer = AutoTokenizer.from_pretrained(path)
+model = AutoModelForSequenceClassification.from_pretrained(path).eval()
+
+def fill(query, document):
+    return re.sub(r"\\{{(query|document)\\}}", lambda m: {{"query": query, "document": document}}[m.group(1)], fmt["template"])
+
+def p_relevant(query, document):
+    fixed = len(tokenizer(fill(query, ""), add_special_tokens=fmt["add_special_tokens"])["input_ids"])
+    doc = tokenizer.decode(tokenizer(document, add_special_tokens=False)["input_ids"][: fmt["max_length"] - fixed])
+    inputs = tokenizer(fill(query, doc), add_special_tokens=fmt["add_special_tokens"], return_tensors="pt")
+    with torch.no_grad():
+        logits = model(**inputs).logits[0]
+    logit = (logits[1] - logits[0]) / grader["calibration"].get("temperature", 1.0)
+    return torch.sigmoid(logit).item()
+
+p = p_relevant("what is an axon terminal", "Axon terminals are the ends of an axon's branches.")
+print(p, p >= grader["threshold"])
+```
+
+With this repository: `Grader.from_pretrained(path).score(query, documents)`.
+
+## Intended use and limitations
+
+- Intended for labeling retrieved passages to compute retrieval metrics and to compare retrieval
+  systems offline; not for ranking in production without checking latency and quality.
+- It inherits the teacher's biases and the training collection's domain and language (English).
+  Expect lower agreement on other domains; re-check against a few hundred human judgments.
+- Scores are calibrated on one validation split; recalibrate for a different collection.
+"""
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    (config,) = parse_config([ExportConfig], args)
+    report = export(config)
+    print(
+        f"exported {config.checkpoint} -> {report['out']}; round trip with plain transformers on "
+        f"{report['pairs_checked']} pairs: max |ΔP| = {report['max_abs_difference']:.2e} (tolerance {report['tolerance']:.0e})"
+    )
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,89 @@
+"""Push an exported grader to the Hugging Face Hub.
+
+    python -m models.push --export runs/export/grader --repo_id ORG/NAME [--private true] [--revision v1]
+
+The token comes from ``$HF_TOKEN`` or ``hf auth login``. Creating the repository is idempotent
+(``exist_ok``) and re-pushing the same folder makes no change beyond a new commit of identical
+files. Only exports that passed their round-trip check (``export_check.json``) are pushed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from data.cli import parse_config, run_main
+
+REQUIRED_FILES = (
+    "config.json",
+    "grader_config.json",
+    "README.md",
+    "model.safetensors",
+    "export_check.json",
+)
+
+
+@dataclass
+class PushConfig:
+    export: str = field(
+        default="runs/export/grader", metadata={"help": "Folder from `python -m models.export`."}
+    )
+    repo_id: str = field(default="", metadata={"help": "ORG/NAME on the hub."})
+    private: bool = field(default=False)
+    revision: str | None = field(
+        default=None, metadata={"help": "Branch to push to (created if missing)."}
+    )
+    commit_message: str = field(default="Upload relevance grader")
+
+
+def push(config: PushConfig, api: Any = None) -> dict[str, Any]:
+    from huggingface_hub import HfApi, get_token
+
+    folder = Path(config.export)
+    if not config.repo_id or "/" not in config.repo_id:
+        raise ValueError(f"repo_id: expected ORG/NAME, got {config.repo_id!r}")
+    missing = [name for name in REQUIRED_FILES if not (folder / name).exists()]
+    if missing:
+        raise FileNotFoundError(
+            f"{folder}: missing {', '.join(missing)}; run `python -m models.export` first"
+        )
+    check = json.loads((folder / "export_check.json").read_text())
+    if check["max_abs_difference"] > check["tolerance"]:
+        raise ValueError(f"{folder}: the export failed its round-trip check; not pushing")
+    if api is None:
+        token = get_token()
+        if not token:
+            raise ValueError("no hub token: set $HF_TOKEN or run `hf auth login`")
+        api = HfApi(token=token)
+    url = api.create_repo(
+        repo_id=config.repo_id, repo_type="model", private=config.private, exist_ok=True
+    )
+    if config.revision:
+        api.create_branch(
+            repo_id=config.repo_id, branch=config.revision, repo_type="model", exist_ok=True
+        )
+    commit = api.upload_folder(
+        repo_id=config.repo_id,
+        folder_path=str(folder),
+        repo_type="model",
+        revision=config.revision,
+        commit_message=config.commit_message,
+    )
+    return {
+        "repo": str(url),
+        "commit": str(getattr(commit, "oid", commit)),
+        "files": sorted(p.name for p in folder.iterdir()),
+    }
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    (config,) = parse_config([PushConfig], args)
+    result = push(config)
+    print(f"pushed {len(result['files'])} files to {result['repo']} ({result['commit']})")
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,190 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from models import export as export_module
+from models.export import ExportConfig, RoundTripError, export, fill_template
+from models.grader import Grader
+from models.push import PushConfig, push
+from tests.train.test_train import args_for
+from train.train import DataConfig, LossConfig, train
+
+
+@pytest.fixture(scope="module")
+def lora_checkpoint(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from models.builder import GraderModelConfig
+
+    root = tmp_path_factory.mktemp("lora")
+    lines = [
+        {
+            "qid": f"q{i % 12}",
+            "query": f"query {i % 12}",
+            "doc_id": f"d{i}",
+            "text": "axon " * (i % 4) + "text",
+            "grade": i % 4,
+        }
+        for i in range(120)
+    ]
+    (root / "j.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    from data.build import BuildConfig, build_dataset
+
+    build_dataset(
+        BuildConfig(judgments=[str(root / "j.jsonl")], out=str(root / "ds"), save_dataset=False)
+    )
+    model_config = GraderModelConfig(
+        model_name_or_path=str(tiny_model_dir), mode="lora", max_length=256, lora_r=4
+    )
+    train(
+        model_config,
+        DataConfig(dataset=str(root / "ds")),
+        LossConfig(),
+        args_for(root, num_train_epochs=1),
+    )
+    metrics = {"threshold": 0.42, "calibration": {"method": "temperature", "temperature": 1.7}}
+    (root / "metrics.json").write_text(json.dumps(metrics))
+    return root
+
+
+@pytest.fixture(scope="module")
+def exported(lora_checkpoint: Path) -> Path:
+    out = lora_checkpoint / "export"
+    export(
+        ExportConfig(
+            checkpoint=str(lora_checkpoint / "out"),
+            out=str(out),
+            metrics=str(lora_checkpoint / "metrics.json"),
+        )
+    )
+    return out
+
+
+def test_export_is_a_self_describing_standard_classifier(exported: Path):
+    config = json.loads((exported / "config.json").read_text())
+    assert config["architectures"] == ["LlamaForSequenceClassification"]
+    assert config["id2label"] == {"0": "not_relevant", "1": "relevant"}
+    assert config["pad_token_id"] == 2
+    grader = config["grader"]
+    assert (
+        grader["input_format"]["name"] == "grader-chat"
+        and "{query}" in grader["input_format"]["template"]
+    )
+    assert grader["threshold"] == 0.42 and grader["calibration"]["temperature"] == 1.7
+    assert grader["label_threshold"]["relevant_when_grade_at_least"] == 2
+    assert grader["mode"] == "lora" and grader["data"]["train_pairs"] > 0
+    assert (exported / "model.safetensors").exists() and not (
+        exported / "adapter_config.json"
+    ).exists()
+    check = json.loads((exported / "export_check.json").read_text())
+    assert check["max_abs_difference"] <= check["tolerance"] == 1e-4
+    card = (exported / "README.md").read_text()
+    front = yaml.safe_load(card.split("---")[1])
+    assert (
+        front["pipeline_tag"] == "text-classification" and front["library_name"] == "transformers"
+    )
+    assert (
+        "AutoModelForSequenceClassification" in card and "## Intended use and limitations" in card
+    )
+
+
+def test_round_trip_mismatch_fails_loudly(
+    lora_checkpoint: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    real = export_module.plain_transformers_probabilities
+    monkeypatch.setattr(
+        export_module, "plain_transformers_probabilities", lambda d, p: real(d, p) + 0.01
+    )
+    with pytest.raises(RoundTripError, match="does not reproduce"):
+        export(ExportConfig(checkpoint=str(lora_checkpoint / "out"), out=str(tmp_path / "bad")))
+
+
+def test_grader_loads_the_export_and_applies_threshold_and_calibration(
+    exported: Path, lora_checkpoint: Path
+):
+    grader = Grader.from_pretrained(exported, device="cpu")
+    checkpoint = Grader.from_pretrained(lora_checkpoint / "out", device="cpu")
+    documents = ["axon axon text", "text", "axon text"]
+    raw = grader.raw_probabilities(["query 1"] * 3, documents)
+    np.testing.assert_allclose(
+        raw, checkpoint.raw_probabilities(["query 1"] * 3, documents), atol=1e-5
+    )
+    calibrated = grader.score("query 1", documents)
+    logits = np.log(raw) - np.log1p(-raw)
+    np.testing.assert_allclose(calibrated, 1 / (1 + np.exp(-logits / 1.7)), atol=1e-5)
+    assert list(grader.label("query 1", documents)) == list(calibrated >= 0.42)
+
+
+def test_text_classification_pipeline_accepts_the_export(exported: Path):
+    from transformers import pipeline
+
+    grader = Grader.from_pretrained(exported, device="cpu")
+    text = fill_template(grader.input_format.template, "query 2", "axon text")
+    classify = pipeline("text-classification", model=str(exported), device="cpu")
+    result = classify(text, top_k=None, tokenizer_kwargs={"add_special_tokens": False})
+    scores = {r["label"]: r["score"] for r in result}
+    assert scores["relevant"] == pytest.approx(
+        float(grader.raw_probabilities(["query 2"], ["axon text"])[0]), abs=1e-5
+    )
+
+
+class RecordingApi:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict]] = []
+        self.uploaded: dict[str, bytes] = {}
+
+    def create_repo(self, **kwargs):
+        self.calls.append(("create_repo", kwargs))
+        return f"https://hub.example/{kwargs['repo_id']}"
+
+    def create_branch(self, **kwargs):
+        self.calls.append(("create_branch", kwargs))
+
+    def upload_folder(self, **kwargs):
+        self.calls.append(("upload_folder", kwargs))
+        self.uploaded = {p.name: p.read_bytes() for p in Path(kwargs["folder_path"]).iterdir()}
+        return type("Commit", (), {"oid": "abc123"})()
+
+
+def test_push_uploads_exactly_the_export(exported: Path):
+    api = RecordingApi()
+    result = push(
+        PushConfig(export=str(exported), repo_id="org/grader", private=True, revision="v1"), api=api
+    )
+    names = [name for name, _ in api.calls]
+    assert names == ["create_repo", "create_branch", "upload_folder"]
+    assert api.calls[0][1] == {
+        "repo_id": "org/grader",
+        "repo_type": "model",
+        "private": True,
+        "exist_ok": True,
+    }
+    assert api.calls[2][1]["revision"] == "v1"
+    assert set(api.uploaded) == {p.name for p in exported.iterdir()}
+    assert {
+        "config.json",
+        "grader_config.json",
+        "README.md",
+        "model.safetensors",
+        "tokenizer.json",
+    } <= set(api.uploaded)
+    assert json.loads(api.uploaded["config.json"])["grader"]["threshold"] == 0.42
+    assert result["commit"] == "abc123"
+    push(
+        PushConfig(export=str(exported), repo_id="org/grader"), api=api
+    )  # idempotent: exist_ok again
+    assert api.calls[3][1]["exist_ok"] is True
+
+
+def test_push_without_a_token_is_a_clear_error(exported: Path, monkeypatch: pytest.MonkeyPatch):
+    import huggingface_hub
+
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setattr(huggingface_hub, "get_token", lambda: None)
+    with pytest.raises(ValueError, match="no hub token"):
+        push(PushConfig(export=str(exported), repo_id="org/grader"))
+    with pytest.raises(ValueError, match="repo_id: expected ORG/NAME"):
+        push(PushConfig(export=str(exported), repo_id="grader"))
