@@ -1,0 +1,345 @@
+from __future__ import annotations
+
+import json
+import math
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from data.beir import read_qrels, read_trec_run, write_trec_run
+from eval.labelers import CachedLabeler, Hit, HitLabel, Labeler, QrelsLabeler
+from eval.search import _ranx_metrics, evaluate_query
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class DictLabeler(Labeler):
+    """Grades from a dict; counts how often it is asked."""
+
+    name = "dict"
+
+    def __init__(self, grades: dict[str, int]) -> None:
+        self.grades = grades
+        self.calls = 0
+
+    def label(self, qid, query, hits):
+        self.calls += 1
+        return [
+            HitLabel(
+                relevant=self.grades.get(h.doc_id, 0) >= 2,
+                grade=self.grades.get(h.doc_id, 0),
+                score=0.5,
+                input_tokens=10,
+            )
+            for h in hits
+        ]
+
+
+def test_hand_worked_example():
+    hits = [Hit("a", "x"), Hit("b", "y"), Hit("c", "z"), Hit("d", "w")]
+    labeler = DictLabeler({"a": 3, "b": 0, "c": 1, "d": 2})
+    result = evaluate_query("q", hits, labeler, k=3, num_relevant=3)
+    # DCG@3 = (2^3-1)/log2(2) + 0 + (2^1-1)/log2(4) = 7.5; IDCG@3 = 7 + 3/log2(3) + 1/log2(4)
+    idcg = 7 + 3 / math.log2(3) + 0.5
+    metrics = result["metrics"]
+    assert metrics["ndcg@3"] == pytest.approx(7.5 / idcg)
+    # Binary relevance (grade >= 2): a (rank 1) and d (rank 4); 3 relevant in all.
+    assert metrics["map"] == pytest.approx((1 / 1 + 2 / 4) / 3)
+    assert metrics["mrr"] == 1.0
+    assert metrics["precision@3"] == pytest.approx(1 / 3)
+    assert metrics["recall@3"] == pytest.approx(1 / 3)
+    assert metrics["hit@3"] == 1.0
+    assert [h["relevant"] for h in result["hits"]] == [True, False, False, True]
+    assert result["usage"]["evaluation_input_tokens"] == 40
+
+
+def test_ranx_and_ir_measures_agree_on_random_runs():
+    import ir_measures
+    from ir_measures import AP, RR, P, nDCG
+
+    rng = np.random.default_rng(0)
+    graded, binary, run = {}, {}, {}
+    for q in range(20):
+        docs = [f"d{i}" for i in range(15)]
+        grades = rng.integers(0, 4, len(docs))
+        graded[f"q{q}"] = {d: int(g) for d, g in zip(docs, grades, strict=True)}
+        binary[f"q{q}"] = {d: int(g >= 2) for d, g in zip(docs, grades, strict=True)}
+        run[f"q{q}"] = {d: float(s) for d, s in zip(docs, rng.random(len(docs)), strict=True)}
+    ranx = _ranx_metrics(graded, binary, run, 10, recall=False)
+    measures = [nDCG(gains={0: 0, 1: 1, 2: 3, 3: 7}) @ 10, AP, RR, P @ 10]
+    by_query = {
+        (m.query_id, str(m.measure)): m.value
+        for m in ir_measures.iter_calc(measures[:1], graded, run)
+    }
+    by_query.update(
+        {
+            (m.query_id, str(m.measure)): m.value
+            for m in ir_measures.iter_calc(measures[1:], binary, run)
+        }
+    )
+    names = {"ndcg@10": str(measures[0]), "map": "AP", "mrr": "RR", "precision@10": "P@10"}
+    for ours, theirs in names.items():
+        for qid in run:
+            assert ranx[ours][qid] == pytest.approx(by_query[(qid, theirs)], abs=1e-9), (ours, qid)
+
+
+def test_labels_are_cached_and_reused_across_instances(tmp_path: Path):
+    inner = DictLabeler({"a": 3})
+    cached = CachedLabeler(inner, tmp_path / "labels.jsonl")
+    hits = [Hit("a", "text a"), Hit("b", "text b")]
+    first = cached.label("q1", "query", hits)
+    cached.label("q1", "query", hits)
+    cached.close()
+    assert inner.calls == 1
+    again = CachedLabeler(
+        DictLabeler({}), tmp_path / "labels.jsonl"
+    )  # a new process, a blank labeler
+    assert again.label("q1", "query", hits) == first and again.inner.calls == 0
+
+
+def test_bulk_run_compare_and_inferred_qrels(adi_dir: Path, tmp_path: Path):
+    from data.candidates import CandidatesConfig, generate_candidates
+
+    generate_candidates(
+        CandidatesConfig(
+            collection=str(adi_dir), out=str(tmp_path / "c"), retrievers=["bm25"], k=10
+        )
+    )
+    good = read_trec_run(tmp_path / "c" / "bm25.trec")
+    worse = {
+        q: {d: -s for d, s in docs.items()} for q, docs in good.items()
+    }  # the same documents, reversed
+    write_trec_run(tmp_path / "worse.trec", worse)
+    qrels = adi_dir / "qrels.tsv"
+    result = subprocess.run(
+        [sys.executable, "-m", "eval.search", "--run", str(tmp_path / "c" / "bm25.trec"), "--compare", str(tmp_path / "worse.trec"),
+         "--corpus", str(adi_dir), "--labeler", f"qrels:{qrels}", "--out", str(tmp_path / "s"), "--k", "5"],
+        cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((tmp_path / "s" / "metrics.json").read_text())
+    assert report["mean"]["bm25"]["ndcg@5"] > report["mean"]["worse"]["ndcg@5"]
+    assert "table_ndcg_burges@5" in report["comparison"]
+    inferred = read_qrels(tmp_path / "s" / "inferred_qrels.txt")
+    truth = read_qrels(qrels)
+    assert all(
+        grade == truth.get(q, {}).get(d, 0)
+        for q, docs in inferred.items()
+        for d, grade in docs.items()
+    )
+
+
+def test_system_ranking_agreement_is_perfect_for_identical_labels(adi_dir: Path, tmp_path: Path):
+    from data.candidates import CandidatesConfig, generate_candidates
+    from eval.agreement import SystemAgreementConfig, agreement
+
+    generate_candidates(
+        CandidatesConfig(
+            collection=str(adi_dir), out=str(tmp_path / "c"), retrievers=["bm25"], k=10
+        )
+    )
+    good = read_trec_run(tmp_path / "c" / "bm25.trec")
+    runs = [tmp_path / "c" / "bm25.trec"]
+    for name, shift in (("shifted", 2), ("reversed", None)):
+        other = {}
+        for q, docs in good.items():
+            order = sorted(docs, key=lambda d: -docs[d])
+            order = order[::-1] if shift is None else order[shift:] + order[:shift]
+            other[q] = {d: float(len(order) - i) for i, d in enumerate(order)}
+        write_trec_run(tmp_path / f"{name}.trec", other)
+        runs.append(tmp_path / f"{name}.trec")
+    judgments = tmp_path / "j.jsonl"
+    qrels = read_qrels(adi_dir / "qrels.tsv")
+    lines = [
+        {
+            "qid": q,
+            "query": "x",
+            "doc_id": d,
+            "text": "t",
+            "grade": 3 if qrels.get(q, {}).get(d) else 0,
+        }
+        for q, docs in good.items()
+        for d in docs
+    ]
+    judgments.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    result = agreement(
+        SystemAgreementConfig(
+            runs=[str(r) for r in runs], corpus=str(adi_dir), labelers=[f"judgments:{judgments}"],
+            reference=f"qrels:{adi_dir / 'qrels.tsv'}", metric="ndcg@10", out=str(tmp_path / "agr"),
+        )
+    )  # fmt: skip
+    assert result["agreement"][f"judgments:{judgments}"]["kendall_tau"] == pytest.approx(1.0)
+    assert result["reference_ranking"][0] == "bm25"
+
+
+# ---- REST API ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def client():
+    from fastapi.testclient import TestClient
+
+    from eval.api import create_app
+
+    labeler = DictLabeler({"d1": 3, "d2": 0, "d3": 2})
+    with TestClient(create_app(labeler=labeler, token="")) as test_client:
+        yield test_client
+
+
+def request_body(**overrides):
+    body = {
+        "query": {"inputs": {"text": "what is an axon terminal"}},
+        "eval": {"fields": ["title", "text"], "debug": True},
+        "hits": [
+            {"id": "d1", "fields": {"title": "Axon", "text": "Axon terminals are ..."}},
+            {"id": "d2", "fields": {"title": "Paris", "text": "Paris is ..."}},
+            {"id": "d3", "fields": {"title": "Synapse", "text": "A synapse ..."}},
+        ],
+    }
+    body.update(overrides)
+    return body
+
+
+def test_rest_eval_search_returns_metrics_hits_usage_and_debug(client):
+    response = client.post("/v1/eval/search", json=request_body())
+    assert response.status_code == 200, response.text
+    data = response.json()
+    assert [h["relevant"] for h in data["hits"]] == [True, False, True]
+    assert data["hits"][0] == {"index": 0, "id": "d1", "fields": {"title": "Axon", "text": "Axon terminals are ..."},
+                               "relevant": True, "score": 0.5, "grade": 3}  # fmt: skip
+    assert data["metrics"]["mrr"] == 1.0 and data["metrics"]["map"] == pytest.approx(
+        (1 + 2 / 3) / 2
+    )
+    assert data["usage"]["evaluation_input_tokens"] == 30
+    assert set(data["debug"]) == {"probabilities", "timings_ms", "labeler"}
+    assert client.get("/healthz").json()["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    ("body", "path"),
+    [
+        (
+            {"eval": {"fields": ["text"]}, "hits": [{"id": "d1", "fields": {"text": "t"}}]},
+            ["body", "query"],
+        ),
+        (request_body(hits=[]), ["body", "hits"]),
+        (request_body(hits="not a list"), ["body", "hits"]),
+        (request_body(query={"inputs": {"text": 5}}), ["body", "query", "inputs", "text"]),
+        (request_body(query={"inputs": {"text": ""}}), ["body", "query", "inputs", "text"]),
+        (
+            request_body(hits=[{"id": "d1", "fields": {"title": "t", "text": "x" * 20001}}]),
+            ["body", "hits", 0, "fields"],
+        ),
+        (
+            request_body(
+                hits=[{"id": str(i), "fields": {"title": "t", "text": "x"}} for i in range(101)]
+            ),
+            ["body", "hits"],
+        ),
+        (
+            request_body(hits=[{"id": "d1", "fields": {"text": "no title"}}]),
+            ["body", "hits", 0, "fields", "title"],
+        ),
+        (request_body(eval={"fields": ["text"], "debug": "maybe"}), ["body", "eval", "debug"]),
+    ],
+    ids=[
+        "missing-query",
+        "empty-hits",
+        "hits-wrong-type",
+        "query-wrong-type",
+        "empty-query",
+        "oversize-text",
+        "too-many-hits",
+        "missing-field",
+        "debug-wrong-type",
+    ],
+)
+def test_rest_bad_requests_get_422_with_the_field_path(client, body, path):
+    response = client.post("/v1/eval/search", json=body)
+    assert response.status_code == 422, response.text
+    locations = [error["loc"] for error in response.json()["detail"]]
+    assert path in locations, locations
+
+
+def test_rest_bearer_token():
+    from fastapi.testclient import TestClient
+
+    from eval.api import create_app
+
+    with TestClient(create_app(labeler=DictLabeler({}), token="s3cret")) as secured:
+        assert secured.post("/v1/eval/search", json=request_body()).status_code == 401
+        ok = secured.post(
+            "/v1/eval/search", json=request_body(), headers={"Authorization": "Bearer s3cret"}
+        )
+        assert ok.status_code == 200
+
+
+@pytest.fixture(scope="module")
+def tiny_grader_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from models.builder import GraderModelConfig, build_grader, grader_info, save_grader_config
+    from models.input_format import GraderInputFormat
+
+    out = tmp_path_factory.mktemp("grader")
+    config = GraderModelConfig(model_name_or_path=str(tiny_model_dir), mode="full", max_length=256)
+    model, tokenizer = build_grader(config)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    save_grader_config(
+        out, grader_info(config, GraderInputFormat.from_tokenizer(tokenizer, 256).to_dict())
+    )
+    return out
+
+
+def test_rest_through_a_real_uvicorn_with_a_grader(tiny_grader_dir: Path):
+    import httpx
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "GRADER_MODEL": str(tiny_grader_dir), "HF_HUB_OFFLINE": "1"}
+    server = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "eval.api:app", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            try:
+                if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.3)
+        response = httpx.post(f"{url}/v1/eval/search", json=request_body(), timeout=60)
+        assert response.status_code == 200, response.text
+        data = response.json()
+        assert (
+            all(0 <= h["score"] <= 1 for h in data["hits"])
+            and data["usage"]["evaluation_input_tokens"] > 0
+        )
+        assert httpx.post(f"{url}/v1/eval/search", json={"hits": []}, timeout=10).status_code == 422
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_grader_labeler_batches_several_queries(tiny_grader_dir: Path):
+    from eval.labelers import GraderLabeler
+
+    labeler = GraderLabeler(str(tiny_grader_dir))
+    hits = [Hit("a", "axon text"), Hit("b", "other")]
+    batched = labeler.label_many([("q1", "axon", hits), ("q2", "paris", hits[:1])])
+    assert [len(x) for x in batched] == [2, 1]
+    single = labeler.label("q1", "axon", hits)
+    assert [round(x.score, 5) for x in batched[0]] == [round(x.score, 5) for x in single]
+
+
+def test_qrels_labeler_counts_relevant(adi_dir: Path):
+    labeler = QrelsLabeler(str(adi_dir / "qrels.tsv"), label_threshold=1)
+    assert labeler.num_relevant("1") == len(read_qrels(adi_dir / "qrels.tsv")["1"])
