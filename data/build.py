@@ -72,6 +72,10 @@ class BuildConfig:
     target_ratio: float = field(
         default=1.0, metadata={"help": "Positives per negative in train after balancing."}
     )
+    max_pairs_per_query: int | None = field(
+        default=None,
+        metadata={"help": "Keep a seeded random sample of at most this many pairs per query."},
+    )
     seed: int = field(default=42)
     strict: bool = field(
         default=True, metadata={"help": "Stop at the first bad line (false: skip and list it)."}
@@ -125,7 +129,7 @@ def load_judgments(config: BuildConfig) -> tuple[list[dict[str, Any]], dict[str,
                     "p_relevant": judgment.p_relevant,
                     "rank": judgment.rank,
                     "retriever_score": judgment.retriever_score,
-                    "judge": f"{judge.model}/{judge.prompt}" if judge else None,
+                    "judge": judge.model_dump(mode="json", exclude_none=True) if judge else None,
                     "relevance_threshold": None
                     if config.label_threshold == DEFAULT_RELEVANCE_THRESHOLD
                     else config.label_threshold,
@@ -210,6 +214,19 @@ def _resample(indices: np.ndarray, count: int, rng: np.random.Generator) -> np.n
     return np.concatenate([indices, extra])
 
 
+def _cap_per_query(rows: list[dict[str, Any]], cap: int, seed: int) -> list[dict[str, Any]]:
+    rng = np.random.default_rng(seed)
+    by_query: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        by_query.setdefault(row["qid"], []).append(i)
+    keep = sorted(
+        i
+        for indices in by_query.values()
+        for i in (indices if len(indices) <= cap else rng.choice(indices, cap, replace=False))
+    )
+    return [rows[i] for i in keep]
+
+
 def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     labels = Counter(row["label"] for row in rows)
     return {
@@ -230,6 +247,9 @@ def build_dataset(config: BuildConfig) -> dict[str, Any]:
     rows, cleaning = load_judgments(config)
     if not rows:
         raise ValueError("no usable judgments (every record was an error, a duplicate or skipped)")
+    if config.max_pairs_per_query:
+        rows = _cap_per_query(rows, config.max_pairs_per_query, config.seed)
+        cleaning["capped_to"] = len(rows)
     labels = np.array([row["label"] for row in rows], dtype=np.int64)
     groups = np.array([row["qid"] for row in rows]) if config.split_by == "query" else None
     train_idx, test_idx = split_indices(labels, groups, config.test_size, config.seed)
@@ -278,9 +298,17 @@ def build_dataset(config: BuildConfig) -> dict[str, Any]:
 def _save_dataset_dict(split_rows: dict[str, list[dict[str, Any]]], path: Path) -> None:
     from datasets import Dataset, DatasetDict
 
+    def cell(row: dict[str, Any], column: str) -> Any:
+        value = row[column]
+        if column == "judge" and isinstance(value, dict):
+            return f"{value.get('model')}/{value.get('prompt')}"  # a flat column for the table
+        return value
+
     dataset = DatasetDict(
         {
-            name: Dataset.from_dict({column: [row[column] for row in items] for column in COLUMNS})
+            name: Dataset.from_dict(
+                {column: [cell(row, column) for row in items] for column in COLUMNS}
+            )
             for name, items in split_rows.items()
         }
     )

@@ -176,7 +176,7 @@ def label(label_config: LabelConfig, judge_config: JudgeConfig) -> dict[str, Any
         record = cached[key].model_dump(mode="json", exclude_none=True)
         record.pop("cache_key", None)
         # The cache is shared by pairs with identical text; keep this pair's own ids and rank.
-        record.update(pair.model_dump(mode="json", exclude_none=True))
+        record.update(pair.pair_fields())
         judgments.append(record)
     write_jsonl(out, judgments)
     input_tokens = sum(j.get("usage", {}).get("input_tokens", 0) for j in judgments)

@@ -40,6 +40,10 @@ class Pair(_Record):
     def key(self) -> tuple[str, str]:
         return (self.qid, self.doc_id)
 
+    def pair_fields(self) -> dict[str, Any]:
+        """Only the pair's own fields: a judgment read as a pair must not pass its verdict on."""
+        return self.model_dump(mode="json", include=set(Pair.model_fields), exclude_none=True)
+
 
 class Usage(BaseModel):
     model_config = ConfigDict(extra="allow")

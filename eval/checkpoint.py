@@ -66,6 +66,9 @@ class CheckpointEvalConfig:
     batch_size: int = field(default=32)
     max_length: int = field(default=512, metadata={"help": "Zero-shot only: tokens per input."})
     device: str | None = field(default=None)
+    dtype: str = field(
+        default="auto", metadata={"help": "auto (bf16 on GPU and AMX CPUs), float32 or bfloat16."}
+    )
     plots: bool = field(default=True)
     name: str | None = field(default=None, metadata={"help": "Row name in comparison tables."})
 
@@ -96,7 +99,7 @@ def _score(config: CheckpointEvalConfig, records: list[Judgment]) -> tuple[np.nd
 
     grader = Grader.from_pretrained(
         config.model, zero_shot=config.zero_shot, device=config.device, max_length=config.max_length,
-        batch_size=config.batch_size,
+        batch_size=config.batch_size, dtype=config.dtype,
     )  # fmt: skip
     start = time.perf_counter()
     probabilities = grader.raw_probabilities(

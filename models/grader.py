@@ -24,7 +24,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from models.builder import load_trained, read_grader_config
 from models.input_format import GraderInputFormat, format_pairs
-from models.resolve import load_model
+from models.resolve import inference_dtype, load_model
 from models.scoring import answer_token_probabilities, classifier_probabilities
 
 
@@ -53,10 +53,10 @@ class Grader:
         batch_size: int = 32,
     ) -> Grader:
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        if isinstance(dtype, str):
+        if isinstance(dtype, str) and dtype != "auto":
             dtype = getattr(torch, dtype)
-        if dtype is None:
-            dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+        if dtype is None or dtype == "auto":
+            dtype = inference_dtype(device)
         name = str(path_or_name)
         if zero_shot:
             model, tokenizer = load_model(name, task="causal-lm", dtype=dtype)

@@ -139,6 +139,25 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
+def cpu_has_fast_bf16() -> bool:
+    """True on CPUs with AMX (bf16 matrix tiles): there bf16 inference is ~3x faster than float32."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            return "amx_bf16" in handle.read()
+    except OSError:
+        return False
+
+
+def inference_dtype(device: str | torch.device) -> torch.dtype:
+    """bfloat16 on GPUs and on AMX CPUs, float32 elsewhere (``RELEVANCE_GRADER_CPU_DTYPE`` overrides on CPU)."""
+    if str(device).startswith("cuda"):
+        return torch.bfloat16
+    override = os.environ.get("RELEVANCE_GRADER_CPU_DTYPE")
+    if override:
+        return getattr(torch, override)
+    return torch.bfloat16 if cpu_has_fast_bf16() else torch.float32
+
+
 def prepare_tokenizer(tokenizer: PreTrainedTokenizerBase) -> PreTrainedTokenizerBase:
     """Pad on the right with a real pad token, so the classifier pools the last real token.
 

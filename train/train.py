@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 from transformers import Trainer, TrainerCallback, TrainingArguments, get_scheduler, set_seed
 
 from data.cli import parse_config, run_main
@@ -103,6 +104,12 @@ class GraderTrainingArguments(TrainingArguments):
     frozen_feature_cache: bool = field(
         default=True, metadata={"help": "Frozen mode: train the head on cached backbone features."}
     )
+    feature_dtype: str = field(
+        default="auto",
+        metadata={
+            "help": "Frozen fast path: dtype of the feature pass (auto: bf16 on GPU/AMX CPU)."
+        },
+    )
 
 
 class GraderTrainer(Trainer):
@@ -141,7 +148,8 @@ def pooled_features(model, input_ids: Sequence[list[int]], batch_size: int = 16)
     backbone = model.base_model
     pad_id = model.config.pad_token_id
     out = torch.zeros((len(input_ids), model.config.hidden_size), dtype=torch.float32)
-    for batch in length_sorted_batches([len(x) for x in input_ids], batch_size, 16384):
+    batches = list(length_sorted_batches([len(x) for x in input_ids], batch_size, 16384))
+    for batch in tqdm(batches, desc="backbone features", unit="batch"):
         seqs = [input_ids[i] for i in batch]
         ids, mask = _pad(seqs, pad_id, model.device)
         hidden = backbone(input_ids=ids, attention_mask=mask).last_hidden_state
@@ -312,13 +320,22 @@ def _manifest_summary(dataset_dir: str) -> dict[str, Any]:
 
 
 def _train_frozen_fast(model, train_ds, eval_ds, args, loss_fn) -> list[dict[str, float]]:
+    from models.resolve import inference_dtype
+
     device = torch.device("cuda" if torch.cuda.is_available() and not args.use_cpu else "cpu")
     model.to(device).eval()
     batch = max(args.per_device_eval_batch_size, 1)
-    train_features = pooled_features(model, train_ds["input_ids"], batch)
-    eval_features = (
-        pooled_features(model, eval_ds["input_ids"], batch) if eval_ds is not None else None
+    dtype = (
+        inference_dtype(device)
+        if args.feature_dtype == "auto"
+        else getattr(torch, args.feature_dtype)
     )
+    # Autocast runs the backbone in the fast dtype; the head trains in float32 on the features.
+    with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
+        train_features = pooled_features(model, train_ds["input_ids"], batch)
+        eval_features = (
+            pooled_features(model, eval_ds["input_ids"], batch) if eval_ds is not None else None
+        )
     model.to("cpu")
     head = model.score
     return train_head_on_features(

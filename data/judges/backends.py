@@ -187,7 +187,7 @@ class Backend:
         usage: Usage | None = None,
         error: str | None = None,
     ) -> Judgment:
-        base = pair.model_dump(exclude_none=True)
+        base = pair.pair_fields()
         extra: dict[str, Any] = {"judge": self.judge_info, "usage": usage or Usage()}
         if verdict is None:
             return Judgment(**base, **extra, error=error or "no verdict")
@@ -377,14 +377,12 @@ class HFBackend(Backend):
         super().__init__(config, prompt)
         import torch
 
-        from models.resolve import load_model
+        from models.resolve import inference_dtype, load_model
 
         if not config.model:
             raise ValueError("model: the hf backend needs a model (e.g. smollm2-135m)")
         device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
-        dtype = config.dtype
-        if dtype == "auto":
-            dtype = "bfloat16" if device.startswith("cuda") else "float32"
+        dtype = inference_dtype(device) if config.dtype == "auto" else getattr(torch, config.dtype)
         self.model, self.tokenizer = load_model(config.model, task="causal-lm", dtype=dtype)
         self.model.to(device).eval()
         if self.tokenizer.chat_template is None:

@@ -276,3 +276,22 @@ def test_cli_reports_bad_pairs_with_file_and_line(tmp_path: Path):
     )  # fmt: skip
     assert result.returncode == 2
     assert f"{pairs}:2: query: Field required" in result.stderr
+
+
+def test_labelling_a_judgments_file_never_passes_the_old_verdict_on(tmp_path: Path):
+    """Pairs read from a judgments file (e.g. a test split) carry a teacher's grade; the new judge's
+    verdict must replace it, not merge with it."""
+    pairs = tmp_path / "split.jsonl"
+    rows = [
+        {"qid": "q", "query": "query", "doc_id": "d0", "text": "[[id=d0 mode=ok rel=0]]", "grade": 3, "label": 1,
+         "judge": {"model": "teacher", "prompt": "qrels"}, "usage": {"input_tokens": 5}},
+    ]  # fmt: skip
+    pairs.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with FakeOpenAI() as server:
+        label(
+            LabelConfig(out=str(tmp_path / "j.jsonl"), pairs=str(pairs)),
+            openai_judge(server, prompt="binary"),
+        )
+    (judgment,) = read_records(tmp_path / "j.jsonl", Judgment)
+    assert (judgment.label, judgment.grade) == (0, None)
+    assert judgment.judge.model == "fake-judge" and judgment.usage.input_tokens == 100

@@ -114,3 +114,34 @@ def test_minilm_embedder_gives_unit_vectors_that_rank_paraphrases_higher():
     assert vectors.shape == (3, 384)
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.3
+
+
+def test_inference_dtype_choice(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.delenv("RELEVANCE_GRADER_CPU_DTYPE", raising=False)
+    monkeypatch.setattr(resolve, "cpu_has_fast_bf16", lambda: True)
+    assert resolve.inference_dtype("cpu") == torch.bfloat16
+    monkeypatch.setattr(resolve, "cpu_has_fast_bf16", lambda: False)
+    assert resolve.inference_dtype("cpu") == torch.float32
+    assert resolve.inference_dtype("cuda:0") == torch.bfloat16
+    monkeypatch.setenv("RELEVANCE_GRADER_CPU_DTYPE", "float32")
+    assert resolve.inference_dtype("cpu") == torch.float32
+
+
+def test_bfloat16_scoring_agrees_with_float32(tiny_model_dir: Path, tmp_path: Path):
+    from models.builder import GraderModelConfig, build_grader, grader_info, save_grader_config
+    from models.grader import Grader
+
+    config = GraderModelConfig(model_name_or_path=str(tiny_model_dir), mode="full", max_length=256)
+    torch.manual_seed(0)
+    model, tokenizer = build_grader(config)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    save_grader_config(
+        tmp_path, grader_info(config, GraderInputFormat.from_tokenizer(tokenizer, 256).to_dict())
+    )
+    documents = ["axon terminals end the axon", "paris is in france", "x " * 100]
+    full = Grader.from_pretrained(tmp_path, device="cpu", dtype=torch.float32).score(
+        "axon", documents
+    )
+    half = Grader.from_pretrained(tmp_path, device="cpu", dtype="bfloat16").score("axon", documents)
+    np.testing.assert_allclose(half, full, atol=0.03)

@@ -173,7 +173,7 @@ def test_frozen_fast_path_trains_the_same_head_as_the_plain_path(
     for cached in (True, False):
         # One batch holds the whole train split, so both paths see identical gradients.
         args = args_for(
-            tmp_path / str(cached), frozen_feature_cache=cached, per_device_train_batch_size=256, num_train_epochs=5,
+            tmp_path / str(cached), frozen_feature_cache=cached, per_device_train_batch_size=256, num_train_epochs=5, feature_dtype="float32",
             learning_rate=1e-2, eval_strategy="no",
         )  # fmt: skip
         train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args)

@@ -1,0 +1,84 @@
+"""Shared helpers for the benchmarks: real TREC DL pairs, model shapes, FLOP counts, machine info."""
+
+from __future__ import annotations
+
+import json
+import platform
+import random
+from pathlib import Path
+
+import torch
+
+REPO = Path(__file__).resolve().parents[2]
+TREC_DL = REPO / "data" / "collections" / "trec-dl-2019-passage"
+# H100 SXM bf16 dense peak as measured in practice (REFERENCES.md: ~790 TFLOP/s).
+H100_BF16_FLOPS = 790e12
+
+
+def trec_dl_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
+    """``n`` (query, passage) pairs from the TREC DL 2019 judged pool, seeded."""
+    from data.beir import Collection
+
+    collection = Collection.load(TREC_DL)
+    pairs = [
+        (collection.queries[q], collection.corpus[d].text)
+        for q, docs in collection.qrels.items()
+        for d in docs
+    ]
+    random.Random(seed).shuffle(pairs)
+    return pairs[:n]
+
+
+def llama_1b_config():
+    """The Llama-3.2-1B shape (random weights are enough for speed)."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        vocab_size=128256,
+        hidden_size=2048,
+        intermediate_size=8192,
+        num_hidden_layers=16,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=64,
+        max_position_embeddings=131072,
+        rope_theta=500000.0,
+        tie_word_embeddings=True,
+        pad_token_id=128004,
+        bos_token_id=128000,
+        eos_token_id=128009,
+        num_labels=2,
+    )
+
+
+def forward_flops(config, tokens: int, seq_len: int) -> float:
+    """Forward FLOPs: 2 x matmul parameters per token + attention (causal, QK^T and AV)."""
+    h, layers = config.hidden_size, config.num_hidden_layers
+    kv = config.num_key_value_heads * (h // config.num_attention_heads)
+    per_layer = 2 * h * h + 2 * h * kv + 3 * h * config.intermediate_size  # q,o + k,v + MLP
+    matmul_params = layers * per_layer
+    attention = layers * 2 * 2 * seq_len * h / 2  # causal half of QK^T and AV, per token
+    return tokens * (2 * matmul_params + attention)
+
+
+def machine() -> dict:
+    info = {"machine": platform.machine(), "python": platform.python_version(), "torch": torch.__version__,
+            "threads": torch.get_num_threads()}  # fmt: skip
+    if torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name(0)
+    import transformers
+
+    info["transformers"] = transformers.__version__
+    return info
+
+
+def print_table(title: str, header: list[str], rows: list[list], info: dict | None = None) -> None:
+    print(f"\n### {title}\n")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for row in rows:
+        print(
+            "| " + " | ".join(f"{x:,.2f}" if isinstance(x, float) else str(x) for x in row) + " |"
+        )
+    if info:
+        print(f"\n{json.dumps(info)}")

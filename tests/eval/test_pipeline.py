@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from data.cli import parse_config
+from eval.pipeline import Pipeline, PipelineConfig
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_main_config_parses():
+    (config,) = parse_config([PipelineConfig], ["--config", str(REPO / "eval/configs/main.yaml")])
+    assert config.student == "smollm2-135m" and config.teacher_backend == "qrels"
+    assert (REPO / config.train_config).exists()
+    assert (REPO / config.collection / "corpus.jsonl").exists()
+    assert config.retrievers == ["bm25", "dense"] and config.rerank == "dense"
+
+
+def small_trec_dl(root: Path, source: Path, queries: int = 10, docs_per_query: int = 30) -> Path:
+    """A few TREC DL 2019 queries with part of their judged pool, in the BEIR layout."""
+    from data.beir import Collection, write_beir_qrels
+    from data.io import write_jsonl
+
+    collection = Collection.load(source)
+    qids = sorted(collection.qrels)[:queries]
+    qrels = {q: dict(sorted(collection.qrels[q].items())[:docs_per_query]) for q in qids}
+    doc_ids = sorted({d for docs in qrels.values() for d in docs})
+    write_jsonl(
+        root / "corpus.jsonl",
+        ({"_id": d, "title": "", "text": collection.corpus[d].text} for d in doc_ids),
+    )
+    write_jsonl(root / "queries.jsonl", ({"_id": q, "text": collection.queries[q]} for q in qids))
+    write_beir_qrels(root / "qrels.tsv", qrels)
+    return root
+
+
+def test_main_job_end_to_end_reduced(
+    tiny_model_dir: Path, trec_dl_dir: Path, tmp_path: Path, monkeypatch
+):
+    """The main job's stages on a slice of TREC DL with the tiny model; a resume skips every stage."""
+    monkeypatch.chdir(REPO)
+    collection = small_trec_dl(tmp_path / "dl", trec_dl_dir)
+    config = PipelineConfig(
+        run_dir=str(tmp_path / "run"),
+        collection=str(collection),
+        qrels=str(collection / "qrels.tsv"),
+        max_pairs_per_query=12,
+        student=str(tiny_model_dir),
+        train_config="train/configs/smollm2-135m-B-frozen.yaml",
+        train_args=["--num_train_epochs", "2"],
+        judge_model=str(tiny_model_dir),
+        judge_sample=10,
+        retrievers=["bm25"],
+        rerank="bm25",
+        k=5,
+    )
+    summary = Pipeline(config).run()
+    run = tmp_path / "run"
+    expected = [
+        "report.md", "summary.json", "eval/grader/metrics.json", "eval/grader/human_roc_curve.png",
+        "eval/zero-shot/metrics.json", "eval/judge/metrics.json", "export/model.safetensors", "export/README.md",
+        "search/metrics.json", "search/inferred_qrels.txt", "agreement/agreement.json",
+    ]  # fmt: skip
+    for path in expected:
+        assert (run / path).exists(), path
+    models = {row["model"] for row in summary["classification"]}
+    assert {f"{tiny_model_dir.name} grader (ours)", f"{tiny_model_dir.name} zero-shot"} <= models
+    assert {row["labels"] for row in summary["classification"]} == {"teacher", "human"}
+    assert set(summary["search"]) == {"bm25", "bm25-grader"}
+    assert "Kendall" in (run / "report.md").read_text()
+    assert (
+        json.loads((run / "export" / "export_check.json").read_text())["max_abs_difference"] <= 1e-4
+    )
+    again = Pipeline(config)
+    again.run()
+    assert set(again.timings.values()) == {0.0}  # every stage skipped on resume
