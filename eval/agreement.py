@@ -39,11 +39,14 @@ class SystemAgreementConfig:
     metric: str = field(default="ndcg@10", metadata={"help": "Metric that ranks the systems."})
     k: int = field(default=10)
     out: str = field(default="runs/agreement")
+    label_cache: str | None = field(
+        default=None, metadata={"help": "Label cache folder (default: OUT/labels)."}
+    )
 
 
 def system_scores(config: SystemAgreementConfig, spec: str, runs: dict) -> dict[str, float]:
     out = Path(config.out)
-    labeler = make_labeler(spec, cache_dir=out / "labels")
+    labeler = make_labeler(spec, cache_dir=config.label_cache or out / "labels")
     search = SearchEvalConfig(corpus=config.corpus, k=config.k, labeler=spec)
     results = label_runs(search, labeler, runs)
     per_run = pooled_metrics(runs, results, config.k)

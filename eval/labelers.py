@@ -44,6 +44,16 @@ class Hit:
     title: str | None = None
 
 
+def hit_label(judgment: Judgment) -> HitLabel:
+    return HitLabel(
+        relevant=bool(judgment.label),
+        score=judgment.p_relevant,
+        grade=judgment.grade,
+        justification=judgment.rationale,
+        input_tokens=judgment.usage.input_tokens if judgment.usage else 0,
+    )
+
+
 class Labeler:
     name = "labeler"
 
@@ -130,15 +140,7 @@ class JudgmentsLabeler(Labeler):
                 raise KeyError(
                     f"{self.name}: no judgment for query {qid!r}, document {hit.doc_id!r}"
                 )
-            labels.append(
-                HitLabel(
-                    relevant=bool(judgment.label),
-                    score=judgment.p_relevant,
-                    grade=judgment.grade,
-                    justification=judgment.rationale,
-                    input_tokens=judgment.usage.input_tokens if judgment.usage else 0,
-                )
-            )
+            labels.append(hit_label(judgment))
         return labels
 
 
@@ -172,15 +174,7 @@ class JudgeLabeler(Labeler):
             judgment = results[hit.doc_id]
             if judgment.error is not None:
                 raise RuntimeError(f"judge failed on document {hit.doc_id!r}: {judgment.error}")
-            labels.append(
-                HitLabel(
-                    relevant=bool(judgment.label),
-                    score=judgment.p_relevant,
-                    grade=judgment.grade,
-                    justification=judgment.rationale,
-                    input_tokens=judgment.usage.input_tokens if judgment.usage else 0,
-                )
-            )
+            labels.append(hit_label(judgment))
         return labels
 
 

@@ -277,7 +277,7 @@ class Pipeline:
                 "metric pipeline",
                 self.path("search", "metrics.json"),
                 ["eval.search", "--run", runs[0], "--compare", *runs[1:], "--corpus", c.collection,
-                 "--labeler", f"grader:{export}", "--k", str(c.k), "--out", str(self.path("search"))],
+                 "--labeler", f"grader:{export}", "--k", str(c.k), "--out", str(self.path("search")), "--label_cache", str(self.path("label-cache"))],
             ),
             Stage(
                 "ranking agreement",
@@ -285,7 +285,7 @@ class Pipeline:
                 ["eval.agreement", "--runs", *runs, "--corpus", c.collection, "--labelers", f"grader:{export}",
                  *([f"judgments:{self.path('labels', 'teacher.jsonl')}"] if c.teacher_backend != "qrels" else []),
                  "--reference", f"qrels:{c.qrels}", "--metric", f"ndcg@{c.k}", "--k", str(c.k),
-                 "--out", str(self.path("agreement"))],
+                 "--out", str(self.path("agreement")), "--label_cache", str(self.path("label-cache"))],
             ),
         ]  # fmt: skip
         return stages

@@ -170,6 +170,9 @@ class SearchEvalConfig:
     batch_queries: int = field(
         default=16, metadata={"help": "Queries labelled per batched grader pass."}
     )
+    label_cache: str | None = field(
+        default=None, metadata={"help": "Label cache folder (default: OUT/labels)."}
+    )
 
 
 def _load_texts(config: SearchEvalConfig) -> tuple[dict, dict[str, str]]:
@@ -310,7 +313,7 @@ def main(args: Sequence[str] | None = None) -> None:
     if not config.run or not config.corpus or not config.labeler:
         raise ValueError("give --run, --corpus and --labeler")
     out = Path(config.out)
-    labeler = make_labeler(config.labeler, cache_dir=out / "labels")
+    labeler = make_labeler(config.labeler, cache_dir=config.label_cache or out / "labels")
     run_paths = [config.run, *config.compare]
     runs = {Path(p).stem: read_trec_run(p) for p in run_paths}
     results = label_runs(config, labeler, runs)

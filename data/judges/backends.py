@@ -202,6 +202,18 @@ class Backend:
             rationale=verdict.rationale,
         )
 
+    def judgment_from_replies(self, pair: Pair, replies: Sequence[str], usage: Usage) -> Judgment:
+        """Parse every sampled reply; the majority verdict, or an error when none parses."""
+        verdicts, problem = [], ""
+        for text in replies:
+            try:
+                verdicts.append(parse_reply(self.prompt, text))
+            except ParseError as exc:
+                problem = str(exc)
+        if verdicts:
+            return self.judgment(pair, majority(verdicts), usage)
+        return self.judgment(pair, None, usage, error=f"unparseable: {problem}")
+
     def run(
         self, pairs: Sequence[Pair], on_result: OnResult
     ) -> None:  # pragma: no cover - abstract
@@ -474,16 +486,7 @@ class HFBackend(Backend):
                     generated = new_tokens[row * samples : (row + 1) * samples]
                     out_tokens = int((generated != self.tokenizer.pad_token_id).sum())
                     usage = Usage(input_tokens=prompt_tokens * samples, output_tokens=out_tokens)
-                    verdicts, problem = [], ""
-                    for text in replies[row]:
-                        try:
-                            verdicts.append(parse_reply(self.prompt, text))
-                        except ParseError as exc:
-                            problem = str(exc)
-                    if verdicts:
-                        on_result(self.judgment(pair, majority(verdicts), usage))
-                    else:
-                        on_result(self.judgment(pair, None, usage, error=f"unparseable: {problem}"))
+                    on_result(self.judgment_from_replies(pair, replies[row], usage))
         finally:
             self.tokenizer.padding_side = "right"
 
@@ -523,16 +526,7 @@ class VLLMBackend(Backend):
                     input_tokens=len(output.prompt_token_ids or []),
                     output_tokens=sum(len(c.token_ids) for c in output.outputs),
                 )
-                verdicts, problem = [], ""
-                for completion in output.outputs:
-                    try:
-                        verdicts.append(parse_reply(self.prompt, completion.text))
-                    except ParseError as exc:
-                        problem = str(exc)
-                if verdicts:
-                    on_result(self.judgment(pair, majority(verdicts), usage))
-                else:
-                    on_result(self.judgment(pair, None, usage, error=f"unparseable: {problem}"))
+                on_result(self.judgment_from_replies(pair, [c.text for c in output.outputs], usage))
 
 
 def make_backend(config: JudgeConfig, prompt: Prompt) -> Backend:
