@@ -4,7 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 extras="${1:-dev}"
-python3 -m pip install --upgrade pip
 # A pinned torch first: a CPU wheel lies on the build machines, and the same pin resolves to a
 # CUDA build elsewhere. Left unpinned, a dependency would pull a multi-GB CUDA build.
 python3 -m pip install "torch==2.13.0"
