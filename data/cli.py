@@ -30,6 +30,8 @@ def run_main(
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    for noisy in ("httpx", "httpx2", "httpcore", "openai", "bm25s"):  # a line per request otherwise
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         main(args)
     except RecordError as exc:
