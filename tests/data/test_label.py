@@ -295,3 +295,35 @@ def test_labelling_a_judgments_file_never_passes_the_old_verdict_on(tmp_path: Pa
     (judgment,) = read_records(tmp_path / "j.jsonl", Judgment)
     assert (judgment.label, judgment.grade) == (0, None)
     assert judgment.judge.model == "fake-judge" and judgment.usage.input_tokens == 100
+
+
+@pytest.mark.slow
+def test_hf_backend_with_the_embedded_smollm2_judge(tmp_path: Path, trec_dl_dir: Path):
+    from data.beir import Collection
+
+    collection = Collection.load(trec_dl_dir)
+    qid = sorted(collection.qrels)[0]
+    docs = sorted(collection.qrels[qid])[:4]
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "qid": qid,
+                    "query": collection.queries[qid],
+                    "doc_id": d,
+                    "text": collection.corpus[d].text,
+                }
+            )
+            + "\n"
+            for d in docs
+        )
+    )
+    summary = label(
+        LabelConfig(out=str(tmp_path / "j.jsonl"), pairs=str(pairs)),
+        JudgeConfig(backend="hf", model="smollm2-135m", prompt="binary", batch_size=4),
+    )
+    judgments = list(read_records(tmp_path / "j.jsonl", Judgment))
+    assert summary["failed"] == 0 and len(judgments) == 4
+    assert all(j.label in (0, 1) and 0 <= j.p_relevant <= 1 for j in judgments)
+    assert judgments[0].judge.model == "smollm2-135m" and judgments[0].judge.prompt == "binary"
