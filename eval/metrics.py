@@ -20,6 +20,8 @@ from sklearn.metrics import (
     roc_auc_score,
 )
 
+from models.scoring import apply_temperature
+
 EPS = 1e-7
 
 
@@ -90,7 +92,7 @@ class Calibration:
     temperature: float = 1.0
 
     def apply(self, probabilities: np.ndarray) -> np.ndarray:
-        return 1.0 / (1.0 + np.exp(-_logit(probabilities) / self.temperature))
+        return apply_temperature(probabilities, self.temperature)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -25,7 +25,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from models.builder import load_trained, read_grader_config
 from models.input_format import GraderInputFormat, format_pairs
 from models.resolve import inference_dtype, load_model
-from models.scoring import answer_token_probabilities, classifier_probabilities
+from models.scoring import answer_token_probabilities, apply_temperature, classifier_probabilities
 
 
 @dataclass
@@ -128,9 +128,7 @@ class Grader:
     def calibrate(self, probabilities: np.ndarray) -> np.ndarray:
         if self.temperature == 1.0:
             return probabilities
-        p = np.clip(probabilities.astype(np.float64), 1e-7, 1 - 1e-7)
-        logits = np.log(p) - np.log1p(-p)
-        return (1.0 / (1.0 + np.exp(-logits / self.temperature))).astype(np.float32)
+        return apply_temperature(probabilities, self.temperature).astype(np.float32)
 
     def score_pairs(
         self,

@@ -17,6 +17,13 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 
 
+def apply_temperature(probabilities: np.ndarray, temperature: float) -> np.ndarray:
+    """Temperature scaling of P(relevant): sigmoid(logit(p) / T). For two classes the logit of p
+    is the logit difference, so this equals softmax(logits / T)[:, 1]."""
+    p = np.clip(np.asarray(probabilities, dtype=np.float64), 1e-7, 1 - 1e-7)
+    return 1.0 / (1.0 + np.exp(-(np.log(p) - np.log1p(-p)) / temperature))
+
+
 def length_sorted_batches(
     lengths: Sequence[int], max_batch_size: int, max_batch_tokens: int | None = None
 ) -> Iterator[list[int]]:
