@@ -23,6 +23,7 @@ import numpy as np
 from data.beir import read_qrels
 from data.cli import parse_config, run_main
 from data.io import atomic_writer, read_records, write_json
+from data.metrics import label_metrics
 from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, label_from_grade
 
 
@@ -50,12 +51,7 @@ def agreement(
     reference_grades: bool,
 ) -> dict[str, Any]:
     """Compare judge labels with reference grades (or labels when ``reference_grades`` is false)."""
-    from sklearn.metrics import (
-        cohen_kappa_score,
-        confusion_matrix,
-        precision_recall_fscore_support,
-        roc_auc_score,
-    )
+    from sklearn.metrics import cohen_kappa_score, confusion_matrix, roc_auc_score
 
     rows = []
     for judgment in judged:
@@ -70,22 +66,12 @@ def agreement(
         raise ValueError("no judged pair has a reference judgment")
     y_true = np.array([r[2] for r in rows])
     y_pred = np.array([r[0].label for r in rows])
-    precision, recall, f1, _ = precision_recall_fscore_support(
-        y_true, y_pred, average="binary", zero_division=0
-    )
     result: dict[str, Any] = {
         "pairs": len(rows),
         "skipped_errors": sum(1 for j in judged if j.error is not None),
         "reference_positive_rate": float(y_true.mean()),
         "judge_positive_rate": float(y_pred.mean()),
-        "accuracy": float((y_true == y_pred).mean()),
-        "precision": float(precision),
-        "recall": float(recall),
-        "f1": float(f1),
-        "kappa": float(cohen_kappa_score(y_true, y_pred))
-        if len(set(y_true) | set(y_pred)) > 1
-        else 0.0,
-        "confusion_matrix": confusion_matrix(y_true, y_pred, labels=[0, 1]).tolist(),
+        **label_metrics(y_true, y_pred),
     }
     graded = [(r[0].grade, r[1]) for r in rows if r[0].grade is not None]
     if reference_grades and graded:

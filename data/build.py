@@ -23,7 +23,6 @@ seed, config, skipped lines) and a printed summary table.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from collections import Counter
@@ -35,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from data.cli import parse_config, run_main
-from data.io import RecordError, read_records, write_json, write_jsonl
+from data.io import RecordError, read_records, sha256_file, write_json, write_jsonl
 from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, label_from_grade
 
 logger = logging.getLogger(__name__)
@@ -83,14 +82,6 @@ class BuildConfig:
     save_dataset: bool = field(
         default=True, metadata={"help": "Also save a datasets.DatasetDict (dataset/)."}
     )
-
-
-def sha256_file(path: str | Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def load_judgments(config: BuildConfig) -> tuple[list[dict[str, Any]], dict[str, Any]]:

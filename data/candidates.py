@@ -15,7 +15,6 @@ and ``{out}/{name}.trec`` (a TREC run), so later steps can label and compare the
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import time
@@ -27,7 +26,8 @@ import numpy as np
 
 from data.beir import Collection, Run, write_trec_run
 from data.cli import parse_config, run_main
-from data.io import write_json, write_jsonl
+from data.io import fingerprint, write_json, write_jsonl
+from data.records import document_text
 
 logger = logging.getLogger(__name__)
 RETRIEVERS = ("dense", "bm25")
@@ -62,17 +62,9 @@ class CandidatesConfig:
     )
 
 
-def _fingerprint(*parts: str) -> str:
-    digest = hashlib.sha256()
-    for part in parts:
-        digest.update(part.encode("utf-8"))
-        digest.update(b"\0")
-    return digest.hexdigest()[:16]
-
-
 def _doc_text(collection: Collection, doc_id: str) -> str:
     doc = collection.corpus[doc_id]
-    return f"{doc.title}\n{doc.text}" if doc.title else doc.text
+    return document_text(doc.text, doc.title)
 
 
 class DenseRetriever:
@@ -86,7 +78,7 @@ class DenseRetriever:
         self.config = config
         self.doc_ids = sorted(collection.corpus)
         texts = [_doc_text(collection, d) for d in self.doc_ids]
-        key = _fingerprint(config.embedder, str(config.embed_max_length), *self.doc_ids, *texts)
+        key = fingerprint(config.embedder, str(config.embed_max_length), *self.doc_ids, *texts)
         self.embedder = Embedder.load(
             config.embedder, max_length=config.embed_max_length, device=config.device
         )
@@ -138,7 +130,7 @@ class BM25Retriever:
         self.bm25s = bm25s
         self.doc_ids = sorted(collection.corpus)
         texts = [_doc_text(collection, d) for d in self.doc_ids]
-        key = _fingerprint("bm25s", *self.doc_ids, *texts)
+        key = fingerprint("bm25s", *self.doc_ids, *texts)
         path = index_dir / f"bm25-{key}"
         if (path / "params.index.json").exists():
             self.retriever = bm25s.BM25.load(str(path))

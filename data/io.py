@@ -8,6 +8,7 @@ same directory + ``os.replace``) or append one flushed line per record where res
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import tempfile
@@ -201,3 +202,36 @@ def _drop_partial_last_line(path: Path) -> None:
                 return
             position = start
         handle.truncate(0)
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Hex SHA-256 of a file's bytes, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def sha256_path(path: str | os.PathLike[str]) -> str:
+    """Hex SHA-256 of a file, or of the files directly inside a folder (names and bytes, sorted).
+
+    Sub-folders are left out: a model folder's weights and configs count, its training
+    checkpoints do not.
+    """
+    path = Path(path)
+    if path.is_file():
+        return sha256_file(path)
+    digest = hashlib.sha256()
+    for file in sorted(p for p in path.iterdir() if p.is_file()):
+        digest.update(file.name.encode() + b"\0" + sha256_file(file).encode())
+    return digest.hexdigest()
+
+
+def fingerprint(*parts: str) -> str:
+    """A short, stable digest of strings (cache keys, stage fingerprints)."""
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(part.encode("utf-8"))
+        digest.update(b"\0")
+    return digest.hexdigest()[:16]

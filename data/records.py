@@ -113,3 +113,8 @@ def label_from_grade(grade: int, threshold: int | None = None) -> int:
 
 
 RECORD_TYPES: dict[str, type[_Record]] = {"pair": Pair, "judgment": Judgment}
+
+
+def document_text(text: str, title: str | None = None) -> str:
+    """A document as graders, judges and embedders read it: the title (if any) on its own line."""
+    return f"{title.strip()}\n{text}" if title and title.strip() else text

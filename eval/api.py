@@ -144,10 +144,7 @@ class MicroBatcher:
                 pairs += len(job.hits)
             requests = [(f"q{i}", job.query, job.hits) for i, job in enumerate(jobs)]
             try:
-                if hasattr(self.labeler, "label_many"):
-                    results = await asyncio.to_thread(self.labeler.label_many, requests)
-                else:
-                    results = [await asyncio.to_thread(self.labeler.label, *r) for r in requests]
+                results = await asyncio.to_thread(self.labeler.label_many, requests)
                 self.batches += 1
                 for job, labels in zip(jobs, results, strict=True):
                     job.future.set_result(labels)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from data.beir import read_qrels
-from data.io import JsonlAppender, iter_json_lines, read_records
+from data.io import JsonlAppender, iter_json_lines, read_records, sha256_path
 from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, Pair, label_from_grade
 
 
@@ -61,10 +61,19 @@ class Labeler:
     def id(self) -> str:
         return self.name
 
-    def label(
-        self, qid: str, query: str, hits: Sequence[Hit]
-    ) -> list[HitLabel]:  # pragma: no cover
-        raise NotImplementedError
+    def label(self, qid: str, query: str, hits: Sequence[Hit]) -> list[HitLabel]:
+        """Labels for one query's hits; labelers implement this or :meth:`label_many`."""
+        return self.label_many([(qid, query, hits)])[0]
+
+    def label_many(
+        self, requests: Sequence[tuple[str, str, Sequence[Hit]]]
+    ) -> list[list[HitLabel]]:
+        """Labels for several queries' hits; batched labelers override this."""
+        if type(self).label is Labeler.label:
+            raise NotImplementedError(
+                f"{type(self).__name__} implements neither label nor label_many"
+            )
+        return [self.label(qid, query, hits) for qid, query, hits in requests]
 
 
 class GraderLabeler(Labeler):
@@ -74,23 +83,29 @@ class GraderLabeler(Labeler):
         self.path = path
         self.grader = grader or Grader.from_pretrained(path)
         self.name = f"grader:{path}"
+        self._weights_digest: str | None = None
 
     @property
     def id(self) -> str:
-        return f"grader:{Path(self.path).resolve()}:{self.grader.input_format.id}:{self.grader.threshold}"
-
-    def label(self, qid: str, query: str, hits: Sequence[Hit]) -> list[HitLabel]:
-        return self.label_many([(qid, query, hits)])[0]
+        # Keyed on the weights' content, not the path: a re-export to the same folder must not
+        # be served the previous grader's labels.
+        if self._weights_digest is None:
+            path = Path(self.path)
+            self._weights_digest = sha256_path(path) if path.exists() else str(path)
+        return (
+            f"grader:{self._weights_digest}:{self.grader.input_format.id}:"
+            f"{self.grader.threshold}:{self.grader.temperature}"
+        )
 
     def label_many(
         self, requests: Sequence[tuple[str, str, Sequence[Hit]]]
     ) -> list[list[HitLabel]]:
-        """Several queries' hits in one batched pass."""
+        """Several queries' hits in one batched pass (each pair tokenized once)."""
         queries = [query for _, query, hits in requests for _ in hits]
         documents = [hit.text for _, _, hits in requests for hit in hits]
         titles = [hit.title for _, _, hits in requests for hit in hits]
         input_ids = self.grader.encode(queries, documents, titles) if queries else []
-        scores = self.grader.score_pairs(queries, documents, titles) if queries else []
+        scores = self.grader.score_ids(input_ids)
         out, position = [], 0
         for _, _, hits in requests:
             labels = []
@@ -201,9 +216,6 @@ class CachedLabeler(Labeler):
         payload = json.dumps([self.inner.id, query, hit.title or "", hit.text], ensure_ascii=False)
         return hashlib.sha256(payload.encode()).hexdigest()
 
-    def label(self, qid: str, query: str, hits: Sequence[Hit]) -> list[HitLabel]:
-        return self.label_many([(qid, query, hits)])[0]
-
     def label_many(
         self, requests: Sequence[tuple[str, str, Sequence[Hit]]]
     ) -> list[list[HitLabel]]:
@@ -214,10 +226,7 @@ class CachedLabeler(Labeler):
         ]
         missing = [m for m in missing if m[2]]
         if missing:
-            if hasattr(self.inner, "label_many"):
-                fresh = self.inner.label_many(missing)
-            else:
-                fresh = [self.inner.label(qid, query, hits) for qid, query, hits in missing]
+            fresh = self.inner.label_many(missing)
             for (_, query, hits), labels in zip(missing, fresh, strict=True):
                 for hit, label in zip(hits, labels, strict=True):
                     key = self.key(query, hit)

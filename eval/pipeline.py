@@ -3,7 +3,12 @@
     python -m eval.pipeline --config eval/configs/main.yaml
     python -m eval.pipeline --config eval/configs/main.yaml --run_dir runs/main-2 --max_pairs_per_query 60
 
-Stages (a stage whose output exists is skipped, so an interrupted run resumes):
+Each stage writes a fingerprint of its command and of the files it reads beside its output
+(``run_dir/stages/NAME.json``); a stage is skipped only when its output exists and that
+fingerprint matches, so an interrupted run resumes and a changed config, student, dataset or
+upstream output re-runs what depends on it. Each stage's output goes to ``run_dir/logs/``.
+
+Stages:
  1. teacher labels for the judged pool (``data.label``; default teacher: the human qrels);
  2. a query-split, stratified dataset (``data.build``);
  3. the student grader (``train``; default: frozen-backbone SmolLM2-135M, the CPU-friendly mode);
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shlex
 import subprocess
 import sys
@@ -30,8 +36,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data.cli import parse_config, run_main
-from data.io import atomic_writer, write_json
+from data.build import BALANCE_MODES
+from data.candidates import RETRIEVERS
+from data.cli import check_choices, choice, cli_args, parse_config, run_main
+from data.io import atomic_writer, fingerprint, sha256_path, write_json
+from data.judges.backends import BACKENDS
 
 logger = logging.getLogger(__name__)
 
@@ -50,9 +59,7 @@ class PipelineConfig:
         default=None, metadata={"help": 'Qrels value -> 0-3 grade, e.g. {"1": 3}.'}
     )
     # Teacher: the human judgments by default; any data.label backend otherwise (the production path).
-    teacher_backend: str = field(
-        default="qrels", metadata={"help": "qrels, hf, openai, azure or vllm."}
-    )
+    teacher_backend: str = choice("qrels", BACKENDS, "Who labels the training pairs.")
     teacher_model: str = field(default="smollm2-135m")
     teacher_prompt: str = field(default="binary")
     teacher_args: list[str] = field(
@@ -64,7 +71,7 @@ class PipelineConfig:
     )
     validation_size: float = field(default=0.2)
     test_size: float = field(default=0.2)
-    balance: str = field(default="none")
+    balance: str = choice("none", BALANCE_MODES, "Balancing of the train split.")
     seed: int = field(default=42)
     # Student
     student: str = field(default="smollm2-135m", metadata={"help": "Student model name or path."})
@@ -98,6 +105,30 @@ class PipelineConfig:
     )
     batch_size: int = field(default=32)
 
+    def __post_init__(self) -> None:
+        check_choices(self)
+        unknown = set(self.retrievers) - set(RETRIEVERS)
+        if unknown or not self.retrievers:
+            raise ValueError(
+                f"retrievers: expected some of {', '.join(RETRIEVERS)}, got {self.retrievers}"
+            )
+        if self.rerank and self.rerank not in self.retrievers:
+            raise ValueError(f"rerank: {self.rerank!r} is not one of retrievers {self.retrievers}")
+        for name in ("validation_size", "test_size"):
+            if not 0 < getattr(self, name) < 1:
+                raise ValueError(
+                    f"{name}: expected a fraction in (0, 1), got {getattr(self, name)}"
+                )
+        if self.validation_size + self.test_size >= 1:
+            raise ValueError("validation_size + test_size: leaves no training queries")
+        for name in ("k", "batch_size", "judge_sample"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: expected >= 1, got {getattr(self, name)}")
+        if self.max_pairs_per_query is not None and self.max_pairs_per_query < 0:
+            raise ValueError(
+                f"max_pairs_per_query: expected >= 0 (0: all), got {self.max_pairs_per_query}"
+            )
+
 
 class StageFailed(Exception):
     pass
@@ -105,10 +136,25 @@ class StageFailed(Exception):
 
 @dataclass
 class Stage:
+    """One step of the main job: a public command, the file that marks it done and what it reads."""
+
     name: str
     output: Path
-    command: list[str]
+    module: str
+    args: list[str]
+    inputs: list[str] = field(default_factory=list)
     launcher: list[str] | None = None
+
+    @property
+    def command(self) -> list[str]:
+        return [*(self.launcher or [sys.executable]), "-m", self.module, *self.args]
+
+    def fingerprint(self) -> str:
+        """Digest of the command and of every input file's content (folders: all their files)."""
+        contents = [
+            f"{path}={sha256_path(path) if Path(path).exists() else '-'}" for path in self.inputs
+        ]
+        return fingerprint(self.module, *self.args, *contents)
 
 
 class Pipeline:
@@ -120,101 +166,137 @@ class Pipeline:
     def path(self, *parts: str) -> Path:
         return self.root.joinpath(*parts)
 
+    def stamp(self, stage: Stage) -> Path:
+        return self.path("stages", stage.name.replace(" ", "-") + ".json")
+
+    def is_done(self, stage: Stage, digest: str) -> bool:
+        stamp = self.stamp(stage)
+        return (
+            stage.output.exists()
+            and stamp.exists()
+            and json.loads(stamp.read_text()).get("fingerprint") == digest
+        )
+
     def run_stage(self, stage: Stage) -> None:
-        if stage.output.exists():
+        digest = stage.fingerprint()
+        if self.is_done(stage, digest):
             logger.info("stage %s: done already (%s)", stage.name, stage.output)
             self.timings.setdefault(stage.name, 0.0)
             return
-        command = (
-            [*stage.launcher, "-m", *stage.command]
-            if stage.launcher
-            else [sys.executable, "-m", *stage.command]
-        )
-        print(f"\n==> {stage.name}: {shlex.join(command)}", flush=True)
+        log = self.path("logs", stage.name.replace(" ", "-") + ".log")
+        log.parent.mkdir(parents=True, exist_ok=True)
+        print(f"\n==> {stage.name}: {shlex.join(stage.command)}", flush=True)
         start = time.perf_counter()
-        result = subprocess.run(command, check=False)
-        if result.returncode != 0:
-            raise RuntimeError(
-                f"stage {stage.name} failed (exit {result.returncode}); fix it and re-run to resume"
+        returncode = _run_logged(stage.command, log)
+        if returncode != 0:
+            raise StageFailed(
+                f"stage {stage.name!r} failed (exit {returncode}); its output is in {log}; "
+                "fix the cause and re-run the same command to resume"
             )
         if not stage.output.exists():
-            raise StageFailed(f"stage {stage.name} finished without writing {stage.output}")
+            raise StageFailed(
+                f"stage {stage.name!r} finished without writing {stage.output}; see {log}"
+            )
         self.timings[stage.name] = round(time.perf_counter() - start, 1)
+        write_json(self.stamp(stage), {"fingerprint": digest, "command": stage.command})
 
     def stages(self) -> list[Stage]:
         c = self.config
-        label_common = ["--collection", c.collection, "--pool_from_qrels", "true"]
-        if c.teacher_backend == "qrels":
-            teacher = ["--backend", "qrels", "--qrels", c.qrels]
-            if c.grade_map:
-                teacher += ["--grade_map", c.grade_map]
-        else:
-            teacher = [
-                "--backend",
-                c.teacher_backend,
-                "--model",
-                c.teacher_model,
-                "--prompt",
-                c.teacher_prompt,
-            ]
         teacher_file = self.path("labels", "teacher.jsonl")
         dataset = self.path("dataset")
         grader = self.path("grader")
+        export = self.path("export")
+        candidates = self.path("candidates")
         test, validation = str(dataset / "test.jsonl"), str(dataset / "validation.jsonl")
-        human = ["--labels", "both", "--qrels", c.qrels]
-        if c.grade_map:
-            human = ["--labels", "teacher"]  # binary collections: the teacher *is* the human qrels
+        # A student given as a local folder is an input too (its weights may change).
+        student = [c.student] if Path(c.student).exists() else []
+        if c.teacher_backend == "qrels":
+            teacher = cli_args(backend="qrels", qrels=c.qrels, grade_map=c.grade_map)
+        else:
+            teacher = cli_args(
+                backend=c.teacher_backend, model=c.teacher_model, prompt=c.teacher_prompt
+            )
+        # Binary collections (grade_map given): the teacher *is* the human qrels.
+        human = (
+            cli_args(labels="teacher") if c.grade_map else cli_args(labels="both", qrels=c.qrels)
+        )
         stages = [
-            Stage("teacher labels", teacher_file, ["data.label", *label_common, *teacher, *c.teacher_args, "--out", str(teacher_file)]),
+            Stage(
+                "teacher labels",
+                teacher_file,
+                "data.label",
+                cli_args(collection=c.collection, pool_from_qrels=True)
+                + teacher
+                + [*c.teacher_args, "--out", str(teacher_file)],
+                inputs=[c.collection, c.qrels],
+            ),
             Stage(
                 "dataset",
                 dataset / "manifest.json",
-                ["data.build", "--judgments", str(teacher_file), "--out", str(dataset), "--seed", str(c.seed),
-                 "--validation_size", str(c.validation_size), "--test_size", str(c.test_size), "--balance", c.balance,
-                 "--save_dataset", "false"]
-                + (["--max_pairs_per_query", str(c.max_pairs_per_query)] if c.max_pairs_per_query else []),
+                "data.build",
+                cli_args(
+                    judgments=teacher_file,
+                    out=dataset,
+                    seed=c.seed,
+                    validation_size=c.validation_size,
+                    test_size=c.test_size,
+                    balance=c.balance,
+                    save_dataset=False,
+                    max_pairs_per_query=c.max_pairs_per_query or None,
+                ),
+                inputs=[str(teacher_file)],
             ),
             Stage(
                 "train",
                 grader / "grader_config.json",
-                ["train", "--config", c.train_config, "--dataset", str(dataset), "--output_dir", str(grader),
-                 "--model_name_or_path", c.student, "--max_length", str(c.max_length), "--report_to", "none",
-                 "--seed", str(c.seed), *c.train_args],
+                "train",
+                cli_args(
+                    config=c.train_config,
+                    dataset=dataset,
+                    output_dir=grader,
+                    model_name_or_path=c.student,
+                    max_length=c.max_length,
+                    report_to="none",
+                    seed=c.seed,
+                )
+                + c.train_args,
+                inputs=[c.train_config, str(dataset), *student],
                 launcher=shlex.split(c.train_launcher) if c.train_launcher else None,
             ),
             Stage(
                 "evaluate grader",
                 self.path("eval", "grader", "metrics.json"),
-                ["eval.checkpoint", "--model", str(grader), "--data", test, "--calibration_data", validation, *human,
-                 "--out", str(self.path("eval", "grader")), "--name", f"{Path(c.student).name} grader (ours)",
-                 "--batch_size", str(c.batch_size)],
+                "eval.checkpoint",
+                cli_args(
+                    model=grader,
+                    data=test,
+                    calibration_data=validation,
+                    out=self.path("eval", "grader"),
+                    name=f"{Path(c.student).name} grader (ours)",
+                    batch_size=c.batch_size,
+                )
+                + human,
+                inputs=[str(grader), str(dataset), c.qrels],
             ),
-        ]  # fmt: skip
+        ]
         if c.zero_shot:
             stages.append(
                 Stage(
                     "evaluate zero-shot student",
                     self.path("eval", "zero-shot", "metrics.json"),
-                    [
-                        "eval.checkpoint",
-                        "--model",
-                        c.student,
-                        "--zero_shot",
-                        "true",
-                        "--data",
-                        test,
-                        "--calibration_data",
-                        validation,
-                        *human,
-                        "--max_length",
-                        str(c.max_length),
-                        "--out",
-                        str(self.path("eval", "zero-shot")),
-                        "--name",
-                        f"{Path(c.student).name} zero-shot",
-                        "--batch_size",
-                        str(c.batch_size),
-                    ],
+                    "eval.checkpoint",
+                    cli_args(
+                        model=c.student,
+                        zero_shot=True,
+                        data=test,
+                        calibration_data=validation,
+                        max_length=c.max_length,
+                        out=self.path("eval", "zero-shot"),
+                        name=f"{Path(c.student).name} zero-shot",
+                        batch_size=c.batch_size,
+                    )
+                    + human,
+                    inputs=[str(dataset), c.qrels, *student],
                 )
             )
         if c.judge_model:
@@ -223,71 +305,113 @@ class Pipeline:
                 Stage(
                     "LLM judge labels",
                     judge_file,
-                    ["data.label", "--pairs", test, "--sample", str(c.judge_sample), "--seed", str(c.seed),
-                     "--backend", "hf", "--model", c.judge_model, "--prompt", c.judge_prompt, "--out", str(judge_file)],
+                    "data.label",
+                    cli_args(
+                        pairs=test,
+                        sample=c.judge_sample,
+                        seed=c.seed,
+                        backend="hf",
+                        model=c.judge_model,
+                        prompt=c.judge_prompt,
+                        out=judge_file,
+                    ),
+                    inputs=[test],
                 ),
                 Stage(
                     "evaluate LLM judge",
                     self.path("eval", "judge", "metrics.json"),
-                    ["eval.checkpoint", "--judgments", str(judge_file), "--data", test, *human,
-                     "--out", str(self.path("eval", "judge")), "--name", f"{Path(c.judge_model).name} judge ({c.judge_prompt})"],
+                    "eval.checkpoint",
+                    cli_args(
+                        judgments=judge_file,
+                        data=test,
+                        out=self.path("eval", "judge"),
+                        name=f"{Path(c.judge_model).name} judge ({c.judge_prompt})",
+                    )
+                    + human,
+                    inputs=[str(judge_file), test, c.qrels],
                 ),
-            ]  # fmt: skip
-        export = self.path("export")
-        candidates = self.path("candidates")
+            ]
         runs = [str(candidates / f"{name}.trec") for name in c.retrievers]
         stages += [
             Stage(
                 "export",
                 export / "export_check.json",
-                ["models.export", "--checkpoint", str(grader), "--out", str(export),
-                 "--metrics", str(self.path("eval", "grader", "metrics.json")), "--pairs", test],
+                "models.export",
+                cli_args(
+                    checkpoint=grader,
+                    out=export,
+                    metrics=self.path("eval", "grader", "metrics.json"),
+                    pairs=test,
+                ),
+                inputs=[str(grader), str(self.path("eval", "grader", "metrics.json")), test],
             ),
             Stage(
                 "retrieval runs",
                 candidates / "candidates.json",
-                ["data.candidates", "--collection", c.collection, "--retrievers", *c.retrievers, "--k", str(max(c.k, 10)),
-                 "--out", str(candidates), "--judged_queries_only", "true"],
+                "data.candidates",
+                cli_args(
+                    collection=c.collection,
+                    retrievers=c.retrievers,
+                    k=max(c.k, 10),
+                    out=candidates,
+                    judged_queries_only=True,
+                ),
+                inputs=[c.collection],
             ),
-        ]  # fmt: skip
+        ]
         if c.rerank:
             reranked = candidates / f"{c.rerank}-grader.trec"
             stages.append(
                 Stage(
                     "grader rerank",
                     reranked,
-                    [
-                        "eval.rerank",
-                        "--run",
-                        str(candidates / f"{c.rerank}.trec"),
-                        "--corpus",
-                        c.collection,
-                        "--grader",
-                        str(export),
-                        "--k",
-                        str(c.k),
-                        "--out",
-                        str(reranked),
-                    ],
+                    "eval.rerank",
+                    cli_args(
+                        run=candidates / f"{c.rerank}.trec",
+                        corpus=c.collection,
+                        grader=export,
+                        k=c.k,
+                        out=reranked,
+                    ),
+                    inputs=[str(candidates / f"{c.rerank}.trec"), c.collection, str(export)],
                 )
             )
             runs.append(str(reranked))
+        label_cache = self.path("label-cache")
         stages += [
             Stage(
                 "metric pipeline",
                 self.path("search", "metrics.json"),
-                ["eval.search", "--run", runs[0], "--compare", *runs[1:], "--corpus", c.collection,
-                 "--labeler", f"grader:{export}", "--k", str(c.k), "--out", str(self.path("search")), "--label_cache", str(self.path("label-cache"))],
+                "eval.search",
+                cli_args(
+                    run=runs[0],
+                    compare=runs[1:] or None,
+                    corpus=c.collection,
+                    labeler=f"grader:{export}",
+                    k=c.k,
+                    out=self.path("search"),
+                    label_cache=label_cache,
+                ),
+                inputs=[*runs, c.collection, str(export)],
             ),
             Stage(
                 "ranking agreement",
                 self.path("agreement", "agreement.json"),
-                ["eval.agreement", "--runs", *runs, "--corpus", c.collection, "--labelers", f"grader:{export}",
-                 *([f"judgments:{self.path('labels', 'teacher.jsonl')}"] if c.teacher_backend != "qrels" else []),
-                 "--reference", f"qrels:{c.qrels}", "--metric", f"ndcg@{c.k}", "--k", str(c.k),
-                 "--out", str(self.path("agreement")), "--label_cache", str(self.path("label-cache"))],
+                "eval.agreement",
+                cli_args(
+                    runs=runs,
+                    corpus=c.collection,
+                    labelers=[f"grader:{export}"]
+                    + ([f"judgments:{teacher_file}"] if c.teacher_backend != "qrels" else []),
+                    reference=f"qrels:{c.qrels}",
+                    metric=f"ndcg@{c.k}",
+                    k=c.k,
+                    out=self.path("agreement"),
+                    label_cache=label_cache,
+                ),
+                inputs=[*runs, c.collection, str(export), c.qrels, str(teacher_file)],
             ),
-        ]  # fmt: skip
+        ]
         return stages
 
     def run(self) -> dict[str, Any]:
@@ -326,6 +450,19 @@ class Pipeline:
             "agreement": agreement,
             "export": str(self.path("export")),
         }
+
+
+def _run_logged(command: list[str], log: Path) -> int:
+    """Run ``command``, copying its output (progress bars included) to the console and ``log``."""
+    with open(log, "wb") as handle:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        assert process.stdout is not None
+        for chunk in iter(lambda: os.read(process.stdout.fileno(), 65536), b""):
+            handle.write(chunk)
+            handle.flush()
+            sys.stdout.buffer.write(chunk)
+            sys.stdout.buffer.flush()
+        return process.wait()
 
 
 def report_markdown(summary: dict[str, Any]) -> str:

@@ -209,10 +209,7 @@ def label_runs(
                         raise KeyError(f"document {doc_id!r} of {name} is not in the corpus")
                     hits.append(Hit(doc_id=doc_id, text=doc.text, title=doc.title or None))
                 batch.append((qid, queries[qid], hits))
-            if hasattr(labeler, "label_many"):
-                labelled = labeler.label_many(batch)
-            else:
-                labelled = [labeler.label(qid, query, hits) for qid, query, hits in batch]
+            labelled = labeler.label_many(batch)
             for (qid, _, hits), labels in zip(batch, labelled, strict=True):
                 per_query[qid] = {
                     "hits": [

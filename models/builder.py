@@ -3,6 +3,9 @@
 Modes (paper configurations in brackets):
 - ``full``: the causal LM with a 2-label head, everything trains [C];
 - ``frozen``: the same, only the head (``score``) trains [B];
+- ``top_layers``: only the last ``trainable_layers`` decoder layers, the final norm and the head
+  train; like ``frozen`` it trains on cached states of the layers below (far cheaper than ``full``
+  on a CPU, and it can move the features the head reads, which ``frozen`` cannot);
 - ``lora``: peft LoRA adapters on the backbone, the head trained and saved in ``modules_to_save``
   (otherwise it is lost on reload: peft #310, #577, #876, #1070);
 - ``generative`` / ``generative-lora``: the causal LM itself, trained to answer yes/no after the
@@ -19,10 +22,20 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from data.cli import check_choices, choice
 from models.resolve import load_model
 
-MODES = ("full", "frozen", "lora", "generative", "generative-lora")
+MODES = ("full", "frozen", "top_layers", "lora", "generative", "generative-lora")
+GENERATIVE_MODES = ("generative", "generative-lora")
+# Modes whose lower layers never change: they train on cached states (train.cached_states).
+CACHED_STATE_MODES = ("frozen", "top_layers")
+DTYPES = ("float32", "bfloat16", "float16")
 GRADER_CONFIG_FILE = "grader_config.json"
+
+
+def is_generative(mode: str) -> bool:
+    """Whether a mode (or a stored grader's mode) scores by P(yes) rather than a classifier head."""
+    return mode in GENERATIVE_MODES
 
 
 @dataclass
@@ -30,7 +43,10 @@ class GraderModelConfig:
     model_name_or_path: str = field(
         default="smollm2-135m", metadata={"help": "Base model: embedded name, hub id or path."}
     )
-    mode: str = field(default="full", metadata={"help": f"One of {', '.join(MODES)}."})
+    mode: str = choice("full", MODES, "What trains (see models.builder).")
+    trainable_layers: int = field(
+        default=2, metadata={"help": "top_layers mode: how many of the last decoder layers train."}
+    )
     lora_r: int = field(default=16)
     lora_alpha: int = field(default=32)
     lora_dropout: float = field(default=0.05)
@@ -45,9 +61,7 @@ class GraderModelConfig:
             "down_proj",
         ]
     )
-    dtype: str = field(
-        default="float32", metadata={"help": "Weights dtype: float32, bfloat16 or float16."}
-    )
+    dtype: str = choice("float32", DTYPES, "Weights dtype.")
     max_length: int = field(
         default=512, metadata={"help": "Tokens per input (documents are cut to fit)."}
     )
@@ -55,23 +69,37 @@ class GraderModelConfig:
         default=None, metadata={"help": "sdpa, eager, flash_attention_2."}
     )
 
+    def __post_init__(self) -> None:
+        check_choices(self)
+        if self.mode == "top_layers" and self.trainable_layers < 1:
+            raise ValueError("trainable_layers: top_layers mode trains at least 1 layer")
+        if self.max_length < 8:
+            raise ValueError(f"max_length: expected at least 8 tokens, got {self.max_length}")
+
     @property
     def generative(self) -> bool:
-        return self.mode.startswith("generative")
+        return is_generative(self.mode)
 
 
 def build_grader(config: GraderModelConfig) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The model to train for ``config.mode`` (with the right parameters trainable) and its tokenizer."""
-    if config.mode not in MODES:
-        raise ValueError(f"mode: expected one of {', '.join(MODES)}, got {config.mode!r}")
     kwargs: dict[str, Any] = {"dtype": getattr(torch, config.dtype)}
     if config.attn_implementation:
         kwargs["attn_implementation"] = config.attn_implementation
     task = "causal-lm" if config.generative else "classification"
     model, tokenizer = load_model(config.model_name_or_path, task=task, **kwargs)
-    if config.mode == "frozen":
-        for name, parameter in model.named_parameters():
-            parameter.requires_grad = name.startswith("score.")
+    if config.mode in CACHED_STATE_MODES:
+        from models.backbone import decoder, split_index
+
+        trained = 0 if config.mode == "frozen" else config.trainable_layers
+        first = split_index(model, trained)
+        stack = decoder(model)
+        for parameter in model.parameters():
+            parameter.requires_grad = False
+        top = [model.score] + ([*list(stack.layers)[first:], stack.norm] if trained else [])
+        for module in top:
+            for parameter in module.parameters():
+                parameter.requires_grad = True
     elif config.mode in ("lora", "generative-lora"):
         from peft import LoraConfig, TaskType, get_peft_model
 
@@ -117,8 +145,7 @@ def load_trained(
     """A trained checkpoint (full, frozen, LoRA adapter or generative) with its tokenizer."""
     path = Path(path)
     info = read_grader_config(path)
-    generative = str(info.get("mode", "")).startswith("generative")
-    task = "causal-lm" if generative else "classification"
+    task = "causal-lm" if is_generative(str(info.get("mode", ""))) else "classification"
     adapter = path / "adapter_config.json"
     if adapter.exists():
         from peft import PeftModel

@@ -30,7 +30,7 @@ import torch
 
 from data.cli import parse_config, run_main
 from data.records import DEFAULT_RELEVANCE_THRESHOLD
-from models.builder import GRADER_CONFIG_FILE, load_trained, read_grader_config
+from models.builder import GRADER_CONFIG_FILE, is_generative, load_trained, read_grader_config
 from models.resolve import LABEL_NAMES
 
 logger = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ def plain_transformers_probabilities(
     grader = config.grader
     fmt = grader["input_format"]
     tokenizer = AutoTokenizer.from_pretrained(export_dir)
-    generative = str(grader.get("mode", "")).startswith("generative")
+    generative = is_generative(str(grader.get("mode", "")))
     cls = AutoModelForCausalLM if generative else AutoModelForSequenceClassification
     model = cls.from_pretrained(export_dir, dtype=torch.float32).eval()
     out = []
@@ -136,8 +136,7 @@ def _sample_pairs(config: ExportConfig) -> list[tuple[str, str]]:
     if not config.pairs:
         return SAMPLE_PAIRS
     from data.io import read_records
-    from data.records import Pair
-    from models.input_format import document_text
+    from data.records import Pair, document_text
 
     pairs = []
     for record in read_records(config.pairs, Pair):
@@ -161,7 +160,7 @@ def export(config: ExportConfig) -> dict[str, Any]:
     model, tokenizer = load_trained(checkpoint, dtype=dtype)
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()  # LoRA into the base weights; the saved head copy is kept
-    generative = str(info.get("mode", "")).startswith("generative")
+    generative = is_generative(str(info.get("mode", "")))
     model.config.pad_token_id = tokenizer.pad_token_id
     if not generative:
         model.config.id2label = dict(enumerate(LABEL_NAMES))
@@ -235,7 +234,7 @@ def model_card(description: dict[str, Any], config: ExportConfig) -> str:
     data = description.get("data", {})
     base = description.get("base_model", "")
     hub_base = "HuggingFaceTB/SmolLM2-135M-Instruct" if base == "smollm2-135m" else base
-    generative = str(description.get("mode", "")).startswith("generative")
+    generative = is_generative(str(description.get("mode", "")))
     name = config.model_name or Path(config.out).name
     threshold = description["threshold"]
     temperature = description["calibration"].get("temperature", 1.0)

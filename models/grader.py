@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from models.builder import load_trained, read_grader_config
+from models.builder import is_generative, load_trained, read_grader_config
 from models.input_format import GraderInputFormat, format_pairs
 from models.resolve import inference_dtype, load_model
 from models.scoring import answer_token_probabilities, apply_temperature, classifier_probabilities
@@ -69,7 +69,7 @@ class Grader:
                     f"{name}: no grader_config.json; give a trained grader, or zero_shot=True for a causal LM"
                 )
             model, tokenizer = load_trained(name, dtype=dtype)
-            generative = str(info.get("mode", "")).startswith("generative")
+            generative = is_generative(str(info.get("mode", "")))
         if "input_format" in info:
             fmt = GraderInputFormat.from_dict(info["input_format"])
         else:
@@ -105,7 +105,14 @@ class Grader:
         """Uncalibrated P(relevant) for each pair."""
         if not len(queries):
             return np.zeros(0, dtype=np.float32)
-        input_ids = self.encode(queries, documents, titles)
+        return self.raw_probabilities_of_ids(self.encode(queries, documents, titles), show_progress)
+
+    def raw_probabilities_of_ids(
+        self, input_ids: Sequence[list[int]], show_progress: bool = False
+    ) -> np.ndarray:
+        """Uncalibrated P(relevant) for inputs already built by :meth:`encode`."""
+        if not len(input_ids):
+            return np.zeros(0, dtype=np.float32)
         if self.generative:
             probabilities, _ = answer_token_probabilities(
                 self.model,
@@ -139,6 +146,10 @@ class Grader:
     ) -> np.ndarray:
         """Calibrated P(relevant) for each (query, document) pair."""
         return self.calibrate(self.raw_probabilities(queries, documents, titles, show_progress))
+
+    def score_ids(self, input_ids: Sequence[list[int]]) -> np.ndarray:
+        """Calibrated P(relevant) for inputs already built by :meth:`encode`."""
+        return self.calibrate(self.raw_probabilities_of_ids(input_ids))
 
     def score(
         self, query: str, documents: Sequence[str], titles: Sequence[str | None] | None = None

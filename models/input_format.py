@@ -20,6 +20,8 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
+from data.records import document_text
+
 FORMAT_NAME = "grader-chat"
 PLAIN_FORMAT_NAME = "grader-plain"
 FORMAT_VERSION = 1
@@ -126,11 +128,6 @@ def _check_last_token(fmt: GraderInputFormat, tokenizer: PreTrainedTokenizerBase
             "the grader's prompt ends with the pad token, so the classifier would pool the wrong "
             "position; pick a different pad token (transformers issue #35352)"
         )
-
-
-def document_text(text: str, title: str | None = None) -> str:
-    """A document as the grader reads it: the title (when there is one) on its own line first."""
-    return f"{title.strip()}\n{text}" if title and title.strip() else text
 
 
 @dataclass

@@ -43,16 +43,32 @@ def length_sorted_batches(
         yield batch
 
 
-def _pad(
-    input_ids: list[list[int]], pad_id: int, device: torch.device
+def pad_right(
+    sequences: Sequence[Sequence[int]],
+    pad_id: int,
+    device: torch.device | str = "cpu",
+    pad_to_multiple_of: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(len(ids) for ids in input_ids)
-    ids = torch.full((len(input_ids), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(input_ids), width), dtype=torch.long)
-    for row, seq in enumerate(input_ids):
-        ids[row, : len(seq)] = torch.tensor(seq, dtype=torch.long)
+    """Token ids right-padded to the longest sequence, and the attention mask (1 = real token).
+
+    The one padding routine of the project: scoring, feature caching and the training collator
+    all call it, so the last real token sits at ``mask.sum(1) - 1`` everywhere.
+    """
+    width = max(len(ids) for ids in sequences)
+    if pad_to_multiple_of:
+        width = -(-width // pad_to_multiple_of) * pad_to_multiple_of
+    ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, seq in enumerate(sequences):
+        ids[row, : len(seq)] = torch.as_tensor(seq, dtype=torch.long)
         mask[row, : len(seq)] = 1
     return ids.to(device), mask.to(device)
+
+
+def last_token(states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+    """Each row's vector at its last real position (right padding): what the grader reads."""
+    last = attention_mask.sum(dim=1) - 1
+    return states[torch.arange(states.shape[0], device=states.device), last.to(states.device)]
 
 
 @torch.inference_mode()
@@ -70,7 +86,7 @@ def classifier_probabilities(
     out = np.zeros((len(input_ids), model.config.num_labels), dtype=np.float32)
     batches = list(length_sorted_batches([len(x) for x in input_ids], batch_size, max_batch_tokens))
     for batch in tqdm(batches, desc="scoring", unit="batch", disable=not show_progress):
-        ids, mask = _pad([input_ids[i] for i in batch], pad_id, model.device)
+        ids, mask = pad_right([input_ids[i] for i in batch], pad_id, model.device)
         logits = model(input_ids=ids, attention_mask=mask).logits.float()
         out[batch] = torch.softmax(logits / temperature, dim=-1).cpu().numpy()
     return out
@@ -98,13 +114,9 @@ def answer_token_probabilities(
     mass = np.zeros(len(input_ids), dtype=np.float32)
     batches = list(length_sorted_batches([len(x) for x in input_ids], batch_size, max_batch_tokens))
     for batch in tqdm(batches, desc="scoring", unit="batch", disable=not show_progress):
-        seqs = [input_ids[i] for i in batch]
-        ids, mask = _pad(seqs, pad_token_id, model.device)
+        ids, mask = pad_right([input_ids[i] for i in batch], pad_token_id, model.device)
         logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=0).logits
-        last = torch.tensor([len(s) - 1 for s in seqs], device=logits.device)
-        next_token = torch.log_softmax(
-            logits[torch.arange(len(seqs), device=logits.device), last].float(), dim=-1
-        )
+        next_token = torch.log_softmax(last_token(logits, mask).float(), dim=-1)
         chosen = next_token[:, answers.to(logits.device)]
         probs[batch] = torch.softmax(chosen, dim=-1).cpu().numpy()
         mass[batch] = chosen.exp().sum(-1).cpu().numpy()

@@ -3,24 +3,21 @@
 The model reads the grader's prompt and learns to answer "yes" or "no" (loss on the answer
 only); it is scored by P(yes) at the answer position, renormalised over yes/no
 (models.scoring.answer_token_probabilities) - the same read-out as zero-shot baselines.
+Training and saving go through train.train like every other mode.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 from datasets import Dataset
-from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainingArguments
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainingArguments
 
-from models.builder import save_grader_config
+from data.metrics import classification_metrics
 from models.input_format import GraderInputFormat, format_pairs
 from models.scoring import answer_token_probabilities
-from train.grader_data import classification_metrics
 
 
 def prompt_completion(
@@ -37,8 +34,13 @@ def prompt_completion(
     )
 
 
-def p_yes(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, fmt: GraderInputFormat, dataset: Dataset,
-          batch_size: int = 16) -> np.ndarray:  # fmt: skip
+def p_yes(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    fmt: GraderInputFormat,
+    dataset: Dataset,
+    batch_size: int = 16,
+) -> np.ndarray:
     titles = dataset["title"] if "title" in dataset.column_names else None
     formatted = format_pairs(tokenizer, fmt, dataset["query"], dataset["text"], titles)
     probabilities, _ = answer_token_probabilities(
@@ -51,18 +53,30 @@ def p_yes(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, fmt: Grade
     return probabilities[:, 1]
 
 
-def train_generative(
+def p_yes_metrics(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    fmt: GraderInputFormat,
+    eval_raw: Dataset,
+    args: TrainingArguments,
+) -> dict[str, float]:
+    """Classification metrics of P(yes) on the validation split (``eval_`` keys, as Trainer's)."""
+    probabilities = p_yes(model.eval(), tokenizer, fmt, eval_raw, args.per_device_eval_batch_size)
+    labels = np.asarray(eval_raw["label"], dtype=int)
+    return {f"eval_{k}": v for k, v in classification_metrics(probabilities, labels).items()}
+
+
+def generative_trainer(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
     fmt: GraderInputFormat,
     train_raw: Dataset,
     eval_raw: Dataset | None,
     args: TrainingArguments,
-    info: dict[str, Any],
-) -> dict[str, Any]:
+) -> Trainer:
     from trl import SFTConfig, SFTTrainer
 
-    shared = {
+    shared: dict[str, Any] = {
         f.name: getattr(args, f.name) for f in dataclasses.fields(TrainingArguments) if f.init
     }
     shared.update(
@@ -74,28 +88,10 @@ def train_generative(
         train_sampling_strategy="random",
     )
     sft_args = SFTConfig(**shared, completion_only_loss=True, max_length=fmt.max_length + 8)
-    start = time.perf_counter()
-    trainer = SFTTrainer(
+    return SFTTrainer(
         model=model,
         args=sft_args,
         train_dataset=prompt_completion(train_raw, tokenizer, fmt),
         eval_dataset=prompt_completion(eval_raw, tokenizer, fmt) if eval_raw is not None else None,
         processing_class=tokenizer,
     )
-    result = trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
-    metrics: dict[str, Any] = dict(result.metrics)
-    model = trainer.model.eval()
-    if eval_raw is not None:
-        probabilities = p_yes(model, tokenizer, fmt, eval_raw, args.per_device_eval_batch_size)
-        labels = np.asarray(eval_raw["label"], dtype=int)
-        metrics.update(
-            {f"eval_{k}": v for k, v in classification_metrics(probabilities, labels).items()}
-        )
-    metrics["train_seconds"] = round(time.perf_counter() - start, 2)
-    output_dir = Path(args.output_dir)
-    trainer.save_model(str(output_dir))
-    tokenizer.save_pretrained(output_dir)
-    info["metrics"] = metrics
-    save_grader_config(output_dir, info)
-    (output_dir / "train_results.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    return metrics

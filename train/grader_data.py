@@ -10,7 +10,9 @@ import torch
 from datasets import Dataset, load_dataset
 from transformers import PreTrainedTokenizerBase
 
+from data.metrics import classification_metrics
 from models.input_format import GraderInputFormat, format_pairs
+from models.scoring import pad_right
 
 SOFT_TARGETS = ("none", "p_relevant", "grade")
 
@@ -72,15 +74,11 @@ class GraderCollator:
         self.pad_to_multiple_of = pad_to_multiple_of
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        width = max(len(f["input_ids"]) for f in features)
-        if self.pad_to_multiple_of:
-            width = -(-width // self.pad_to_multiple_of) * self.pad_to_multiple_of
-        input_ids = torch.full((len(features), width), self.pad_token_id, dtype=torch.long)
-        attention_mask = torch.zeros((len(features), width), dtype=torch.long)
-        for row, feature in enumerate(features):
-            ids = feature["input_ids"]
-            input_ids[row, : len(ids)] = torch.as_tensor(ids)
-            attention_mask[row, : len(ids)] = 1
+        input_ids, attention_mask = pad_right(
+            [f["input_ids"] for f in features],
+            self.pad_token_id,
+            pad_to_multiple_of=self.pad_to_multiple_of,
+        )
         batch = {"input_ids": input_ids, "attention_mask": attention_mask}
         if "labels" in features[0]:
             batch["labels"] = torch.tensor([int(f["labels"]) for f in features], dtype=torch.long)
@@ -89,27 +87,6 @@ class GraderCollator:
                 [float(f["soft_targets"]) for f in features], dtype=torch.float32
             )
         return batch
-
-
-def classification_metrics(
-    probabilities: np.ndarray, labels: np.ndarray, threshold: float = 0.5
-) -> dict[str, float]:
-    """Accuracy, precision, recall, F1 (scikit-learn) and ROC-AUC from P(relevant)."""
-    from sklearn.metrics import accuracy_score, precision_recall_fscore_support, roc_auc_score
-
-    predictions = (probabilities >= threshold).astype(int)
-    precision, recall, f1, _ = precision_recall_fscore_support(
-        labels, predictions, average="binary", zero_division=0
-    )
-    metrics = {
-        "accuracy": float(accuracy_score(labels, predictions)),
-        "precision": float(precision),
-        "recall": float(recall),
-        "f1": float(f1),
-    }
-    if len(np.unique(labels)) > 1:
-        metrics["roc_auc"] = float(roc_auc_score(labels, probabilities))
-    return metrics
 
 
 def compute_metrics(prediction) -> dict[str, float]:

@@ -2,7 +2,7 @@
 
     # CPU, the embedded student (small variants of the paper's runs)
     python -m train --config train/configs/smollm2-135m-lora.yaml --dataset runs/dataset
-    python -m train --config train/configs/smollm2-135m-frozen.yaml --dataset runs/dataset --num_train_epochs 3
+    python -m train --config train/configs/smollm2-135m-B-frozen.yaml --dataset runs/dataset --num_train_epochs 3
     # one GPU (bf16) or several (DDP/FSDP configs in train/configs/accelerate/)
     accelerate launch --config_file accelerate_config.yaml -m train \\
         --config train/configs/llama-3.2-1b-C-full.yaml --dataset runs/dataset
@@ -11,15 +11,16 @@ Every ``--key value`` overrides the YAML. The dataset is a folder written by ``p
 (``train.jsonl``, ``validation.jsonl``). Evaluation runs on the validation split each epoch with F1
 choosing the best checkpoint, which is loaded at the end and saved to ``output_dir`` with its
 tokenizer and ``grader_config.json`` (input format name/version/template, mode, loss, data).
-Frozen mode takes a fast path by default: the backbone's pooled features are computed once and
-only the head trains on them (``--frozen_feature_cache false`` for the plain path).
+Every mode trains inside the same ``Trainer`` (TRL's ``SFTTrainer`` for the generative ones), so
+resume, logging, checkpoints and early stopping work alike. ``frozen`` and ``top_layers`` compute
+the untrained bottom of the network once per pair and train the top on those cached states
+(``--cache_states false`` runs the whole network at every step instead).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -28,11 +29,20 @@ from typing import Any
 
 import numpy as np
 import torch
-from tqdm.auto import tqdm
-from transformers import Trainer, TrainerCallback, TrainingArguments, get_scheduler, set_seed
+from datasets import Dataset
+from transformers import (
+    EarlyStoppingCallback,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    Trainer,
+    TrainerCallback,
+    TrainingArguments,
+    set_seed,
+)
 
-from data.cli import parse_config, run_main
+from data.cli import check_choices, choice, parse_config, run_main
 from models.builder import (
+    CACHED_STATE_MODES,
     GraderModelConfig,
     build_grader,
     count_parameters,
@@ -40,16 +50,17 @@ from models.builder import (
     save_grader_config,
 )
 from models.input_format import GraderInputFormat
-from models.losses import build_loss
+from models.losses import LOSSES, build_loss
 from train.grader_data import (
+    SOFT_TARGETS,
     GraderCollator,
-    classification_metrics,
     compute_metrics,
     load_split,
     tokenize,
 )
 
 logger = logging.getLogger(__name__)
+STATE_DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
 @dataclass
@@ -61,19 +72,39 @@ class DataConfig:
         default=None, metadata={"help": "Cap on training pairs (debugging)."}
     )
     max_eval_samples: int | None = field(default=None)
-    soft_targets: str = field(
-        default="none", metadata={"help": "none, p_relevant or grade (cross-entropy only)."}
+    soft_targets: str = choice(
+        "none", SOFT_TARGETS, "Train on the teacher's P(relevant) or grade (cross-entropy only)."
     )
+
+    def __post_init__(self) -> None:
+        check_choices(self)
 
 
 @dataclass
 class LossConfig:
-    loss: str = field(default="cross_entropy", metadata={"help": "cross_entropy or contrastive."})
+    loss: str = choice("cross_entropy", sorted(LOSSES), "Loss on the classifier's logits.")
     class_weights: list[float] | None = field(
         default=None, metadata={"help": "Weights for labels 0 and 1."}
     )
     label_smoothing: float = field(default=0.0)
     margin: float = field(default=1.0, metadata={"help": "Contrastive margin m."})
+
+    def __post_init__(self) -> None:
+        check_choices(self)
+        if self.class_weights is not None and (
+            len(self.class_weights) != 2 or min(self.class_weights) <= 0
+        ):
+            raise ValueError(
+                f"class_weights: expected two positive weights, got {self.class_weights}"
+            )
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing: expected 0 <= x < 1, got {self.label_smoothing}")
+        if self.margin <= 0:
+            raise ValueError(f"margin: expected > 0, got {self.margin}")
+
+    @property
+    def is_default(self) -> bool:
+        return self == LossConfig()
 
 
 @dataclass
@@ -101,15 +132,37 @@ class GraderTrainingArguments(TrainingArguments):
     early_stopping_patience: int | None = field(
         default=None, metadata={"help": "Stop after this many evaluations without improvement."}
     )
-    frozen_feature_cache: bool = field(
-        default=True, metadata={"help": "Frozen mode: train the head on cached backbone features."}
-    )
-    feature_dtype: str = field(
-        default="auto",
+    cache_states: bool = field(
+        default=True,
         metadata={
-            "help": "Frozen fast path: dtype of the feature pass (auto: bf16 on GPU/AMX CPU)."
+            "help": "frozen / top_layers: compute the untrained bottom layers once per pair."
         },
     )
+    state_dtype: str = choice(
+        "auto", STATE_DTYPES, "Dtype of the cached-state pass (auto: bf16 on GPU and AMX CPUs)."
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_choices(self, names=["state_dtype"])
+
+
+def check_combination(
+    model_config: GraderModelConfig, data_config: DataConfig, loss_config: LossConfig
+) -> None:
+    """Refuse settings that would be silently ignored, before any model loads."""
+    if model_config.generative and (
+        not loss_config.is_default or data_config.soft_targets != "none"
+    ):
+        raise ValueError(
+            f"mode={model_config.mode} trains with TRL's answer-token loss: loss, class_weights, "
+            "label_smoothing, margin and soft_targets do not apply (leave them at their defaults)"
+        )
+    if data_config.soft_targets != "none" and loss_config.loss != "cross_entropy":
+        raise ValueError(
+            f"soft_targets={data_config.soft_targets}: only the cross_entropy loss uses soft "
+            f"targets, not {loss_config.loss}"
+        )
 
 
 class GraderTrainer(Trainer):
@@ -140,105 +193,13 @@ class GraderConfigCallback(TrainerCallback):
             save_grader_config(checkpoint, self.info)
 
 
-@torch.inference_mode()
-def pooled_features(model, input_ids: Sequence[list[int]], batch_size: int = 16) -> torch.Tensor:
-    """The backbone's last-layer hidden state at each sequence's last real token: what the head reads."""
-    from models.scoring import _pad, length_sorted_batches
-
-    backbone = model.base_model
-    pad_id = model.config.pad_token_id
-    out = torch.zeros((len(input_ids), model.config.hidden_size), dtype=torch.float32)
-    batches = list(length_sorted_batches([len(x) for x in input_ids], batch_size, 16384))
-    for batch in tqdm(batches, desc="backbone features", unit="batch"):
-        seqs = [input_ids[i] for i in batch]
-        ids, mask = _pad(seqs, pad_id, model.device)
-        hidden = backbone(input_ids=ids, attention_mask=mask).last_hidden_state
-        last = torch.tensor([len(s) - 1 for s in seqs], device=hidden.device)
-        out[batch] = hidden[torch.arange(len(seqs), device=hidden.device), last].float().cpu()
-    return out
-
-
-def train_head_on_features(
-    head: torch.nn.Linear,
-    train_features: torch.Tensor,
-    train_labels: torch.Tensor,
-    train_soft: torch.Tensor,
-    args: GraderTrainingArguments,
-    loss_fn: torch.nn.Module,
-    eval_features: torch.Tensor | None = None,
-    eval_labels: np.ndarray | None = None,
-) -> list[dict[str, float]]:
-    """Train the classification head on cached features with the Trainer's optimizer and schedule."""
-    generator = torch.Generator().manual_seed(args.seed)
-    batch_size = args.per_device_train_batch_size
-    steps_per_epoch = math.ceil(len(train_features) / batch_size)
-    epochs = math.ceil(args.num_train_epochs)
-    optimizer = torch.optim.AdamW(
-        head.parameters(),
-        lr=args.learning_rate,
-        betas=(args.adam_beta1, args.adam_beta2),
-        eps=args.adam_epsilon,
-        weight_decay=args.weight_decay,
-    )
-    kwargs = args.lr_scheduler_kwargs if isinstance(args.lr_scheduler_kwargs, dict) else {}
-    total = steps_per_epoch * epochs
-    scheduler = get_scheduler(
-        args.lr_scheduler_type,
-        optimizer,
-        args.get_warmup_steps(total),
-        total,
-        scheduler_specific_kwargs=kwargs,
-    )
-    history: list[dict[str, float]] = []
-    best_state, best_f1 = None, -1.0
-    weight = head.weight
-    for epoch in range(epochs):
-        order = torch.randperm(len(train_features), generator=generator)
-        losses = []
-        for start in range(0, len(order), batch_size):
-            index = order[start : start + batch_size]
-            logits = head(train_features[index].to(weight.dtype))
-            loss = loss_fn(logits, train_labels[index], train_soft[index])
-            loss.backward()
-            if args.max_grad_norm:
-                torch.nn.utils.clip_grad_norm_(head.parameters(), args.max_grad_norm)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
-            losses.append(loss.item())
-        record = {"epoch": epoch + 1, "train_loss": float(np.mean(losses))}
-        if eval_features is not None and eval_labels is not None:
-            with torch.no_grad():
-                probabilities = torch.softmax(head(eval_features.to(weight.dtype)).float(), -1)[
-                    :, 1
-                ].numpy()
-            record.update(
-                {
-                    f"eval_{k}": v
-                    for k, v in classification_metrics(probabilities, eval_labels).items()
-                }
-            )
-            if record["eval_f1"] > best_f1:
-                best_f1, best_state = (
-                    record["eval_f1"],
-                    {k: v.clone() for k, v in head.state_dict().items()},
-                )
-        history.append(record)
-        logger.info("frozen head: %s", record)
-    if best_state is not None and args.load_best_model_at_end:
-        head.load_state_dict(best_state)
-    return history
-
-
 def train(
     model_config: GraderModelConfig,
     data_config: DataConfig,
     loss_config: LossConfig,
     args: GraderTrainingArguments,
 ) -> dict[str, Any]:
-    set_seed(args.seed)
-    model, tokenizer = build_grader(model_config)
-    fmt = GraderInputFormat.from_tokenizer(tokenizer, max_length=model_config.max_length)
+    check_combination(model_config, data_config, loss_config)
     train_raw = load_split(data_config.dataset, "train")
     if train_raw is None:
         raise FileNotFoundError(
@@ -249,6 +210,9 @@ def train(
         train_raw = train_raw.select(range(min(data_config.max_train_samples, len(train_raw))))
     if eval_raw is not None and data_config.max_eval_samples:
         eval_raw = eval_raw.select(range(min(data_config.max_eval_samples, len(eval_raw))))
+    set_seed(args.seed)
+    model, tokenizer = build_grader(model_config)
+    fmt = GraderInputFormat.from_tokenizer(tokenizer, max_length=model_config.max_length)
     info = grader_info(
         model_config,
         fmt.to_dict(),
@@ -258,21 +222,54 @@ def train(
             "train_pairs": len(train_raw),
             "validation_pairs": len(eval_raw) if eval_raw is not None else 0,
             "train_positive_rate": float(np.mean(train_raw["label"])),
+            "soft_targets": data_config.soft_targets,
             "manifest": _manifest_summary(data_config.dataset),
         },
         label_names=["not_relevant", "relevant"],
         parameters=count_parameters(model),
     )
+    if eval_raw is None:
+        args.eval_strategy = "no"
+        args.load_best_model_at_end = False
+    start = time.perf_counter()
     if model_config.generative:
-        from train.generative import train_generative
+        from train.generative import generative_trainer, p_yes_metrics
 
-        return train_generative(model, tokenizer, fmt, train_raw, eval_raw, args, info)
-    if (
-        model_config.mode != "frozen"
-        and data_config.soft_targets != "none"
-        and loss_config.loss != "cross_entropy"
-    ):
-        raise ValueError("soft_targets: only the cross_entropy loss uses soft targets")
+        trainer = generative_trainer(model, tokenizer, fmt, train_raw, eval_raw, args)
+        _describe_checkpoints(trainer, model, info)
+        metrics = fit(trainer, args, evaluate=False)
+        if eval_raw is not None:
+            metrics.update(p_yes_metrics(trainer.model, tokenizer, fmt, eval_raw, args))
+    else:
+        trainer = classifier_trainer(
+            model, tokenizer, fmt, model_config, data_config, loss_config, args, train_raw, eval_raw
+        )
+        _describe_checkpoints(trainer, model, info)
+        metrics = fit(trainer, args, evaluate=eval_raw is not None)
+    metrics["train_seconds"] = round(time.perf_counter() - start, 2)
+    save_trained(trainer, model, tokenizer, Path(args.output_dir), info, metrics)
+    return metrics
+
+
+def _describe_checkpoints(trainer: Trainer, model: PreTrainedModel, info: dict[str, Any]) -> None:
+    # Checkpoints of the whole model get their grader_config.json; cached-state checkpoints hold
+    # only the trained top (they resume training but are not graders on their own).
+    if trainer.model is model:
+        trainer.add_callback(GraderConfigCallback(info))
+
+
+def classifier_trainer(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    fmt: GraderInputFormat,
+    model_config: GraderModelConfig,
+    data_config: DataConfig,
+    loss_config: LossConfig,
+    args: GraderTrainingArguments,
+    train_raw: Dataset,
+    eval_raw: Dataset | None,
+) -> Trainer:
+    """The Trainer for a classifier grader: on token ids, or on cached states of the bottom layers."""
     loss_fn = build_loss(
         loss_config.loss,
         class_weights=loss_config.class_weights,
@@ -286,25 +283,96 @@ def train(
         if eval_raw is not None
         else None
     )
-    output_dir = Path(args.output_dir)
-    start = time.perf_counter()
-    if model_config.mode == "frozen" and args.frozen_feature_cache:
-        history = _train_frozen_fast(model, train_ds, eval_ds, args, loss_fn)
-        metrics = {k: v for k, v in history[-1].items() if k != "epoch"} if history else {}
-        best = max((h for h in history if "eval_f1" in h), key=lambda h: h["eval_f1"], default=None)
-        if best:
-            metrics.update({k: v for k, v in best.items() if k.startswith("eval_")})
-        metrics["history"] = history
-    else:
-        metrics = _train_with_trainer(model, tokenizer, train_ds, eval_ds, args, loss_fn, info)
-    metrics["train_seconds"] = round(time.perf_counter() - start, 2)
-    model_to_save = model
-    model_to_save.save_pretrained(output_dir)
+    trained: torch.nn.Module = model
+    collator: Any = GraderCollator(tokenizer.pad_token_id)
+    if model_config.mode in CACHED_STATE_MODES and args.cache_states:
+        trained, train_ds, eval_ds = _cached_state_datasets(
+            model, model_config, args, train_ds, eval_ds
+        )
+        from train.cached_states import collate_states
+
+        collator = collate_states
+    callbacks: list[TrainerCallback] = []
+    if args.early_stopping_patience:
+        callbacks.append(
+            EarlyStoppingCallback(early_stopping_patience=args.early_stopping_patience)
+        )
+    return GraderTrainer(
+        model=trained,
+        args=args,
+        train_dataset=train_ds,
+        eval_dataset=eval_ds,
+        data_collator=collator,
+        processing_class=tokenizer,
+        compute_metrics=compute_metrics,
+        callbacks=callbacks,
+        loss_fn=loss_fn,
+    )
+
+
+def _cached_state_datasets(
+    model: PreTrainedModel,
+    model_config: GraderModelConfig,
+    args: GraderTrainingArguments,
+    train_ds: Dataset,
+    eval_ds: Dataset | None,
+) -> tuple[torch.nn.Module, Any, Any]:
+    from models.backbone import split_index
+    from models.resolve import inference_dtype
+    from train.cached_states import CachedStates, GraderTop, compute_states
+
+    first = split_index(
+        model, 0 if model_config.mode == "frozen" else model_config.trainable_layers
+    )
+    device = args.device
+    dtype = (
+        inference_dtype(device) if args.state_dtype == "auto" else getattr(torch, args.state_dtype)
+    )
+    model.to(device).eval()
+
+    def states(ds: Dataset) -> CachedStates:
+        hidden = compute_states(
+            model, ds["input_ids"], first, batch_size=args.per_device_eval_batch_size, dtype=dtype
+        )
+        return CachedStates(hidden, ds["labels"], ds["soft_targets"])
+
+    train_states = states(train_ds)
+    eval_states = states(eval_ds) if eval_ds is not None else None
+    # The cached states fix the sequence lengths; the Trainer's length grouping reads input_ids.
+    args.train_sampling_strategy = "random"
+    return GraderTop(model, first).train(), train_states, eval_states
+
+
+def fit(trainer: Trainer, args: TrainingArguments, evaluate: bool) -> dict[str, Any]:
+    """Train (resuming when asked), then evaluate the model kept at the end."""
+    result = trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
+    metrics: dict[str, Any] = dict(result.metrics)
+    if evaluate:
+        metrics.update(trainer.evaluate())
+    metrics["history"] = trainer.state.log_history
+    return metrics
+
+
+def save_trained(
+    trainer: Trainer,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    output_dir: Path,
+    info: dict[str, Any],
+    metrics: dict[str, Any],
+) -> None:
+    """The one save path of every mode: weights (or adapter), tokenizer, grader_config.json and
+    train_results.json, written by the main process only."""
+    if trainer.model is model or getattr(trainer.model, "base_model", None) is model:
+        trainer.save_model(str(output_dir))  # gathers sharded (FSDP) weights where needed
+    elif trainer.is_world_process_zero():
+        model.save_pretrained(output_dir)  # cached-state modes trained `model` in place
+    if not trainer.is_world_process_zero():
+        return
     tokenizer.save_pretrained(output_dir)
     info["metrics"] = {k: v for k, v in metrics.items() if k != "history"}
     save_grader_config(output_dir, info)
     (output_dir / "train_results.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    return metrics
 
 
 def _manifest_summary(dataset_dir: str) -> dict[str, Any]:
@@ -317,67 +385,6 @@ def _manifest_summary(dataset_dir: str) -> dict[str, Any]:
         "sources": manifest.get("sources"),
         "seed": manifest.get("seed"),
     }
-
-
-def _train_frozen_fast(model, train_ds, eval_ds, args, loss_fn) -> list[dict[str, float]]:
-    from models.resolve import inference_dtype
-
-    device = torch.device("cuda" if torch.cuda.is_available() and not args.use_cpu else "cpu")
-    model.to(device).eval()
-    batch = max(args.per_device_eval_batch_size, 1)
-    dtype = (
-        inference_dtype(device)
-        if args.feature_dtype == "auto"
-        else getattr(torch, args.feature_dtype)
-    )
-    # Autocast runs the backbone in the fast dtype; the head trains in float32 on the features.
-    with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
-        train_features = pooled_features(model, train_ds["input_ids"], batch)
-        eval_features = (
-            pooled_features(model, eval_ds["input_ids"], batch) if eval_ds is not None else None
-        )
-    model.to("cpu")
-    head = model.score
-    return train_head_on_features(
-        head,
-        train_features,
-        torch.tensor(train_ds["labels"], dtype=torch.long),
-        torch.tensor(train_ds["soft_targets"], dtype=torch.float32),
-        args,
-        loss_fn,
-        eval_features,
-        np.asarray(eval_ds["labels"]) if eval_ds is not None else None,
-    )
-
-
-def _train_with_trainer(model, tokenizer, train_ds, eval_ds, args, loss_fn, info) -> dict[str, Any]:
-    from transformers import EarlyStoppingCallback
-
-    if eval_ds is None:
-        args.eval_strategy = "no"
-        args.load_best_model_at_end = False
-    callbacks: list[TrainerCallback] = [GraderConfigCallback(info)]
-    if args.early_stopping_patience:
-        callbacks.append(
-            EarlyStoppingCallback(early_stopping_patience=args.early_stopping_patience)
-        )
-    trainer = GraderTrainer(
-        model=model,
-        args=args,
-        train_dataset=train_ds,
-        eval_dataset=eval_ds,
-        data_collator=GraderCollator(tokenizer.pad_token_id),
-        processing_class=tokenizer,
-        compute_metrics=compute_metrics,
-        callbacks=callbacks,
-        loss_fn=loss_fn,
-    )
-    result = trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
-    metrics: dict[str, Any] = dict(result.metrics)
-    if eval_ds is not None:
-        metrics.update(trainer.evaluate())
-    metrics["history"] = trainer.state.log_history
-    return metrics
 
 
 def main(args: Sequence[str] | None = None) -> None:

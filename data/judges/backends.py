@@ -24,7 +24,7 @@ from typing import Any
 
 from data.beir import read_qrels
 from data.judges.prompts import ParseError, Prompt, Verdict, parse_reply
-from data.records import JudgeInfo, Judgment, Pair, Usage
+from data.records import JudgeInfo, Judgment, Pair, Usage, document_text
 
 logger = logging.getLogger(__name__)
 BACKENDS = ("openai", "azure", "hf", "vllm", "qrels")
@@ -176,7 +176,7 @@ class Backend:
         )
 
     def document(self, pair: Pair) -> str:
-        text = f"{pair.title}\n{pair.text}" if pair.title else pair.text
+        text = document_text(pair.text, pair.title)
         limit = self.config.max_document_chars
         return text[:limit] if limit and len(text) > limit else text
 

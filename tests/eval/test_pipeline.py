@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
+import pytest
+
 from data.cli import parse_config
-from eval.pipeline import Pipeline, PipelineConfig
+from eval.pipeline import Pipeline, PipelineConfig, StageFailed
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -38,7 +41,9 @@ def small_trec_dl(root: Path, source: Path, queries: int = 10, docs_per_query: i
 def test_main_job_end_to_end_reduced(
     tiny_model_dir: Path, trec_dl_dir: Path, tmp_path: Path, monkeypatch
 ):
-    """The main job's stages on a slice of TREC DL with the tiny model; a resume skips every stage."""
+    """The main job's stages on a slice of TREC DL with the tiny model: a failed stage stops the
+    run with its log named, a re-run resumes, an unchanged re-run skips every stage and a changed
+    setting re-runs exactly the stages that depend on it."""
     monkeypatch.chdir(REPO)
     collection = small_trec_dl(tmp_path / "dl", trec_dl_dir)
     config = PipelineConfig(
@@ -55,12 +60,21 @@ def test_main_job_end_to_end_reduced(
         rerank="bm25",
         k=5,
     )
-    summary = Pipeline(config).run()
+    broken = dataclasses.replace(config, train_args=["--mode", "frozne"])
+    with pytest.raises(StageFailed, match="train") as failure:
+        Pipeline(broken).run()
+    log = tmp_path / "run" / "logs" / "train.log"
+    assert str(log) in str(failure.value) and "mode" in log.read_text()
+    first = Pipeline(config)
+    summary = first.run()
+    assert first.timings["teacher labels"] == first.timings["dataset"] == 0.0  # done before
+    assert first.timings["train"] > 0
     run = tmp_path / "run"
     expected = [
         "report.md", "summary.json", "eval/grader/metrics.json", "eval/grader/human_roc_curve.png",
         "eval/zero-shot/metrics.json", "eval/judge/metrics.json", "export/model.safetensors", "export/README.md",
         "search/metrics.json", "search/inferred_qrels.txt", "agreement/agreement.json",
+        "stages/train.json", "logs/train.log",
     ]  # fmt: skip
     for path in expected:
         assert (run / path).exists(), path
@@ -75,3 +89,28 @@ def test_main_job_end_to_end_reduced(
     again = Pipeline(config)
     again.run()
     assert set(again.timings.values()) == {0.0}  # every stage skipped on resume
+    changed = Pipeline(dataclasses.replace(config, judge_sample=8))
+    changed.run()
+    rerun = {name for name, seconds in changed.timings.items() if seconds > 0}
+    assert rerun == {"LLM judge labels", "evaluate LLM judge"}
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (["--teacher_backend", "opnai"], "teacher_backend"),
+        (["--retrievers", "bm25", "splade"], "retrievers"),
+        (["--rerank", "dense", "--retrievers", "bm25"], "rerank"),
+        (["--test_size", "1.5"], "test_size"),
+        (["--validation_size", "0.5", "--test_size", "0.5"], "validation_size"),
+        (["--k", "0"], "k: expected >= 1"),
+        (["--max_pairs_per_query", "-3"], "max_pairs_per_query"),
+        (["--balance", "smote"], "balance"),
+    ],
+)
+def test_bad_pipeline_settings_fail_before_any_stage(override: list[str], message: str, capsys):
+    args = ["--config", str(REPO / "eval/configs/main.yaml"), *override]
+    with pytest.raises((ValueError, SystemExit)) as failure:
+        parse_config([PipelineConfig], args)
+    said = str(failure.value) + capsys.readouterr().err
+    assert message.split(":")[0] in said

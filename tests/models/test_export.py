@@ -11,7 +11,7 @@ from models import export as export_module
 from models.export import ExportConfig, RoundTripError, export, fill_template
 from models.grader import Grader
 from models.push import PushConfig, push
-from tests.train.test_train import args_for
+from tests.train.conftest import args_for
 from train.train import DataConfig, LossConfig, train
 
 

@@ -1,65 +1,22 @@
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from data.build import BuildConfig, build_dataset
 from data.cli import parse_config
+from data.metrics import classification_metrics
 from models.builder import MODES, GraderModelConfig, build_grader, load_trained, read_grader_config
-from models.input_format import GraderInputFormat, format_pairs
-from train.train import DataConfig, GraderTrainingArguments, LossConfig, train
+from models.grader import Grader
+from models.input_format import format_pairs
+from tests.train.conftest import PARSERS, args_for
+from train.train import DataConfig, LossConfig, train
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((REPO / "train" / "configs").glob("*.yaml"))
-PARSERS = [GraderModelConfig, DataConfig, LossConfig, GraderTrainingArguments]
-
-
-@pytest.fixture(scope="module")
-def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Judgments whose relevance is visible in the text, so a tiny model can learn it."""
-    root = tmp_path_factory.mktemp("ds")
-    rng = random.Random(0)
-    lines = []
-    for q in range(16):
-        for d in range(6):
-            grade = rng.choice([0, 0, 1, 2, 3])
-            text = ("axon terminal definition " * grade) + "the passage talks about something"
-            lines.append(
-                {
-                    "qid": f"q{q}",
-                    "query": f"query {q} axon",
-                    "doc_id": f"d{q}-{d}",
-                    "text": text,
-                    "grade": grade,
-                }
-            )
-    (root / "j.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    build_dataset(
-        BuildConfig(judgments=[str(root / "j.jsonl")], out=str(root / "ds"), save_dataset=False)
-    )
-    return root / "ds"
-
-
-def args_for(tmp_path: Path, **overrides) -> GraderTrainingArguments:
-    settings = dict(
-        output_dir=str(tmp_path / "out"),
-        report_to="none",
-        learning_rate=2e-3,
-        num_train_epochs=3,
-        per_device_train_batch_size=16,
-        logging_steps=1,
-        save_strategy="no",
-        load_best_model_at_end=False,
-        use_cpu=True,
-        disable_tqdm=True,
-    )
-    settings.update(overrides)
-    return GraderTrainingArguments(**settings)
 
 
 def logged_losses(metrics: dict) -> list[float]:
@@ -102,6 +59,7 @@ def test_accelerate_variants_parse():
         ("full", "contrastive"),
         ("lora", "cross_entropy"),
         ("frozen", "cross_entropy"),
+        ("top_layers", "cross_entropy"),
     ],
 )
 def test_modes_and_losses_train_with_decreasing_loss_and_reload_identically(
@@ -112,8 +70,8 @@ def test_modes_and_losses_train_with_decreasing_loss_and_reload_identically(
     )
     args = args_for(
         tmp_path,
-        num_train_epochs=8 if mode == "frozen" else 3,
-        learning_rate=1e-2 if mode == "frozen" else 2e-3,
+        num_train_epochs=8 if mode in ("frozen", "top_layers") else 3,
+        learning_rate=1e-2 if mode in ("frozen", "top_layers") else 2e-3,
     )
     metrics = train(
         model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(loss=loss), args
@@ -126,24 +84,27 @@ def test_modes_and_losses_train_with_decreasing_loss_and_reload_identically(
     assert (out / "tokenizer.json").exists()
     if mode == "lora":
         assert (out / "adapter_config.json").exists()
-    # Reload and compare logits with a model built the same way as at training time.
-    model, tokenizer = load_trained(out)
-    fmt = GraderInputFormat.from_dict(info["input_format"])
-    pairs = format_pairs(
-        tokenizer, fmt, ["query 1 axon", "query 2 axon"], ["axon terminal definition", "nothing"]
+    # The saved model is the trained one: reloaded, it scores the validation split exactly as the
+    # Trainer's last evaluation did (for cached-state modes: full forward vs bottom + top passes).
+    validation = [json.loads(line) for line in (tiny_dataset / "validation.jsonl").open()]
+    grader = Grader.from_pretrained(out, dtype="float32", device="cpu")
+    reloaded = grader.raw_probabilities(
+        [r["query"] for r in validation], [r["text"] for r in validation]
     )
-    batch = tokenizer.pad({"input_ids": pairs.input_ids}, return_tensors="pt")
-    again, _ = load_trained(out)
-    with torch.no_grad():
-        first = model.eval()(**batch).logits
-        second = again.eval()(**batch).logits
-    torch.testing.assert_close(first, second, rtol=0, atol=0)
+    again = classification_metrics(reloaded, np.array([r["label"] for r in validation]))
+    assert again["roc_auc"] == pytest.approx(metrics["eval_roc_auc"], abs=1e-6)
+    assert again["f1"] == pytest.approx(metrics["eval_f1"], abs=1e-6)
     # The trained head survived the round trip (not a fresh random head).
     fresh, _ = build_grader(
         GraderModelConfig(model_name_or_path=str(tiny_model_dir), mode="full", max_length=256)
     )
+    model, tokenizer = load_trained(out)
+    pairs = format_pairs(
+        tokenizer, grader.input_format, ["query 1 axon"], ["axon terminal definition"]
+    )
+    batch = tokenizer.pad({"input_ids": pairs.input_ids}, return_tensors="pt")
     with torch.no_grad():
-        assert not torch.allclose(fresh.eval()(**batch).logits, first)
+        assert not torch.allclose(fresh.eval()(**batch).logits, model.eval()(**batch).logits)
 
 
 def test_frozen_mode_leaves_the_backbone_bit_identical(
@@ -153,7 +114,7 @@ def test_frozen_mode_leaves_the_backbone_bit_identical(
         model_name_or_path=str(tiny_model_dir), mode="frozen", max_length=256
     )
     before, _ = build_grader(model_config)
-    args = args_for(tmp_path, frozen_feature_cache=False, num_train_epochs=2)
+    args = args_for(tmp_path, cache_states=False, num_train_epochs=2)
     train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args)
     after, _ = load_trained(args.output_dir)
     backbone_before = {k: v for k, v in before.state_dict().items() if not k.startswith("score.")}
@@ -173,9 +134,14 @@ def test_frozen_fast_path_trains_the_same_head_as_the_plain_path(
     for cached in (True, False):
         # One batch holds the whole train split, so both paths see identical gradients.
         args = args_for(
-            tmp_path / str(cached), frozen_feature_cache=cached, per_device_train_batch_size=256, num_train_epochs=5, feature_dtype="float32",
-            learning_rate=1e-2, eval_strategy="no",
-        )  # fmt: skip
+            tmp_path / str(cached),
+            cache_states=cached,
+            per_device_train_batch_size=256,
+            num_train_epochs=5,
+            state_dtype="float32",
+            learning_rate=1e-2,
+            eval_strategy="no",
+        )
         train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args)
         model, _ = load_trained(args.output_dir)
         heads[cached] = model.score.weight.detach().clone()

@@ -1,0 +1,78 @@
+"""Binary classification metrics: the one implementation that training, evaluation and judge
+agreement report (scikit-learn underneath)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sklearn.metrics import (
+    accuracy_score,
+    average_precision_score,
+    cohen_kappa_score,
+    confusion_matrix,
+    precision_recall_fscore_support,
+    roc_auc_score,
+)
+
+SCALAR_METRICS = ("accuracy", "precision", "recall", "f1", "kappa", "roc_auc", "pr_auc")
+
+
+def binary_metrics(
+    probabilities: np.ndarray, labels: np.ndarray, threshold: float = 0.5
+) -> dict[str, Any]:
+    """:func:`label_metrics` at ``threshold``, plus ROC-AUC, PR-AUC and ECE of the probabilities."""
+    labels = np.asarray(labels).astype(int)
+    probabilities = np.asarray(probabilities, dtype=np.float64)
+    both = len(np.unique(labels)) > 1
+    return {
+        "pairs": len(labels),
+        "positive_rate": float(labels.mean()),
+        "threshold": float(threshold),
+        **label_metrics(labels, (probabilities >= threshold).astype(int)),
+        "roc_auc": float(roc_auc_score(labels, probabilities)) if both else None,
+        "pr_auc": float(average_precision_score(labels, probabilities)) if both else None,
+        "ece": expected_calibration_error(probabilities, labels),
+    }
+
+
+def expected_calibration_error(
+    probabilities: np.ndarray, labels: np.ndarray, bins: int = 15
+) -> float:
+    """ECE of P(relevant) with equal-width bins: sum over bins of |accuracy − confidence| · share."""
+    probabilities = np.asarray(probabilities, dtype=np.float64)
+    labels = np.asarray(labels).astype(float)
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    index = np.clip(np.digitize(probabilities, edges[1:-1], right=True), 0, bins - 1)
+    total = 0.0
+    for b in range(bins):
+        mask = index == b
+        if mask.any():
+            total += mask.mean() * abs(labels[mask].mean() - probabilities[mask].mean())
+    return float(total)
+
+
+def label_metrics(labels: np.ndarray, predictions: np.ndarray) -> dict[str, Any]:
+    """Accuracy, precision, recall, F1, Cohen's κ and the confusion matrix of hard predictions."""
+    labels = np.asarray(labels).astype(int)
+    predictions = np.asarray(predictions).astype(int)
+    precision, recall, f1, _ = precision_recall_fscore_support(
+        labels, predictions, average="binary", zero_division=0
+    )
+    varied = len(np.unique(labels)) > 1 or len(np.unique(predictions)) > 1
+    return {
+        "accuracy": float(accuracy_score(labels, predictions)),
+        "precision": float(precision),
+        "recall": float(recall),
+        "f1": float(f1),
+        "kappa": float(cohen_kappa_score(labels, predictions)) if varied else 0.0,
+        "confusion_matrix": confusion_matrix(labels, predictions, labels=[0, 1]).tolist(),
+    }
+
+
+def classification_metrics(
+    probabilities: np.ndarray, labels: np.ndarray, threshold: float = 0.5
+) -> dict[str, float]:
+    """The scalar entries of :func:`binary_metrics` (what training logs each evaluation)."""
+    metrics = binary_metrics(probabilities, labels, threshold)
+    return {k: metrics[k] for k in SCALAR_METRICS if metrics[k] is not None}

@@ -1,0 +1,154 @@
+"""Cached-state training (frozen, top_layers): the split forward pass, resume, config checks."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from data.cli import parse_config
+from models.backbone import split_index
+from models.builder import GraderModelConfig, build_grader
+from models.input_format import GraderInputFormat, format_pairs
+from models.scoring import pad_right
+from tests.train.conftest import PARSERS, args_for
+from train.cached_states import CachedStates, GraderTop, collate_states, compute_states
+from train.train import DataConfig, LossConfig, train
+
+
+@pytest.mark.parametrize("trainable_layers", [0, 1, 2])
+def test_bottom_then_top_equals_one_forward_pass(tiny_model_dir: Path, trainable_layers: int):
+    model, tokenizer = build_grader(
+        GraderModelConfig(model_name_or_path=str(tiny_model_dir), mode="full", max_length=256)
+    )
+    model.eval()
+    fmt = GraderInputFormat.from_tokenizer(tokenizer, max_length=256)
+    ids = format_pairs(
+        tokenizer, fmt, ["a query", "another longer query here"], ["a doc", "x"]
+    ).input_ids
+    first = split_index(model, trainable_layers)
+    states = compute_states(model, ids, first, batch_size=1)  # unpadded, one pair per batch
+    batch = collate_states([{"hidden_states": s, "labels": 0, "soft_targets": 0.0} for s in states])
+    with torch.no_grad():
+        top = GraderTop(model, first)(batch["hidden_states"], batch["attention_mask"]).logits
+        input_ids, mask = pad_right(ids, tokenizer.pad_token_id)
+        full = model(input_ids=input_ids, attention_mask=mask).logits
+    torch.testing.assert_close(top, full, rtol=1e-4, atol=1e-5)
+
+
+def test_cached_states_dataset_rejects_mismatched_lengths():
+    with pytest.raises(ValueError, match="differ in length"):
+        CachedStates([torch.zeros(1, 4)], [0, 1], [0.0])
+
+
+def _trained_weights(output_dir: Path) -> dict[str, torch.Tensor]:
+    path = output_dir / "model.safetensors"
+    if not path.exists():
+        path = output_dir / "adapter_model.safetensors"
+    return load_file(str(path))
+
+
+@pytest.mark.parametrize("mode", ["full", "frozen", "top_layers", "lora", "generative"])
+def test_resume_from_a_checkpoint_gives_the_uninterrupted_result(
+    mode: str, tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
+):
+    """torchtune-style: stop after epoch 1, resume, and land on the same weights bit for bit."""
+    model_config = GraderModelConfig(
+        model_name_or_path=str(tiny_model_dir), mode=mode, max_length=256, lora_r=4,
+        trainable_layers=1,
+    )  # fmt: skip
+    settings = dict(
+        num_train_epochs=2, save_strategy="epoch", eval_strategy="no", learning_rate=5e-3
+    )
+    straight = args_for(tmp_path / "straight", **settings)
+    train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), straight)
+    checkpoints = sorted(
+        Path(straight.output_dir).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1])
+    )
+    assert len(checkpoints) == 2
+    resumed_dir = tmp_path / "resumed" / "out"
+    resumed_dir.mkdir(parents=True)
+    shutil.copytree(checkpoints[0], resumed_dir / checkpoints[0].name)  # as if killed after epoch 1
+    resumed = args_for(
+        tmp_path / "resumed",
+        **settings,
+        resume_from_checkpoint=str(resumed_dir / checkpoints[0].name),
+    )
+    metrics = train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), resumed)
+    assert metrics["history"][-1]["epoch"] == pytest.approx(2.0)
+    a, b = _trained_weights(Path(straight.output_dir)), _trained_weights(resumed_dir)
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=0, atol=0, msg=key)
+
+
+def _parse(tmp_path: Path, yaml_text: str, *overrides: str):
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml_text)
+    return parse_config(PARSERS, ["--config", str(config), "--output_dir", "x", *overrides])
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [
+        ("mode: frozne\n", "mode: expected one of"),
+        ("mode: full\nloss: hinge\n", "loss: expected one of"),
+        ("mode: full\nsoft_targets: probability\n", "soft_targets: expected one of"),
+        ("mode: full\ndtype: fp8\n", "dtype: expected one of"),
+        ("mode: full\nstate_dtype: int4\n", "state_dtype: expected one of"),
+        ("mode: top_layers\ntrainable_layers: 0\n", "trainable_layers"),
+        ("mode: full\nclass_weights: [1.0]\n", "class_weights"),
+    ],
+)
+def test_bad_config_values_fail_while_parsing(tmp_path: Path, yaml_text: str, message: str):
+    with pytest.raises(ValueError, match=message):
+        _parse(tmp_path, yaml_text)
+
+
+def test_bad_command_line_choice_fails_with_the_choices_listed(tmp_path: Path, capsys):
+    with pytest.raises(SystemExit):
+        _parse(tmp_path, "mode: full\n", "--mode", "frozne")
+    assert "frozen" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "message"),
+    [
+        ("mode: frozen\nloss: contrastive\nsoft_targets: p_relevant\n", "only the cross_entropy"),
+        ("mode: generative\nloss: contrastive\n", "do not apply"),
+        ("mode: generative\nsoft_targets: grade\n", "do not apply"),
+    ],
+)
+def test_ignored_combinations_fail_before_any_model_loads(
+    tmp_path: Path, yaml_text: str, message: str
+):
+    model_config, data_config, loss_config, args = _parse(
+        tmp_path, yaml_text + "model_name_or_path: /does/not/exist\ndataset: /does/not/exist\n"
+    )
+    with pytest.raises(ValueError, match=message):
+        train(model_config, data_config, loss_config, args)
+
+
+def test_top_layers_trains_only_the_top(tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path):
+    model_config = GraderModelConfig(
+        model_name_or_path=str(tiny_model_dir), mode="top_layers", trainable_layers=1,
+        max_length=256,
+    )  # fmt: skip
+    before, _ = build_grader(model_config)
+    args = args_for(tmp_path, num_train_epochs=2, learning_rate=1e-2)
+    train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args)
+    after = load_file(str(Path(args.output_dir) / "model.safetensors"))
+    changed = {
+        name
+        for name, value in before.state_dict().items()
+        if name in after and not torch.equal(value, after[name])
+    }
+    assert changed, "nothing trained"
+    assert all(name.startswith(("model.layers.1.", "model.norm.", "score.")) for name in changed)
+    assert any(name.startswith("model.layers.1.") for name in changed)
+    info = json.loads((Path(args.output_dir) / "grader_config.json").read_text())
+    assert info["model"]["trainable_layers"] == 1
