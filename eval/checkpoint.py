@@ -27,9 +27,10 @@ from typing import Any
 import numpy as np
 
 from data.beir import read_qrels
-from data.cli import parse_config, run_main
+from data.cli import check_choices, choice, parse_config, run_main
 from data.io import read_records, write_json, write_jsonl
-from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, label_from_grade
+from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, document_text, label_from_grade
+from eval.baselines import BASELINES
 from eval.metrics import Calibration, best_f1_threshold, binary_metrics, fit_temperature
 
 logger = logging.getLogger(__name__)
@@ -51,12 +52,19 @@ class CheckpointEvalConfig:
     judgments: str | None = field(
         default=None, metadata={"help": "Evaluate a judge's judgments file instead."}
     )
+    baseline: str | None = choice(
+        None,
+        [None, *BASELINES],
+        "Evaluate an untrained baseline instead (needs --calibration_data to map scores to P).",
+    )
+    collection: str | None = field(
+        default=None,
+        metadata={"help": "BEIR folder whose corpus gives BM25 its document frequencies."},
+    )
     calibration_data: str | None = field(
         default=None, metadata={"help": "Validation judgments: fit temperature and threshold here."}
     )
-    labels: str = field(
-        default="teacher", metadata={"help": "Reference labels: teacher, human or both."}
-    )
+    labels: str = choice("teacher", LABEL_SOURCES, "Reference labels.")
     qrels: str | None = field(
         default=None, metadata={"help": "Human qrels (for --labels human/both)."}
     )
@@ -72,9 +80,42 @@ class CheckpointEvalConfig:
     plots: bool = field(default=True)
     name: str | None = field(default=None, metadata={"help": "Row name in comparison tables."})
 
+    def __post_init__(self) -> None:
+        check_choices(self)
+        sources = [bool(self.model), bool(self.judgments), bool(self.baseline)]
+        if sum(sources) != 1:
+            raise ValueError(
+                "give exactly one of --model (a grader, or a causal LM with --zero_shot), "
+                "--judgments or --baseline"
+            )
+        if self.baseline and not self.calibration_data:
+            raise ValueError(
+                "baseline: --calibration_data is needed to map its scores to probabilities"
+            )
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size: expected >= 1, got {self.batch_size}")
+
 
 def _score(config: CheckpointEvalConfig, records: list[Judgment]) -> tuple[np.ndarray, float]:
-    """P(relevant) per record and pairs/s."""
+    """P(relevant) per record (raw scores for baselines) and pairs/s."""
+    if config.baseline:
+        from eval.baselines import baseline_scores
+
+        corpus = None
+        if config.collection:
+            from data.beir import Collection
+
+            collection = Collection.load(config.collection)
+            corpus = [document_text(d.text, d.title) for d in collection.corpus.values()]
+        start = time.perf_counter()
+        scores = baseline_scores(
+            config.baseline,
+            [r.query for r in records],
+            [r.text for r in records],
+            [r.title for r in records],
+            corpus,
+        )
+        return scores, len(records) / max(time.perf_counter() - start, 1e-9)
     if config.judgments:
         judged = {
             (j.qid, j.doc_id): j
@@ -93,8 +134,6 @@ def _score(config: CheckpointEvalConfig, records: list[Judgment]) -> tuple[np.nd
                     else float(judgment.label)
                 )
         return np.asarray(scores, dtype=np.float64), float("nan")
-    if not config.model:
-        raise ValueError("give --model (a grader or, with --zero_shot, a causal LM) or --judgments")
     from models.grader import Grader
 
     grader = Grader.from_pretrained(
@@ -115,8 +154,6 @@ def _score(config: CheckpointEvalConfig, records: list[Judgment]) -> tuple[np.nd
 def reference_labels(
     config: CheckpointEvalConfig, records: list[Judgment]
 ) -> dict[str, np.ndarray]:
-    if config.labels not in LABEL_SOURCES:
-        raise ValueError(f"labels: expected one of {LABEL_SOURCES}, got {config.labels!r}")
     refs: dict[str, np.ndarray] = {}
     if config.labels in ("teacher", "both"):
         refs["teacher"] = np.array([r.label for r in records], dtype=float)
@@ -143,7 +180,9 @@ def evaluate(config: CheckpointEvalConfig) -> dict[str, Any]:
     probabilities, rate = _score(config, records)
     refs = reference_labels(config, records)
     result: dict[str, Any] = {
-        "name": config.name or Path(config.judgments or config.model or "model").name,
+        "name": config.name
+        or config.baseline
+        or Path(config.judgments or config.model or "model").name,
         "data": config.data,
         "pairs": len(records),
         "pairs_per_second": None if np.isnan(rate) else round(rate, 2),
@@ -166,6 +205,13 @@ def evaluate(config: CheckpointEvalConfig) -> dict[str, Any]:
         calibration_probabilities, _ = _score(config, calibration_records)
         valid = ~np.isnan(calibration_probabilities)
         calibration_labels = np.array([r.label for r in calibration_records])[valid]
+        if config.baseline:  # scores -> P(relevant), fitted on the calibration pairs only
+            from eval.baselines import PlattScaling
+
+            platt = PlattScaling.fit(calibration_probabilities[valid], calibration_labels)
+            probabilities = platt.apply(probabilities)
+            calibration_probabilities = platt.apply(calibration_probabilities)
+            result["score_mapping"] = platt.to_dict()
         calibration = fit_temperature(calibration_probabilities[valid], calibration_labels)
         threshold = best_f1_threshold(
             calibration.apply(calibration_probabilities[valid]), calibration_labels

@@ -5,7 +5,9 @@
 
 Rows: one per ``metrics.json`` from ``python -m eval.checkpoint``; columns: model | accuracy |
 precision | recall | F1 | κ | ROC-AUC | PR-AUC | ECE | threshold, at the validation-chosen
-threshold where one was fitted, else at 0.5.
+threshold where one was fitted, else at 0.5. Baseline rows (``eval.checkpoint --baseline``: BM25,
+the embedder's cosine) are marked, and every other row says whether its ROC-AUC beats all of them:
+a grader that does not is flagged, not hidden.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data.cli import parse_config, run_main
+from data.cli import check_choices, choice, parse_config, run_main
 from data.io import atomic_writer, write_json
 
 COLUMNS = (
@@ -36,8 +38,11 @@ COLUMNS = (
 @dataclass
 class CompareConfig:
     results: list[str] = field(default_factory=list, metadata={"help": "metrics.json files."})
-    labels: str = field(default="teacher", metadata={"help": "Which reference: teacher or human."})
+    labels: str = choice("teacher", ("teacher", "human"), "Which reference labels.")
     out: str | None = field(default=None, metadata={"help": "Write OUT.md, OUT.csv and OUT.json."})
+
+    def __post_init__(self) -> None:
+        check_choices(self)
 
 
 def comparison_rows(results: Sequence[dict[str, Any]], labels: str) -> list[dict[str, Any]]:
@@ -47,24 +52,42 @@ def comparison_rows(results: Sequence[dict[str, Any]], labels: str) -> list[dict
         if entry is None:
             continue
         metrics = entry.get("at_validation_threshold", entry["at_0.5"])
-        row = {"model": result["name"], "pairs": metrics["pairs"]}
+        baseline = (result.get("config") or {}).get("baseline")
+        row = {"model": result["name"], "baseline": bool(baseline), "pairs": metrics["pairs"]}
         row.update({column: metrics.get(column) for column in COLUMNS})
         rows.append(row)
+    baseline_aucs = [r["roc_auc"] for r in rows if r["baseline"] and r["roc_auc"] is not None]
+    for row in rows:
+        row["beats_baselines"] = (
+            None
+            if row["baseline"] or not baseline_aucs or row["roc_auc"] is None
+            else bool(row["roc_auc"] > max(baseline_aucs))
+        )
     return rows
 
 
 def to_markdown(rows: list[dict[str, Any]], labels: str) -> str:
-    header = ["model", "pairs", *COLUMNS]
+    header = ["model", "pairs", *COLUMNS, "beats baselines (ROC-AUC)"]
     lines = [
         f"Against {labels} labels.",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
     ]
+    verdicts = {None: "–", True: "yes", False: "**NO**"}
     for row in rows:
-        cells = [str(row["model"]), str(row["pairs"])]
+        name = f"baseline: {row['model']}" if row["baseline"] else str(row["model"])
+        cells = [name, str(row["pairs"])]
         cells += ["–" if row[c] is None else f"{row[c]:.3f}" for c in COLUMNS]
+        cells.append("(baseline)" if row["baseline"] else verdicts[row["beats_baselines"]])
         lines.append("| " + " | ".join(cells) + " |")
+    losers = [r["model"] for r in rows if r["beats_baselines"] is False]
+    if losers:
+        lines += [
+            "",
+            f"**Warning**: {', '.join(losers)} rank(s) pairs no better than an untrained baseline "
+            "(ROC-AUC); such labels carry less information than the retriever's own scores.",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -82,7 +105,9 @@ def compare(config: CompareConfig) -> list[dict[str, Any]]:
         with atomic_writer(f"{config.out}.md") as handle:
             handle.write(to_markdown(rows, config.labels))
         with atomic_writer(f"{config.out}.csv") as handle:
-            writer = csv.DictWriter(handle, fieldnames=["model", "pairs", *COLUMNS])
+            writer = csv.DictWriter(
+                handle, fieldnames=["model", "baseline", "pairs", *COLUMNS, "beats_baselines"]
+            )
             writer.writeheader()
             writer.writerows(rows)
         write_json(f"{config.out}.json", rows)

@@ -41,6 +41,8 @@ from data.candidates import RETRIEVERS
 from data.cli import check_choices, choice, cli_args, parse_config, run_main
 from data.io import atomic_writer, fingerprint, sha256_path, write_json
 from data.judges.backends import BACKENDS
+from eval.baselines import BASELINES
+from eval.compare import comparison_rows, to_markdown
 
 logger = logging.getLogger(__name__)
 
@@ -279,6 +281,24 @@ class Pipeline:
                 inputs=[str(grader), str(dataset), c.qrels],
             ),
         ]
+        for baseline in BASELINES:
+            stages.append(
+                Stage(
+                    f"evaluate {baseline} baseline",
+                    self.path("eval", baseline, "metrics.json"),
+                    "eval.checkpoint",
+                    cli_args(
+                        baseline=baseline,
+                        collection=c.collection,
+                        data=test,
+                        calibration_data=validation,
+                        out=self.path("eval", baseline),
+                        name="BM25 score" if baseline == "bm25" else "MiniLM cosine",
+                    )
+                    + human,
+                    inputs=[str(dataset), c.collection, c.qrels],
+                )
+            )
         if c.zero_shot:
             stages.append(
                 Stage(
@@ -427,16 +447,12 @@ class Pipeline:
         return summary
 
     def summarise(self, seconds: float) -> dict[str, Any]:
-        rows = []
-        for name in ("zero-shot", "judge", "grader"):
-            path = self.path("eval", name, "metrics.json")
-            if not path.exists():
-                continue
-            result = json.loads(path.read_text())
-            for source, entry in result["metrics"].items():
-                metrics = entry.get("at_validation_threshold", entry["at_0.5"])
-                rows.append({"model": result["name"], "labels": source, **{k: metrics[k] for k in
-                             ("pairs", "accuracy", "precision", "recall", "f1", "kappa", "roc_auc", "threshold")}})  # fmt: skip
+        results = [
+            json.loads(path.read_text())
+            for name in (*BASELINES, "zero-shot", "judge", "grader")
+            if (path := self.path("eval", name, "metrics.json")).exists()
+        ]
+        sources = list(dict.fromkeys(s for result in results for s in result["metrics"]))
         search = json.loads(self.path("search", "metrics.json").read_text())
         agreement = json.loads(self.path("agreement", "agreement.json").read_text())
         manifest = json.loads(self.path("dataset", "manifest.json").read_text())
@@ -445,7 +461,7 @@ class Pipeline:
             "seconds": round(seconds, 1),
             "stage_seconds": self.timings,
             "dataset": manifest["counts"],
-            "classification": rows,
+            "classification": {source: comparison_rows(results, source) for source in sources},
             "search": search["mean"],
             "agreement": agreement,
             "export": str(self.path("export")),
@@ -471,31 +487,34 @@ def report_markdown(summary: dict[str, Any]) -> str:
         "",
         f"Run directory `{summary['run_dir']}`; total {summary['seconds']} s.",
         "",
+        "## Held-out queries: classification",
+        "",
     ]
-    lines += ["## Held-out queries: classification", "",
-              "| model | labels | pairs | accuracy | precision | recall | F1 | κ | ROC-AUC | threshold |",
-              "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for row in summary["classification"]:
-        auc = "–" if row["roc_auc"] is None else f"{row['roc_auc']:.3f}"
-        lines.append(
-            f"| {row['model']} | {row['labels']} | {row['pairs']} | {row['accuracy']:.3f} | {row['precision']:.3f} | "
-            f"{row['recall']:.3f} | {row['f1']:.3f} | {row['kappa']:.3f} | {auc} | {row['threshold']:.3f} |"
-        )
-    lines += ["", "Thresholds and temperatures were fitted on the validation split.", "",
-              "## Retrieval runs labelled by the grader", ""]  # fmt: skip
+    for source, rows in summary["classification"].items():
+        lines += [to_markdown(rows, source)]
+    lines += [
+        "Thresholds, temperatures and the baselines' score-to-probability maps were fitted on the "
+        "validation queries.",
+        "",
+        "## Retrieval runs labelled by the grader",
+        "",
+    ]
     metrics = sorted(next(iter(summary["search"].values())))
     lines += ["| run | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
     for run, values in summary["search"].items():
         lines.append(f"| {run} | " + " | ".join(f"{values[m]:.3f}" for m in metrics) + " |")
     agreement = summary["agreement"]
-    lines += ["", f"## System ranking agreement ({agreement['metric']})", "",
-              "| run | " + " | ".join(agreement["scores"]) + " |", "|---|" + "---|" * len(agreement["scores"])]  # fmt: skip
+    labelers = list(agreement["scores"])
+    lines += [
+        "",
+        f"## System ranking agreement ({agreement['metric']})",
+        "",
+        "| run | " + " | ".join(labelers) + " |",
+        "|---|" + "---|" * len(labelers),
+    ]
     for run in agreement["reference_ranking"]:
-        lines.append(
-            f"| {run} | "
-            + " | ".join(f"{scores[run]:.3f}" for scores in agreement["scores"].values())
-            + " |"
-        )
+        scores = " | ".join(f"{agreement['scores'][spec][run]:.3f}" for spec in labelers)
+        lines.append(f"| {run} | {scores} |")
     for spec, entry in agreement["agreement"].items():
         lines.append(
             f"\nKendall's τ ({spec} vs {agreement['reference']}): {entry['kendall_tau']:.3f}"

@@ -120,5 +120,62 @@ def test_compare_builds_one_table_in_three_formats(splits, tmp_path: Path, tiny_
     rows = compare(CompareConfig(results=paths, out=str(tmp_path / "cmp")))
     assert [r["model"] for r in rows] == ["model-a", "model-b"]
     assert "| model-a | 24 |" in (tmp_path / "cmp.md").read_text()
-    assert (tmp_path / "cmp.csv").read_text().startswith("model,pairs,accuracy")
+    assert (tmp_path / "cmp.csv").read_text().startswith("model,baseline,pairs,accuracy")
     assert json.loads((tmp_path / "cmp.json").read_text())[0]["f1"] == rows[0]["f1"]
+
+
+def _lexical_split(path: Path, queries: range) -> Path:
+    """Relevant documents share the query's rare word; the others do not."""
+    rows = []
+    for q in queries:
+        for d in range(6):
+            relevant = d % 3 == 0
+            text = f"notes on topic{q} and more" if relevant else f"unrelated filler number {d}"
+            rows.append(
+                {"qid": f"q{q}", "query": f"about topic{q}", "doc_id": f"{q}-{d}", "text": text,
+                 "grade": 3 if relevant else 0}
+            )  # fmt: skip
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_bm25_baseline_scores_the_same_pairs_and_is_mapped_on_validation(tmp_path: Path):
+    result = evaluate(
+        CheckpointEvalConfig(
+            baseline="bm25",
+            data=str(_lexical_split(tmp_path / "test.jsonl", range(0, 4))),
+            calibration_data=str(_lexical_split(tmp_path / "val.jsonl", range(4, 8))),
+            out=str(tmp_path / "bm25"),
+            plots=False,
+        )
+    )
+    metrics = result["metrics"]["teacher"]["at_validation_threshold"]
+    assert result["pairs"] == 24 and metrics["roc_auc"] == 1.0 and metrics["f1"] == 1.0
+    assert result["score_mapping"]["method"] == "platt" and result["score_mapping"]["slope"] > 0
+
+
+def test_a_baseline_needs_validation_pairs_and_one_source():
+    with pytest.raises(ValueError, match="calibration_data"):
+        CheckpointEvalConfig(baseline="cosine", data="x.jsonl")
+    with pytest.raises(ValueError, match="exactly one"):
+        CheckpointEvalConfig(baseline="bm25", model="m", calibration_data="v.jsonl")
+    with pytest.raises(ValueError, match="baseline: expected one of"):
+        CheckpointEvalConfig(baseline="tfidf", calibration_data="v.jsonl")
+
+
+def test_compare_flags_a_model_that_does_not_beat_the_baselines():
+    from eval.compare import comparison_rows, to_markdown
+
+    def result(name: str, auc: float, baseline: str | None = None) -> dict:
+        metrics = {"pairs": 10, "roc_auc": auc, "f1": 0.5, "threshold": 0.5}
+        return {"name": name, "config": {"baseline": baseline},
+                "metrics": {"human": {"at_0.5": metrics}}}  # fmt: skip
+
+    rows = comparison_rows(
+        [result("bm25", 0.74, "bm25"), result("cosine", 0.79, "cosine"),
+         result("weak grader", 0.78), result("good grader", 0.86)], "human",
+    )  # fmt: skip
+    verdicts = {r["model"]: r["beats_baselines"] for r in rows}
+    assert verdicts == {"bm25": None, "cosine": None, "weak grader": False, "good grader": True}
+    table = to_markdown(rows, "human")
+    assert "| weak grader |" in table and "**NO**" in table and "Warning**: weak grader" in table

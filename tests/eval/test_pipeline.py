@@ -78,9 +78,15 @@ def test_main_job_end_to_end_reduced(
     ]  # fmt: skip
     for path in expected:
         assert (run / path).exists(), path
-    models = {row["model"] for row in summary["classification"]}
-    assert {f"{tiny_model_dir.name} grader (ours)", f"{tiny_model_dir.name} zero-shot"} <= models
-    assert {row["labels"] for row in summary["classification"]} == {"teacher", "human"}
+    assert set(summary["classification"]) == {"teacher", "human"}
+    rows = {row["model"]: row for row in summary["classification"]["human"]}
+    assert {f"{tiny_model_dir.name} grader (ours)", f"{tiny_model_dir.name} zero-shot"} <= set(rows)
+    assert rows["BM25 score"]["baseline"] and rows["MiniLM cosine"]["baseline"]
+    grader = rows[f"{tiny_model_dir.name} grader (ours)"]
+    best_baseline = max(rows["BM25 score"]["roc_auc"], rows["MiniLM cosine"]["roc_auc"])
+    assert grader["beats_baselines"] == (grader["roc_auc"] > best_baseline)
+    report = (run / "report.md").read_text()
+    assert "baseline: BM25 score" in report and "beats baselines" in report
     assert set(summary["search"]) == {"bm25", "bm25-grader"}
     assert "Kendall" in (run / "report.md").read_text()
     assert (
@@ -93,6 +99,7 @@ def test_main_job_end_to_end_reduced(
     changed.run()
     rerun = {name for name, seconds in changed.timings.items() if seconds > 0}
     assert rerun == {"LLM judge labels", "evaluate LLM judge"}
+    assert (run / "eval" / "bm25" / "metrics.json").exists()
 
 
 @pytest.mark.parametrize(
