@@ -7,11 +7,12 @@
       "eval": {"fields": ["title", "text"], "debug": false},
       "hits": [{"id": "d1", "fields": {"title": "Axon", "text": "Axon terminals are ..."}}]}'
 
-Settings (environment): ``GRADER_MODEL`` (exported grader or checkpoint), ``GRADER_API_TOKEN``
-(when set, requests need ``Authorization: Bearer TOKEN``), ``GRADER_MAX_HITS`` (100),
-``GRADER_MAX_TEXT_CHARS`` (20000 per field), ``GRADER_BATCH_WAIT_MS`` (5). The model loads once at
-start-up; concurrent requests are gathered into shared batches (up to ``GRADER_BATCH_PAIRS``, 256).
-Bad requests get 422 with the path of the offending field.
+Settings are :class:`ApiSettings`, arguments of :func:`create_app`; the environment gives only
+their defaults: ``GRADER_MODEL`` (exported grader or checkpoint), ``GRADER_API_TOKEN`` (when set,
+requests need ``Authorization: Bearer TOKEN``), ``GRADER_MAX_HITS`` (100), ``GRADER_MAX_TEXT_CHARS``
+(20000 per field), ``GRADER_BATCH_WAIT_MS`` (5), ``GRADER_BATCH_PAIRS`` (256). The model loads once
+at start-up; concurrent requests are gathered into shared batches. Bad requests get 422 with the
+path of the offending field.
 """
 
 from __future__ import annotations
@@ -20,23 +21,43 @@ import asyncio
 import os
 import time
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from eval.labelers import Hit, HitLabel, Labeler
 from eval.search import evaluate_query
 
-MAX_HITS = int(os.environ.get("GRADER_MAX_HITS", "100"))
-MAX_TEXT_CHARS = int(os.environ.get("GRADER_MAX_TEXT_CHARS", "20000"))
+
+def _env_int(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+@dataclass
+class ApiSettings:
+    """What the API serves and its limits (defaults from the ``GRADER_*`` environment variables)."""
+
+    model: str | None = field(default_factory=lambda: os.environ.get("GRADER_MODEL"))
+    token: str | None = field(default_factory=lambda: os.environ.get("GRADER_API_TOKEN") or None)
+    max_hits: int = field(default_factory=lambda: _env_int("GRADER_MAX_HITS", 100))
+    max_text_chars: int = field(default_factory=lambda: _env_int("GRADER_MAX_TEXT_CHARS", 20000))
+    batch_wait_ms: float = field(
+        default_factory=lambda: float(os.environ.get("GRADER_BATCH_WAIT_MS", "5"))
+    )
+    batch_pairs: int = field(default_factory=lambda: _env_int("GRADER_BATCH_PAIRS", 256))
+
+    def __post_init__(self) -> None:
+        for name in ("max_hits", "max_text_chars", "batch_pairs"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: expected >= 1, got {getattr(self, name)}")
 
 
 class QueryInputs(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    text: str = Field(min_length=1, max_length=MAX_TEXT_CHARS)
+    text: str = Field(min_length=1)
 
 
 class QueryIn(BaseModel):
@@ -48,7 +69,7 @@ class EvalOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
     fields: list[str] = Field(default_factory=lambda: ["text"], min_length=1, max_length=16)
     debug: bool = False
-    k: int | None = Field(default=None, ge=1, le=MAX_HITS)
+    k: int | None = Field(default=None, ge=1)
 
 
 class HitIn(BaseModel):
@@ -56,22 +77,56 @@ class HitIn(BaseModel):
     id: str = Field(min_length=1, max_length=512)
     fields: dict[str, str]
 
-    @field_validator("fields")
-    @classmethod
-    def _field_lengths(cls, value: dict[str, str]) -> dict[str, str]:
-        for name, text in value.items():
-            if len(text) > MAX_TEXT_CHARS:
-                raise ValueError(
-                    f"field {name!r} has {len(text)} characters; the limit is {MAX_TEXT_CHARS}"
-                )
-        return value
-
 
 class SearchEvalRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     query: QueryIn
     eval: EvalOptions = Field(default_factory=EvalOptions)
-    hits: list[HitIn] = Field(min_length=1, max_length=MAX_HITS)
+    hits: list[HitIn] = Field(min_length=1)
+
+
+def limit_problems(body: SearchEvalRequest, settings: ApiSettings) -> list[dict[str, Any]]:
+    """Violations of the configured limits, in FastAPI's 422 format (one entry per field)."""
+
+    def problem(loc: list[Any], msg: str) -> dict[str, Any]:
+        return {"type": "value_error", "loc": ["body", *loc], "msg": msg, "input": None}
+
+    problems = []
+    if len(body.hits) > settings.max_hits:
+        problems.append(
+            problem(["hits"], f"{len(body.hits)} hits; the limit is {settings.max_hits}")
+        )
+    if body.eval.k is not None and body.eval.k > settings.max_hits:
+        problems.append(problem(["eval", "k"], f"k={body.eval.k} exceeds {settings.max_hits}"))
+    if len(body.query.inputs.text) > settings.max_text_chars:
+        problems.append(
+            problem(
+                ["query", "inputs", "text"],
+                f"{len(body.query.inputs.text)} characters; the limit is {settings.max_text_chars}",
+            )
+        )
+    for i, hit in enumerate(body.hits):
+        for name, text in hit.fields.items():
+            if len(text) > settings.max_text_chars:
+                problems.append(
+                    problem(
+                        ["hits", i, "fields", name],
+                        f"field {name!r} has {len(text)} characters; the limit is "
+                        f"{settings.max_text_chars}",
+                    )
+                )
+    for name in body.eval.fields:
+        missing = [i for i, hit in enumerate(body.hits) if name not in hit.fields]
+        problems += [
+            {
+                "type": "missing",
+                "loc": ["body", "hits", i, "fields", name],
+                "msg": f"field {name!r} is missing",
+                "input": None,
+            }
+            for i in missing
+        ]
+    return problems
 
 
 class HitOut(BaseModel):
@@ -154,9 +209,17 @@ class MicroBatcher:
                         job.future.set_exception(exc)
 
 
-def create_app(labeler: Labeler | None = None, token: str | None = None) -> FastAPI:
-    """The API; ``labeler`` defaults to the grader at ``$GRADER_MODEL``, loaded once at start-up."""
-    token = (token if token is not None else os.environ.get("GRADER_API_TOKEN")) or None
+def create_app(
+    labeler: Labeler | None = None,
+    token: str | None = None,
+    settings: ApiSettings | None = None,
+) -> FastAPI:
+    """The API; ``labeler`` defaults to the grader at ``settings.model``, loaded once at start-up.
+
+    ``token`` overrides ``settings.token`` ("" turns authentication off).
+    """
+    settings = settings or ApiSettings()
+    token = (token if token is not None else settings.token) or None
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -164,14 +227,11 @@ def create_app(labeler: Labeler | None = None, token: str | None = None) -> Fast
         if labeler is None:
             from eval.labelers import GraderLabeler
 
-            model = os.environ.get("GRADER_MODEL")
-            if not model:
-                raise RuntimeError("set GRADER_MODEL to an exported grader folder")
-            labeler = GraderLabeler(model)
+            if not settings.model:
+                raise RuntimeError("set GRADER_MODEL (or ApiSettings.model) to an exported grader")
+            labeler = GraderLabeler(settings.model)
         batcher = MicroBatcher(
-            labeler,
-            wait_ms=float(os.environ.get("GRADER_BATCH_WAIT_MS", "5")),
-            max_pairs=int(os.environ.get("GRADER_BATCH_PAIRS", "256")),
+            labeler, wait_ms=settings.batch_wait_ms, max_pairs=settings.batch_pairs
         )
         batcher.start()
         app.state.batcher = batcher
@@ -202,17 +262,7 @@ def create_app(labeler: Labeler | None = None, token: str | None = None) -> Fast
         body: SearchEvalRequest, request: Request, _: None = Depends(authorize)
     ) -> SearchEvalResponse:
         started = time.perf_counter()
-        problems = [
-            {
-                "type": "missing",
-                "loc": ["body", "hits", i, "fields", name],
-                "msg": f"field {name!r} is missing",
-                "input": None,
-            }
-            for i, hit in enumerate(body.hits)
-            for name in body.eval.fields
-            if name not in hit.fields
-        ]
+        problems = limit_problems(body, settings)
         if problems:
             raise RequestValidationError(problems)
         hits = [
@@ -264,8 +314,14 @@ def create_app(labeler: Labeler | None = None, token: str | None = None) -> Fast
     return app
 
 
+_app: FastAPI | None = None
+
+
 def __getattr__(name: str) -> Any:
-    # `uvicorn eval.api:app` builds the app on first access, so importing this module stays cheap.
+    # `uvicorn eval.api:app` builds the app on first access (once), so importing stays cheap.
+    global _app
     if name == "app":
-        return create_app()
+        if _app is None:
+            _app = create_app()
+        return _app
     raise AttributeError(name)

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from models.assets import TINY_TOKENIZER
+
 REPO = Path(__file__).resolve().parents[1]
-TINY_TOKENIZER = REPO / "tests" / "fixtures" / "tiny-tokenizer"
 COLLECTIONS = REPO / "data" / "collections"
 
 

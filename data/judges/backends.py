@@ -300,14 +300,18 @@ class OpenAIBackend(Backend):
             if not config.azure_endpoint:
                 raise ValueError("azure_endpoint: the azure backend needs --azure_endpoint")
             self.name = "azure"
-            self.client = openai.AsyncAzureOpenAI(
-                azure_endpoint=config.azure_endpoint,
-                api_version=config.azure_api_version,
-                api_key=api_key,
-                **common,
+        self._client_options = {"api_key": api_key, **common}
+        self.client: Any = None
+
+    def _new_client(self) -> Any:
+        # A client per run: its connections belong to that run's event loop (asyncio.run).
+        if self.config.backend == "azure":
+            return self.openai.AsyncAzureOpenAI(
+                azure_endpoint=self.config.azure_endpoint,
+                api_version=self.config.azure_api_version,
+                **self._client_options,
             )
-        else:
-            self.client = openai.AsyncOpenAI(base_url=config.base_url, api_key=api_key, **common)
+        return self.openai.AsyncOpenAI(base_url=self.config.base_url, **self._client_options)
 
     def _request(self, pair: Pair) -> dict[str, Any]:
         request: dict[str, Any] = {
@@ -367,6 +371,7 @@ class OpenAIBackend(Backend):
 
     def run(self, pairs: Sequence[Pair], on_result: OnResult) -> None:
         async def main() -> None:
+            self.client = self._new_client()
             semaphore = asyncio.Semaphore(max(1, self.config.concurrency))
             tasks = [asyncio.ensure_future(self._judge(pair, semaphore)) for pair in pairs]
             try:

@@ -54,7 +54,7 @@ def load(config: BenchGradingConfig, device: str, dtype: torch.dtype):
     if config.model == "llama-1b-random":
         from transformers import LlamaForSequenceClassification
 
-        from tests.conftest import TINY_TOKENIZER
+        from models.assets import TINY_TOKENIZER
 
         torch.manual_seed(0)
         model = LlamaForSequenceClassification(llama_1b_config()).to(dtype)

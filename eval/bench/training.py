@@ -62,8 +62,8 @@ def run_variant(config: BenchTrainingConfig) -> dict:
     if config.model == "llama-1b-random":
         from transformers import LlamaForSequenceClassification
 
+        from models.assets import TINY_TOKENIZER
         from models.resolve import load_tokenizer
-        from tests.conftest import TINY_TOKENIZER
 
         tokenizer = load_tokenizer(str(TINY_TOKENIZER))
         torch.manual_seed(0)

@@ -327,3 +327,26 @@ def test_hf_backend_with_the_embedded_smollm2_judge(tmp_path: Path, trec_dl_dir:
     assert summary["failed"] == 0 and len(judgments) == 4
     assert all(j.label in (0, 1) and 0 <= j.p_relevant <= 1 for j in judgments)
     assert judgments[0].judge.model == "smollm2-135m" and judgments[0].judge.prompt == "binary"
+
+
+def test_the_judge_labeler_answers_every_query_not_only_the_first(tmp_path: Path):
+    """The OpenAI backend runs once per query in eval.search/agreement/the API: each run needs a
+    client of its own (the previous run's event loop is gone)."""
+    import dataclasses
+
+    import yaml
+
+    from eval.labelers import Hit, JudgeLabeler
+
+    with FakeOpenAI() as server:
+        config = tmp_path / "judge.yaml"
+        config.write_text(yaml.safe_dump(dataclasses.asdict(openai_judge(server))))
+        labeler = JudgeLabeler(str(config))
+        for q in range(3):
+            hits = [
+                Hit(doc_id=f"q{q}d{d}", text=f"text [[id=q{q}d{d} mode=ok rel={d % 2}]]")
+                for d in range(2)
+            ]
+            labels = labeler.label(f"q{q}", f"query {q}", hits)
+            assert [label.relevant for label in labels] == [False, True]
+        assert sum(server.requests.values()) == 6

@@ -234,7 +234,7 @@ def test_rest_eval_search_returns_metrics_hits_usage_and_debug(client):
         (request_body(query={"inputs": {"text": ""}}), ["body", "query", "inputs", "text"]),
         (
             request_body(hits=[{"id": "d1", "fields": {"title": "t", "text": "x" * 20001}}]),
-            ["body", "hits", 0, "fields"],
+            ["body", "hits", 0, "fields", "text"],
         ),
         (
             request_body(
@@ -343,3 +343,31 @@ def test_grader_labeler_batches_several_queries(tiny_grader_dir: Path):
 def test_qrels_labeler_counts_relevant(adi_dir: Path):
     labeler = QrelsLabeler(str(adi_dir / "qrels.tsv"), label_threshold=1)
     assert labeler.num_relevant("1") == len(read_qrels(adi_dir / "qrels.tsv")["1"])
+
+
+def test_api_limits_are_create_app_arguments():
+    from fastapi.testclient import TestClient
+
+    from eval.api import ApiSettings, create_app
+
+    settings = ApiSettings(model=None, token=None, max_hits=2, max_text_chars=10)
+    with TestClient(create_app(labeler=DictLabeler({}), settings=settings)) as client:
+        hits = [{"id": str(i), "fields": {"text": "short"}} for i in range(3)]
+        too_many = client.post("/v1/eval/search", json=request_body(hits=hits))
+        assert too_many.status_code == 422
+        assert ["body", "hits"] in [e["loc"] for e in too_many.json()["detail"]]
+        long_query = client.post(
+            "/v1/eval/search", json=request_body(query={"inputs": {"text": "q" * 11}})
+        )
+        assert ["body", "query", "inputs", "text"] in [
+            e["loc"] for e in long_query.json()["detail"]
+        ]
+    with pytest.raises(ValueError, match="max_hits"):
+        ApiSettings(max_hits=0)
+
+
+def test_the_module_level_app_is_built_once(monkeypatch):
+    import eval.api
+
+    monkeypatch.setattr(eval.api, "_app", None)
+    assert eval.api.app is eval.api.app
