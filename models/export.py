@@ -229,6 +229,46 @@ def _metrics_table(description: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def usage_snippet(path: str, generative: bool) -> str:
+    """The model card's plain-transformers example (run by the tests against stored scores)."""
+    if generative:
+        load = "AutoModelForCausalLM"
+        read_out = (
+            "    answers = [tokenizer(fmt['answer_prefix'] + w, add_special_tokens=False)['input_ids'][0]\n"
+            "               for w in fmt['label_words']]\n"
+            "    with torch.no_grad():\n"
+            "        logits = model(**inputs).logits[0, -1, answers]\n"
+        )
+    else:
+        load = "AutoModelForSequenceClassification"
+        read_out = "    with torch.no_grad():\n        logits = model(**inputs).logits[0]\n"
+    return f"""import re, torch
+from transformers import AutoConfig, {load}, AutoTokenizer
+
+path = "{path}"
+grader = AutoConfig.from_pretrained(path).grader
+fmt = grader["input_format"]
+tokenizer = AutoTokenizer.from_pretrained(path)
+model = {load}.from_pretrained(path).eval()
+
+def fill(query, document):
+    slots = {{"query": query, "document": document}}
+    return re.sub(r"\\{{(query|document)\\}}", lambda m: slots[m.group(1)], fmt["template"])
+
+def p_relevant(query, document):
+    special = fmt["add_special_tokens"]
+    fixed = len(tokenizer(fill(query, ""), add_special_tokens=special)["input_ids"])
+    doc_ids = tokenizer(document, add_special_tokens=False)["input_ids"]
+    doc = tokenizer.decode(doc_ids[: fmt["max_length"] - fixed])
+    inputs = tokenizer(fill(query, doc), add_special_tokens=special, return_tensors="pt")
+{read_out}    logit = (logits[1] - logits[0]) / grader["calibration"].get("temperature", 1.0)
+    return torch.sigmoid(logit).item()
+
+p = p_relevant("what is an axon terminal", "Axon terminals are the ends of an axon's branches.")
+print(p, p >= grader["threshold"])
+"""
+
+
 def model_card(description: dict[str, Any], config: ExportConfig) -> str:
     fmt = description["input_format"]
     data = description.get("data", {})
@@ -277,30 +317,7 @@ template with `{{query}}` and `{{document}}` slots, at most {fmt["max_length"]} 
 documents are cut at the end, never the query.
 
 ```python
-import re, torch
-from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
-
-path = "{name}"
-grader = AutoConfig.from_pretrained(path).grader
-fmt = grader["input_format"]
-tokenizer = AutoTokenizer.from_pretrained(path)
-model = AutoModelForSequenceClassification.from_pretrained(path).eval()
-
-def fill(query, document):
-    return re.sub(r"\\{{(query|document)\\}}", lambda m: {{"query": query, "document": document}}[m.group(1)], fmt["template"])
-
-def p_relevant(query, document):
-    fixed = len(tokenizer(fill(query, ""), add_special_tokens=fmt["add_special_tokens"])["input_ids"])
-    doc = tokenizer.decode(tokenizer(document, add_special_tokens=False)["input_ids"][: fmt["max_length"] - fixed])
-    inputs = tokenizer(fill(query, doc), add_special_tokens=fmt["add_special_tokens"], return_tensors="pt")
-    with torch.no_grad():
-        logits = model(**inputs).logits[0]
-    logit = (logits[1] - logits[0]) / grader["calibration"].get("temperature", 1.0)
-    return torch.sigmoid(logit).item()
-
-p = p_relevant("what is an axon terminal", "Axon terminals are the ends of an axon's branches.")
-print(p, p >= grader["threshold"])
-```
+{usage_snippet(name, generative)}```
 
 With this repository: `Grader.from_pretrained(path).score(query, documents)`.
 

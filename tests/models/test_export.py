@@ -188,3 +188,41 @@ def test_push_without_a_token_is_a_clear_error(exported: Path, monkeypatch: pyte
         push(PushConfig(export=str(exported), repo_id="org/grader"))
     with pytest.raises(ValueError, match="repo_id: expected ORG/NAME"):
         push(PushConfig(export=str(exported), repo_id="grader"))
+
+
+@pytest.mark.parametrize("mode", ["full", "frozen", "top_layers", "generative"])
+def test_every_mode_exports_with_the_checkpoints_scores_and_a_card_snippet_that_runs(
+    mode: str, tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path, capsys
+):
+    """Export parity beyond LoRA, and the card's usage code run as a user would paste it."""
+    import re
+
+    from models.builder import GraderModelConfig
+
+    model_config = GraderModelConfig(
+        model_name_or_path=str(tiny_model_dir), mode=mode, max_length=256, trainable_layers=1
+    )
+    train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args_for(tmp_path))
+    metrics = {"threshold": 0.3, "calibration": {"method": "temperature", "temperature": 1.3}}
+    (tmp_path / "metrics.json").write_text(json.dumps(metrics))
+    out = tmp_path / "export"
+    export(ExportConfig(checkpoint=str(tmp_path / "out"), out=str(out), metrics=str(tmp_path / "metrics.json")))  # fmt: skip
+    query, document = (
+        "what is an axon terminal",
+        "Axon terminals are the ends of an axon's branches.",
+    )
+    checkpoint = Grader.from_pretrained(tmp_path / "out", dtype="float32", device="cpu")
+    exported_grader = Grader.from_pretrained(out, dtype="float32", device="cpu")
+    raw = checkpoint.raw_probabilities([query], [document])
+    np.testing.assert_allclose(
+        exported_grader.raw_probabilities([query], [document]), raw, atol=1e-5
+    )
+    stored = exported_grader.score(query, [document])[0]  # with the stored temperature
+    card = (out / "README.md").read_text()
+    snippet = re.search(r"```python\n(.*?)```", card, re.S).group(1)
+    snippet = re.sub(r'path = ".*?"', f'path = "{out}"', snippet)
+    capsys.readouterr()  # drop what training and export printed
+    namespace: dict = {}
+    exec(compile(snippet, "model-card-snippet", "exec"), namespace)
+    assert namespace["p"] == pytest.approx(float(stored), abs=1e-5)
+    assert capsys.readouterr().out.split()[1] == str(bool(stored >= 0.3))
