@@ -11,6 +11,7 @@ objects, so training it trains the full model in place, which is then saved as u
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -18,6 +19,7 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 from transformers.modeling_outputs import SequenceClassifierOutput
 
+from data.io import fingerprint
 from models.backbone import decoder, run_layers
 from models.scoring import last_token, length_sorted_batches, pad_right
 
@@ -53,6 +55,35 @@ class GraderTop(torch.nn.Module):
         return SequenceClassifierOutput(logits=self.score(pooled))
 
 
+class StateCache:
+    """Cached states on disk, one file per pair, keyed by the base model, split and token ids.
+
+    Lets runs that share pairs (cross-validation folds, several top-layer settings, a resumed
+    run) compute each pair's bottom layers once.
+    """
+
+    def __init__(self, folder: str | Path, model_key: str) -> None:
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.model_key = model_key
+
+    def path(self, ids: Sequence[int], first_layer: int, dtype: torch.dtype) -> Path:
+        key = fingerprint(self.model_key, str(first_layer), str(dtype), ",".join(map(str, ids)))
+        return self.folder / f"{key}.pt"
+
+    def get(self, ids: Sequence[int], first_layer: int, dtype: torch.dtype) -> torch.Tensor | None:
+        path = self.path(ids, first_layer, dtype)
+        return torch.load(path, weights_only=True) if path.exists() else None
+
+    def put(
+        self, ids: Sequence[int], first_layer: int, dtype: torch.dtype, state: torch.Tensor
+    ) -> None:
+        path = self.path(ids, first_layer, dtype)
+        partial = path.with_suffix(".tmp")
+        torch.save(state, partial)
+        partial.replace(path)  # atomic: a killed run never leaves a torn state behind
+
+
 @torch.inference_mode()
 def compute_states(
     model: PreTrainedModel,
@@ -62,11 +93,13 @@ def compute_states(
     batch_size: int = 16,
     max_batch_tokens: int = 16384,
     dtype: torch.dtype = torch.float32,
+    cache: StateCache | None = None,
 ) -> list[torch.Tensor]:
     """Per pair, the hidden states entering layer ``first_layer`` (float32, on the CPU).
 
     Full sequences (length, hidden) when layers above train; the last real token only (1, hidden)
-    in frozen mode, where nothing but the norm and head reads them.
+    in frozen mode, where nothing but the norm and head reads them. With ``cache``, pairs
+    computed before are read back and new ones are stored.
     """
     stack = decoder(model)
     device = next(model.parameters()).device
@@ -74,7 +107,20 @@ def compute_states(
     last_only = first_layer == len(stack.layers)
     bottom = list(stack.layers)[:first_layer]
     out: list[torch.Tensor] = [torch.empty(0)] * len(input_ids)
-    batches = list(length_sorted_batches([len(x) for x in input_ids], batch_size, max_batch_tokens))
+    todo = list(range(len(input_ids)))
+    if cache is not None:
+        todo = []
+        for index, ids in enumerate(input_ids):
+            cached = cache.get(ids, first_layer, dtype)
+            if cached is None:
+                todo.append(index)
+            else:
+                out[index] = cached
+    lengths = [len(input_ids[i]) for i in todo]
+    batches = [
+        [todo[j] for j in batch]
+        for batch in length_sorted_batches(lengths, batch_size, max_batch_tokens)
+    ]
     with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
         for batch in tqdm(batches, desc="backbone states", unit="batch"):
             ids, mask = pad_right([input_ids[i] for i in batch], pad_id, device)
@@ -86,6 +132,8 @@ def compute_states(
             hidden = hidden.float().cpu()
             for row, index in enumerate(batch):
                 out[index] = hidden[row, : 1 if last_only else len(input_ids[index])].clone()
+                if cache is not None:
+                    cache.put(input_ids[index], first_layer, dtype, out[index])
     return out
 
 

@@ -132,6 +132,10 @@ class GraderTrainingArguments(TrainingArguments):
     early_stopping_patience: int | None = field(
         default=None, metadata={"help": "Stop after this many evaluations without improvement."}
     )
+    head_learning_rate: float | None = field(
+        default=None,
+        metadata={"help": "Learning rate of the new classification head (default: learning_rate)."},
+    )
     cache_states: bool = field(
         default=True,
         metadata={
@@ -140,6 +144,12 @@ class GraderTrainingArguments(TrainingArguments):
     )
     state_dtype: str = choice(
         "auto", STATE_DTYPES, "Dtype of the cached-state pass (auto: bf16 on GPU and AMX CPUs)."
+    )
+    state_cache: str | None = field(
+        default=None,
+        metadata={
+            "help": "Folder that keeps cached states across runs (folds, resumes); none: memory only."
+        },
     )
 
     def __post_init__(self) -> None:
@@ -171,6 +181,35 @@ class GraderTrainer(Trainer):
     def __init__(self, *args: Any, loss_fn: torch.nn.Module, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.loss_fn = loss_fn
+
+    def create_optimizer(self, model: torch.nn.Module | None = None) -> torch.optim.Optimizer:
+        """The Trainer's optimizer, with the freshly initialised head at its own learning rate."""
+        head_lr = getattr(self.args, "head_learning_rate", None)
+        if head_lr is None or self.optimizer is not None:
+            return super().create_optimizer(model)
+        model = model or self.model
+        named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        is_head = ["score" in n.split(".") for n, _ in named]  # plain, cached-state and peft names
+        decay = set(self.get_decay_parameter_names(model))
+        groups = []
+        for head in (False, True):
+            for with_decay in (True, False):
+                params = [
+                    p
+                    for (n, p), h in zip(named, is_head, strict=True)
+                    if h == head and (n in decay) == with_decay
+                ]
+                if params:
+                    groups.append(
+                        {
+                            "params": params,
+                            "weight_decay": self.args.weight_decay if with_decay else 0.0,
+                            **({"lr": head_lr} if head else {}),
+                        }
+                    )
+        optimizer_cls, optimizer_kwargs = self.get_optimizer_cls_and_kwargs(self.args, model)
+        self.optimizer = optimizer_cls(groups, **optimizer_kwargs)
+        return self.optimizer
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         inputs = dict(inputs)
@@ -317,9 +356,10 @@ def _cached_state_datasets(
     train_ds: Dataset,
     eval_ds: Dataset | None,
 ) -> tuple[torch.nn.Module, Any, Any]:
+    from data.io import sha256_path
     from models.backbone import split_index
     from models.resolve import inference_dtype
-    from train.cached_states import CachedStates, GraderTop, compute_states
+    from train.cached_states import CachedStates, GraderTop, StateCache, compute_states
 
     first = split_index(
         model, 0 if model_config.mode == "frozen" else model_config.trainable_layers
@@ -329,10 +369,20 @@ def _cached_state_datasets(
         inference_dtype(device) if args.state_dtype == "auto" else getattr(torch, args.state_dtype)
     )
     model.to(device).eval()
+    cache = None
+    if args.state_cache:
+        base = model_config.model_name_or_path
+        # A local base model is identified by its weights, a hub or embedded name by itself.
+        cache = StateCache(args.state_cache, sha256_path(base) if Path(base).is_dir() else base)
 
     def states(ds: Dataset) -> CachedStates:
         hidden = compute_states(
-            model, ds["input_ids"], first, batch_size=args.per_device_eval_batch_size, dtype=dtype
+            model,
+            ds["input_ids"],
+            first,
+            batch_size=args.per_device_eval_batch_size,
+            dtype=dtype,
+            cache=cache,
         )
         return CachedStates(hidden, ds["labels"], ds["soft_targets"])
 

@@ -152,3 +152,54 @@ def test_top_layers_trains_only_the_top(tiny_model_dir: Path, tiny_dataset: Path
     assert any(name.startswith("model.layers.1.") for name in changed)
     info = json.loads((Path(args.output_dir) / "grader_config.json").read_text())
     assert info["model"]["trainable_layers"] == 1
+
+
+def test_state_cache_reads_back_what_it_stored_and_computes_only_new_pairs(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch
+):
+    import train.cached_states as cached_states
+    from train.cached_states import StateCache
+
+    model, tokenizer = build_grader(
+        GraderModelConfig(model_name_or_path=str(tiny_model_dir), mode="full", max_length=256)
+    )
+    fmt = GraderInputFormat.from_tokenizer(tokenizer, max_length=256)
+    ids = format_pairs(tokenizer, fmt, ["q one", "q two", "q three"], ["a", "bb", "c c"]).input_ids
+    cache = StateCache(tmp_path / "states", "tiny")
+    first = compute_states(model, ids[:2], 1, cache=cache)
+    calls = []
+    real = cached_states.run_layers
+    monkeypatch.setattr(
+        cached_states, "run_layers", lambda *a, **k: calls.append(len(a[2])) or real(*a, **k)
+    )
+    again = compute_states(model, ids, 1, cache=cache)
+    assert calls == [1]  # only the third pair was computed
+    for a, b in zip(first, again[:2], strict=True):
+        assert torch.equal(a, b)
+    assert len(list((tmp_path / "states").glob("*.pt"))) == 3
+
+
+def test_the_head_can_train_at_its_own_learning_rate(
+    tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
+):
+    from train.train import classifier_trainer, load_split
+
+    model_config = GraderModelConfig(
+        model_name_or_path=str(tiny_model_dir), mode="top_layers", trainable_layers=1,
+        max_length=256,
+    )  # fmt: skip
+    model, tokenizer = build_grader(model_config)
+    fmt = GraderInputFormat.from_tokenizer(tokenizer, max_length=256)
+    args = args_for(tmp_path, learning_rate=1e-4, head_learning_rate=1e-2, eval_strategy="no")
+    trainer = classifier_trainer(
+        model, tokenizer, fmt, model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(),
+        args, load_split(tiny_dataset, "train"), None,
+    )  # fmt: skip
+    optimizer = trainer.create_optimizer()
+    head = {id(p) for p in model.score.parameters()}
+    rates = {
+        "head" if id(p) in head else "body": group["lr"]
+        for group in optimizer.param_groups
+        for p in group["params"]
+    }
+    assert rates == {"head": 1e-2, "body": 1e-4}

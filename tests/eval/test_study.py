@@ -1,0 +1,76 @@
+"""The quality study on a slice of TREC DL with the tiny model: folds, rows, resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from data.cli import parse_config
+from eval.study import Study, StudyConfig, judged_pool, query_folds
+from tests.eval.test_pipeline import small_trec_dl
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_study_config_parses():
+    (config,) = parse_config([StudyConfig], ["--config", str(REPO / "eval/configs/study.yaml")])
+    assert config.folds == 5 and set(config.trained_models()) == {"frozen", "top4"}
+    for path in config.trained_models().values():
+        assert (REPO / path).exists()
+
+
+def test_folds_never_share_a_query_and_cover_them_all(trec_dl_dir: Path):
+    config = StudyConfig(collection=str(trec_dl_dir), max_pairs_per_query=5)
+    rows = judged_pool(config)
+    groups = query_folds(rows, 5, seed=1)
+    flat = [q for g in groups for q in g]
+    assert len(flat) == len(set(flat)) == 43 and max(map(len, groups)) - min(map(len, groups)) <= 1
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ({"folds": 1}, "folds"),
+        ({"models": ["bm26"]}, "models"),
+        ({"learning_curve": [1.5]}, "learning_curve"),
+    ],
+)
+def test_bad_study_settings_fail_early(override: dict, message: str):
+    with pytest.raises(ValueError, match=message):
+        StudyConfig(**override)
+
+
+def test_study_end_to_end_on_a_tiny_model(tiny_model_dir: Path, trec_dl_dir: Path, tmp_path: Path):
+    collection = small_trec_dl(tmp_path / "dl", trec_dl_dir, queries=8, docs_per_query=10)
+    config = StudyConfig(
+        collection=str(collection),
+        out=str(tmp_path / "study"),
+        folds=2,
+        max_pairs_per_query=10,
+        validation_size=0.34,
+        student=str(tiny_model_dir),
+        max_length=256,
+        models=["bm25", "top=train/configs/smollm2-135m-top.yaml"],
+        train_args=["--num_train_epochs", "1", "--trainable_layers", "1"],
+        learning_curve=[0.5],
+    )
+    summary = Study(config).run()
+    root = tmp_path / "study"
+    for fold in range(2):
+        manifest = json.loads((root / f"fold-{fold}" / "data-all" / "manifest.json").read_text())
+        train, validation, test = (set(manifest[k]) for k in ("train", "validation", "test"))
+        assert not (train & test or validation & test or train & validation)
+        assert test and validation and train
+        test_pairs = [json.loads(x) for x in (root / f"fold-{fold}/data-all/test.jsonl").open()]
+        for model in ("bm25", "top"):  # every row is scored on the same pairs
+            result = json.loads((root / f"fold-{fold}" / model / "metrics.json").read_text())
+            assert result["pairs"] == len(test_pairs)
+    assert set(summary["models"]) == {"bm25", "top"}
+    assert summary["models"]["top"]["beats_baselines_in_folds"].endswith("/2")
+    assert {p["share"] for p in summary["learning_curve"]} == {0.5, 1.0}
+    assert (root / "study.md").exists() and (root / "study_auc.png").exists()
+    stamp = (root / "fold-0" / "top" / "metrics.json").stat().st_mtime
+    Study(config).run()  # resumes: nothing recomputed
+    assert (root / "fold-0" / "top" / "metrics.json").stat().st_mtime == stamp
