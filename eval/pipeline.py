@@ -18,7 +18,7 @@ Stages:
  5. export with its round-trip check (``models.export``);
  6. retrieval runs (``data.candidates``) and a grader rerank (``eval.rerank``);
  7. the metric pipeline over the runs with grader labels (``eval.search``) and the agreement of
-    the system ranking with the human judgments (``eval.agreement``).
+    the system ranking with the human judgments (``eval.ranking_agreement``).
 Everything lands in ``run_dir``: report.md, summary.json, metrics, plots and the exported grader.
 """
 
@@ -417,7 +417,7 @@ class Pipeline:
             Stage(
                 "ranking agreement",
                 self.path("agreement", "agreement.json"),
-                "eval.agreement",
+                "eval.ranking_agreement",
                 cli_args(
                     runs=runs,
                     corpus=c.collection,

@@ -137,7 +137,7 @@ def test_bulk_run_compare_and_inferred_qrels(adi_dir: Path, tmp_path: Path):
 
 def test_system_ranking_agreement_is_perfect_for_identical_labels(adi_dir: Path, tmp_path: Path):
     from data.candidates import CandidatesConfig, generate_candidates
-    from eval.agreement import SystemAgreementConfig, agreement
+    from eval.ranking_agreement import SystemAgreementConfig, agreement
 
     generate_candidates(
         CandidatesConfig(

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from data.agreement import AgreementConfig, run_agreement
+from data.judge_agreement import AgreementConfig, run_agreement
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -46,7 +46,7 @@ def test_agreement_cli_needs_a_reference(tmp_path: Path):
         json.dumps({"qid": "q", "query": "x", "doc_id": "d", "text": "t", "label": 1}) + "\n"
     )
     result = subprocess.run(
-        [sys.executable, "-m", "data.agreement", "--judgments", str(judgments)],
+        [sys.executable, "-m", "data.judge_agreement", "--judgments", str(judgments)],
         cwd=REPO,
         capture_output=True,
         text=True,

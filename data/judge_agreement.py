@@ -1,0 +1,171 @@
+"""Agreement of a judge with human judgments (or with another judge).
+
+    python -m data.judge_agreement --judgments runs/labels/smollm2.jsonl \\
+        --qrels data/collections/trec-dl-2019-passage/qrels.tsv --out runs/labels/agreement
+    python -m data.judge_agreement --judgments a.jsonl --reference b.jsonl
+
+Reports Cohen's kappa on the binary label and, when both sides have 0-3 grades, the
+quadratic-weighted kappa on grades; the confusion matrix; precision / recall / F1 of the judge's
+binary label against the reference; ROC-AUC when the judge gives P(relevant); and a per-query
+breakdown. Writes ``OUT.md`` and ``OUT.json``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from data.beir import read_qrels
+from data.cli import parse_config, run_main
+from data.io import atomic_writer, read_records, write_json
+from data.metrics import label_metrics
+from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, label_from_grade
+
+
+@dataclass
+class AgreementConfig:
+    judgments: str = field(default="", metadata={"help": "The judge's judgments JSONL."})
+    qrels: str | None = field(
+        default=None, metadata={"help": "Human qrels (BEIR .tsv or TREC) as the reference."}
+    )
+    reference: str | None = field(
+        default=None, metadata={"help": "Or another judgments JSONL as the reference."}
+    )
+    label_threshold: int = field(
+        default=DEFAULT_RELEVANCE_THRESHOLD, metadata={"help": "Relevant when grade >= this."}
+    )
+    out: str | None = field(
+        default=None, metadata={"help": "Write OUT.md and OUT.json (default: print only)."}
+    )
+
+
+def agreement(
+    judged: list[Judgment],
+    reference: dict[tuple[str, str], int | None],
+    label_threshold: int,
+    reference_grades: bool,
+) -> dict[str, Any]:
+    """Compare judge labels with reference grades (or labels when ``reference_grades`` is false)."""
+    from sklearn.metrics import cohen_kappa_score, confusion_matrix, roc_auc_score
+
+    rows = []
+    for judgment in judged:
+        if judgment.error is not None:
+            continue
+        ref = reference.get((judgment.qid, judgment.doc_id))
+        if ref is None:
+            continue
+        ref_label = label_from_grade(ref, label_threshold) if reference_grades else int(ref)
+        rows.append((judgment, ref, ref_label))
+    if not rows:
+        raise ValueError("no judged pair has a reference judgment")
+    y_true = np.array([r[2] for r in rows])
+    y_pred = np.array([r[0].label for r in rows])
+    result: dict[str, Any] = {
+        "pairs": len(rows),
+        "skipped_errors": sum(1 for j in judged if j.error is not None),
+        "reference_positive_rate": float(y_true.mean()),
+        "judge_positive_rate": float(y_pred.mean()),
+        **label_metrics(y_true, y_pred),
+    }
+    graded = [(r[0].grade, r[1]) for r in rows if r[0].grade is not None]
+    if reference_grades and graded:
+        judge_grades, ref_grades = zip(*graded, strict=True)
+        result["quadratic_weighted_kappa"] = float(
+            cohen_kappa_score(ref_grades, judge_grades, weights="quadratic", labels=[0, 1, 2, 3])
+        )
+        result["grade_confusion_matrix"] = confusion_matrix(
+            ref_grades, judge_grades, labels=[0, 1, 2, 3]
+        ).tolist()
+    scored = [(r[0].p_relevant, r[2]) for r in rows if r[0].p_relevant is not None]
+    if len(scored) == len(rows) and len(set(y_true)) > 1:
+        result["roc_auc"] = float(roc_auc_score([s[1] for s in scored], [s[0] for s in scored]))
+    per_query: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for judgment, _, ref_label in rows:
+        per_query[judgment.qid].append((ref_label, judgment.label))
+    result["per_query"] = {
+        qid: {
+            "pairs": len(items),
+            "accuracy": float(np.mean([a == b for a, b in items])),
+            "reference_relevant": int(sum(a for a, _ in items)),
+            "judge_relevant": int(sum(b for _, b in items)),
+        }
+        for qid, items in sorted(per_query.items())
+    }
+    return result
+
+
+def to_markdown(result: dict[str, Any], title: str) -> str:
+    lines = [
+        f"# Agreement: {title}",
+        "",
+        "| pairs | accuracy | precision | recall | F1 | Cohen's κ | weighted κ (grades) | ROC-AUC |",
+        "|---|---|---|---|---|---|---|---|",
+        "| {pairs} | {accuracy:.3f} | {precision:.3f} | {recall:.3f} | {f1:.3f} | {kappa:.3f} | {qwk} | {auc} |".format(
+            **result,
+            qwk=f"{result['quadratic_weighted_kappa']:.3f}"
+            if "quadratic_weighted_kappa" in result
+            else "–",
+            auc=f"{result['roc_auc']:.3f}" if "roc_auc" in result else "–",
+        ),
+        "",
+        f"Reference positive rate {result['reference_positive_rate']:.3f}, judge positive rate "
+        f"{result['judge_positive_rate']:.3f}; {result['skipped_errors']} error record(s) skipped.",
+        "",
+        "Confusion matrix (rows: reference not relevant / relevant; columns: judge):",
+        "",
+        "| | judge 0 | judge 1 |",
+        "|---|---|---|",
+    ]
+    for name, row in zip(("reference 0", "reference 1"), result["confusion_matrix"], strict=True):
+        lines.append(f"| {name} | {row[0]} | {row[1]} |")
+    lines += [
+        "",
+        "| query | pairs | accuracy | reference relevant | judge relevant |",
+        "|---|---|---|---|---|",
+    ]
+    for qid, item in result["per_query"].items():
+        lines.append(
+            f"| {qid} | {item['pairs']} | {item['accuracy']:.2f} | {item['reference_relevant']} | {item['judge_relevant']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def run_agreement(config: AgreementConfig) -> dict[str, Any]:
+    if not config.judgments:
+        raise ValueError("judgments: give the judge's judgments JSONL")
+    judged = list(read_records(config.judgments, Judgment))
+    if config.qrels:
+        qrels = read_qrels(config.qrels)
+        reference = {(q, d): g for q, docs in qrels.items() for d, g in docs.items()}
+        graded = True
+    elif config.reference:
+        ref_judgments = [j for j in read_records(config.reference, Judgment) if j.error is None]
+        graded = all(j.grade is not None for j in ref_judgments)
+        reference = {(j.qid, j.doc_id): (j.grade if graded else j.label) for j in ref_judgments}
+    else:
+        raise ValueError("give --qrels QRELS or --reference JUDGMENTS")
+    result = agreement(judged, reference, config.label_threshold, graded)
+    result["judgments"] = config.judgments
+    result["reference"] = config.qrels or config.reference
+    if config.out:
+        write_json(Path(f"{config.out}.json"), result)
+        with atomic_writer(Path(f"{config.out}.md")) as handle:
+            handle.write(to_markdown(result, f"{config.judgments} vs {result['reference']}"))
+    return result
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    (config,) = parse_config([AgreementConfig], args)
+    result = run_agreement(config)
+    text = to_markdown(result, f"{config.judgments} vs {result['reference']}")
+    print("\n".join(text.splitlines()[:14]))
+
+
+if __name__ == "__main__":
+    run_main(main)
