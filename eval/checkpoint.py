@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -151,6 +151,12 @@ def _score(config: CheckpointEvalConfig, records: list[Judgment]) -> tuple[np.nd
     return probabilities.astype(np.float64), rate
 
 
+def _timed(scorer: Scorer, records: list[Judgment]) -> tuple[np.ndarray, float]:
+    start = time.perf_counter()
+    scores = np.asarray(scorer(records), dtype=np.float64)
+    return scores, len(records) / max(time.perf_counter() - start, 1e-9)
+
+
 def reference_labels(
     config: CheckpointEvalConfig, records: list[Judgment]
 ) -> dict[str, np.ndarray]:
@@ -173,11 +179,16 @@ def reference_labels(
     return refs
 
 
-def evaluate(config: CheckpointEvalConfig) -> dict[str, Any]:
+Scorer = Callable[[list[Judgment]], np.ndarray]
+
+
+def evaluate(config: CheckpointEvalConfig, scorer: Scorer | None = None) -> dict[str, Any]:
+    """Metrics of ``config``'s model, judge or baseline; ``scorer`` (records -> P(relevant))
+    replaces the model's own scoring where a caller has a cheaper exact path (eval.study)."""
     records = [r for r in read_records(config.data, Judgment) if r.error is None]
     if not records:
         raise ValueError(f"{config.data}: no usable judgments")
-    probabilities, rate = _score(config, records)
+    probabilities, rate = _timed(scorer, records) if scorer else _score(config, records)
     refs = reference_labels(config, records)
     result: dict[str, Any] = {
         "name": config.name
@@ -202,7 +213,9 @@ def evaluate(config: CheckpointEvalConfig) -> dict[str, Any]:
                 f"calibration_data shares {len(overlap)} pair(s) with data: thresholds must not be fitted on "
                 "the evaluated split"
             )
-        calibration_probabilities, _ = _score(config, calibration_records)
+        calibration_probabilities, _ = (
+            _timed(scorer, calibration_records) if scorer else _score(config, calibration_records)
+        )
         valid = ~np.isnan(calibration_probabilities)
         calibration_labels = np.array([r.label for r in calibration_records])[valid]
         if config.baseline:  # scores -> P(relevant), fitted on the calibration pairs only

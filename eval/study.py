@@ -35,9 +35,10 @@ import numpy as np
 from data.beir import Collection
 from data.cli import cli_args, parse_config, run_main
 from data.io import atomic_writer, fingerprint, write_json, write_jsonl
-from data.records import DEFAULT_RELEVANCE_THRESHOLD, label_from_grade
+from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, label_from_grade
 from eval.baselines import BASELINES
-from eval.checkpoint import CheckpointEvalConfig, evaluate
+from eval.checkpoint import CheckpointEvalConfig, Scorer, evaluate
+from models.builder import CACHED_STATE_MODES, GraderModelConfig
 
 logger = logging.getLogger(__name__)
 METRICS = ("roc_auc", "pr_auc", "f1", "kappa", "precision", "recall")
@@ -189,6 +190,7 @@ class Study:
             "plots": False,
         }
         start = time.perf_counter()
+        scorer = None
         if name in BASELINES:
             evaluation = CheckpointEvalConfig(baseline=name, collection=c.collection, **common)
         elif name == "zero-shot":
@@ -196,7 +198,6 @@ class Study:
                 model=c.student, zero_shot=True, max_length=c.max_length, **common
             )
         else:
-            from models.builder import GraderModelConfig
             from train.train import (
                 DataConfig,
                 GraderTrainingArguments,
@@ -223,11 +224,48 @@ class Study:
             )
             train(*parsed)
             evaluation = CheckpointEvalConfig(model=str(grader), **common)
-        result = evaluate(evaluation)
+            model_config, training_args = parsed[0], parsed[3]
+            if model_config.mode in CACHED_STATE_MODES and training_args.cache_states:
+                scorer = self.cached_state_scorer(grader, model_config, training_args)
+        result = evaluate(evaluation, scorer)
         result["study_fingerprint"] = stamp
         result["seconds"] = round(time.perf_counter() - start, 1)
         write_json(done, result)
         return result
+
+    def cached_state_scorer(self, grader: Path, model_config, training_args) -> Scorer:
+        """Scores a frozen / top_layers grader from the shared state cache: the pool's bottom
+        layers run once for the whole study, and the top gives the full forward's scores."""
+        from models.backbone import split_index
+        from models.builder import load_trained, read_grader_config
+        from models.input_format import GraderInputFormat, format_pairs
+        from train.cached_states import (
+            StateCache,
+            compute_states,
+            resolve_state_dtype,
+            state_cache_key,
+            top_probabilities,
+        )
+
+        model, tokenizer = load_trained(grader)
+        model.eval()
+        fmt = GraderInputFormat.from_dict(read_grader_config(grader)["input_format"])
+        trained = 0 if model_config.mode == "frozen" else model_config.trainable_layers
+        first = split_index(model, trained)
+        cache = StateCache(
+            self.root / "state-cache", state_cache_key(model_config.model_name_or_path)
+        )
+        dtype = resolve_state_dtype(training_args.state_dtype, "cpu")
+
+        def scorer(records: list[Judgment]) -> np.ndarray:
+            ids = format_pairs(
+                tokenizer, fmt, [r.query for r in records], [r.text for r in records],
+                [r.title for r in records],
+            ).input_ids  # fmt: skip
+            states = compute_states(model, ids, first, dtype=dtype, cache=cache)
+            return top_probabilities(model, first, states)
+
+        return scorer
 
     def run(self) -> dict[str, Any]:
         c = self.config

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel
@@ -53,6 +54,21 @@ class GraderTop(torch.nn.Module):
         )
         pooled = last_token(self.norm(hidden), attention_mask)
         return SequenceClassifierOutput(logits=self.score(pooled))
+
+
+def state_cache_key(model_name_or_path: str) -> str:
+    """How a state cache names a base model: a local folder by its weights, a name by itself."""
+    from data.io import sha256_path
+
+    path = Path(model_name_or_path)
+    return sha256_path(path) if path.is_dir() else model_name_or_path
+
+
+def resolve_state_dtype(name: str, device: torch.device | str) -> torch.dtype:
+    """``auto``: bf16 where it is fast (GPU, AMX CPU), else float32; or a dtype by name."""
+    from models.resolve import inference_dtype
+
+    return inference_dtype(device) if name == "auto" else getattr(torch, name)
 
 
 class StateCache:
@@ -176,3 +192,19 @@ def collate_states(features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         "labels": torch.tensor([int(f["labels"]) for f in features], dtype=torch.long),
         "soft_targets": torch.tensor([float(f["soft_targets"]) for f in features]),
     }
+
+
+@torch.inference_mode()
+def top_probabilities(
+    model: PreTrainedModel, first_layer: int, states: Sequence[torch.Tensor], batch_size: int = 32
+) -> np.ndarray:
+    """P(relevant) from cached states through the model's top (equal to a full forward pass)."""
+    top = GraderTop(model, first_layer).eval()
+    out = np.zeros(len(states), dtype=np.float32)
+    for batch in length_sorted_batches([s.shape[0] for s in states], batch_size):
+        features = collate_states(
+            [{"hidden_states": states[i], "labels": 0, "soft_targets": 0.0} for i in batch]
+        )
+        logits = top(features["hidden_states"], features["attention_mask"]).logits
+        out[batch] = torch.softmax(logits.float(), dim=-1)[:, 1].numpy()
+    return out

@@ -356,24 +356,25 @@ def _cached_state_datasets(
     train_ds: Dataset,
     eval_ds: Dataset | None,
 ) -> tuple[torch.nn.Module, Any, Any]:
-    from data.io import sha256_path
     from models.backbone import split_index
-    from models.resolve import inference_dtype
-    from train.cached_states import CachedStates, GraderTop, StateCache, compute_states
+    from train.cached_states import (
+        CachedStates,
+        GraderTop,
+        StateCache,
+        compute_states,
+        resolve_state_dtype,
+        state_cache_key,
+    )
 
     first = split_index(
         model, 0 if model_config.mode == "frozen" else model_config.trainable_layers
     )
     device = args.device
-    dtype = (
-        inference_dtype(device) if args.state_dtype == "auto" else getattr(torch, args.state_dtype)
-    )
+    dtype = resolve_state_dtype(args.state_dtype, device)
     model.to(device).eval()
     cache = None
     if args.state_cache:
-        base = model_config.model_name_or_path
-        # A local base model is identified by its weights, a hub or embedded name by itself.
-        cache = StateCache(args.state_cache, sha256_path(base) if Path(base).is_dir() else base)
+        cache = StateCache(args.state_cache, state_cache_key(model_config.model_name_or_path))
 
     def states(ds: Dataset) -> CachedStates:
         hidden = compute_states(

@@ -71,6 +71,22 @@ def test_study_end_to_end_on_a_tiny_model(tiny_model_dir: Path, trec_dl_dir: Pat
     assert summary["models"]["top"]["beats_baselines_in_folds"].endswith("/2")
     assert {p["share"] for p in summary["learning_curve"]} == {0.5, 1.0}
     assert (root / "study.md").exists() and (root / "study_auc.png").exists()
+    # The study scored the cached-state grader from its state cache; the plain Grader agrees.
+    from eval.checkpoint import CheckpointEvalConfig, evaluate
+
+    data = root / "fold-0" / "data-all"
+    plain = evaluate(
+        CheckpointEvalConfig(
+            model=str(root / "fold-0" / "top" / "grader"), data=str(data / "test.jsonl"),
+            calibration_data=str(data / "validation.jsonl"), out=str(tmp_path / "plain"),
+            plots=False,
+        )
+    )  # fmt: skip
+    cached = json.loads((root / "fold-0" / "top" / "metrics.json").read_text())
+    for split in ("at_0.5", "at_validation_threshold"):
+        a, b = plain["metrics"]["teacher"][split], cached["metrics"]["teacher"][split]
+        assert a["roc_auc"] == pytest.approx(b["roc_auc"], abs=1e-6)
+        assert a["f1"] == pytest.approx(b["f1"], abs=1e-6)
     stamp = (root / "fold-0" / "top" / "metrics.json").stat().st_mtime
     Study(config).run()  # resumes: nothing recomputed
     assert (root / "fold-0" / "top" / "metrics.json").stat().st_mtime == stamp
