@@ -23,6 +23,7 @@ seed, config, skipped lines) and a printed summary table.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections import Counter
@@ -50,6 +51,12 @@ COLUMNS = (
 class BuildConfig:
     judgments: list[str] = field(
         default_factory=list, metadata={"help": "Judgments JSONL file(s)."}
+    )
+    train_only: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "Judgments added to the train split alone (other collections, e.g. data.mix)."
+        },
     )
     out: str = field(default="runs/dataset", metadata={"help": "Output folder."})
     label_threshold: int = field(
@@ -253,6 +260,21 @@ def build_dataset(config: BuildConfig) -> dict[str, Any]:
         splits["validation"] = train_idx[val]
         train_idx = train_idx[keep]
     splits["train"] = train_idx
+    if config.train_only:
+        extra, cleaning["train_only"] = load_judgments(
+            dataclasses.replace(config, judgments=config.train_only)
+        )
+        shared = sorted({r["qid"] for r in extra} & {r["qid"] for r in rows})
+        if shared:
+            raise ValueError(
+                f"train_only: {len(shared)} query id(s) also occur in judgments (e.g. "
+                f"{shared[0]!r}); they could reach the validation or test split"
+            )
+        first = len(rows)
+        rows = rows + extra
+        labels = np.concatenate([labels, np.array([r["label"] for r in extra], dtype=np.int64)])
+        train_idx = np.concatenate([train_idx, np.arange(first, len(rows))])
+        splits["train"] = train_idx
     before = {name: _counts([rows[i] for i in idx]) for name, idx in splits.items()}
     balanced = train_idx[
         balance_indices(labels[train_idx], config.balance, config.target_ratio, config.seed)
@@ -279,6 +301,9 @@ def build_dataset(config: BuildConfig) -> dict[str, Any]:
         "counts": after,
         "cleaning": cleaning,
         "sources": [{"path": str(p), "sha256": sha256_file(p)} for p in config.judgments],
+        "train_only_sources": [
+            {"path": str(p), "sha256": sha256_file(p)} for p in config.train_only
+        ],
         "seed": config.seed,
         "config": asdict(config),
     }

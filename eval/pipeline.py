@@ -74,6 +74,10 @@ class PipelineConfig:
     validation_size: float = field(default=0.2)
     test_size: float = field(default=0.2)
     balance: str = choice("none", BALANCE_MODES, "Balancing of the train split.")
+    train_only: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Judgments of other collections for the train split only (data.mix)."},
+    )
     seed: int = field(default=42)
     # Student
     student: str = field(default="smollm2-135m", metadata={"help": "Student model name or path."})
@@ -245,8 +249,9 @@ class Pipeline:
                     balance=c.balance,
                     save_dataset=False,
                     max_pairs_per_query=c.max_pairs_per_query or None,
+                    train_only=c.train_only or None,
                 ),
-                inputs=[str(teacher_file)],
+                inputs=[str(teacher_file), *c.train_only],
             ),
             Stage(
                 "train",

@@ -34,7 +34,7 @@ import numpy as np
 
 from data.beir import Collection
 from data.cli import cli_args, parse_config, run_main
-from data.io import atomic_writer, fingerprint, write_json, write_jsonl
+from data.io import atomic_writer, fingerprint, read_records, write_json, write_jsonl
 from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, label_from_grade
 from eval.baselines import BASELINES
 from eval.checkpoint import CheckpointEvalConfig, Scorer, evaluate
@@ -61,6 +61,10 @@ class StudyConfig:
     models: list[str] = field(
         default_factory=lambda: ["bm25", "cosine", "zero-shot"],
         metadata={"help": "bm25, cosine, zero-shot and NAME=TRAIN_CONFIG.yaml entries."},
+    )
+    train_only: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Judgments from other collections added to every fold's train split."},
     )
     student: str = field(default="smollm2-135m")
     max_length: int = field(default=192)
@@ -155,6 +159,11 @@ class Study:
     def __init__(self, config: StudyConfig) -> None:
         self.config = config
         self.root = Path(config.out)
+        self.extra_train: list[dict[str, Any]] = []
+        for path in config.train_only:
+            self.extra_train += [
+                j.model_dump(exclude_none=True) for j in read_records(path, Judgment) if j.ok
+            ]
 
     def write_fold(self, rows, fold: int, test_q: list[str], train_q: list[str], tag: str) -> Path:
         folder = self.root / f"fold-{fold}" / f"data-{tag}"
@@ -167,7 +176,10 @@ class Study:
             "test": set(test_q),
         }
         for name, qids in splits.items():
-            write_jsonl(folder / f"{name}.jsonl", [r for r in rows if r["qid"] in qids])
+            selected = [r for r in rows if r["qid"] in qids]
+            if name == "train":
+                selected += self.extra_train
+            write_jsonl(folder / f"{name}.jsonl", selected)
         write_json(folder / "manifest.json", {name: sorted(q) for name, q in splits.items()})
         return folder
 
@@ -313,6 +325,7 @@ def row_metrics(result: dict[str, Any]) -> dict[str, Any]:
 
 def curve_point(fold: int, share: float, data: Path, result: dict[str, Any]) -> dict[str, Any]:
     train_rows = [json.loads(line) for line in (data / "train.jsonl").open()]
+    train_rows = [r for r in train_rows if ":" not in r["qid"]]  # the collection's own queries
     metrics = result["_row"] if "_row" in result else row_metrics(result)
     return {
         "fold": fold,
