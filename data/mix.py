@@ -40,13 +40,13 @@ class MixConfig:
     )
     out: str = field(default="data/collections/qa-training-mix")
     squad_questions: int = field(
-        default=600, metadata={"help": "SQuAD questions sampled (0: none)."}
+        default=300, metadata={"help": "SQuAD questions sampled (0: none)."}
     )
     squad_negatives: int = field(
         default=2, metadata={"help": "Same-article negatives per question."}
     )
     wikiqa_pairs: int = field(
-        default=900, metadata={"help": "WikiQA pairs, whole questions (0: none)."}
+        default=400, metadata={"help": "WikiQA pairs, whole questions (0: none)."}
     )
     seed: int = field(default=13)
 

@@ -78,6 +78,9 @@ class StudyConfig:
     learning_curve_model: str | None = field(
         default=None, metadata={"help": "Which trained model the curve uses (default: the last)."}
     )
+    learning_curve_folds: int = field(
+        default=0, metadata={"help": "Folds that get the learning curve (0: all; time budget)."}
+    )
     label_threshold: int = field(default=DEFAULT_RELEVANCE_THRESHOLD)
     batch_size: int = field(default=32)
     seed: int = field(default=42)
@@ -165,7 +168,9 @@ class Study:
                 j.model_dump(exclude_none=True) for j in read_records(path, Judgment) if j.ok
             ]
 
-    def write_fold(self, rows, fold: int, test_q: list[str], train_q: list[str], tag: str) -> Path:
+    def write_fold(
+        self, rows, fold: int, test_q: list[str], train_q: list[str], tag: str, share: float = 1.0
+    ) -> Path:
         folder = self.root / f"fold-{fold}" / f"data-{tag}"
         train_only, validation_q = split_queries(
             train_q, self.config.validation_size, self.config.seed + fold
@@ -178,7 +183,12 @@ class Study:
         for name, qids in splits.items():
             selected = [r for r in rows if r["qid"] in qids]
             if name == "train":
-                selected += self.extra_train
+                extra = self.extra_train
+                if share < 1.0:  # the learning curve thins the other collections' pairs alike
+                    extra = random.Random(self.config.seed + fold).sample(
+                        extra, round(len(extra) * share)
+                    )
+                selected += extra
             write_jsonl(folder / f"{name}.jsonl", selected)
         write_json(folder / "manifest.json", {name: sorted(q) for name, q in splits.items()})
         return folder
@@ -297,12 +307,12 @@ class Study:
                 logger.info("fold %d/%d: %s", fold + 1, c.folds, name)
                 result = self.run_model(spec, data, self.root / f"fold-{fold}" / name)
                 per_fold.append({"fold": fold, "model": name, **row_metrics(result)})
-            if curve_model:
+            if curve_model and (not c.learning_curve_folds or fold < c.learning_curve_folds):
                 spec = f"{curve_model}={trained[curve_model]}"
                 for share in c.learning_curve:
                     subset, _ = split_queries(train_q, 1 - share, c.seed + 100 + fold)
                     tag = f"share-{share:g}"
-                    data_share = self.write_fold(rows, fold, test_q, subset, tag)
+                    data_share = self.write_fold(rows, fold, test_q, subset, tag, share)
                     result = self.run_model(
                         spec, data_share, self.root / f"fold-{fold}" / f"{curve_model}-{tag}"
                     )
@@ -325,13 +335,15 @@ def row_metrics(result: dict[str, Any]) -> dict[str, Any]:
 
 def curve_point(fold: int, share: float, data: Path, result: dict[str, Any]) -> dict[str, Any]:
     train_rows = [json.loads(line) for line in (data / "train.jsonl").open()]
-    train_rows = [r for r in train_rows if ":" not in r["qid"]]  # the collection's own queries
+    # Other collections' query ids carry their source as a prefix (data.mix).
+    own = [r for r in train_rows if ":" not in r["qid"]]
     metrics = result["_row"] if "_row" in result else row_metrics(result)
     return {
         "fold": fold,
         "share": share,
-        "train_queries": len({r["qid"] for r in train_rows}),
+        "train_queries": len({r["qid"] for r in own}),
         "train_pairs": len(train_rows),
+        "other_collection_pairs": len(train_rows) - len(own),
         "roc_auc": metrics["roc_auc"],
     }
 
