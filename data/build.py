@@ -42,9 +42,19 @@ logger = logging.getLogger(__name__)
 SPLIT_MODES = ("query", "pair")
 BALANCE_MODES = ("none", "oversample", "undersample", "both")
 COLUMNS = (
-    "qid", "query", "doc_id", "text", "title", "grade", "label", "confidence", "p_relevant", "rank",
-    "retriever_score", "judge",
-)  # fmt: skip
+    "qid",
+    "query",
+    "doc_id",
+    "text",
+    "title",
+    "grade",
+    "label",
+    "confidence",
+    "p_relevant",
+    "rank",
+    "retriever_score",
+    "judge",
+)
 
 
 @dataclass

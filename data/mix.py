@@ -68,7 +68,9 @@ def _queries_with_extras(path: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _judgment(source: str, qid: str, query: str, doc_id: str, text: str, title: str | None, grade: int) -> Judgment:  # fmt: skip
+def _judgment(
+    source: str, qid: str, query: str, doc_id: str, text: str, title: str | None, grade: int
+) -> Judgment:
     return Judgment(
         qid=f"{source}:{qid}",
         query=query,
@@ -121,10 +123,15 @@ def wikiqa_judgments(root: Path, pairs: int, rng: random.Random) -> list[Judgmen
             doc = collection.corpus[doc_id]
             out.append(
                 _judgment(
-                    "wikiqa", qid, collection.queries[qid], doc_id, doc.text, doc.title,
+                    "wikiqa",
+                    qid,
+                    collection.queries[qid],
+                    doc_id,
+                    doc.text,
+                    doc.title,
                     3 if grade > 0 else 0,
                 )
-            )  # fmt: skip
+            )
     return out
 
 

@@ -137,9 +137,13 @@ def _score(config: CheckpointEvalConfig, records: list[Judgment]) -> tuple[np.nd
     from models.grader import Grader
 
     grader = Grader.from_pretrained(
-        config.model, zero_shot=config.zero_shot, device=config.device, max_length=config.max_length,
-        batch_size=config.batch_size, dtype=config.dtype,
-    )  # fmt: skip
+        config.model,
+        zero_shot=config.zero_shot,
+        device=config.device,
+        max_length=config.max_length,
+        batch_size=config.batch_size,
+        dtype=config.dtype,
+    )
     start = time.perf_counter()
     probabilities = grader.raw_probabilities(
         [r.query for r in records],

@@ -7,8 +7,14 @@ from pathlib import Path
 import numpy as np
 
 
-def write_plots(probabilities: np.ndarray, labels: np.ndarray, out: str | Path, prefix: str = "",
-                threshold: float = 0.5, bins: int = 15) -> list[Path]:  # fmt: skip
+def write_plots(
+    probabilities: np.ndarray,
+    labels: np.ndarray,
+    out: str | Path,
+    prefix: str = "",
+    threshold: float = 0.5,
+    bins: int = 15,
+) -> list[Path]:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -38,9 +44,13 @@ def write_plots(probabilities: np.ndarray, labels: np.ndarray, out: str | Path, 
         save(fig, "roc_curve")
     fig, ax = plt.subplots(figsize=(4, 4))
     ConfusionMatrixDisplay.from_predictions(
-        labels, (probabilities >= threshold).astype(int), labels=[0, 1],
-        display_labels=["not relevant", "relevant"], ax=ax, colorbar=False,
-    )  # fmt: skip
+        labels,
+        (probabilities >= threshold).astype(int),
+        labels=[0, 1],
+        display_labels=["not relevant", "relevant"],
+        ax=ax,
+        colorbar=False,
+    )
     ax.set_title(f"Confusion at threshold {threshold:.2f}")
     save(fig, "confusion_matrix")
 

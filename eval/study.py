@@ -281,9 +281,12 @@ class Study:
 
         def scorer(records: list[Judgment]) -> np.ndarray:
             ids = format_pairs(
-                tokenizer, fmt, [r.query for r in records], [r.text for r in records],
+                tokenizer,
+                fmt,
+                [r.query for r in records],
+                [r.text for r in records],
                 [r.title for r in records],
-            ).input_ids  # fmt: skip
+            ).input_ids
             states = compute_states(model, ids, first, dtype=dtype, cache=cache)
             return top_probabilities(model, first, states)
 

@@ -78,9 +78,16 @@ def main(args: Sequence[str] | None = None) -> None:
     write_synthetic(source, config.n, config.per_query)
     generated = time.perf_counter() - start
     command = [
-        sys.executable, "-m", "data.build", "--judgments", str(source), "--out", str(work / "dataset"),
-        "--balance", config.balance,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "data.build",
+        "--judgments",
+        str(source),
+        "--out",
+        str(work / "dataset"),
+        "--balance",
+        config.balance,
+    ]
     start = time.perf_counter()
     subprocess.run(command, check=True)
     elapsed = time.perf_counter() - start

@@ -62,8 +62,12 @@ def forward_flops(config, tokens: int, seq_len: int) -> float:
 
 
 def machine() -> dict:
-    info = {"machine": platform.machine(), "python": platform.python_version(), "torch": torch.__version__,
-            "threads": torch.get_num_threads()}  # fmt: skip
+    info = {
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+    }
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
     import transformers

@@ -111,8 +111,12 @@ def main(args: Sequence[str] | None = None) -> None:
     @torch.inference_mode()
     def paper() -> None:
         for start in range(0, len(input_ids), 40):
-            batch = tokenizer.pad({"input_ids": input_ids[start : start + 40]}, padding="max_length",
-                                  max_length=512, return_tensors="pt").to(device)  # fmt: skip
+            batch = tokenizer.pad(
+                {"input_ids": input_ids[start : start + 40]},
+                padding="max_length",
+                max_length=512,
+                return_tensors="pt",
+            ).to(device)
             model(**batch).logits.argmax(-1).cpu()
 
     seconds_paper = timed(paper, sync)
@@ -155,15 +159,25 @@ def main(args: Sequence[str] | None = None) -> None:
     for row in rows:
         row.append(row[1] / rows[1][1])
     header.append("× paper")
-    print_table(f"Grading throughput ({config.model}, {len(pairs)} TREC DL pairs, mean {real_tokens / len(pairs):.0f} tokens)",
-                header, rows, machine())  # fmt: skip
+    print_table(
+        f"Grading throughput ({config.model}, {len(pairs)} TREC DL pairs, mean {real_tokens / len(pairs):.0f} tokens)",
+        header,
+        rows,
+        machine(),
+    )
 
     latency_rows = []
     for hits in (10, 100):
         subset = input_ids[:hits]
-        times = [timed(lambda s=subset: classifier_probabilities(model, s, batch_size=config.batch_size,
-                                                                   max_batch_tokens=config.max_batch_tokens), sync)
-                 for _ in range(config.latency_repeats)]  # fmt: skip
+        times = [
+            timed(
+                lambda s=subset: classifier_probabilities(
+                    model, s, batch_size=config.batch_size, max_batch_tokens=config.max_batch_tokens
+                ),
+                sync,
+            )
+            for _ in range(config.latency_repeats)
+        ]
         latency_rows.append(
             [
                 f"1 query, {hits} hits",

@@ -40,10 +40,19 @@ def serve(latency: float) -> ThreadingHTTPServer:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             time.sleep(latency)
             reply = {
-                "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": "yes"}, "finish_reason": "stop"}],
+                "id": "x",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "yes"},
+                        "finish_reason": "stop",
+                    }
+                ],
                 "usage": {"prompt_tokens": 200, "completion_tokens": 1, "total_tokens": 201},
-            }  # fmt: skip
+            }
             data = json.dumps(reply).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")

@@ -72,9 +72,24 @@ def run_variant(config: BenchTrainingConfig) -> dict:
         if mode == "lora":
             from peft import LoraConfig, TaskType, get_peft_model
 
-            model = get_peft_model(model, LoraConfig(task_type=TaskType.SEQ_CLS, r=16, lora_alpha=32,
-                                                     target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
-                                                                     "up_proj", "down_proj"], modules_to_save=["score"]))  # fmt: skip
+            model = get_peft_model(
+                model,
+                LoraConfig(
+                    task_type=TaskType.SEQ_CLS,
+                    r=16,
+                    lora_alpha=32,
+                    target_modules=[
+                        "q_proj",
+                        "k_proj",
+                        "v_proj",
+                        "o_proj",
+                        "gate_proj",
+                        "up_proj",
+                        "down_proj",
+                    ],
+                    modules_to_save=["score"],
+                ),
+            )
     else:
         model, tokenizer = build_grader(
             GraderModelConfig(
@@ -85,15 +100,31 @@ def run_variant(config: BenchTrainingConfig) -> dict:
     n = config.steps * config.batch_size
     pairs = trec_dl_pairs(n)
     ids = format_pairs(tokenizer, fmt, [q for q, _ in pairs], [d for _, d in pairs]).input_ids
-    dataset = Dataset.from_dict({"input_ids": ids, "labels": [i % 2 for i in range(n)], "soft_targets": [0.0] * n,
-                                 "length": [len(x) for x in ids]})  # fmt: skip
+    dataset = Dataset.from_dict(
+        {
+            "input_ids": ids,
+            "labels": [i % 2 for i in range(n)],
+            "soft_targets": [0.0] * n,
+            "length": [len(x) for x in ids],
+        }
+    )
     args = GraderTrainingArguments(
-        output_dir=tempfile.mkdtemp(), max_steps=config.steps, per_device_train_batch_size=config.batch_size,
-        eval_strategy="no", save_strategy="no", load_best_model_at_end=False, report_to="none", logging_steps=1000,
-        bf16=bf16, use_cpu=device == "cpu", disable_tqdm=True, gradient_checkpointing=config.gradient_checkpointing,
-        train_sampling_strategy="group_by_length" if ours else "random", torch_compile=config.torch_compile,
+        output_dir=tempfile.mkdtemp(),
+        max_steps=config.steps,
+        per_device_train_batch_size=config.batch_size,
+        eval_strategy="no",
+        save_strategy="no",
+        load_best_model_at_end=False,
+        report_to="none",
+        logging_steps=1000,
+        bf16=bf16,
+        use_cpu=device == "cpu",
+        disable_tqdm=True,
+        gradient_checkpointing=config.gradient_checkpointing,
+        train_sampling_strategy="group_by_length" if ours else "random",
+        torch_compile=config.torch_compile,
         optim="adamw_torch_fused" if device == "cuda" else "adamw_torch",
-    )  # fmt: skip
+    )
     collator = GraderCollator(
         tokenizer.pad_token_id, pad_to_multiple_of=None if ours else config.max_length
     )

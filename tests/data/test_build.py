@@ -163,19 +163,30 @@ def test_train_only_judgments_reach_the_train_split_alone(tmp_path: Path):
 
     def judgments(path: Path, prefix: str, queries: int) -> Path:
         rows = [
-            {"qid": f"{prefix}{q}", "query": f"query {q}", "doc_id": f"{prefix}{q}-{d}",
-             "text": "text", "grade": 3 if d % 3 == 0 else 0}
-            for q in range(queries) for d in range(6)
-        ]  # fmt: skip
+            {
+                "qid": f"{prefix}{q}",
+                "query": f"query {q}",
+                "doc_id": f"{prefix}{q}-{d}",
+                "text": "text",
+                "grade": 3 if d % 3 == 0 else 0,
+            }
+            for q in range(queries)
+            for d in range(6)
+        ]
         path.write_text("".join(json.dumps(r) + "\n" for r in rows))
         return path
 
     main = judgments(tmp_path / "main.jsonl", "q", 20)
     extra = judgments(tmp_path / "extra.jsonl", "squad:", 5)
     manifest = build_dataset(
-        BuildConfig(judgments=[str(main)], train_only=[str(extra)], out=str(tmp_path / "ds"),
-                    save_dataset=False, validation_size=0.2)
-    )  # fmt: skip
+        BuildConfig(
+            judgments=[str(main)],
+            train_only=[str(extra)],
+            out=str(tmp_path / "ds"),
+            save_dataset=False,
+            validation_size=0.2,
+        )
+    )
     split_qids = {
         name: {json.loads(line)["qid"] for line in (tmp_path / "ds" / f"{name}.jsonl").open()}
         for name in ("train", "validation", "test")
@@ -186,6 +197,10 @@ def test_train_only_judgments_reach_the_train_split_alone(tmp_path: Path):
     assert manifest["train_only_sources"][0]["path"] == str(extra)
     with pytest.raises(ValueError, match="train_only"):
         build_dataset(
-            BuildConfig(judgments=[str(main)], train_only=[str(main)], out=str(tmp_path / "x"),
-                        save_dataset=False)
-        )  # fmt: skip
+            BuildConfig(
+                judgments=[str(main)],
+                train_only=[str(main)],
+                out=str(tmp_path / "x"),
+                save_dataset=False,
+            )
+        )

@@ -180,9 +180,24 @@ def test_kill_mid_run_then_resume_labels_every_pair_exactly_once(tmp_path: Path)
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     with FakeOpenAI() as server:
         command = [
-            sys.executable, "-m", "data.label", "--pairs", str(pairs), "--out", str(out), "--backend", "openai",
-            "--model", "fake", "--prompt", "binary", "--base_url", server.base_url, "--concurrency", "2",
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "data.label",
+            "--pairs",
+            str(pairs),
+            "--out",
+            str(out),
+            "--backend",
+            "openai",
+            "--model",
+            "fake",
+            "--prompt",
+            "binary",
+            "--base_url",
+            server.base_url,
+            "--concurrency",
+            "2",
+        ]
         process = subprocess.Popen(
             command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
@@ -212,9 +227,11 @@ def test_kill_mid_run_then_resume_labels_every_pair_exactly_once(tmp_path: Path)
 def test_qrels_backend_maps_grades_and_flags_unjudged(tmp_path: Path, adi_dir: Path):
     pairs = tmp_path / "pairs.jsonl"
     pairs.write_text(
-        json.dumps({"qid": "1", "query": "q", "doc_id": "17", "text": "t"}) + "\n"
-        + json.dumps({"qid": "1", "query": "q", "doc_id": "2", "text": "t"}) + "\n"
-    )  # fmt: skip
+        json.dumps({"qid": "1", "query": "q", "doc_id": "17", "text": "t"})
+        + "\n"
+        + json.dumps({"qid": "1", "query": "q", "doc_id": "2", "text": "t"})
+        + "\n"
+    )
     judge = JudgeConfig(backend="qrels", qrels=str(adi_dir / "qrels.tsv"), grade_map='{"1": 3}')
     label(LabelConfig(out=str(tmp_path / "j.jsonl"), pairs=str(pairs)), judge)
     first, second = read_records(tmp_path / "j.jsonl", Judgment)
@@ -271,9 +288,21 @@ def test_cli_reports_bad_pairs_with_file_and_line(tmp_path: Path):
         '{"qid": "1", "query": "q", "doc_id": "d", "text": "t"}\n{"qid": "1", "doc_id": "e", "text": "t"}\n'
     )
     result = subprocess.run(
-        [sys.executable, "-m", "data.label", "--pairs", str(pairs), "--backend", "qrels", "--qrels", "x.tsv"],
-        cwd=REPO, capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "data.label",
+            "--pairs",
+            str(pairs),
+            "--backend",
+            "qrels",
+            "--qrels",
+            "x.tsv",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 2
     assert f"{pairs}:2: query: Field required" in result.stderr
 
@@ -283,9 +312,17 @@ def test_labelling_a_judgments_file_never_passes_the_old_verdict_on(tmp_path: Pa
     verdict must replace it, not merge with it."""
     pairs = tmp_path / "split.jsonl"
     rows = [
-        {"qid": "q", "query": "query", "doc_id": "d0", "text": "[[id=d0 mode=ok rel=0]]", "grade": 3, "label": 1,
-         "judge": {"model": "teacher", "prompt": "qrels"}, "usage": {"input_tokens": 5}},
-    ]  # fmt: skip
+        {
+            "qid": "q",
+            "query": "query",
+            "doc_id": "d0",
+            "text": "[[id=d0 mode=ok rel=0]]",
+            "grade": 3,
+            "label": 1,
+            "judge": {"model": "teacher", "prompt": "qrels"},
+            "usage": {"input_tokens": 5},
+        },
+    ]
     pairs.write_text("".join(json.dumps(r) + "\n" for r in rows))
     with FakeOpenAI() as server:
         label(

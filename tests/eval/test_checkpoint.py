@@ -46,10 +46,15 @@ def test_zero_shot_evaluation_writes_metrics_predictions_and_plots(
     out = tmp_path / "eval"
     result = evaluate(
         CheckpointEvalConfig(
-            data=str(splits["test"]), out=str(out), model=str(tiny_model_dir), zero_shot=True,
-            calibration_data=str(splits["validation"]), labels="both", qrels=str(splits["qrels"]),
+            data=str(splits["test"]),
+            out=str(out),
+            model=str(tiny_model_dir),
+            zero_shot=True,
+            calibration_data=str(splits["validation"]),
+            labels="both",
+            qrels=str(splits["qrels"]),
         )
-    )  # fmt: skip
+    )
     assert set(result["metrics"]) == {"teacher", "human"}
     assert result["calibration"]["temperature"] > 0 and 0 <= result["threshold"] <= 1
     teacher = result["metrics"]["teacher"]
@@ -71,10 +76,13 @@ def test_threshold_is_never_fitted_on_the_evaluated_split(
     with pytest.raises(ValueError, match="must not be fitted on the evaluated split"):
         evaluate(
             CheckpointEvalConfig(
-                data=str(splits["test"]), out=str(tmp_path / "x"), model=str(tiny_model_dir), zero_shot=True,
+                data=str(splits["test"]),
+                out=str(tmp_path / "x"),
+                model=str(tiny_model_dir),
+                zero_shot=True,
                 calibration_data=str(splits["test"]),
             )
-        )  # fmt: skip
+        )
 
 
 def test_judgments_file_as_a_baseline(splits, tmp_path: Path):
@@ -112,10 +120,14 @@ def test_compare_builds_one_table_in_three_formats(splits, tmp_path: Path, tiny_
     for name in ("a", "b"):
         evaluate(
             CheckpointEvalConfig(
-                data=str(splits["test"]), out=str(tmp_path / name), model=str(tiny_model_dir), zero_shot=True,
-                plots=False, name=f"model-{name}",
+                data=str(splits["test"]),
+                out=str(tmp_path / name),
+                model=str(tiny_model_dir),
+                zero_shot=True,
+                plots=False,
+                name=f"model-{name}",
             )
-        )  # fmt: skip
+        )
         paths.append(str(tmp_path / name / "metrics.json"))
     rows = compare(CompareConfig(results=paths, out=str(tmp_path / "cmp")))
     assert [r["model"] for r in rows] == ["model-a", "model-b"]
@@ -132,9 +144,14 @@ def _lexical_split(path: Path, queries: range) -> Path:
             relevant = d % 3 == 0
             text = f"notes on topic{q} and more" if relevant else f"unrelated filler number {d}"
             rows.append(
-                {"qid": f"q{q}", "query": f"about topic{q}", "doc_id": f"{q}-{d}", "text": text,
-                 "grade": 3 if relevant else 0}
-            )  # fmt: skip
+                {
+                    "qid": f"q{q}",
+                    "query": f"about topic{q}",
+                    "doc_id": f"{q}-{d}",
+                    "text": text,
+                    "grade": 3 if relevant else 0,
+                }
+            )
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
@@ -168,13 +185,21 @@ def test_compare_flags_a_model_that_does_not_beat_the_baselines():
 
     def result(name: str, auc: float, baseline: str | None = None) -> dict:
         metrics = {"pairs": 10, "roc_auc": auc, "f1": 0.5, "threshold": 0.5}
-        return {"name": name, "config": {"baseline": baseline},
-                "metrics": {"human": {"at_0.5": metrics}}}  # fmt: skip
+        return {
+            "name": name,
+            "config": {"baseline": baseline},
+            "metrics": {"human": {"at_0.5": metrics}},
+        }
 
     rows = comparison_rows(
-        [result("bm25", 0.74, "bm25"), result("cosine", 0.79, "cosine"),
-         result("weak grader", 0.78), result("good grader", 0.86)], "human",
-    )  # fmt: skip
+        [
+            result("bm25", 0.74, "bm25"),
+            result("cosine", 0.79, "cosine"),
+            result("weak grader", 0.78),
+            result("good grader", 0.86),
+        ],
+        "human",
+    )
     verdicts = {r["model"]: r["beats_baselines"] for r in rows}
     assert verdicts == {"bm25": None, "cosine": None, "weak grader": False, "good grader": True}
     table = to_markdown(rows, "human")

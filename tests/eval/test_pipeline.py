@@ -18,6 +18,7 @@ def test_main_config_parses():
     assert (REPO / config.train_config).exists()
     assert (REPO / config.collection / "corpus.jsonl").exists()
     assert config.retrievers == ["bm25", "dense"] and config.rerank == "dense"
+    assert all((REPO / path).exists() for path in config.train_only)
 
 
 def small_trec_dl(root: Path, source: Path, queries: int = 10, docs_per_query: int = 30) -> Path:
@@ -71,11 +72,20 @@ def test_main_job_end_to_end_reduced(
     assert first.timings["train"] > 0
     run = tmp_path / "run"
     expected = [
-        "report.md", "summary.json", "eval/grader/metrics.json", "eval/grader/human_roc_curve.png",
-        "eval/zero-shot/metrics.json", "eval/judge/metrics.json", "export/model.safetensors", "export/README.md",
-        "search/metrics.json", "search/inferred_qrels.txt", "agreement/agreement.json",
-        "stages/train.json", "logs/train.log",
-    ]  # fmt: skip
+        "report.md",
+        "summary.json",
+        "eval/grader/metrics.json",
+        "eval/grader/human_roc_curve.png",
+        "eval/zero-shot/metrics.json",
+        "eval/judge/metrics.json",
+        "export/model.safetensors",
+        "export/README.md",
+        "search/metrics.json",
+        "search/inferred_qrels.txt",
+        "agreement/agreement.json",
+        "stages/train.json",
+        "logs/train.log",
+    ]
     for path in expected:
         assert (run / path).exists(), path
     assert set(summary["classification"]) == {"teacher", "human"}

@@ -118,10 +118,27 @@ def test_bulk_run_compare_and_inferred_qrels(adi_dir: Path, tmp_path: Path):
     write_trec_run(tmp_path / "worse.trec", worse)
     qrels = adi_dir / "qrels.tsv"
     result = subprocess.run(
-        [sys.executable, "-m", "eval.search", "--run", str(tmp_path / "c" / "bm25.trec"), "--compare", str(tmp_path / "worse.trec"),
-         "--corpus", str(adi_dir), "--labeler", f"qrels:{qrels}", "--out", str(tmp_path / "s"), "--k", "5"],
-        cwd=REPO, capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "eval.search",
+            "--run",
+            str(tmp_path / "c" / "bm25.trec"),
+            "--compare",
+            str(tmp_path / "worse.trec"),
+            "--corpus",
+            str(adi_dir),
+            "--labeler",
+            f"qrels:{qrels}",
+            "--out",
+            str(tmp_path / "s"),
+            "--k",
+            "5",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((tmp_path / "s" / "metrics.json").read_text())
     assert report["mean"]["bm25"]["ndcg@5"] > report["mean"]["worse"]["ndcg@5"]
@@ -170,10 +187,14 @@ def test_system_ranking_agreement_is_perfect_for_identical_labels(adi_dir: Path,
     judgments.write_text("".join(json.dumps(x) + "\n" for x in lines))
     result = agreement(
         SystemAgreementConfig(
-            runs=[str(r) for r in runs], corpus=str(adi_dir), labelers=[f"judgments:{judgments}"],
-            reference=f"qrels:{adi_dir / 'qrels.tsv'}", metric="ndcg@10", out=str(tmp_path / "agr"),
+            runs=[str(r) for r in runs],
+            corpus=str(adi_dir),
+            labelers=[f"judgments:{judgments}"],
+            reference=f"qrels:{adi_dir / 'qrels.tsv'}",
+            metric="ndcg@10",
+            out=str(tmp_path / "agr"),
         )
-    )  # fmt: skip
+    )
     assert result["agreement"][f"judgments:{judgments}"]["kendall_tau"] == pytest.approx(1.0)
     assert result["reference_ranking"][0] == "bm25"
 
@@ -211,8 +232,14 @@ def test_rest_eval_search_returns_metrics_hits_usage_and_debug(client):
     assert response.status_code == 200, response.text
     data = response.json()
     assert [h["relevant"] for h in data["hits"]] == [True, False, True]
-    assert data["hits"][0] == {"index": 0, "id": "d1", "fields": {"title": "Axon", "text": "Axon terminals are ..."},
-                               "relevant": True, "score": 0.5, "grade": 3}  # fmt: skip
+    assert data["hits"][0] == {
+        "index": 0,
+        "id": "d1",
+        "fields": {"title": "Axon", "text": "Axon terminals are ..."},
+        "relevant": True,
+        "score": 0.5,
+        "grade": 3,
+    }
     assert data["metrics"]["mrr"] == 1.0 and data["metrics"]["map"] == pytest.approx(
         (1 + 2 / 3) / 2
     )
@@ -304,9 +331,21 @@ def test_rest_through_a_real_uvicorn_with_a_grader(tiny_grader_dir: Path):
         port = s.getsockname()[1]
     env = {**os.environ, "GRADER_MODEL": str(tiny_grader_dir), "HF_HUB_OFFLINE": "1"}
     server = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "eval.api:app", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "eval.api:app",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         url = f"http://127.0.0.1:{port}"
         deadline = time.time() + 90

@@ -77,11 +77,13 @@ def test_study_end_to_end_on_a_tiny_model(tiny_model_dir: Path, trec_dl_dir: Pat
     data = root / "fold-0" / "data-all"
     plain = evaluate(
         CheckpointEvalConfig(
-            model=str(root / "fold-0" / "top" / "grader"), data=str(data / "test.jsonl"),
-            calibration_data=str(data / "validation.jsonl"), out=str(tmp_path / "plain"),
+            model=str(root / "fold-0" / "top" / "grader"),
+            data=str(data / "test.jsonl"),
+            calibration_data=str(data / "validation.jsonl"),
+            out=str(tmp_path / "plain"),
             plots=False,
         )
-    )  # fmt: skip
+    )
     cached = json.loads((root / "fold-0" / "top" / "metrics.json").read_text())
     for split in ("at_0.5", "at_validation_threshold"):
         a, b = plain["metrics"]["teacher"][split], cached["metrics"]["teacher"][split]

@@ -206,7 +206,11 @@ def test_every_mode_exports_with_the_checkpoints_scores_and_a_card_snippet_that_
     metrics = {"threshold": 0.3, "calibration": {"method": "temperature", "temperature": 1.3}}
     (tmp_path / "metrics.json").write_text(json.dumps(metrics))
     out = tmp_path / "export"
-    export(ExportConfig(checkpoint=str(tmp_path / "out"), out=str(out), metrics=str(tmp_path / "metrics.json")))  # fmt: skip
+    export(
+        ExportConfig(
+            checkpoint=str(tmp_path / "out"), out=str(out), metrics=str(tmp_path / "metrics.json")
+        )
+    )
     query, document = (
         "what is an axon terminal",
         "Axon terminals are the ends of an axon's branches.",

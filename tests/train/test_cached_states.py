@@ -58,9 +58,12 @@ def test_resume_from_a_checkpoint_gives_the_uninterrupted_result(
 ):
     """torchtune-style: stop after epoch 1, resume, and land on the same weights bit for bit."""
     model_config = GraderModelConfig(
-        model_name_or_path=str(tiny_model_dir), mode=mode, max_length=256, lora_r=4,
+        model_name_or_path=str(tiny_model_dir),
+        mode=mode,
+        max_length=256,
+        lora_r=4,
         trainable_layers=1,
-    )  # fmt: skip
+    )
     settings = dict(
         num_train_epochs=2, save_strategy="epoch", eval_strategy="no", learning_rate=5e-3
     )
@@ -135,9 +138,11 @@ def test_ignored_combinations_fail_before_any_model_loads(
 
 def test_top_layers_trains_only_the_top(tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path):
     model_config = GraderModelConfig(
-        model_name_or_path=str(tiny_model_dir), mode="top_layers", trainable_layers=1,
+        model_name_or_path=str(tiny_model_dir),
+        mode="top_layers",
+        trainable_layers=1,
         max_length=256,
-    )  # fmt: skip
+    )
     before, _ = build_grader(model_config)
     args = args_for(tmp_path, num_train_epochs=2, learning_rate=1e-2)
     train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args)
@@ -185,16 +190,25 @@ def test_the_head_can_train_at_its_own_learning_rate(
     from train.train import classifier_trainer, load_split
 
     model_config = GraderModelConfig(
-        model_name_or_path=str(tiny_model_dir), mode="top_layers", trainable_layers=1,
+        model_name_or_path=str(tiny_model_dir),
+        mode="top_layers",
+        trainable_layers=1,
         max_length=256,
-    )  # fmt: skip
+    )
     model, tokenizer = build_grader(model_config)
     fmt = GraderInputFormat.from_tokenizer(tokenizer, max_length=256)
     args = args_for(tmp_path, learning_rate=1e-4, head_learning_rate=1e-2, eval_strategy="no")
     trainer = classifier_trainer(
-        model, tokenizer, fmt, model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(),
-        args, load_split(tiny_dataset, "train"), None,
-    )  # fmt: skip
+        model,
+        tokenizer,
+        fmt,
+        model_config,
+        DataConfig(dataset=str(tiny_dataset)),
+        LossConfig(),
+        args,
+        load_split(tiny_dataset, "train"),
+        None,
+    )
     optimizer = trainer.create_optimizer()
     head = {id(p) for p in model.score.parameters()}
     rates = {
