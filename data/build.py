@@ -2,7 +2,7 @@
 
     python -m data.build --judgments runs/labels/judgments.jsonl --out runs/dataset
     python -m data.build --judgments a.jsonl b.jsonl --split_by pair --balance both --target_ratio 1.0
-    python -m data.build --config data/configs/build.yaml --seed 13
+    python -m data.build --config my-build.yaml --seed 13   # a YAML of the fields below
 
 Steps, in order:
 1. read the judgments (strict: stop at the first bad line with ``file:line: field: problem``;

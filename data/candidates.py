@@ -2,7 +2,7 @@
 
     python -m data.candidates --collection data/collections/trec-dl-2019-passage --out runs/candidates
     python -m data.candidates --collection data/collections/adi --retrievers bm25 --k 5 --out /tmp/adi
-    python -m data.candidates --config data/configs/candidates.yaml --k 100
+    python -m data.candidates --config my-candidates.yaml --k 100   # a YAML of the fields below
 
 Each retriever writes ``{out}/{name}.pairs.jsonl`` (pairs with ``rank`` and ``retriever_score``)
 and ``{out}/{name}.trec`` (a TREC run), so later steps can label and compare them. Retrievers:

@@ -9,7 +9,7 @@
     # any OpenAI-compatible endpoint (OpenAI, vLLM server, Ollama, llama.cpp server)
     python -m data.label --pairs pairs.jsonl --backend openai --base_url http://localhost:8000/v1 \\
         --model meta-llama/Llama-3.1-70B-Instruct --prompt binary-cot --concurrency 32 --out judgments.jsonl
-    python -m data.label --config data/configs/label-openai.yaml --sample 1000
+    python -m data.label --config my-judge.yaml --sample 1000   # a YAML of the fields below
 
 Pairs come from a pairs JSONL (``--pairs``) or from a BEIR collection plus a TREC run
 (``--collection DIR --run RUN``) or its judged pool (``--pool_from_qrels true``).
