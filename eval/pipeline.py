@@ -94,6 +94,13 @@ class PipelineConfig:
     max_length: int = field(
         default=256, metadata={"help": "Grader input tokens (TREC passages are short)."}
     )
+    state_cache: str | None = field(
+        default=None,
+        metadata={
+            "help": "frozen / top_layers: cached states shared across runs on this machine "
+            "(default: the model cache's states/ folder; 'none' to keep them in memory)."
+        },
+    )
     # Baselines
     zero_shot: bool = field(
         default=True, metadata={"help": "Evaluate the zero-shot student (P(yes))."}
@@ -168,6 +175,10 @@ class Pipeline:
         self.config = config
         self.root = Path(config.run_dir)
         self.timings: dict[str, float] = {}
+        from train.cached_states import default_state_cache
+
+        cache = config.state_cache or str(default_state_cache())
+        self.state_cache = None if cache == "none" else cache
 
     def path(self, *parts: str) -> Path:
         return self.root.joinpath(*parts)
@@ -265,6 +276,7 @@ class Pipeline:
                     max_length=c.max_length,
                     report_to="none",
                     seed=c.seed,
+                    state_cache=self.state_cache,
                 )
                 + c.train_args,
                 inputs=[c.train_config, str(dataset), *student],

@@ -16,7 +16,7 @@ A learning curve trains ``learning_curve_model`` on growing shares of each fold'
 queries. Writes ``out/study.md`` (mean ± sd per metric, per-fold rows, whether a model beats both
 baselines in every fold), ``out/study.json``, plots, and per fold and model the usual
 ``metrics.json``. Finished folds and models are skipped on a re-run (fingerprinted like the main
-job's stages); cached states are shared by all folds (``out/state-cache``).
+job's stages); cached states are shared by all folds and with the main job (``state_cache``).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, label_from_grade
 from eval.baselines import BASELINES
 from eval.checkpoint import CheckpointEvalConfig, Scorer, evaluate
 from models.builder import CACHED_STATE_MODES, GraderModelConfig
+from train.cached_states import default_state_cache
 
 logger = logging.getLogger(__name__)
 METRICS = ("roc_auc", "pr_auc", "f1", "kappa", "precision", "recall")
@@ -80,6 +81,13 @@ class StudyConfig:
     )
     learning_curve_folds: int = field(
         default=0, metadata={"help": "Folds that get the learning curve (0: all; time budget)."}
+    )
+    state_cache: str | None = field(
+        default=None,
+        metadata={
+            "help": "Cached bottom-layer states, shared with other runs on this machine "
+            "(default: the model cache's states/ folder)."
+        },
     )
     label_threshold: int = field(default=DEFAULT_RELEVANCE_THRESHOLD)
     batch_size: int = field(default=32)
@@ -162,6 +170,7 @@ class Study:
     def __init__(self, config: StudyConfig) -> None:
         self.config = config
         self.root = Path(config.out)
+        self.state_cache = Path(config.state_cache or default_state_cache())
         self.extra_train: list[dict[str, Any]] = []
         for path in config.train_only:
             self.extra_train += [
@@ -237,7 +246,7 @@ class Study:
                 seed=c.seed,
                 save_strategy="no",
                 load_best_model_at_end=False,
-                state_cache=self.root / "state-cache",
+                state_cache=self.state_cache,
                 disable_tqdm=True,
             )
             parsed = parse_config(
@@ -274,9 +283,7 @@ class Study:
         fmt = GraderInputFormat.from_dict(read_grader_config(grader)["input_format"])
         trained = 0 if model_config.mode == "frozen" else model_config.trainable_layers
         first = split_index(model, trained)
-        cache = StateCache(
-            self.root / "state-cache", state_cache_key(model_config.model_name_or_path)
-        )
+        cache = StateCache(self.state_cache, state_cache_key(model_config.model_name_or_path))
         dtype = resolve_state_dtype(training_args.state_dtype, "cpu")
 
         def scorer(records: list[Judgment]) -> np.ndarray:

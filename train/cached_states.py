@@ -56,6 +56,13 @@ class GraderTop(torch.nn.Module):
         return SequenceClassifierOutput(logits=self.score(pooled))
 
 
+def default_state_cache() -> Path:
+    """The machine-wide state cache (beside the converted models), shared by runs and studies."""
+    from models.resolve import cache_dir
+
+    return cache_dir() / "states"
+
+
 def state_cache_key(model_name_or_path: str) -> str:
     """How a state cache names a base model: a local folder by its weights, a name by itself."""
     from data.io import sha256_path
