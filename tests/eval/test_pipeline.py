@@ -60,6 +60,7 @@ def test_main_job_end_to_end_reduced(
         retrievers=["bm25"],
         rerank="bm25",
         k=5,
+        state_cache=str(tmp_path / "states"),
     )
     broken = dataclasses.replace(config, train_args=["--mode", "frozne"])
     with pytest.raises(StageFailed, match="train") as failure:

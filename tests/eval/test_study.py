@@ -55,6 +55,7 @@ def test_study_end_to_end_on_a_tiny_model(tiny_model_dir: Path, trec_dl_dir: Pat
         models=["bm25", "top=train/configs/smollm2-135m-top.yaml"],
         train_args=["--num_train_epochs", "1", "--trainable_layers", "1"],
         learning_curve=[0.5],
+        state_cache=str(tmp_path / "states"),
     )
     summary = Study(config).run()
     root = tmp_path / "study"
