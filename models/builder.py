@@ -31,6 +31,8 @@ GENERATIVE_MODES = ("generative", "generative-lora")
 CACHED_STATE_MODES = ("frozen", "top_layers")
 DTYPES = ("float32", "bfloat16", "float16")
 GRADER_CONFIG_FILE = "grader_config.json"
+# Every linear layer of a Llama decoder block: LoRA's default targets.
+LLAMA_LINEAR_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 def is_generative(mode: str) -> bool:
@@ -50,17 +52,7 @@ class GraderModelConfig:
     lora_r: int = field(default=16)
     lora_alpha: int = field(default=32)
     lora_dropout: float = field(default=0.05)
-    lora_target_modules: list[str] = field(
-        default_factory=lambda: [
-            "q_proj",
-            "k_proj",
-            "v_proj",
-            "o_proj",
-            "gate_proj",
-            "up_proj",
-            "down_proj",
-        ]
-    )
+    lora_target_modules: list[str] = field(default_factory=lambda: list(LLAMA_LINEAR_MODULES))
     dtype: str = choice("float32", DTYPES, "Weights dtype.")
     max_length: int = field(
         default=512, metadata={"help": "Tokens per input (documents are cut to fit)."}

@@ -63,6 +63,7 @@ def run_variant(config: BenchTrainingConfig) -> dict:
         from transformers import LlamaForSequenceClassification
 
         from models.assets import TINY_TOKENIZER
+        from models.builder import LLAMA_LINEAR_MODULES
         from models.resolve import load_tokenizer
 
         tokenizer = load_tokenizer(str(TINY_TOKENIZER))
@@ -78,15 +79,7 @@ def run_variant(config: BenchTrainingConfig) -> dict:
                     task_type=TaskType.SEQ_CLS,
                     r=16,
                     lora_alpha=32,
-                    target_modules=[
-                        "q_proj",
-                        "k_proj",
-                        "v_proj",
-                        "o_proj",
-                        "gate_proj",
-                        "up_proj",
-                        "down_proj",
-                    ],
+                    target_modules=list(LLAMA_LINEAR_MODULES),
                     modules_to_save=["score"],
                 ),
             )
