@@ -281,10 +281,9 @@ class Study:
         model, tokenizer = load_trained(grader)
         model.eval()
         fmt = GraderInputFormat.from_dict(read_grader_config(grader)["input_format"])
-        trained = 0 if model_config.mode == "frozen" else model_config.trainable_layers
-        first = split_index(model, trained)
+        first = split_index(model, model_config.trained_layers)
         cache = StateCache(self.state_cache, state_cache_key(model_config.model_name_or_path))
-        dtype = resolve_state_dtype(training_args.state_dtype, "cpu")
+        dtype = resolve_state_dtype(training_args.state_dtype, training_args.device)
 
         def scorer(records: list[Judgment]) -> np.ndarray:
             ids = format_pairs(

@@ -72,6 +72,11 @@ class GraderModelConfig:
     def generative(self) -> bool:
         return is_generative(self.mode)
 
+    @property
+    def trained_layers(self) -> int:
+        """Decoder layers that train in the cached-state modes (0: frozen, head only)."""
+        return 0 if self.mode == "frozen" else self.trainable_layers
+
 
 def build_grader(config: GraderModelConfig) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The model to train for ``config.mode`` (with the right parameters trainable) and its tokenizer."""
@@ -83,7 +88,7 @@ def build_grader(config: GraderModelConfig) -> tuple[PreTrainedModel, PreTrained
     if config.mode in CACHED_STATE_MODES:
         from models.backbone import decoder, split_index
 
-        trained = 0 if config.mode == "frozen" else config.trainable_layers
+        trained = config.trained_layers
         first = split_index(model, trained)
         stack = decoder(model)
         for parameter in model.parameters():

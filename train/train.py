@@ -366,9 +366,7 @@ def _cached_state_datasets(
         state_cache_key,
     )
 
-    first = split_index(
-        model, 0 if model_config.mode == "frozen" else model_config.trainable_layers
-    )
+    first = split_index(model, model_config.trained_layers)
     device = args.device
     dtype = resolve_state_dtype(args.state_dtype, device)
     model.to(device).eval()
