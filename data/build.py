@@ -35,7 +35,15 @@ from typing import Any
 import numpy as np
 
 from data.cli import parse_config, run_main
-from data.io import RecordError, read_records, sha256_file, write_json, write_jsonl
+from data.io import (
+    RecordError,
+    check_replaceable,
+    read_records,
+    replace_folder,
+    sha256_file,
+    write_json,
+    write_jsonl,
+)
 from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, label_from_grade
 
 logger = logging.getLogger(__name__)
@@ -98,6 +106,9 @@ class BuildConfig:
     )
     save_dataset: bool = field(
         default=True, metadata={"help": "Also save a datasets.DatasetDict (dataset/)."}
+    )
+    overwrite: bool = field(
+        default=False, metadata={"help": "Replace a non-empty --out that is not a built dataset."}
     )
 
 
@@ -252,6 +263,7 @@ def build_dataset(config: BuildConfig) -> dict[str, Any]:
         raise ValueError(f"balance: expected one of {BALANCE_MODES}, got {config.balance!r}")
     if not config.judgments:
         raise ValueError("judgments: give at least one judgments JSONL file")
+    check_replaceable(config.out, "manifest.json", config.overwrite, "dataset")
     rows, cleaning = load_judgments(config)
     if not rows:
         raise ValueError("no usable judgments (every record was an error, a duplicate or skipped)")
@@ -298,14 +310,6 @@ def build_dataset(config: BuildConfig) -> dict[str, Any]:
     }
     after = {name: _counts(items) for name, items in split_rows.items()}
 
-    out = Path(config.out)
-    for name, items in split_rows.items():
-        write_jsonl(
-            out / f"{name}.jsonl",
-            ({k: v for k, v in row.items() if v is not None} for row in items),
-        )
-    if config.save_dataset:
-        _save_dataset_dict(split_rows, out / "dataset")
     manifest = {
         "counts_before_balancing": before,
         "counts": after,
@@ -317,7 +321,17 @@ def build_dataset(config: BuildConfig) -> dict[str, Any]:
         "seed": config.seed,
         "config": asdict(config),
     }
-    write_json(out / "manifest.json", manifest)
+    # The folder is replaced as one unit: a kill mid-write leaves the previous dataset whole, and
+    # splits of an earlier build (a validation split no longer asked for) do not survive.
+    with replace_folder(config.out) as out:
+        for name, items in split_rows.items():
+            write_jsonl(
+                out / f"{name}.jsonl",
+                ({k: v for k, v in row.items() if v is not None} for row in items),
+            )
+        if config.save_dataset:
+            _save_dataset_dict(split_rows, out / "dataset")
+        write_json(out / "manifest.json", manifest)  # last: its presence marks a finished build
     return manifest
 
 

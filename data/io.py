@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -144,6 +145,51 @@ def atomic_writer(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def check_replaceable(
+    target: str | os.PathLike[str], marker: str, overwrite: bool, what: str
+) -> None:
+    """Refuse, before any work, to replace a folder this command did not write.
+
+    A folder is ours when it holds ``marker`` (a file written last, on success); any other
+    non-empty folder may hold a user's files and is replaced only with ``overwrite``.
+    """
+    target = Path(target)
+    if target.exists() and not target.is_dir():
+        raise NotADirectoryError(f"{target}: exists and is not a folder")
+    ours = (target / marker).exists()
+    if target.is_dir() and not ours and not overwrite and any(target.iterdir()):
+        raise FileExistsError(
+            f"{target}: not empty and not a previous {what} (no {marker}); choose another "
+            "--out or pass --overwrite true to replace it"
+        )
+
+
+@contextlib.contextmanager
+def replace_folder(target: str | os.PathLike[str]) -> Iterator[Path]:
+    """``with replace_folder(out) as tmp:`` writes into a temporary folder beside ``out``.
+
+    On success the temporary folder takes ``out``'s place by rename (the old one is removed after),
+    so readers see the old folder or the new one, never a mix; on failure it is removed and
+    ``out`` is left as it was.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.new-", dir=target.parent))
+    try:
+        yield tmp
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    tmp.chmod(0o755)  # mkdtemp's 0700 would make the result private
+    old = None
+    if target.exists():
+        old = target.parent / f".{target.name}.old-{tmp.name.rsplit('-', 1)[-1]}"
+        os.replace(target, old)
+    os.replace(tmp, target)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def write_json(path: str | os.PathLike[str], obj: Any) -> None:

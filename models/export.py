@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import logging
-import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +28,7 @@ import numpy as np
 import torch
 
 from data.cli import parse_config, run_main
+from data.io import check_replaceable, replace_folder
 from data.records import DEFAULT_RELEVANCE_THRESHOLD
 from models.builder import GRADER_CONFIG_FILE, is_generative, load_trained, read_grader_config
 from models.resolve import LABEL_NAMES
@@ -54,7 +54,16 @@ SAMPLE_PAIRS = [
 @dataclass
 class ExportConfig:
     checkpoint: str = field(default="runs/grader", metadata={"help": "Trained grader checkpoint."})
-    out: str = field(default="runs/export/grader", metadata={"help": "Export folder (replaced)."})
+    out: str = field(
+        default="runs/export/grader",
+        metadata={
+            "help": "Export folder; a previous export there is replaced once the new one passes."
+        },
+    )
+    overwrite: bool = field(
+        default=False,
+        metadata={"help": "Replace a non-empty --out that is not a previous export."},
+    )
     metrics: str | None = field(
         default=None,
         metadata={"help": "metrics.json from eval.checkpoint: threshold, calibration, results."},
@@ -71,6 +80,9 @@ class ExportConfig:
     dtype: str = field(default="float32", metadata={"help": "Exported weights dtype."})
     model_name: str | None = field(default=None, metadata={"help": "Name in the model card."})
     license: str = field(default="apache-2.0", metadata={"help": "Licence in the model card."})
+
+
+EXPORT_MARKER = "export_check.json"  # written last: a folder holding it is a finished export
 
 
 class RoundTripError(ValueError):
@@ -146,10 +158,22 @@ def _sample_pairs(config: ExportConfig) -> list[tuple[str, str]]:
     return pairs
 
 
+def _check_out(checkpoint: Path, out: Path, overwrite: bool) -> None:
+    """Refuse an --out that would destroy the checkpoint or a user's folder, before any work."""
+    source, target = checkpoint.resolve(), out.resolve()
+    if target == source or source.is_relative_to(target) or target.is_relative_to(source):
+        raise ValueError(
+            f"out: {out} overlaps the checkpoint {checkpoint}; export to a separate folder"
+        )
+    check_replaceable(out, EXPORT_MARKER, overwrite, "export")
+
+
 def export(config: ExportConfig) -> dict[str, Any]:
     from models.grader import Grader
 
     checkpoint = Path(config.checkpoint)
+    out = Path(config.out)
+    _check_out(checkpoint, out, config.overwrite)
     info = read_grader_config(checkpoint)
     if not info:
         raise FileNotFoundError(f"{checkpoint}: no {GRADER_CONFIG_FILE} (not a grader checkpoint)")
@@ -180,34 +204,34 @@ def export(config: ExportConfig) -> dict[str, Any]:
         "label_names": list(LABEL_NAMES),
     }
     model.config.grader = description
-    out = Path(config.out)
-    if out.exists():
-        shutil.rmtree(out)
-    model.save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
-    (out / GRADER_CONFIG_FILE).write_text(
-        json.dumps(description, indent=2, ensure_ascii=False) + "\n"
-    )
-    (out / "README.md").write_text(model_card(description, config))
-
-    # Round trip: plain transformers on the export vs our inference path on the checkpoint.
-    pairs = _sample_pairs(config)
-    reference = Grader.from_pretrained(checkpoint, device="cpu", dtype=torch.float32)
-    expected = reference.raw_probabilities([q for q, _ in pairs], [d for _, d in pairs])
-    actual = plain_transformers_probabilities(out, pairs)
-    difference = float(np.max(np.abs(expected - actual)))
-    if difference > config.tolerance:
-        raise RoundTripError(
-            f"export {out} does not reproduce {checkpoint}: max |ΔP(relevant)| = {difference:.2e} over "
-            f"{len(pairs)} pairs (tolerance {config.tolerance:.0e})"
+    with replace_folder(out) as staging:
+        model.save_pretrained(staging, safe_serialization=True)
+        tokenizer.save_pretrained(staging)
+        (staging / GRADER_CONFIG_FILE).write_text(
+            json.dumps(description, indent=2, ensure_ascii=False) + "\n"
         )
-    report = {
-        "out": str(out),
-        "pairs_checked": len(pairs),
-        "max_abs_difference": difference,
-        "tolerance": config.tolerance,
-    }
-    (out / "export_check.json").write_text(json.dumps(report, indent=2) + "\n")
+        (staging / "README.md").write_text(model_card(description, config))
+
+        # Round trip: plain transformers on the export vs our inference path on the checkpoint;
+        # a failure leaves the previous export in place.
+        pairs = _sample_pairs(config)
+        reference = Grader.from_pretrained(checkpoint, device="cpu", dtype=torch.float32)
+        expected = reference.raw_probabilities([q for q, _ in pairs], [d for _, d in pairs])
+        actual = plain_transformers_probabilities(staging, pairs)
+        difference = float(np.max(np.abs(expected - actual)))
+        if difference > config.tolerance:
+            raise RoundTripError(
+                f"export {out} does not reproduce {checkpoint}: max |ΔP(relevant)| = "
+                f"{difference:.2e} over {len(pairs)} pairs (tolerance {config.tolerance:.0e}); "
+                "the previous export, if any, is unchanged"
+            )
+        report = {
+            "out": str(out),
+            "pairs_checked": len(pairs),
+            "max_abs_difference": difference,
+            "tolerance": config.tolerance,
+        }
+        (staging / EXPORT_MARKER).write_text(json.dumps(report, indent=2) + "\n")
     return report
 
 

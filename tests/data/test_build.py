@@ -204,3 +204,41 @@ def test_train_only_judgments_reach_the_train_split_alone(tmp_path: Path):
                 save_dataset=False,
             )
         )
+
+
+def test_the_dataset_folder_is_replaced_as_one_unit(
+    judgments: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    import data.build as build_module
+
+    out = tmp_path / "ds"
+    build_dataset(BuildConfig(judgments=[str(judgments)], out=str(out), save_dataset=False))
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt  # a kill after the splits were written, before the manifest
+
+    monkeypatch.setattr(build_module, "_save_dataset_dict", killed)
+    with pytest.raises(KeyboardInterrupt):
+        build_dataset(BuildConfig(judgments=[str(judgments)], out=str(out), seed=7))
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+    monkeypatch.undo()
+    build_dataset(
+        BuildConfig(
+            judgments=[str(judgments)], out=str(out), validation_size=0, save_dataset=False
+        )
+    )
+    assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "test.jsonl", "train.jsonl"]
+
+
+def test_build_refuses_a_folder_it_did_not_write(judgments: Path, tmp_path: Path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("keep me")
+    config = BuildConfig(judgments=[str(judgments)], out=str(tmp_path / "mine"))
+    with pytest.raises(FileExistsError, match="not a previous dataset"):
+        build_dataset(config)
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
+    build_dataset(BuildConfig(**{**vars(config), "overwrite": True, "save_dataset": False}))
+    assert not (tmp_path / "mine" / "notes.txt").exists()

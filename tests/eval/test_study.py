@@ -14,11 +14,13 @@ from tests.eval.test_pipeline import small_trec_dl
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_study_config_parses():
-    (config,) = parse_config([StudyConfig], ["--config", str(REPO / "eval/configs/study.yaml")])
-    assert config.folds == 5 and set(config.trained_models()) == {"frozen", "top4"}
-    for path in config.trained_models().values():
-        assert (REPO / path).exists()
+@pytest.mark.parametrize("path", sorted((REPO / "eval/configs").glob("study*.yaml")), ids=str)
+def test_study_configs_parse(path: Path):
+    (config,) = parse_config([StudyConfig], ["--config", str(path)])
+    assert config.folds == 5 and "top4" in config.trained_models()
+    for train_config in config.trained_models().values():
+        assert (REPO / train_config).exists()
+    assert all((REPO / extra).exists() for extra in config.train_only)
 
 
 def test_folds_never_share_a_query_and_cover_them_all(trec_dl_dir: Path):

@@ -102,6 +102,36 @@ def test_round_trip_mismatch_fails_loudly(
         export(ExportConfig(checkpoint=str(lora_checkpoint / "out"), out=str(tmp_path / "bad")))
 
 
+def test_export_never_destroys_the_checkpoint_or_a_users_folder(
+    lora_checkpoint: Path, tmp_path: Path
+):
+    checkpoint = lora_checkpoint / "out"
+    before = sorted(p.name for p in checkpoint.iterdir())
+    for out in (checkpoint, checkpoint / "export", lora_checkpoint):
+        with pytest.raises(ValueError, match="overlaps the checkpoint"):
+            export(ExportConfig(checkpoint=str(checkpoint), out=str(out)))
+    assert sorted(p.name for p in checkpoint.iterdir()) == before
+    users = tmp_path / "mine"
+    users.mkdir()
+    (users / "notes.txt").write_text("keep me")
+    with pytest.raises(FileExistsError, match="not a previous export"):
+        export(ExportConfig(checkpoint=str(checkpoint), out=str(users)))
+    assert (users / "notes.txt").read_text() == "keep me"
+
+
+def test_a_failed_export_leaves_the_previous_export_in_place(
+    exported: Path, lora_checkpoint: Path, monkeypatch: pytest.MonkeyPatch
+):
+    before = {p.name: p.read_bytes() for p in exported.iterdir() if p.is_file()}
+    monkeypatch.setattr(
+        export_module, "plain_transformers_probabilities", lambda d, p: np.zeros(len(p))
+    )
+    with pytest.raises(RoundTripError, match="previous export, if any, is unchanged"):
+        export(ExportConfig(checkpoint=str(lora_checkpoint / "out"), out=str(exported)))
+    assert {p.name: p.read_bytes() for p in exported.iterdir() if p.is_file()} == before
+    assert [p.name for p in exported.parent.iterdir() if p.name.startswith(".")] == []
+
+
 def test_grader_loads_the_export_and_applies_threshold_and_calibration(
     exported: Path, lora_checkpoint: Path
 ):
