@@ -202,10 +202,21 @@ class Backend:
             rationale=verdict.rationale,
         )
 
-    def judgment_from_replies(self, pair: Pair, replies: Sequence[str], usage: Usage) -> Judgment:
-        """Parse every sampled reply; the majority verdict, or an error when none parses."""
+    def judgment_from_replies(
+        self,
+        pair: Pair,
+        replies: Sequence[str],
+        usage: Usage,
+        finished: Sequence[bool] | None = None,
+    ) -> Judgment:
+        """Parse every finished sampled reply; the majority verdict, or an error when none parses
+        (a cut-off reply is read only for direct prompts, whose answer comes first: other text
+        may stop mid-analysis)."""
         verdicts, problem = [], ""
-        for text in replies:
+        for index, text in enumerate(replies):
+            if finished is not None and not finished[index] and not self.prompt.direct_answer:
+                problem = "reply cut off at the token limit"
+                continue
             try:
                 verdicts.append(parse_reply(self.prompt, text))
             except ParseError as exc:
@@ -268,6 +279,21 @@ class QrelsBackend(Backend):
                     pair, Verdict(grade=grade, label=label_from_grade(grade), confidence=1.0)
                 )
             )
+
+
+class MalformedResponse(ValueError):
+    """A 200 reply whose body is not a chat completion (invalid JSON, text/plain, no choices)."""
+
+
+def _first_choice(response: Any) -> tuple[str, bool]:
+    """(text, finished) of a chat completion's first choice; MalformedResponse for anything else."""
+    choices = getattr(response, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        shown = response if isinstance(response, str) else type(response).__name__
+        raise MalformedResponse(f"malformed response body: {str(shown)[:120]!r}")
+    message = getattr(choices[0], "message", None)
+    text = getattr(message, "content", None) or ""
+    return text, getattr(choices[0], "finish_reason", "stop") != "length"
 
 
 class OpenAIBackend(Backend):
@@ -342,6 +368,7 @@ class OpenAIBackend(Backend):
                 for _attempt in range(self.config.parse_retries + 1):
                     try:
                         response = await self.client.chat.completions.create(**self._request(pair))
+                        choice, finished = _first_choice(response)
                     except self.openai.APIError as exc:
                         # The SDK already retried what is retryable; this pair failed.
                         status = getattr(exc, "status_code", None)
@@ -351,12 +378,23 @@ class OpenAIBackend(Backend):
                             usage,
                             error=f"request failed ({status or type(exc).__name__}): {exc}",
                         )
+                    except ValueError as exc:  # invalid JSON, text/plain: this pair alone fails
+                        detail = (
+                            str(exc)
+                            if isinstance(exc, MalformedResponse)
+                            else f"malformed response body: invalid JSON ({exc})"
+                        )
+                        return self.judgment(pair, None, usage, error=f"request failed: {detail}")
                     if response.usage:
                         usage.input_tokens += response.usage.prompt_tokens or 0
                         usage.output_tokens += response.usage.completion_tokens or 0
-                    text = (response.choices[0].message.content or "") if response.choices else ""
+                    if not finished and not self.prompt.direct_answer:
+                        # Text inside an unfinished analysis is not a verdict; a direct answer
+                        # comes first, so a cut-off direct reply still holds it.
+                        problem = "reply cut off at the token limit (finish_reason=length)"
+                        continue
                     try:
-                        verdicts.append(parse_reply(self.prompt, text))
+                        verdicts.append(parse_reply(self.prompt, choice))
                         break
                     except ParseError as exc:
                         problem = str(exc)
@@ -484,6 +522,10 @@ class HFBackend(Backend):
                     )
                 new_tokens = output[:, encoded["input_ids"].shape[1] :]
                 texts = self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
+                # A reply without an end-of-sequence token ran into max_new_tokens.
+                eos = self.model.generation_config.eos_token_id
+                eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
+                complete = [bool(eos_ids & set(row.tolist())) or not eos_ids for row in new_tokens]
                 for i, text in enumerate(texts):
                     replies[i // samples].append(text)
                 for row, pair in enumerate(chunk):
@@ -491,7 +533,14 @@ class HFBackend(Backend):
                     generated = new_tokens[row * samples : (row + 1) * samples]
                     out_tokens = int((generated != self.tokenizer.pad_token_id).sum())
                     usage = Usage(input_tokens=prompt_tokens * samples, output_tokens=out_tokens)
-                    on_result(self.judgment_from_replies(pair, replies[row], usage))
+                    on_result(
+                        self.judgment_from_replies(
+                            pair,
+                            replies[row],
+                            usage,
+                            complete[row * samples : (row + 1) * samples],
+                        )
+                    )
         finally:
             self.tokenizer.padding_side = "right"
 
@@ -531,7 +580,14 @@ class VLLMBackend(Backend):
                     input_tokens=len(output.prompt_token_ids or []),
                     output_tokens=sum(len(c.token_ids) for c in output.outputs),
                 )
-                on_result(self.judgment_from_replies(pair, [c.text for c in output.outputs], usage))
+                on_result(
+                    self.judgment_from_replies(
+                        pair,
+                        [c.text for c in output.outputs],
+                        usage,
+                        [c.finish_reason != "length" for c in output.outputs],
+                    )
+                )
 
 
 def make_backend(config: JudgeConfig, prompt: Prompt) -> Backend:

@@ -168,12 +168,20 @@ def parse_reply(prompt: Prompt, text: str) -> Verdict:
     )
 
 
+# A direct answer: the reply is the answer word, optionally after a label ("Score: 3") and followed
+# by punctuation or the end ("Yes.", "Yes, because ..."). "No idea" or "I can't say yes or no" are
+# not answers: an answer word merely somewhere in the text is not a verdict.
+_DIRECT_ANSWER = re.compile(
+    r"^(?:(?:answer|verdict|score|grade|relevance|relevant)\s*[:=-]\s*)?([a-z]+|\d)"
+    r"(?=$|\s*[.,;:!)\n])"
+)
+
+
 def _parse_direct(prompt: Prompt, text: str) -> Verdict:
     cleaned = text.strip().strip(".!\"'`*").lower()
     if cleaned in prompt.answers:
         return prompt.verdict_from_answer(prompt.answers[cleaned])
-    # The first answer word that appears on its own ("Yes, because ...", "Score: 2").
-    for token in re.findall(r"[a-z]+|\d", cleaned):
-        if token in prompt.answers:
-            return prompt.verdict_from_answer(prompt.answers[token])
+    match = _DIRECT_ANSWER.match(re.sub(r"[*`_]", "", cleaned))  # markdown emphasis
+    if match and match.group(1) in prompt.answers:
+        return prompt.verdict_from_answer(prompt.answers[match.group(1)])
     raise ParseError(f"expected one of {sorted(prompt.answers)}, got {text[:200]!r}")

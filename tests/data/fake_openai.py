@@ -8,7 +8,10 @@ MODE and counts requests per ID:
 - ``429-once``: HTTP 429 with Retry-After: 1 the first time, valid afterwards;
 - ``500-twice``: HTTP 500 twice, valid afterwards;
 - ``slow``: sleeps past any short client timeout;
-- ``delay``: valid after 0.1 s (for kill-and-resume tests).
+- ``delay``: valid after 0.1 s (for kill-and-resume tests);
+- ``truncated-once``: the first reply stops mid-analysis (``finish_reason: length``);
+- ``not-json`` / ``text-plain``: a 200 whose body is invalid JSON / a text/plain page;
+- ``reply=TEXT``: answers TEXT verbatim (underscores for spaces).
 """
 
 from __future__ import annotations
@@ -53,7 +56,18 @@ class FakeOpenAI:
                     time.sleep(3)
                 if mode == "delay":
                     time.sleep(0.1)
-                if mode == "garbage" or (mode == "garbage-once" and count == 1):
+                if mode in ("not-json", "text-plain"):
+                    return self._send_raw(
+                        200,
+                        b'{"choices": [' if mode == "not-json" else b"<html>Bad gateway</html>",
+                        "application/json" if mode == "not-json" else "text/plain",
+                    )
+                finish = "stop"
+                if mode == "truncated-once" and count == 1:
+                    text, finish = '{"analysis": "The passage is relevant: yes, it', "length"
+                elif mode.startswith("reply="):
+                    text = mode.removeprefix("reply=").replace("_", " ")
+                elif mode == "garbage" or (mode == "garbage-once" and count == 1):
                     text = "I am not sure what you mean."
                 elif "JSON object" in content:
                     text = json.dumps({"analysis": "checked", "relevant": relevant == "1"})
@@ -68,7 +82,7 @@ class FakeOpenAI:
                         {
                             "index": 0,
                             "message": {"role": "assistant", "content": text},
-                            "finish_reason": "stop",
+                            "finish_reason": finish,
                         }
                     ],
                     "usage": {"prompt_tokens": 100, "completion_tokens": 7, "total_tokens": 107},
@@ -76,10 +90,14 @@ class FakeOpenAI:
                 self._send(200, reply)
 
             def _send(self, status: int, payload: dict, headers: dict | None = None) -> None:
-                data = json.dumps(payload).encode()
+                self._send_raw(status, json.dumps(payload).encode(), "application/json", headers)
+
+            def _send_raw(
+                self, status: int, data: bytes, content_type: str, headers: dict | None = None
+            ) -> None:
                 try:
                     self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Type", content_type)
                     self.send_header("Content-Length", str(len(data)))
                     for key, value in (headers or {}).items():
                         self.send_header(key, value)

@@ -76,6 +76,8 @@ def test_every_prompt_loads_with_name_version_and_slots():
         ("trec-graded", " 1.", 1, 0),
         ("trec-graded", "Score: 3", 3, 1),
         ("binary", "Yes.", None, 1),
+        ("binary", "No, it is about something else.", None, 0),
+        ("binary", "**Answer:** yes", None, 1),
     ],
 )
 def test_replies_parse(prompt: str, reply: str, grade: int | None, label: int):
@@ -85,7 +87,15 @@ def test_replies_parse(prompt: str, reply: str, grade: int | None, label: int):
 
 @pytest.mark.parametrize(
     ("prompt", "reply"),
-    [("binary-cot", "cannot tell"), ("checklist", '{"grade": 7}'), ("binary", "maybe")],
+    [
+        ("binary-cot", "cannot tell"),
+        ("checklist", '{"grade": 7}'),
+        ("binary", "maybe"),
+        ("binary", "No idea, sorry."),
+        ("binary", "I can't answer yes or no to that."),
+        ("binary", "Yes and no."),
+        ("trec-graded", "Somewhere between 1 and 2"),
+    ],
 )
 def test_unparseable_replies_raise(prompt: str, reply: str):
     with pytest.raises(ParseError):
@@ -148,6 +158,31 @@ def test_openai_backend_retries_parses_records_errors_and_caches(tmp_path: Path)
             openai_judge(server, prompt="binary"),
         )
         assert other["cached"] == 0
+
+
+def test_unfinished_replies_and_bad_bodies_never_become_labels_nor_stop_the_run(
+    tmp_path: Path,
+):
+    modes = ["truncated-once", "not-json", "text-plain", "ok", "reply=No_idea,_sorry."]
+    pairs = write_pairs(tmp_path / "pairs.jsonl", modes)
+    out = tmp_path / "judgments.jsonl"
+    with FakeOpenAI() as server:
+        summary = label(LabelConfig(out=str(out), pairs=str(pairs)), openai_judge(server))
+        judged = {j.doc_id: j for j in read_records(out, Judgment)}
+        # The cut-off analysis said "relevant: yes"; it is re-asked and the finished reply counts.
+        assert (judged["d0"].label, server.requests["d0"]) == (0, 2)
+        for bad in ("d1", "d2"):  # each bad body fails its own pair, once, and nothing else
+            assert judged[bad].label is None and "malformed" in judged[bad].error
+            assert server.requests[bad] == 1
+        assert judged["d3"].label == 1
+        assert judged["d4"].label is None and judged["d4"].error.startswith("unparseable")
+        assert summary["failed"] == 3 and summary["judged_now"] == 5
+        direct = label(
+            LabelConfig(out=str(tmp_path / "direct.jsonl"), pairs=str(pairs)),
+            openai_judge(server, prompt="binary"),
+        )
+        judged = {j.doc_id: j for j in read_records(tmp_path / "direct.jsonl", Judgment)}
+        assert judged["d4"].label is None and direct["failed"] == 3
 
 
 def test_timeouts_become_error_records(tmp_path: Path):
