@@ -8,6 +8,8 @@ Every reader reports bad input as ``file:line: field: problem``.
 
 from __future__ import annotations
 
+import logging
+import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -15,6 +17,8 @@ from pathlib import Path
 
 from data.io import RecordError, atomic_writer, iter_json_lines
 from data.records import Pair
+
+logger = logging.getLogger(__name__)
 
 Qrels = dict[str, dict[str, int]]
 Run = dict[str, dict[str, float]]
@@ -123,6 +127,38 @@ def read_qrels(path: str | os.PathLike[str]) -> Qrels:
     return qrels
 
 
+def is_binary_scale(qrels: Qrels) -> bool:
+    """0/1 values only (SciFact, MED, CACM, ADI): 1 there means relevant, unlike grade 1 of 0-3."""
+    values = {grade for docs in qrels.values() for grade in docs.values()}
+    return 1 in values and values <= {0, 1}
+
+
+def graded_qrels(
+    qrels: Qrels,
+    path: str | os.PathLike[str],
+    grade_map: Mapping[int, int] | None = None,
+    *,
+    infer: bool = True,
+) -> Qrels:
+    """Qrels on the project's 0-3 scale (relevant from grade 2).
+
+    ``grade_map`` maps values explicitly. Without it, binary qrels are either read as 1 -> 3 with a
+    warning (``infer``) or refused: on the 0-3 scale a 1 is "not relevant", so passing them through
+    would label every pair not relevant, silently.
+    """
+    if grade_map:
+        return {q: {d: grade_map.get(g, g) for d, g in docs.items()} for q, docs in qrels.items()}
+    if not is_binary_scale(qrels):
+        return qrels
+    if not infer:
+        raise ValueError(
+            f"{path}: the qrels are binary (0/1), and 1 is 'not relevant' on the 0-3 scale; give "
+            """--grade_map '{"1": 3}' (or '{"1": 2}') to say what a 1 means"""
+        )
+    logger.warning("%s: binary qrels (0/1): reading 1 as grade 3 (relevant)", path)
+    return {q: {d: 3 if g == 1 else g for d, g in docs.items()} for q, docs in qrels.items()}
+
+
 def read_trec_run(path: str | os.PathLike[str]) -> Run:
     """A TREC run (``qid Q0 docid rank score tag``) → {qid: {docid: score}}."""
     path = Path(path)
@@ -142,11 +178,18 @@ def read_trec_run(path: str | os.PathLike[str]) -> Run:
             qid, _, doc_id, rank, score, _ = parts
             _parse_int(path, number, "rank", rank)
             try:
-                run.setdefault(qid, {})[doc_id] = float(score)
+                value = float(score)
             except ValueError:
                 raise RecordError(
                     path, number, "score", f"expected a number, got {score!r}"
                 ) from None
+            if not math.isfinite(value):
+                raise RecordError(path, number, "score", f"expected a finite number, got {score}")
+            if doc_id in run.get(qid, {}):
+                raise RecordError(
+                    path, number, "docid", f"{doc_id!r} is ranked twice for query {qid!r}"
+                )
+            run.setdefault(qid, {})[doc_id] = value
     return run
 
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from data.beir import read_qrels
+from data.beir import graded_qrels, read_qrels
 from data.cli import parse_config, run_main
 from data.io import atomic_writer, read_records, write_json
 from data.metrics import label_metrics
@@ -141,7 +141,7 @@ def run_agreement(config: AgreementConfig) -> dict[str, Any]:
         raise ValueError("judgments: give the judge's judgments JSONL")
     judged = list(read_records(config.judgments, Judgment))
     if config.qrels:
-        qrels = read_qrels(config.qrels)
+        qrels = graded_qrels(read_qrels(config.qrels), config.qrels)
         reference = {(q, d): g for q, docs in qrels.items() for d, g in docs.items()}
         graded = True
     elif config.reference:

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from data.beir import read_qrels
+from data.beir import graded_qrels, read_qrels
 from data.cli import check_choices, choice, parse_config, run_main
 from data.io import read_records, write_json, write_jsonl
 from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, document_text, label_from_grade
@@ -170,7 +170,7 @@ def reference_labels(
     if config.labels in ("human", "both"):
         if not config.qrels:
             raise ValueError("qrels: --labels human/both needs --qrels")
-        qrels = read_qrels(config.qrels)
+        qrels = graded_qrels(read_qrels(config.qrels), config.qrels)
         refs["human"] = np.array(
             [
                 label_from_grade(qrels[r.qid][r.doc_id], config.label_threshold)

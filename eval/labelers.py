@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from data.beir import read_qrels
+from data.beir import graded_qrels, read_qrels
 from data.io import JsonlAppender, iter_json_lines, read_records, sha256_path
 from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, Pair, label_from_grade
 
@@ -125,7 +125,7 @@ class GraderLabeler(Labeler):
 
 class QrelsLabeler(Labeler):
     def __init__(self, path: str, label_threshold: int = DEFAULT_RELEVANCE_THRESHOLD) -> None:
-        self.qrels = read_qrels(path)
+        self.qrels = graded_qrels(read_qrels(path), path)
         self.threshold = label_threshold
         self.name = f"qrels:{path}"
 

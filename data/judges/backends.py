@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from data.beir import read_qrels
+from data.beir import graded_qrels, read_qrels
 from data.judges.prompts import ParseError, Prompt, Verdict, parse_reply
 from data.records import JudgeInfo, Judgment, Pair, Usage, document_text
 
@@ -241,10 +241,9 @@ class QrelsBackend(Backend):
         super().__init__(config, prompt)
         if not config.qrels:
             raise ValueError("qrels: the qrels backend needs a qrels file (--qrels PATH)")
-        self.qrels = read_qrels(config.qrels)
-        self.grade_map = {
-            int(k): int(v) for k, v in _json_option(config.grade_map, "grade_map").items()
-        }
+        grade_map = {int(k): int(v) for k, v in _json_option(config.grade_map, "grade_map").items()}
+        # A teacher's labels train the student: binary qrels need an explicit map.
+        self.qrels = graded_qrels(read_qrels(config.qrels), config.qrels, grade_map, infer=False)
         if config.unjudged not in ("error", "zero"):
             raise ValueError(f"unjudged: expected error or zero, got {config.unjudged!r}")
 
@@ -264,7 +263,7 @@ class QrelsBackend(Backend):
             if value is None:
                 on_result(self.judgment(pair, None, error="no human judgment for this pair"))
                 continue
-            grade = self.grade_map.get(value, value)
+            grade = value
             if not 0 <= grade <= 3:
                 on_result(
                     self.judgment(

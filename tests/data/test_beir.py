@@ -8,6 +8,8 @@ import pytest
 from data.beir import (
     Collection,
     RecordError,
+    graded_qrels,
+    is_binary_scale,
     read_corpus,
     read_qrels,
     read_trec_run,
@@ -62,6 +64,13 @@ def test_bad_inputs_name_file_line_and_field(tmp_path: Path):
     run.write_text("q1 Q0 d1 1 0.5 r\nq1 Q0 d2 2 r\n")
     with pytest.raises(RecordError, match=r"run\.trec:2: \(line\): expected 6 columns"):
         read_trec_run(run)
+    for body, message in [
+        ("q1 Q0 d1 1 0.5 r\nq1 Q0 d1 2 0.4 r\n", r"run\.trec:2: docid: 'd1' is ranked twice"),
+        ("q1 Q0 d1 1 nan r\n", r"run\.trec:1: score: expected a finite number"),
+    ]:
+        run.write_text(body)
+        with pytest.raises(RecordError, match=message):
+            read_trec_run(run)
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text('{"_id": "1", "text": "a"}\n{"_id": "1", "text": "b"}\n')
     with pytest.raises(RecordError, match=r"corpus\.jsonl:2: _id: duplicate"):
@@ -76,3 +85,15 @@ def test_collection_pairs_follow_run_order(adi_dir: Path):
     assert pairs[0].title == collection.corpus["46"].title
     with pytest.raises(KeyError, match="not in"):
         list(collection.pairs({"1": {"no-such-doc": 1.0}}))
+
+
+def test_binary_qrels_are_never_read_as_grade_1(adi_dir: Path, caplog: pytest.LogCaptureFixture):
+    qrels = read_qrels(adi_dir / "qrels.tsv")
+    assert is_binary_scale(qrels) and not is_binary_scale({"q": {"a": 0, "b": 1, "c": 3}})
+    with pytest.raises(ValueError, match="grade_map"):
+        graded_qrels(qrels, "adi/qrels.tsv", infer=False)
+    with caplog.at_level("WARNING"):
+        inferred = graded_qrels(qrels, "adi/qrels.tsv")
+    assert "binary qrels" in caplog.text
+    assert {g for docs in inferred.values() for g in docs.values()} == {3}
+    assert graded_qrels(qrels, "x", {1: 2})["1"] == dict.fromkeys(qrels["1"], 2)

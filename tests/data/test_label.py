@@ -275,6 +275,11 @@ def test_qrels_backend_maps_grades_and_flags_unjudged(tmp_path: Path, adi_dir: P
     judge.unjudged = "zero"
     label(LabelConfig(out=str(tmp_path / "k.jsonl"), pairs=str(pairs)), judge)
     assert [j.label for j in read_records(tmp_path / "k.jsonl", Judgment)] == [1, 0]
+    # Without the map, a binary 1 would be grade 1 ("not relevant"): refused before any work.
+    judge.grade_map = None
+    with pytest.raises(ValueError, match="binary"):
+        label(LabelConfig(out=str(tmp_path / "m.jsonl"), pairs=str(pairs)), judge)
+    assert not (tmp_path / "m.jsonl").exists()
 
 
 def test_hf_backend_scores_direct_prompts_and_generates_for_json_prompts(
