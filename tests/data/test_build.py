@@ -226,9 +226,7 @@ def test_the_dataset_folder_is_replaced_as_one_unit(
 
     monkeypatch.undo()
     build_dataset(
-        BuildConfig(
-            judgments=[str(judgments)], out=str(out), validation_size=0, save_dataset=False
-        )
+        BuildConfig(judgments=[str(judgments)], out=str(out), validation_size=0, save_dataset=False)
     )
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "test.jsonl", "train.jsonl"]
 
