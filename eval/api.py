@@ -147,6 +147,7 @@ class SearchEvalResponse(BaseModel):
     metrics: dict[str, float]
     hits: list[HitOut]
     usage: Usage
+    warnings: list[str] | None = None
     debug: dict[str, Any] | None = None
 
 
@@ -203,9 +204,18 @@ class MicroBatcher:
                 self.batches += 1
                 for job, labels in zip(jobs, results, strict=True):
                     job.future.set_result(labels)
-            except Exception as exc:  # the requests fail, the worker lives on
+            except Exception:
+                # One bad request must not fail the others batched with it: each is labelled
+                # alone, and only the one that fails again gets the error.
                 for job in jobs:
-                    if not job.future.done():
+                    if job.future.done():
+                        continue
+                    try:
+                        labels = await asyncio.to_thread(
+                            self.labeler.label_many, [("q0", job.query, job.hits)]
+                        )
+                        job.future.set_result(labels[0])
+                    except Exception as exc:  # the worker lives on
                         job.future.set_exception(exc)
 
 
@@ -299,6 +309,7 @@ def create_app(
                 for i, (hit, label) in enumerate(zip(body.hits, labels, strict=True))
             ],
             usage=Usage(evaluation_input_tokens=result["usage"]["evaluation_input_tokens"]),
+            warnings=request.app.state.labeler.query_warnings(body.query.inputs.text) or None,
         )
         if body.eval.debug:
             response.debug = {

@@ -75,6 +75,10 @@ class Labeler:
             )
         return [self.label(qid, query, hits) for qid, query, hits in requests]
 
+    def query_warnings(self, query: str) -> list[str]:
+        """What this labeler will not read of ``query`` as given (a cut query), for the caller."""
+        return []
+
 
 class GraderLabeler(Labeler):
     def __init__(self, path: str, grader: Any = None) -> None:
@@ -96,6 +100,17 @@ class GraderLabeler(Labeler):
             f"grader:{self._weights_digest}:{self.grader.input_format.id}:"
             f"{self.grader.threshold}:{self.grader.temperature}"
         )
+
+    def query_warnings(self, query: str) -> list[str]:
+        from models.input_format import format_pairs
+
+        grader = self.grader
+        if format_pairs(grader.tokenizer, grader.input_format, [query], [""]).query_truncated[0]:
+            return [
+                f"the query was cut to fit the grader's max_length="
+                f"{grader.input_format.max_length} tokens; the grader read its beginning only"
+            ]
+        return []
 
     def label_many(
         self, requests: Sequence[tuple[str, str, Sequence[Hit]]]

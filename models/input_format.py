@@ -6,7 +6,8 @@ with a :class:`GraderInputFormat`. The format is rendered once from the tokenize
 slots; that string, its name and version travel with every checkpoint, so a later change of the
 tokenizer's template (Llama-3 templates print today's date) cannot silently change the inputs.
 
-Long inputs lose the end of the document, never the query or the closing question. The final
+Long inputs lose the end of the document, never the closing question; a query too long to leave
+a quarter of ``max_length`` for the document loses its end too (and is reported as cut). The final
 token is the last token of the prompt (the assistant header in chat form), never the pad token,
 so last-token pooling reads the right position (transformers issue #35352).
 """
@@ -135,6 +136,16 @@ class FormattedPairs:
     texts: list[str]
     input_ids: list[list[int]]
     truncated: list[bool]
+    query_truncated: list[bool] = field(default_factory=list)
+
+
+# The document's share of max_length that an over-long query may never take.
+MIN_DOCUMENT_SHARE = 0.25
+
+
+def query_budget(fmt: GraderInputFormat, template_tokens: int) -> int:
+    """Most tokens a query may take: the document keeps MIN_DOCUMENT_SHARE of max_length."""
+    return fmt.max_length - template_tokens - int(fmt.max_length * MIN_DOCUMENT_SHARE)
 
 
 def format_pairs(
@@ -147,8 +158,8 @@ def format_pairs(
     """Build the grader's input text and token ids for each (query, document) pair.
 
     The document is cut (at a token boundary, then re-tokenized as part of the whole text) until
-    the whole input fits ``fmt.max_length``; the query and the prompt are never cut. A query that
-    alone does not fit is an error.
+    the whole input fits ``fmt.max_length``; the prompt is never cut, and the query only when it
+    would leave the document less than a quarter of ``max_length`` (``query_truncated``).
     """
     if len(queries) != len(documents):
         raise ValueError(f"{len(queries)} queries but {len(documents)} documents")
@@ -163,13 +174,25 @@ def format_pairs(
             return []
         return tokenizer(texts, add_special_tokens=add_special)["input_ids"]
 
+    queries = list(queries)
+    query_truncated = [False] * len(queries)
     fixed_lengths = [len(ids) for ids in encode([fmt.render(q, "") for q in queries], special)]
-    for query, length in zip(queries, fixed_lengths, strict=True):
-        if length >= fmt.max_length:
-            raise ValueError(
-                f"query {query[:60]!r} with the prompt takes {length} tokens, which leaves no room "
-                f"for the document within max_length={fmt.max_length}"
-            )
+    template = len(encode([fmt.render("", "")], special)[0])
+    limit = query_budget(fmt, template)
+    if limit <= 0:
+        raise ValueError(
+            f"max_length={fmt.max_length} leaves no room for a query and a document after the "
+            f"{fmt.name} prompt; raise max_length"
+        )
+    long_queries = [i for i, n in enumerate(fixed_lengths) if n - template > limit]
+    for i, tokens in zip(
+        long_queries, encode([queries[i] for i in long_queries], False), strict=True
+    ):
+        # Cut the query's end, never the prompt's closing question (a classic collection's
+        # 300-token topic must not stop a bulk run).
+        queries[i] = tokenizer.decode(tokens[:limit])
+        query_truncated[i] = True
+        fixed_lengths[i] = len(encode([fmt.render(queries[i], "")], special)[0])
     budgets = [fmt.max_length - length for length in fixed_lengths]
     doc_tokens = encode(list(documents), False)
     current_docs = list(documents)
@@ -194,4 +217,6 @@ def format_pairs(
             input_ids[i] = ids
     else:
         raise RuntimeError("could not fit the input within max_length")  # pragma: no cover
-    return FormattedPairs(texts=texts, input_ids=input_ids, truncated=truncated)
+    return FormattedPairs(
+        texts=texts, input_ids=input_ids, truncated=truncated, query_truncated=query_truncated
+    )

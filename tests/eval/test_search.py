@@ -406,6 +406,55 @@ def test_api_limits_are_create_app_arguments():
         ApiSettings(max_hits=0)
 
 
+class PoisonLabeler(DictLabeler):
+    """Fails any call that contains the query "poison", like a pair that raises in a batch."""
+
+    def label_many(self, requests):
+        if any(query == "poison" for _, query, _ in requests):
+            raise RuntimeError("poisoned pair")
+        return super().label_many(requests)
+
+
+def test_one_failing_request_never_fails_the_requests_batched_with_it():
+    import asyncio
+
+    from eval.api import MicroBatcher
+
+    async def scenario():
+        batcher = MicroBatcher(PoisonLabeler({"a": 3}), wait_ms=50)
+        batcher.start()
+        hits = [Hit("a", "x")]
+        results = await asyncio.gather(
+            *(batcher.label(q, hits) for q in ("one", "poison", "two", "three")),
+            return_exceptions=True,
+        )
+        await batcher.stop()
+        return results
+
+    results = asyncio.run(scenario())
+    assert isinstance(results[1], RuntimeError)
+    assert [r[0].grade for i, r in enumerate(results) if i != 1] == [3, 3, 3]
+
+
+def test_an_over_long_query_is_graded_with_a_warning_not_a_500(tiny_grader_dir: Path):
+    from fastapi.testclient import TestClient
+
+    from eval.api import ApiSettings, create_app
+    from eval.labelers import GraderLabeler
+
+    settings = ApiSettings(model=None, token=None)
+    app = create_app(labeler=GraderLabeler(str(tiny_grader_dir)), settings=settings)
+    with TestClient(app) as client:
+        long_query = " ".join(["axon terminal synapse"] * 200)
+        response = client.post(
+            "/v1/eval/search", json=request_body(query={"inputs": {"text": long_query}})
+        )
+        assert response.status_code == 200, response.text
+        assert "cut to fit" in response.json()["warnings"][0]
+        normal = client.post("/v1/eval/search", json=request_body())
+        assert normal.status_code == 200 and "warnings" not in normal.json()
+
+
 def test_the_module_level_app_is_built_once(monkeypatch):
     import eval.api
 

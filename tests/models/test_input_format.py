@@ -44,10 +44,26 @@ def test_last_token_is_never_the_pad_token(chat_format, tiny_tokenizer):
     assert all(ids[-1] != tiny_tokenizer.pad_token_id for ids in out.input_ids)
 
 
-def test_query_that_cannot_fit_is_an_error(tiny_tokenizer):
-    fmt = GraderInputFormat.from_tokenizer(tiny_tokenizer, max_length=160)
-    with pytest.raises(ValueError, match="leaves no room for the document"):
-        format_pairs(tiny_tokenizer, fmt, [QUERY * 10], ["doc"])
+def test_an_over_long_query_is_cut_but_never_the_question_nor_the_documents_share(
+    tiny_tokenizer,
+):
+    fmt = GraderInputFormat.from_tokenizer(tiny_tokenizer, max_length=256)
+    out = format_pairs(tiny_tokenizer, fmt, [QUERY * 10, QUERY], [LONG_DOC, "doc"])
+    assert out.query_truncated == [True, False]
+    assert all(len(ids) <= fmt.max_length for ids in out.input_ids)
+    assert out.texts[0].endswith(
+        "Does the document answer the query? Answer yes or no.<|im_end|>\n<|im_start|>assistant\n"
+    )
+    assert f"Query: {QUERY}" in out.texts[0]  # the query keeps its beginning
+    document = out.texts[0].split("Document:\n", 1)[1]
+    assert len(tiny_tokenizer(document)["input_ids"]) >= fmt.max_length // 4 - 20
+    with pytest.raises(ValueError, match="raise max_length"):
+        format_pairs(
+            tiny_tokenizer,
+            GraderInputFormat.from_tokenizer(tiny_tokenizer, max_length=150),
+            ["q"],
+            ["d"],
+        )
 
 
 def test_slot_text_inside_values_is_not_substituted_again(chat_format, tiny_tokenizer):
