@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from data.cli import parse_config, run_main
+from data.cli import bounded, parse_config, run_main
 from data.io import (
     RecordError,
     check_replaceable,
@@ -84,21 +84,25 @@ class BuildConfig:
     split_by: str = field(
         default="query", metadata={"help": "query (grouped, stratified) or pair (the paper's)."}
     )
-    test_size: float = field(
-        default=0.2, metadata={"help": "Fraction of queries (or pairs) held out for test."}
+    test_size: float = bounded(
+        0.2,
+        0,
+        1,
+        help="Fraction of queries (or pairs) held out for test.",
+        open_low=True,
+        open_high=True,
     )
-    validation_size: float = field(
-        default=0.1, metadata={"help": "Fraction of train carved out for validation (0: none)."}
+    validation_size: float = bounded(
+        0.1, 0, 1, help="Fraction of train carved out for validation (0: none).", open_high=True
     )
     balance: str = field(
         default="none", metadata={"help": "none, oversample, undersample or both (train only)."}
     )
-    target_ratio: float = field(
-        default=1.0, metadata={"help": "Positives per negative in train after balancing."}
+    target_ratio: float = bounded(
+        1.0, 0, help="Positives per negative in train after balancing.", open_low=True
     )
-    max_pairs_per_query: int | None = field(
-        default=None,
-        metadata={"help": "Keep a seeded random sample of at most this many pairs per query."},
+    max_pairs_per_query: int | None = bounded(
+        None, 1, help="Keep a seeded random sample of at most this many pairs per query."
     )
     seed: int = field(default=42)
     strict: bool = field(

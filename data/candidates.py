@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from data.beir import Collection, Run, write_trec_run
-from data.cli import parse_config, run_main
+from data.cli import bounded, parse_config, run_main
 from data.io import fingerprint, write_json, write_jsonl
 from data.records import document_text
 
@@ -43,11 +43,11 @@ class CandidatesConfig:
     retrievers: list[str] = field(
         default_factory=lambda: ["dense", "bm25"], metadata={"help": "dense and/or bm25."}
     )
-    k: int = field(default=10, metadata={"help": "Documents per query (the paper used 5)."})
+    k: int = bounded(10, 1, help="Documents per query (the paper used 5).")
     embedder: str = field(
         default="minilm-l6", metadata={"help": "Embedder name or path for dense retrieval."}
     )
-    embed_batch_size: int = field(default=64)
+    embed_batch_size: int = bounded(64, 1)
     embed_max_length: int = field(
         default=256, metadata={"help": "Token limit per text for the embedder."}
     )

@@ -5,7 +5,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import sys
+import types
+import typing
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from data.io import RecordError
@@ -17,8 +20,48 @@ def choice(default: Any, choices: Sequence[Any], help: str = "") -> Any:
     return dataclasses.field(default=default, metadata={"help": help, "choices": list(choices)})
 
 
+def bounded(
+    default: Any,
+    low: float | None = None,
+    high: float | None = None,
+    help: str = "",
+    *,
+    open_low: bool = False,
+    open_high: bool = False,
+) -> Any:
+    """A numeric dataclass field limited to [low, high] (``open_*``: the bound excluded), enforced
+    by :func:`check_choices` for YAML and command-line values alike (``None`` passes)."""
+    bounds = {"low": low, "high": high, "open_low": open_low, "open_high": open_high}
+    return dataclasses.field(default=default, metadata=_ArgparseMetadata(help=help, bounds=bounds))
+
+
+class _ArgparseMetadata(dict):
+    """Field metadata whose ``bounds`` entry argparse does not see (HfArgumentParser passes every
+    listed key to ``add_argument``, which rejects unknown ones); ``.get`` still finds it."""
+
+    def keys(self):  # type: ignore[override]
+        return [key for key in super().keys() if key != "bounds"]
+
+    def __iter__(self):
+        return iter(self.keys())
+
+
+def _bounds_problem(value: Any, bounds: dict[str, Any]) -> str | None:
+    low, high = bounds["low"], bounds["high"]
+    too_low = low is not None and (value <= low if bounds["open_low"] else value < low)
+    too_high = high is not None and (value >= high if bounds["open_high"] else value > high)
+    if not (too_low or too_high):
+        return None
+    if high is None:
+        return f"expected {'>' if bounds['open_low'] else '>='} {low}, got {value}"
+    left = "(" if bounds["open_low"] else "["
+    right = ")" if bounds["open_high"] else "]"
+    return f"expected a value in {left}{low}, {high}{right}, got {value}"
+
+
 def check_choices(config: Any, names: Sequence[str] | None = None) -> None:
-    """Raise ``ValueError`` naming the field when a value is not one of its field's ``choices``.
+    """Raise ``ValueError`` naming the field when a value is not one of its field's ``choices``
+    or outside its ``bounds`` (see :func:`choice` and :func:`bounded`).
 
     Call from ``__post_init__``: YAML values reach the dataclass as defaults, which argparse does
     not check. ``names`` limits the check to those fields (a subclass of a library's dataclass).
@@ -32,6 +75,82 @@ def check_choices(config: Any, names: Sequence[str] | None = None) -> None:
             raise ValueError(
                 f"{item.name}: expected one of {', '.join(map(str, choices))}, got {value!r}"
             )
+    check_bounds(config, names)
+
+
+def check_bounds(config: Any, names: Sequence[str] | None = None) -> None:
+    """Raise ``ValueError`` naming the field when a value lies outside its :func:`bounded` range."""
+    for item in dataclasses.fields(config):
+        bounds = item.metadata.get("bounds")
+        value = getattr(config, item.name)
+        if bounds is None or value is None or (names is not None and item.name not in names):
+            continue
+        problem = _bounds_problem(value, bounds)
+        if problem:
+            raise ValueError(f"{item.name}: {problem}")
+
+
+def _type_problem(annotation: Any, value: Any) -> str | None:
+    """Why a YAML value cannot be the field's type (None when it can, or the type is exotic)."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        problems = [_type_problem(arm, value) for arm in typing.get_args(annotation)]
+        return None if any(p is None for p in problems) else problems[0]
+    if annotation is type(None):
+        return None if value is None else "expected nothing (null)"
+    if origin in (list, tuple, Sequence):
+        if not isinstance(value, list):
+            return f"expected a list, got {value!r}; write [{value!r}] for one item"
+        args = typing.get_args(annotation)
+        for item in value:
+            problem = _type_problem(args[0], item) if args else None
+            if problem:
+                return f"list item {item!r}: {problem}"
+        return None
+    named = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+    if annotation not in named:
+        return None  # dicts, enums, library types: their own parser judges them
+    if annotation is bool:
+        ok = isinstance(value, bool)
+    elif annotation is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif annotation is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    else:
+        ok = not isinstance(value, list | dict)
+    return None if ok else f"expected {named[annotation]}, got {value!r}"
+
+
+def check_yaml_config(path: str, dataclass_types: Sequence[type]) -> None:
+    """Read a ``--config`` file and check its values' types against the commands' dataclasses,
+    so that a typo is one line naming the file and the option rather than a traceback later."""
+    import yaml
+
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else path
+        raise ValueError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if data is None:
+        return
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected option: value lines, got {type(data).__name__}")
+    hints: dict[str, Any] = {}
+    for kind in dataclass_types:
+        try:
+            hints.update(typing.get_type_hints(kind))
+        except (NameError, TypeError):  # a library's dataclass with unresolvable hints
+            continue
+    for key, value in data.items():
+        if key in hints and value is not None:
+            problem = _type_problem(hints[key], value)
+            if problem:
+                raise ValueError(f"{path}: {key}: {problem}")
 
 
 def cli_args(**options: Any) -> list[str]:
@@ -61,11 +180,21 @@ def cli_args(**options: Any) -> list[str]:
 def parse_config(
     dataclass_types: Sequence[type], args: Sequence[str] | None = None
 ) -> tuple[Any, ...]:
-    """``--config FILE.yaml`` sets defaults; ``--key value`` overrides them (TRL's parser)."""
+    """``--config FILE.yaml`` sets defaults; ``--key value`` overrides them (TRL's parser).
+
+    The YAML's types and every field's choices and bounds are checked before any work.
+    """
     from trl import TrlParser
 
+    args = list(args) if args is not None else sys.argv[1:]
+    if "--config" in args[:-1]:
+        check_yaml_config(args[args.index("--config") + 1], dataclass_types)
     parser = TrlParser(list(dataclass_types))
-    return parser.parse_args_and_config(args=list(args) if args is not None else None)
+    configs = parser.parse_args_and_config(args=args)
+    for config in configs:  # configs without a __post_init__ check are bounded here
+        if dataclasses.is_dataclass(config):
+            check_bounds(config)
+    return configs
 
 
 def run_main(

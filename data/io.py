@@ -53,8 +53,18 @@ def iter_json_lines(
     ``tolerate_partial_last_line`` is for append-only caches: a process killed mid-write leaves a
     last line without its newline, which is dropped instead of failing the whole resume.
     """
-    with open(path, encoding="utf-8") as handle:
-        for number, raw in enumerate(handle, start=1):
+    with open(path, "rb") as handle:  # decoded per line, so a bad byte names its line
+        for number, data in enumerate(handle, start=1):
+            try:
+                raw = data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                yield (
+                    number,
+                    RecordError(
+                        path, number, "(line)", f"not UTF-8 text (byte {exc.start} of the line)"
+                    ),
+                )
+                continue
             if not raw.strip():
                 continue
             parsed = _parse_object(path, number, raw)

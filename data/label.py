@@ -36,7 +36,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from data.beir import Collection, read_trec_run
-from data.cli import parse_config, run_main
+from data.cli import bounded, parse_config, run_main
 from data.io import JsonlAppender, read_records, write_json, write_jsonl
 from data.judges.backends import JudgeConfig, make_backend
 from data.judges.prompts import load_prompt
@@ -62,9 +62,7 @@ class LabelConfig:
     pool_from_qrels: bool = field(
         default=False, metadata={"help": "Judge the collection's judged pool."}
     )
-    sample: int = field(
-        default=0, metadata={"help": "Judge a seeded random sample of this many pairs (0: all)."}
-    )
+    sample: int = bounded(0, 0, help="Judge a seeded random sample of this many pairs (0: all).")
     seed: int = field(default=0)
     cache: str | None = field(
         default=None, metadata={"help": "Cache JSONL (default: OUT with .cache.jsonl)."}
@@ -118,9 +116,15 @@ def read_cache(path: Path) -> dict[str, Judgment]:
 
 
 def label(label_config: LabelConfig, judge_config: JudgeConfig) -> dict[str, Any]:
+    out = Path(label_config.out)
+    if out.is_dir():  # found before any pair is paid for, not when the results are written
+        raise IsADirectoryError(
+            f"out: {out} is a folder; give a file such as {out}/judgments.jsonl"
+        )
+    if out.parent.exists() and not out.parent.is_dir():
+        raise NotADirectoryError(f"out: {out.parent} is a file, not a folder")
     prompt = load_prompt(judge_config.prompt)
     pairs = load_pairs(label_config)
-    out = Path(label_config.out)
     cache_path = Path(label_config.cache) if label_config.cache else out.with_suffix(".cache.jsonl")
     settings = judge_config.sampling_settings(prompt)
     model_id = (

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from data.beir import graded_qrels, read_qrels
-from data.cli import check_choices, choice, parse_config, run_main
+from data.cli import bounded, check_choices, choice, parse_config, run_main
 from data.io import read_records, write_json, write_jsonl
 from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, document_text, label_from_grade
 from eval.baselines import BASELINES
@@ -71,8 +71,8 @@ class CheckpointEvalConfig:
     label_threshold: int = field(
         default=DEFAULT_RELEVANCE_THRESHOLD, metadata={"help": "Relevant when grade >= this."}
     )
-    batch_size: int = field(default=32)
-    max_length: int = field(default=512, metadata={"help": "Zero-shot only: tokens per input."})
+    batch_size: int = bounded(32, 1)
+    max_length: int = bounded(512, 8, help="Zero-shot only: tokens per input.")
     device: str | None = field(default=None)
     dtype: str = field(
         default="auto", metadata={"help": "auto (bf16 on GPU and AMX CPUs), float32 or bfloat16."}

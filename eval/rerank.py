@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from tqdm.auto import tqdm
 
 from data.beir import Collection, Run, ranked, read_trec_run, write_trec_run
-from data.cli import parse_config, run_main
+from data.cli import bounded, parse_config, run_main
 
 
 @dataclass
@@ -22,7 +22,7 @@ class RerankConfig:
         default="", metadata={"help": "BEIR folder with the documents and queries."}
     )
     grader: str = field(default="", metadata={"help": "Exported grader or checkpoint."})
-    k: int = field(default=20, metadata={"help": "Top documents per query to rerank."})
+    k: int = bounded(20, 1, help="Top documents per query to rerank.")
     out: str = field(default="", metadata={"help": "Output TREC run."})
     tag: str = field(default="grader-rerank")
 

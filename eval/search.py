@@ -34,7 +34,7 @@ from data.beir import (
     read_trec_run,
     write_trec_qrels,
 )
-from data.cli import parse_config, run_main
+from data.cli import bounded, parse_config, run_main
 from data.io import write_json
 from eval.labelers import Hit, HitLabel, Labeler, QrelsLabeler, make_labeler
 
@@ -154,9 +154,7 @@ class SearchEvalConfig:
         default="",
         metadata={"help": "grader:PATH, judge:CONFIG.yaml, qrels:PATH or judgments:PATH."},
     )
-    k: int = field(
-        default=10, metadata={"help": "Cut-off: hits labelled per query and metric depth."}
-    )
+    k: int = bounded(10, 1, help="Cut-off: hits labelled per query and metric depth.")
     num_relevant_from: str | None = field(
         default=None,
         metadata={
@@ -167,9 +165,7 @@ class SearchEvalConfig:
         default="student", metadata={"help": "ranx paired test: student, fisher, tukey..."}
     )
     out: str = field(default="runs/search", metadata={"help": "Output folder."})
-    batch_queries: int = field(
-        default=16, metadata={"help": "Queries labelled per batched grader pass."}
-    )
+    batch_queries: int = bounded(16, 1, help="Queries labelled per batched grader pass.")
     label_cache: str | None = field(
         default=None, metadata={"help": "Label cache folder (default: OUT/labels)."}
     )

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Literal
 
 import torch
+from safetensors import SafetensorError
 from transformers import (
     AutoModel,
     AutoModelForCausalLM,
@@ -193,19 +194,25 @@ def load_model(
         dtype = getattr(torch, dtype) if dtype != "auto" else "auto"
     common = {"dtype": dtype} if dtype is not None else {}
     common.update(kwargs)
-    if task == "classification":
-        model = AutoModelForSequenceClassification.from_pretrained(
-            path,
-            num_labels=num_labels,
-            id2label=dict(enumerate(LABEL_NAMES)) if num_labels == 2 else None,
-            label2id={name: i for i, name in enumerate(LABEL_NAMES)} if num_labels == 2 else None,
-            **common,
-        )
-    elif task == "causal-lm":
-        model = AutoModelForCausalLM.from_pretrained(path, **common)
-    elif task == "base":
-        model = AutoModel.from_pretrained(path, **common)
-    else:
+    loaders = {
+        "classification": AutoModelForSequenceClassification,
+        "causal-lm": AutoModelForCausalLM,
+        "base": AutoModel,
+    }
+    if task not in loaders:
         raise ValueError(f"unknown task {task!r}: expected classification, causal-lm or base")
+    if task == "classification":
+        common["num_labels"] = num_labels
+        if num_labels == 2:
+            common["id2label"] = dict(enumerate(LABEL_NAMES))
+            common["label2id"] = {name: i for i, name in enumerate(LABEL_NAMES)}
+    try:
+        model = loaders[task].from_pretrained(path, **common)
+    except SafetensorError as exc:  # a truncated or corrupt weights file
+        weights = next(iter(sorted(Path(path).glob("*.safetensors"))), Path(path))
+        raise ValueError(
+            f"{weights}: cannot read the weights ({type(exc).__name__}: {exc}); the file is "
+            "truncated or corrupt: copy it again, or re-run the training or export"
+        ) from None
     model.config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer

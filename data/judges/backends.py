@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from data.beir import graded_qrels, read_qrels
+from data.cli import bounded
 from data.judges.prompts import ParseError, Prompt, Verdict, parse_reply
 from data.records import JudgeInfo, Judgment, Pair, Usage, document_text
 
@@ -67,33 +68,23 @@ class JudgeConfig:
         default="max_tokens",
         metadata={"help": "max_tokens, or max_completion_tokens for reasoning models."},
     )
-    concurrency: int = field(default=8, metadata={"help": "Requests in flight at once."})
-    max_retries: int = field(
-        default=6, metadata={"help": "Retries on 429/5xx/connection errors/timeouts."}
-    )
-    request_timeout: float = field(default=60.0, metadata={"help": "Seconds per request."})
-    parse_retries: int = field(
-        default=2, metadata={"help": "Re-asks when a reply cannot be parsed."}
-    )
+    concurrency: int = bounded(8, 1, help="Requests in flight at once.")
+    max_retries: int = bounded(6, 0, help="Retries on 429/5xx/connection errors/timeouts.")
+    request_timeout: float = bounded(60.0, 0, help="Seconds per request.", open_low=True)
+    parse_retries: int = bounded(2, 0, help="Re-asks when a reply cannot be parsed.")
     # Sampling
-    temperature: float = field(default=0.0)
-    samples: int = field(
-        default=1, metadata={"help": "Self-consistency: replies per pair, majority vote."}
-    )
+    temperature: float = bounded(0.0, 0)
+    samples: int = bounded(1, 1, help="Self-consistency: replies per pair, majority vote.")
     max_output_tokens: int | None = field(
         default=None, metadata={"help": "Default: the prompt's own limit."}
     )
     # Local models
-    batch_size: int = field(
-        default=8, metadata={"help": "Pairs per forward pass (hf) or per call (vllm)."}
-    )
+    batch_size: int = bounded(8, 1, help="Pairs per forward pass (hf) or per call (vllm).")
     dtype: str = field(default="auto", metadata={"help": "float32, bfloat16, float16 or auto."})
     device: str | None = field(
         default=None, metadata={"help": "cpu or cuda (default: cuda when available)."}
     )
-    max_document_chars: int = field(
-        default=6000, metadata={"help": "Documents are cut to this many characters."}
-    )
+    max_document_chars: int = bounded(6000, 1, help="Documents are cut to this many characters.")
     # Human judgments
     qrels: str | None = field(default=None, metadata={"help": "qrels file for the qrels backend."})
     grade_map: str | None = field(

@@ -1,0 +1,511 @@
+"""Bad-input campaign: every command, fed what users get wrong, must answer with one clear line.
+
+    python -m eval.bench.reliability            # the table and the figures
+    python -m eval.bench.reliability --json out.json
+
+Each case runs a command's ``main`` in this process (as ``python -m`` would, through
+``data.cli.run_main``) on files made for it, and passes when the command exits non-zero with a
+last line ``error: ...`` that names what is wrong (the option, the file and line) and no
+traceback, and the files it was given are unchanged. The figures go to BENCHMARKS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import importlib
+import io
+import json
+import shutil
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from models.assets import TINY_TOKENIZER
+
+REPO = Path(__file__).resolve().parents[2]
+ADI = REPO / "data" / "collections" / "adi"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    module: str
+    args: list[str]  # "{dir}" is the case's folder
+    expect: list[str]  # every string must appear in the error line (case-insensitive)
+
+
+JUDGMENT = {
+    "qid": "q1",
+    "query": "what is an axon",
+    "doc_id": "d1",
+    "text": "An axon ...",
+    "grade": 3,
+}
+PAIR = {"qid": "q1", "query": "what is an axon", "doc_id": "d1", "text": "An axon ..."}
+
+
+def _jsonl(rows: list[dict]) -> str:
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def make_files(root: Path) -> None:
+    """The inputs the cases point at: good ones, and each kind of bad one."""
+    judgments = [
+        {**JUDGMENT, "qid": f"q{i % 10}", "doc_id": f"d{i}", "grade": i % 4} for i in range(60)
+    ]
+    (root / "judgments.jsonl").write_text(_jsonl(judgments))
+    (root / "pairs.jsonl").write_text(_jsonl([PAIR]))
+    # A judgment is also a valid pair: the bad files serve data.build and data.label alike.
+    (root / "missing-field.jsonl").write_text(_jsonl([JUDGMENT, {"qid": "q2", "query": "x"}]))
+    (root / "bad-json.jsonl").write_text(_jsonl([JUDGMENT]) + "{not json\n")
+    (root / "latin1.jsonl").write_bytes(
+        _jsonl([JUDGMENT]).encode() + '{"qid": "é"}\n'.encode("latin-1")
+    )
+    (root / "a-folder").mkdir()
+    (root / "a-file").write_text("not a folder\n")
+    (root / "run-dup.trec").write_text("1 Q0 1 1 2.0 r\n1 Q0 1 2 1.0 r\n")
+    (root / "run-nan.trec").write_text("1 Q0 1 1 nan r\n")
+    (root / "run-short.trec").write_text("1 Q0 1 1 2.0\n")
+    (root / "syntax.yaml").write_text("test_size: 0.3\njudgments: [a\n")
+    (root / "types-list.yaml").write_text("test_size: [0.3]\n")
+    (root / "types-str.yaml").write_text("judgments: judgments.jsonl\n")
+    (root / "types-int.yaml").write_text("concurrency: lots\n")
+    (root / "not-a-mapping.yaml").write_text("- a\n- b\n")
+    (root / "latin1.yaml").write_bytes("model: caf\xe9\n".encode("latin-1"))
+    checkpoint = root / "truncated-config"
+    checkpoint.mkdir()
+    (checkpoint / "grader_config.json").write_text(json.dumps({"mode": "full"}))
+    (checkpoint / "config.json").write_text('{"architectures": ["LlamaForSeq')
+    weights = root / "truncated-weights"
+    weights.mkdir()
+    (weights / "grader_config.json").write_text(json.dumps({"mode": "full"}))
+    (weights / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["LlamaForSequenceClassification"],
+                "model_type": "llama",
+                "hidden_size": 8,
+                "intermediate_size": 16,
+                "num_attention_heads": 2,
+                "num_key_value_heads": 1,
+                "num_hidden_layers": 1,
+                "vocab_size": 32,
+            }
+        )
+    )
+    shutil.copytree(TINY_TOKENIZER, weights, dirs_exist_ok=True)
+    (weights / "model.safetensors").write_bytes(b'\x08\x00\x00\x00\x00\x00\x00\x00{"a":')
+    (root / "grader-config-bad.json").write_text("{")
+
+
+def cases() -> list[Case]:
+    j = "{dir}/judgments.jsonl"
+    build = ["--judgments", j, "--out", "{dir}/ds"]
+    label = ["--pairs", "{dir}/pairs.jsonl", "--out", "{dir}/labels.jsonl"]
+    search = ["--run", str(ADI / "qrels.tsv"), "--corpus", str(ADI)]
+    qrels = f"qrels:{ADI / 'qrels.tsv'}"
+    table = [
+        # data.build
+        Case(
+            "missing judgments file",
+            "data.build",
+            ["--judgments", "{dir}/nope.jsonl"],
+            ["nope.jsonl"],
+        ),
+        Case(
+            "judgments is a folder", "data.build", ["--judgments", "{dir}/a-folder"], ["a-folder"]
+        ),
+        Case(
+            "judgments line is not JSON",
+            "data.build",
+            ["--judgments", "{dir}/bad-json.jsonl"],
+            ["bad-json.jsonl:2"],
+        ),
+        Case(
+            "judgments record misses a field",
+            "data.build",
+            ["--judgments", "{dir}/missing-field.jsonl"],
+            ["missing-field.jsonl:2"],
+        ),
+        Case(
+            "judgments not UTF-8",
+            "data.build",
+            ["--judgments", "{dir}/latin1.jsonl"],
+            ["latin1.jsonl:2", "utf-8"],
+        ),
+        Case("test_size 1.5", "data.build", [*build, "--test_size", "1.5"], ["test_size"]),
+        Case("test_size 0", "data.build", [*build, "--test_size", "0"], ["test_size"]),
+        Case(
+            "validation_size -0.1",
+            "data.build",
+            [*build, "--validation_size", "-0.1"],
+            ["validation_size"],
+        ),
+        Case(
+            "max_pairs_per_query -3",
+            "data.build",
+            [*build, "--max_pairs_per_query", "-3"],
+            ["max_pairs_per_query"],
+        ),
+        Case("target_ratio 0", "data.build", [*build, "--target_ratio", "0"], ["target_ratio"]),
+        Case("split_by unknown", "data.build", [*build, "--split_by", "doc"], ["split_by"]),
+        Case("balance unknown", "data.build", [*build, "--balance", "lots"], ["balance"]),
+        Case(
+            "out is a file", "data.build", ["--judgments", j, "--out", "{dir}/a-file"], ["a-file"]
+        ),
+        Case(
+            "YAML syntax error",
+            "data.build",
+            ["--config", "{dir}/syntax.yaml"],
+            ["syntax.yaml:", "YAML"],
+        ),
+        Case(
+            "YAML list for a number",
+            "data.build",
+            ["--config", "{dir}/types-list.yaml", *build],
+            ["types-list.yaml", "test_size"],
+        ),
+        Case(
+            "YAML string for a list",
+            "data.build",
+            ["--config", "{dir}/types-str.yaml"],
+            ["types-str.yaml", "judgments"],
+        ),
+        Case(
+            "YAML not a mapping",
+            "data.build",
+            ["--config", "{dir}/not-a-mapping.yaml"],
+            ["not-a-mapping.yaml"],
+        ),
+        Case("YAML file missing", "data.build", ["--config", "{dir}/nope.yaml"], ["nope.yaml"]),
+        Case(
+            "YAML not UTF-8",
+            "data.label",
+            ["--config", "{dir}/latin1.yaml"],
+            ["latin1.yaml", "utf-8"],
+        ),
+        # data.label
+        Case(
+            "pairs missing",
+            "data.label",
+            ["--pairs", "{dir}/nope.jsonl", "--out", "{dir}/l.jsonl"],
+            ["nope.jsonl"],
+        ),
+        Case(
+            "pairs record misses a field",
+            "data.label",
+            ["--pairs", "{dir}/missing-field.jsonl", "--out", "{dir}/l.jsonl"],
+            ["missing-field.jsonl:2"],
+        ),
+        Case(
+            "label out is a folder",
+            "data.label",
+            ["--pairs", "{dir}/pairs.jsonl", "--out", "{dir}/a-folder"],
+            ["a-folder", "folder"],
+        ),
+        Case(
+            "concurrency words in YAML",
+            "data.label",
+            ["--config", "{dir}/types-int.yaml", *label],
+            ["types-int.yaml", "concurrency"],
+        ),
+        Case(
+            "concurrency 0",
+            "data.label",
+            [*label, "--backend", "openai", "--concurrency", "0"],
+            ["concurrency"],
+        ),
+        Case("batch_size 0", "data.label", [*label, "--batch_size", "0"], ["batch_size"]),
+        Case("samples 0", "data.label", [*label, "--samples", "0"], ["samples"]),
+        Case(
+            "parse_retries -1", "data.label", [*label, "--parse_retries", "-1"], ["parse_retries"]
+        ),
+        Case(
+            "unknown prompt",
+            "data.label",
+            [*label, "--backend", "qrels", "--qrels", str(ADI / "qrels.tsv"), "--prompt", "nope"],
+            ["nope"],
+        ),
+        Case(
+            "qrels backend without qrels", "data.label", [*label, "--backend", "qrels"], ["qrels"]
+        ),
+        Case(
+            "binary qrels without grade_map",
+            "data.label",
+            [*label, "--backend", "qrels", "--qrels", str(ADI / "qrels.tsv")],
+            ["grade_map"],
+        ),
+        Case("unknown backend", "data.label", [*label, "--backend", "gpt"], ["backend"]),
+        # eval.search
+        Case("search k 0", "eval.search", [*search, "--labeler", qrels, "--k", "0"], ["k"]),
+        Case("search k -1", "eval.search", [*search, "--labeler", qrels, "--k", "-1"], ["k"]),
+        Case(
+            "batch_queries 0",
+            "eval.search",
+            [*search, "--labeler", qrels, "--batch_queries", "0"],
+            ["batch_queries"],
+        ),
+        Case(
+            "run ranks a document twice",
+            "eval.search",
+            [
+                "--run",
+                "{dir}/run-dup.trec",
+                "--corpus",
+                str(ADI),
+                "--labeler",
+                qrels,
+                "--out",
+                "{dir}/s",
+            ],
+            ["run-dup.trec:2", "twice"],
+        ),
+        Case(
+            "run score NaN",
+            "eval.search",
+            [
+                "--run",
+                "{dir}/run-nan.trec",
+                "--corpus",
+                str(ADI),
+                "--labeler",
+                qrels,
+                "--out",
+                "{dir}/s",
+            ],
+            ["run-nan.trec:1", "score"],
+        ),
+        Case(
+            "run line short",
+            "eval.search",
+            [
+                "--run",
+                "{dir}/run-short.trec",
+                "--corpus",
+                str(ADI),
+                "--labeler",
+                qrels,
+                "--out",
+                "{dir}/s",
+            ],
+            ["run-short.trec:1"],
+        ),
+        Case(
+            "run missing",
+            "eval.search",
+            ["--run", "{dir}/nope.trec", "--corpus", str(ADI), "--labeler", qrels],
+            ["nope.trec"],
+        ),
+        Case(
+            "labeler unknown kind",
+            "eval.search",
+            ["--run", "{dir}/run-short.trec", "--corpus", str(ADI), "--labeler", "oracle:x"],
+            ["oracle"],
+        ),
+        # data.candidates, eval.rerank
+        Case(
+            "candidates k 0",
+            "data.candidates",
+            ["--collection", str(ADI), "--k", "0", "--out", "{dir}/c"],
+            ["k"],
+        ),
+        Case(
+            "candidates collection missing",
+            "data.candidates",
+            ["--collection", "{dir}/nope", "--out", "{dir}/c"],
+            ["nope"],
+        ),
+        Case(
+            "rerank k 0",
+            "eval.rerank",
+            [
+                "--run",
+                "{dir}/run-dup.trec",
+                "--corpus",
+                str(ADI),
+                "--grader",
+                "{dir}/a-folder",
+                "--k",
+                "0",
+            ],
+            ["k"],
+        ),
+        # models.export, eval.checkpoint
+        Case(
+            "export of a non-checkpoint",
+            "models.export",
+            ["--checkpoint", "{dir}/a-folder", "--out", "{dir}/e"],
+            ["a-folder"],
+        ),
+        Case(
+            "export truncated config.json",
+            "models.export",
+            ["--checkpoint", "{dir}/truncated-config", "--out", "{dir}/e"],
+            ["config.json"],
+        ),
+        Case(
+            "export truncated weights",
+            "models.export",
+            ["--checkpoint", "{dir}/truncated-weights", "--out", "{dir}/e"],
+            ["model.safetensors"],
+        ),
+        Case(
+            "export onto the checkpoint",
+            "models.export",
+            ["--checkpoint", "{dir}/truncated-config", "--out", "{dir}/truncated-config"],
+            ["overlaps"],
+        ),
+        Case(
+            "export onto a user's folder",
+            "models.export",
+            ["--checkpoint", "{dir}/truncated-config", "--out", "{dir}/users"],
+            ["not a previous export"],
+        ),
+        Case(
+            "evaluate batch_size 0",
+            "eval.checkpoint",
+            ["--judgments", j, "--batch_size", "0"],
+            ["batch_size"],
+        ),
+        Case(
+            "evaluate missing data",
+            "eval.checkpoint",
+            ["--judgments", "{dir}/nope.jsonl", "--data", "{dir}/nope.jsonl"],
+            ["nope.jsonl"],
+        ),
+        # training
+        Case("train mode unknown", "train", ["--mode", "everything"], ["mode"]),
+        Case(
+            "train dataset missing",
+            "train",
+            ["--dataset", "{dir}/nope", "--model_name_or_path", "{dir}/a-folder"],
+            ["nope"],
+        ),
+    ]
+    return table
+
+
+@dataclass
+class Outcome:
+    case: Case
+    exit_code: int | None
+    last_line: str
+    clear: bool
+    traceback: bool
+    inputs_unchanged: bool
+    seconds: float
+
+    @property
+    def passed(self) -> bool:
+        return self.clear and not self.traceback and self.inputs_unchanged and bool(self.exit_code)
+
+
+def _digest(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def run_case(case: Case, root: Path) -> Outcome:
+    from data.cli import run_main
+
+    folder = root / case.name.replace(" ", "-").replace("'", "")
+    folder.mkdir()
+    make_files(folder)
+    (folder / "users").mkdir()
+    (folder / "users" / "notes.txt").write_text("a user's file\n")
+    before = _digest(folder)
+    args = [a.replace("{dir}", str(folder)) for a in case.args]
+    module = importlib.import_module(case.module if case.module != "train" else "train.train")
+    main: Callable = module.main
+    stderr, stdout = io.StringIO(), io.StringIO()
+    code: int | None = 0
+    crashed = False
+    start = time.perf_counter()
+    with contextlib.redirect_stderr(stderr), contextlib.redirect_stdout(stdout):
+        try:
+            run_main(main, args)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except Exception:  # what a user would see as a traceback
+            crashed = True
+            code = 1
+            traceback.print_exc(file=stderr)
+    seconds = time.perf_counter() - start
+    lines = [line for line in stderr.getvalue().splitlines() if line.strip()]
+    last = lines[-1] if lines else ""
+    clear = last.lower().startswith(("error:", f"{Path(sys.argv[0]).name}: error:")) or (
+        ": error: " in last
+    )
+    clear = clear and all(word.lower() in last.lower() for word in case.expect)
+    after = _digest(folder)
+    unchanged = all(after.get(name) == digest for name, digest in before.items())
+    return Outcome(case, code, last[:240], clear, crashed, unchanged, round(seconds, 2))
+
+
+def campaign(selected: list[Case] | None = None) -> list[Outcome]:
+    import logging
+
+    logging.disable(logging.CRITICAL)  # the commands' progress logs are not what is judged
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            return [run_case(case, Path(tmp)) for case in (selected or cases())]
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+def report(outcomes: list[Outcome]) -> str:
+    lines = [
+        "| case | command | exit | clear one-line error | inputs unchanged |",
+        "|---|---|---|---|---|",
+    ]
+    for o in outcomes:
+        lines.append(
+            f"| {o.case.name} | {o.case.module} | {o.exit_code} | "
+            f"{'yes' if o.clear and not o.traceback else 'NO: ' + o.last_line.replace('|', '/')} | "
+            f"{'yes' if o.inputs_unchanged else 'NO'} |"
+        )
+    passed = sum(o.passed for o in outcomes)
+    lines.append("")
+    lines.append(
+        f"{passed}/{len(outcomes)} bad inputs: clear one-line error, non-zero exit, inputs kept; "
+        f"{sum(o.traceback for o in outcomes)} tracebacks"
+    )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--json", help="Also write the outcomes here.")
+    options = parser.parse_args(argv)
+    outcomes = campaign()
+    print(report(outcomes))
+    if options.json:
+        Path(options.json).write_text(
+            json.dumps(
+                [
+                    {
+                        "case": o.case.name,
+                        "module": o.case.module,
+                        "exit": o.exit_code,
+                        "error": o.last_line,
+                        "passed": o.passed,
+                    }
+                    for o in outcomes
+                ],
+                indent=2,
+            )
+        )
+    sys.exit(0 if all(o.passed for o in outcomes) else 1)
+
+
+if __name__ == "__main__":
+    main()
