@@ -40,7 +40,7 @@ class _ArgparseMetadata(dict):
     listed key to ``add_argument``, which rejects unknown ones); ``.get`` still finds it."""
 
     def keys(self):  # type: ignore[override]
-        return [key for key in super().keys() if key != "bounds"]
+        return [key for key in dict.keys(self) if key != "bounds"]
 
     def __iter__(self):
         return iter(self.keys())

@@ -10,9 +10,14 @@
 Settings are :class:`ApiSettings`, arguments of :func:`create_app`; the environment gives only
 their defaults: ``GRADER_MODEL`` (exported grader or checkpoint), ``GRADER_API_TOKEN`` (when set,
 requests need ``Authorization: Bearer TOKEN``), ``GRADER_MAX_HITS`` (100), ``GRADER_MAX_TEXT_CHARS``
-(20000 per field), ``GRADER_BATCH_WAIT_MS`` (5), ``GRADER_BATCH_PAIRS`` (256). The model loads once
-at start-up; concurrent requests are gathered into shared batches. Bad requests get 422 with the
-path of the offending field.
+(20000 per field), ``GRADER_MAX_BODY_BYTES`` (4 MiB), ``GRADER_MAX_REQUEST_TOKENS`` (65536 grader
+input tokens per request), ``GRADER_MAX_QUEUED_PAIRS`` (1024), ``GRADER_BATCH_WAIT_MS`` (5),
+``GRADER_BATCH_PAIRS`` (256). The model loads once at start-up; concurrent requests are gathered
+into shared batches, and each request still succeeds or fails alone.
+
+Every request's work is bounded: bad requests get 422 with the path of the offending field, a body
+over the size limit 413, a request over the token budget 422, a full queue 503 with Retry-After,
+and a request whose client went away is dropped before it is graded.
 """
 
 from __future__ import annotations
@@ -22,11 +27,12 @@ import os
 import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from pydantic import BaseModel, ConfigDict, Field
+from fastapi.responses import JSONResponse
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from eval.labelers import Hit, HitLabel, Labeler
 from eval.search import evaluate_query
@@ -48,16 +54,43 @@ class ApiSettings:
         default_factory=lambda: float(os.environ.get("GRADER_BATCH_WAIT_MS", "5"))
     )
     batch_pairs: int = field(default_factory=lambda: _env_int("GRADER_BATCH_PAIRS", 256))
+    max_body_bytes: int = field(
+        default_factory=lambda: _env_int("GRADER_MAX_BODY_BYTES", 4 * 1024 * 1024)
+    )
+    max_request_tokens: int = field(
+        default_factory=lambda: _env_int("GRADER_MAX_REQUEST_TOKENS", 65536)
+    )
+    max_queued_pairs: int = field(default_factory=lambda: _env_int("GRADER_MAX_QUEUED_PAIRS", 1024))
 
     def __post_init__(self) -> None:
-        for name in ("max_hits", "max_text_chars", "batch_pairs"):
+        for name in (
+            "max_hits",
+            "max_text_chars",
+            "batch_pairs",
+            "max_body_bytes",
+            "max_request_tokens",
+            "max_queued_pairs",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: expected >= 1, got {getattr(self, name)}")
 
 
+def _valid_unicode(value: str) -> str:
+    # JSON may carry a lone surrogate (\\ud800) that no tokenizer or UTF-8 encoder accepts.
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("contains a lone surrogate: not valid Unicode text") from None
+    return value
+
+
+Text = Annotated[str, AfterValidator(_valid_unicode)]
+FieldName = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(_valid_unicode)]
+
+
 class QueryInputs(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    text: str = Field(min_length=1)
+    text: Text = Field(min_length=1)
 
 
 class QueryIn(BaseModel):
@@ -67,15 +100,15 @@ class QueryIn(BaseModel):
 
 class EvalOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    fields: list[str] = Field(default_factory=lambda: ["text"], min_length=1, max_length=16)
+    fields: list[FieldName] = Field(default_factory=lambda: ["text"], min_length=1, max_length=16)
     debug: bool = False
     k: int | None = Field(default=None, ge=1)
 
 
 class HitIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    id: str = Field(min_length=1, max_length=512)
-    fields: dict[str, str]
+    id: Text = Field(min_length=1, max_length=512)
+    fields: dict[FieldName, Text]
 
 
 class SearchEvalRequest(BaseModel):
@@ -159,16 +192,33 @@ class _Job:
     future: asyncio.Future
 
 
-class MicroBatcher:
-    """Gathers concurrent requests for up to ``wait_ms`` and labels them in one batched call."""
+class QueueFull(Exception):
+    """More pairs waiting than ``max_queued_pairs``: the client should retry later (503)."""
 
-    def __init__(self, labeler: Labeler, wait_ms: float = 5.0, max_pairs: int = 256) -> None:
+
+class MicroBatcher:
+    """Gathers concurrent requests for up to ``wait_ms`` and labels them in one batched call.
+
+    At most ``max_queued`` pairs wait or run at once (more: :class:`QueueFull`); a request whose
+    caller stopped waiting (its future cancelled) is dropped before it is graded.
+    """
+
+    def __init__(
+        self,
+        labeler: Labeler,
+        wait_ms: float = 5.0,
+        max_pairs: int = 256,
+        max_queued: int = 1024,
+    ) -> None:
         self.labeler = labeler
         self.wait = wait_ms / 1000
         self.max_pairs = max_pairs
+        self.max_queued = max_queued
+        self.pending = 0  # pairs queued or being labelled
         self.queue: asyncio.Queue[_Job] = asyncio.Queue()
         self.task: asyncio.Task | None = None
         self.batches = 0
+        self.dropped = 0
 
     def start(self) -> None:
         self.task = asyncio.create_task(self._run())
@@ -178,32 +228,47 @@ class MicroBatcher:
             self.task.cancel()
 
     async def label(self, query: str, hits: list[Hit]) -> list[HitLabel]:
+        if self.pending and self.pending + len(hits) > self.max_queued:
+            raise QueueFull(f"{self.pending} pairs are waiting; the limit is {self.max_queued}")
         future = asyncio.get_running_loop().create_future()
-        await self.queue.put(_Job("q", query, hits, future))
-        return await future
+        self.pending += len(hits)
+        try:
+            await self.queue.put(_Job("q", query, hits, future))
+            return await future
+        finally:
+            self.pending -= len(hits)
+
+    async def _next_jobs(self) -> list[_Job]:
+        loop = asyncio.get_running_loop()
+        jobs = [await self.queue.get()]
+        pairs = len(jobs[0].hits)
+        deadline = loop.time() + self.wait
+        while pairs < self.max_pairs:
+            timeout = deadline - loop.time()
+            if timeout <= 0:
+                break
+            try:
+                job = await asyncio.wait_for(self.queue.get(), timeout)
+            except TimeoutError:
+                break
+            jobs.append(job)
+            pairs += len(job.hits)
+        live = [job for job in jobs if not job.future.done()]  # callers gone: not graded
+        self.dropped += len(jobs) - len(live)
+        return live
 
     async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
         while True:
-            jobs = [await self.queue.get()]
-            pairs = len(jobs[0].hits)
-            deadline = loop.time() + self.wait
-            while pairs < self.max_pairs:
-                timeout = deadline - loop.time()
-                if timeout <= 0:
-                    break
-                try:
-                    job = await asyncio.wait_for(self.queue.get(), timeout)
-                except TimeoutError:
-                    break
-                jobs.append(job)
-                pairs += len(job.hits)
+            jobs = await self._next_jobs()
+            if not jobs:
+                continue
             requests = [(f"q{i}", job.query, job.hits) for i, job in enumerate(jobs)]
             try:
                 results = await asyncio.to_thread(self.labeler.label_many, requests)
                 self.batches += 1
                 for job, labels in zip(jobs, results, strict=True):
-                    job.future.set_result(labels)
+                    if not job.future.done():
+                        job.future.set_result(labels)
             except Exception:
                 # One bad request must not fail the others batched with it: each is labelled
                 # alone, and only the one that fails again gets the error.
@@ -214,9 +279,22 @@ class MicroBatcher:
                         labels = await asyncio.to_thread(
                             self.labeler.label_many, [("q0", job.query, job.hits)]
                         )
-                        job.future.set_result(labels[0])
+                        if not job.future.done():
+                            job.future.set_result(labels[0])
                     except Exception as exc:  # the worker lives on
-                        job.future.set_exception(exc)
+                        if not job.future.done():
+                            job.future.set_exception(exc)
+
+
+def _printable(value: Any) -> Any:
+    """A JSON-safe copy: strings with lone surrogates are escaped rather than failing the reply."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, list | tuple):
+        return [_printable(item) for item in value]
+    if isinstance(value, dict):
+        return {_printable(k): _printable(v) for k, v in value.items()}
+    return value
 
 
 def create_app(
@@ -241,7 +319,10 @@ def create_app(
                 raise RuntimeError("set GRADER_MODEL (or ApiSettings.model) to an exported grader")
             labeler = GraderLabeler(settings.model)
         batcher = MicroBatcher(
-            labeler, wait_ms=settings.batch_wait_ms, max_pairs=settings.batch_pairs
+            labeler,
+            wait_ms=settings.batch_wait_ms,
+            max_pairs=settings.batch_pairs,
+            max_queued=settings.max_queued_pairs,
         )
         batcher.start()
         app.state.batcher = batcher
@@ -250,6 +331,27 @@ def create_app(
         await batcher.stop()
 
     app = FastAPI(title="relevance-grader", version="1", lifespan=lifespan)
+
+    @app.middleware("http")
+    async def limit_body(request: Request, call_next):
+        length = request.headers.get("content-length", "")
+        if length.isdigit() and int(length) > settings.max_body_bytes:
+            return JSONResponse(
+                status_code=413,
+                content={
+                    "detail": f"body of {length} bytes; the limit is {settings.max_body_bytes}"
+                },
+            )
+        return await call_next(request)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own handler echoes the input, which fails on undecodable text (a 500).
+        errors = [
+            {key: error[key] for key in ("type", "loc", "msg") if key in error}
+            for error in exc.errors()
+        ]
+        return JSONResponse(status_code=422, content={"detail": _printable(errors)})
 
     def authorize(request: Request) -> None:
         if token is None:
@@ -282,7 +384,35 @@ def create_app(
             )
             for hit in body.hits
         ]
-        labels = await request.app.state.batcher.label(body.query.inputs.text, hits)
+        labeler = request.app.state.labeler
+        tokens = labeler.input_tokens(body.query.inputs.text, hits)
+        if tokens is not None and tokens > settings.max_request_tokens:
+            raise RequestValidationError(
+                [
+                    {
+                        "type": "value_error",
+                        "loc": ["body", "hits"],
+                        "msg": f"{tokens} grader input tokens; the limit per request is "
+                        f"{settings.max_request_tokens}: send fewer or shorter hits",
+                    }
+                ]
+            )
+        labelling = asyncio.ensure_future(
+            request.app.state.batcher.label(body.query.inputs.text, hits)
+        )
+        try:
+            while True:
+                done, _ = await asyncio.wait({labelling}, timeout=0.25)
+                if done:
+                    labels = labelling.result()
+                    break
+                if await request.is_disconnected():
+                    labelling.cancel()  # the batcher drops it if it has not started
+                    return JSONResponse(status_code=499, content={"detail": "client went away"})
+        except QueueFull as exc:
+            raise HTTPException(
+                status_code=503, detail=str(exc), headers={"Retry-After": "1"}
+            ) from None
         labelled = time.perf_counter()
         k = body.eval.k or len(hits)
         result = evaluate_query(

@@ -79,6 +79,10 @@ class Labeler:
         """What this labeler will not read of ``query`` as given (a cut query), for the caller."""
         return []
 
+    def input_tokens(self, query: str, hits: Sequence[Hit]) -> int | None:
+        """Model input tokens that labelling these hits costs (None: not counted)."""
+        return None
+
 
 class GraderLabeler(Labeler):
     def __init__(self, path: str, grader: Any = None) -> None:
@@ -111,6 +115,12 @@ class GraderLabeler(Labeler):
                 f"{grader.input_format.max_length} tokens; the grader read its beginning only"
             ]
         return []
+
+    def input_tokens(self, query: str, hits: Sequence[Hit]) -> int | None:
+        ids = self.grader.encode(
+            [query] * len(hits), [hit.text for hit in hits], [hit.title for hit in hits]
+        )
+        return sum(map(len, ids))
 
     def label_many(
         self, requests: Sequence[tuple[str, str, Sequence[Hit]]]

@@ -455,6 +455,84 @@ def test_an_over_long_query_is_graded_with_a_warning_not_a_500(tiny_grader_dir: 
         assert normal.status_code == 200 and "warnings" not in normal.json()
 
 
+def test_every_request_has_bounded_work_and_bad_text_is_a_422_not_a_500(client):
+    from fastapi.testclient import TestClient
+
+    from eval.api import ApiSettings, create_app
+
+    class Counting(DictLabeler):
+        def input_tokens(self, query, hits):
+            return 100 * len(hits)
+
+    settings = ApiSettings(model=None, token=None, max_body_bytes=2000, max_request_tokens=250)
+    with TestClient(create_app(labeler=Counting({"d1": 3}), settings=settings)) as small:
+        big = request_body(hits=[{"id": "d1", "fields": {"text": "x" * 3000}}])
+        assert small.post("/v1/eval/search", json=big).status_code == 413
+        over = small.post("/v1/eval/search", json=request_body())  # 3 hits x 100 tokens
+        assert over.status_code == 422 and "the limit per request is 250" in over.text
+        two = request_body(hits=request_body()["hits"][:2])
+        assert small.post("/v1/eval/search", json=two).status_code == 200
+    surrogate_query = (
+        b'{"query": {"inputs": {"text": "axon \\ud800"}}, "hits": [{"id": "d1", '
+        b'"fields": {"text": "t"}}]}'
+    )
+    surrogate_id = b'{"query": {"inputs": {"text": "q"}}, "hits": [{"id": "\\udfff", "fields": {"text": "t"}}]}'
+    for raw, where in [(surrogate_query, "text"), (surrogate_id, "id")]:
+        response = client.post(
+            "/v1/eval/search", content=raw, headers={"content-type": "application/json"}
+        )
+        assert response.status_code == 422, response.text
+        assert where in response.json()["detail"][0]["loc"]
+    for body in (
+        request_body(eval={"fields": [""]}),
+        request_body(hits=[{"id": "d1", "fields": {"": "text"}}], eval={"fields": ["text"]}),
+    ):
+        assert client.post("/v1/eval/search", json=body).status_code == 422
+
+
+def test_a_full_queue_answers_503_and_a_gone_caller_is_not_graded():
+    import asyncio
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from eval.api import ApiSettings, MicroBatcher, QueueFull, create_app
+
+    class Slow(DictLabeler):
+        def label_many(self, requests):
+            time.sleep(0.2)
+            return super().label_many(requests)
+
+    async def scenario():
+        labeler = Slow({"a": 3})
+        batcher = MicroBatcher(labeler, wait_ms=1, max_queued=2)
+        batcher.start()
+        first = asyncio.ensure_future(batcher.label("one", [Hit("a", "x")]))
+        await asyncio.sleep(0.05)  # "one" is being labelled
+        second = asyncio.ensure_future(batcher.label("two", [Hit("a", "x")]))
+        await asyncio.sleep(0)
+        with pytest.raises(QueueFull):
+            await batcher.label("three", [Hit("a", "x")])
+        second.cancel()  # its caller went away while it waited
+        assert (await first)[0].grade == 3
+        await asyncio.sleep(0.3)
+        await batcher.stop()
+        return labeler.calls, batcher.dropped
+
+    calls, dropped = asyncio.run(scenario())
+    assert (calls, dropped) == (1, 1)
+
+    app = create_app(labeler=DictLabeler({}), settings=ApiSettings(model=None, token=None))
+    with TestClient(app) as full:
+
+        async def refuse(query, hits):
+            raise QueueFull("busy")
+
+        full.app.state.batcher.label = refuse
+        response = full.post("/v1/eval/search", json=request_body())
+        assert response.status_code == 503 and response.headers["retry-after"] == "1"
+
+
 def test_the_module_level_app_is_built_once(monkeypatch):
     import eval.api
 
