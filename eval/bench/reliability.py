@@ -1,12 +1,17 @@
-"""Bad-input campaign: every command, fed what users get wrong, must answer with one clear line.
+"""Reliability campaign: bad inputs get one clear line, teacher faults lose and mislabel nothing.
 
     python -m eval.bench.reliability            # the table and the figures
     python -m eval.bench.reliability --json out.json
 
-Each case runs a command's ``main`` in this process (as ``python -m`` would, through
+Bad inputs: each case runs a command's ``main`` in this process (as ``python -m`` would, through
 ``data.cli.run_main``) on files made for it, and passes when the command exits non-zero with a
 last line ``error: ...`` that names what is wrong (the option, the file and line) and no
-traceback, and the files it was given are unchanged. The figures go to BENCHMARKS.md.
+traceback, and the files it was given are unchanged.
+
+Teacher faults: ``data.label`` against a fault-injecting OpenAI-compatible endpoint
+(:mod:`eval.bench.fake_openai`: 429s, 500s, cut-off replies, invalid JSON and text/plain bodies,
+non-answers), killed with SIGKILL mid-run and resumed; counted: pairs lost, completed pairs paid
+twice, labels taken from unusable replies. The figures go to BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -482,12 +487,114 @@ def report(outcomes: list[Outcome]) -> str:
     return "\n".join(lines)
 
 
+# Modes of the fake endpoint; the unusable ones can never give a label.
+FAULT_MODES = {
+    "delay": 50,
+    "truncated-once": 8,
+    "429-once": 6,
+    "500-twice": 6,
+    "not-json": 6,
+    "text-plain": 6,
+    "garbage": 6,
+    "reply=No_idea,_sorry.": 6,
+    "reply=I_can't_answer_yes_or_no_to_that.": 6,
+}
+UNUSABLE = {"not-json", "text-plain", "garbage"} | {
+    m for m in FAULT_MODES if m.startswith("reply=")
+}
+
+
+def teacher_faults(root: Path, kill_after: int = 30) -> dict[str, int]:
+    """Label pairs against the faulty endpoint, SIGKILL mid-run, resume; count what went wrong."""
+    import os
+    import signal
+    import subprocess
+
+    from data.cli import cli_args
+    from data.io import read_records
+    from data.records import Judgment
+    from eval.bench.fake_openai import FakeOpenAI
+
+    modes = [mode for mode, count in FAULT_MODES.items() for _ in range(count)]
+    rows = [
+        {
+            "qid": f"q{i % 7}",
+            "query": f"query {i % 7}",
+            "doc_id": f"d{i}",
+            "text": f"[[id=d{i} mode={mode} rel={i % 2}]] body",
+        }
+        for i, mode in enumerate(modes)
+    ]
+    pairs, out = root / "fault-pairs.jsonl", root / "fault-judgments.jsonl"
+    pairs.write_text(_jsonl(rows))
+    cache = out.with_suffix(".cache.jsonl")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    with FakeOpenAI() as server:
+        command = [
+            sys.executable,
+            "-m",
+            "data.label",
+            *cli_args(
+                pairs=pairs,
+                out=out,
+                backend="openai",
+                model="fake",
+                prompt="binary-cot",
+                base_url=server.base_url,
+                concurrency=4,
+                max_retries=3,
+                parse_retries=1,
+            ),
+        ]
+        process = subprocess.Popen(
+            command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.time() + 120
+        while time.time() < deadline and process.poll() is None:
+            if cache.exists() and len(cache.read_text().splitlines()) >= kill_after:
+                break
+            time.sleep(0.05)
+        process.send_signal(signal.SIGKILL)
+        process.wait()
+        finished = {
+            json.loads(line)["doc_id"]
+            for line in cache.read_text().splitlines()
+            if line.endswith("}") and json.loads(line).get("error") is None
+        }
+        paid_before = dict(server.requests)
+        resumed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+        paid_twice = sum(server.requests[d] > paid_before.get(d, 0) for d in finished)
+    judged = {j.doc_id: j for j in read_records(out, Judgment)} if out.exists() else {}
+    by_id = {row["doc_id"]: mode for row, mode in zip(rows, modes, strict=True)}
+    return {
+        "pairs": len(rows),
+        "finished_before_kill": len(finished),
+        "resume_exit": resumed.returncode,
+        "pairs_lost": len(rows) - len(judged),
+        "completed_pairs_paid_twice": paid_twice,
+        "labels_from_unusable_replies": sum(
+            j.label is not None for d, j in judged.items() if by_id[d] in UNUSABLE
+        ),
+        "error_records": sum(j.error is not None for j in judged.values()),
+        "unusable_pairs": sum(m in UNUSABLE for m in modes),
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="Also write the outcomes here.")
     options = parser.parse_args(argv)
     outcomes = campaign()
     print(report(outcomes))
+    with tempfile.TemporaryDirectory() as tmp:
+        faults = teacher_faults(Path(tmp))
+    print(
+        f"\nteacher faults: {faults['pairs']} pairs, SIGKILL after "
+        f"{faults['finished_before_kill']} finished, resumed: {faults['pairs_lost']} pairs lost, "
+        f"{faults['completed_pairs_paid_twice']} completed pairs paid twice, "
+        f"{faults['labels_from_unusable_replies']} labels from unusable replies "
+        f"({faults['error_records']} error records for {faults['unusable_pairs']} unusable pairs)"
+    )
     if options.json:
         Path(options.json).write_text(
             json.dumps(
@@ -504,7 +611,12 @@ def main(argv: list[str] | None = None) -> None:
                 indent=2,
             )
         )
-    sys.exit(0 if all(o.passed for o in outcomes) else 1)
+    faults_ok = not (
+        faults["pairs_lost"]
+        or faults["completed_pairs_paid_twice"]
+        or faults["labels_from_unusable_replies"]
+    )
+    sys.exit(0 if all(o.passed for o in outcomes) and faults_ok else 1)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from data.judges.backends import JudgeConfig, majority
 from data.judges.prompts import ParseError, Verdict, available_prompts, load_prompt, parse_reply
 from data.label import LabelConfig, label
 from data.records import Judgment
-from tests.data.fake_openai import FakeOpenAI
+from eval.bench.fake_openai import FakeOpenAI
 
 REPO = Path(__file__).resolve().parents[2]
 
