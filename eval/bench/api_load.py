@@ -1,0 +1,167 @@
+"""Load on the REST API: concurrent clients, one poisoned request among them, latency percentiles.
+
+    python -m eval.bench.api_load --model runs/main/export --clients 20 --hits 10
+
+Starts the API (``eval.api.create_app``) under uvicorn on a free local port, sends ``clients``
+concurrent requests of ``hits`` TREC DL passages each, plus one poisoned request (a query far over
+the grader's ``max_length`` that once failed every request batched with it), and reports status
+codes, server errors and p50/p95/max latency. Then, with ``--schemathesis N``, runs schemathesis
+(``pip install schemathesis``) against the API's OpenAPI schema for N generated requests and
+counts server errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from eval.bench.common import machine, trec_dl_pairs
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Server:
+    """The API under uvicorn in a background thread (for the duration of a ``with`` block)."""
+
+    def __init__(self, model: str, **limits: Any) -> None:
+        import uvicorn
+
+        from eval.api import ApiSettings, create_app
+
+        self.port = _free_port()
+        app = create_app(settings=ApiSettings(model=model, token=None, **limits))
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> Server:
+        import httpx
+
+        self.thread.start()
+        deadline = time.time() + 300
+        while time.time() < deadline:
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=2).json()["status"] == "ok":
+                    return self
+            except (httpx.HTTPError, ValueError):
+                pass
+            time.sleep(0.2)
+        raise TimeoutError("the API did not come up within 300 s")
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+
+def request_body(query: str, passages: list[str]) -> dict[str, Any]:
+    return {
+        "query": {"inputs": {"text": query}},
+        "eval": {"fields": ["text"]},
+        "hits": [{"id": f"d{i}", "fields": {"text": text}} for i, text in enumerate(passages)],
+    }
+
+
+async def _load(url: str, bodies: list[dict[str, Any]]) -> list[tuple[int, float]]:
+    import httpx
+
+    async with httpx.AsyncClient(timeout=600) as client:
+
+        async def one(body: dict[str, Any]) -> tuple[int, float]:
+            start = time.perf_counter()
+            response = await client.post(f"{url}/v1/eval/search", json=body)
+            return response.status_code, time.perf_counter() - start
+
+        return list(await asyncio.gather(*(one(body) for body in bodies)))
+
+
+def load_test(model: str, clients: int, hits: int) -> dict[str, Any]:
+    pairs = trec_dl_pairs(clients * hits + 1, seed=3)
+    bodies = [
+        request_body(pairs[i * hits][0], [d for _, d in pairs[i * hits : (i + 1) * hits]])
+        for i in range(clients)
+    ]
+    poisoned = request_body(" ".join(["definition of an axon terminal"] * 600), [pairs[-1][1]])
+    with Server(model) as server:
+        asyncio.run(_load(server.url, bodies[:1]))  # warm-up: first-call allocations
+        start = time.perf_counter()
+        results = asyncio.run(_load(server.url, [*bodies, poisoned]))
+        wall = time.perf_counter() - start
+    normal = [seconds for status, seconds in results[:-1]]
+    return {
+        "clients": clients,
+        "hits_per_request": hits,
+        "status_codes": [status for status, _ in results],
+        "server_errors": sum(status >= 500 for status, _ in results),
+        "poisoned_status": results[-1][0],
+        "p50_s": round(float(np.percentile(normal, 50)), 2),
+        "p95_s": round(float(np.percentile(normal, 95)), 2),
+        "max_s": round(max(normal), 2),
+        "wall_s": round(wall, 2),
+        "pairs_per_s": round(clients * hits / wall, 2),
+    }
+
+
+def schemathesis_run(model: str, examples: int) -> dict[str, Any]:
+    """Schemathesis against the live API; limits kept small so each generated request is quick."""
+    with Server(model, max_hits=4, max_text_chars=400) as server:
+        command = [
+            sys.executable,
+            "-m",
+            "schemathesis.cli",
+            "run",
+            f"{server.url}/openapi.json",
+            "--checks",
+            "not_a_server_error",
+            "--max-examples",
+            str(examples),
+            "--phases",
+            "examples,coverage,fuzzing",
+            "--suppress-health-check",
+            "all",
+            "--request-timeout",
+            "120",  # what is judged is server errors; latency is the load test's figure
+        ]
+        result = subprocess.run(command, capture_output=True, text=True)
+    tail = result.stdout.strip().splitlines()[-12:]
+    return {"exit": result.returncode, "summary": tail}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="runs/main/export")
+    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--hits", type=int, default=10)
+    parser.add_argument("--schemathesis", type=int, default=0, help="Generated requests (0: skip).")
+    parser.add_argument("--json", help="Also write the figures here.")
+    options = parser.parse_args(argv)
+    if not Path(options.model).exists():
+        parser.error(f"--model {options.model}: no such grader (export one first)")
+    figures: dict[str, Any] = {"machine": machine()}
+    figures["load"] = load_test(options.model, options.clients, options.hits)
+    if options.schemathesis:
+        figures["schemathesis"] = schemathesis_run(options.model, options.schemathesis)
+    print(json.dumps(figures, indent=2))
+    if options.json:
+        Path(options.json).write_text(json.dumps(figures, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
