@@ -53,7 +53,12 @@ class GraderModelConfig:
     lora_alpha: int = field(default=32)
     lora_dropout: float = field(default=0.05)
     lora_target_modules: list[str] = field(default_factory=lambda: list(LLAMA_LINEAR_MODULES))
-    dtype: str = choice("float32", DTYPES, "Weights dtype.")
+    dtype: str = choice(
+        "float32",
+        DTYPES,
+        "Dtype of the weights that stay frozen; trained weights are always float32 master "
+        "weights (bf16 compute comes from autocast, --bf16 true).",
+    )
     max_length: int = field(
         default=512, metadata={"help": "Tokens per input (documents are cut to fit)."}
     )
@@ -109,7 +114,23 @@ def build_grader(config: GraderModelConfig) -> tuple[PreTrainedModel, PreTrained
             modules_to_save=None if config.generative else ["score"],
         )
         model = get_peft_model(model, lora)
+    upcast_trainable(model)
     return model, tokenizer
+
+
+def upcast_trainable(model: torch.nn.Module) -> int:
+    """Trained parameters in float32, frozen ones as loaded: returns how many were upcast.
+
+    With bf16 weights an AdamW update of lr 2e-5 on a weight of 0.02 rounds to nothing (bf16's
+    spacing there is ~1.2e-4); float32 master weights under bf16 autocast keep it, as TRL and
+    the transformers docs recommend.
+    """
+    upcast = 0
+    for parameter in model.parameters():
+        if parameter.requires_grad and parameter.dtype in (torch.bfloat16, torch.float16):
+            parameter.data = parameter.data.float()
+            upcast += 1
+    return upcast
 
 
 def count_parameters(model: torch.nn.Module) -> dict[str, int]:

@@ -239,6 +239,16 @@ def train(
     args: GraderTrainingArguments,
 ) -> dict[str, Any]:
     check_combination(model_config, data_config, loss_config)
+    if (
+        model_config.dtype != "float32"
+        and "lora" in model_config.mode
+        and not (args.bf16 or args.fp16)
+    ):
+        # LoRA keeps the base in dtype and trains float32 adapters: the mix needs autocast.
+        raise ValueError(
+            f"dtype={model_config.dtype} with mode={model_config.mode} trains float32 adapters "
+            "on a low-precision base, which needs autocast: set bf16: true (or dtype: float32)"
+        )
     train_raw = load_split(data_config.dataset, "train")
     if train_raw is None:
         raise FileNotFoundError(

@@ -168,3 +168,42 @@ def test_generative_mode_trains_and_scores_p_yes(
     model, _ = load_trained(args.output_dir)
     assert model.config.architectures[0].endswith("ForCausalLM")
     assert all(np.isfinite(losses))
+
+
+def test_small_updates_are_not_lost_with_bf16_weights(
+    tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
+):
+    """dtype bfloat16 + bf16 autocast trains float32 master weights: an lr 1e-5 step moves
+    (almost) every weight, where pure bf16 storage would round most of those steps away."""
+    from safetensors.torch import load_file
+
+    from models.builder import build_grader
+
+    config = GraderModelConfig(
+        model_name_or_path=str(tiny_model_dir), mode="full", dtype="bfloat16", max_length=256
+    )
+    model, _ = build_grader(config)
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    args = args_for(tmp_path, learning_rate=1e-5, max_steps=2, bf16=True, num_train_epochs=1)
+    train(config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args)
+    after = load_file(tmp_path / "out" / "model.safetensors")
+    name = "model.layers.0.mlp.down_proj.weight"
+    moved = (after[name].float() != before[name]).float().mean().item()
+    assert after[name].dtype == torch.float32 and moved > 0.9
+    # The same step on bf16 storage: most updates vanish (why master weights are needed).
+    weight = before[name].to(torch.bfloat16)
+    stepped = (weight.float() + 1e-5 * torch.sign(torch.randn_like(weight.float()))).to(
+        torch.bfloat16
+    )
+    assert (stepped != weight).float().mean().item() < 0.2
+
+
+def test_lora_on_a_bf16_base_needs_autocast(
+    tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
+):
+    config = GraderModelConfig(
+        model_name_or_path=str(tiny_model_dir), mode="lora", dtype="bfloat16", max_length=256
+    )
+    with pytest.raises(ValueError, match="bf16: true"):
+        train(config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args_for(tmp_path))
