@@ -159,14 +159,21 @@ def inference_dtype(device: str | torch.device) -> torch.dtype:
     return torch.bfloat16 if cpu_has_fast_bf16() else torch.float32
 
 
+RESERVED_PAD_TOKEN = "<|finetune_right_pad_id|>"  # Llama 3.1 / 3.2
+
+
 def prepare_tokenizer(tokenizer: PreTrainedTokenizerBase) -> PreTrainedTokenizerBase:
     """Pad on the right with a real pad token, so the classifier pools the last real token.
 
-    Llama tokenizers have no pad token; EOS stands in (the grader's input never ends with it,
-    see models.input_format).
+    Llama 3 tokenizers have no pad token but reserve one (``<|finetune_right_pad_id|>``), which
+    never occurs inside a prompt; it is used where it exists. Otherwise EOS stands in (the
+    grader's input never ends with it, see models.input_format), as for SmolLM2.
     """
     if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+        reserved = RESERVED_PAD_TOKEN in tokenizer.get_vocab()
+        tokenizer.pad_token = (
+            RESERVED_PAD_TOKEN if reserved else tokenizer.eos_token or tokenizer.unk_token
+        )
     tokenizer.padding_side = "right"
     return tokenizer
 

@@ -23,14 +23,31 @@ from models.scoring import answer_token_probabilities
 def prompt_completion(
     dataset: Dataset, tokenizer: PreTrainedTokenizerBase, fmt: GraderInputFormat
 ) -> Dataset:
+    """Token ids of prompt + answer (+ EOS) with the answer as the only completion.
+
+    Tokenized here, through :func:`format_pairs`, so that training sees exactly the tokens that
+    P(yes) scoring sees: left to TRL, a chat prompt that already begins with the BOS token
+    (Llama 3) would get a second one.
+    """
+    answer_ids = [
+        tokenizer(fmt.answer_prefix + word, add_special_tokens=False)["input_ids"]
+        for word in fmt.label_words
+    ]
+    eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+
     def convert(batch: dict[str, list]) -> dict[str, list]:
         titles = batch.get("title") or [None] * len(batch["query"])
-        formatted = format_pairs(tokenizer, fmt, batch["query"], batch["text"], titles)
-        answers = [fmt.answer_prefix + fmt.label_words[int(label)] for label in batch["label"]]
-        return {"prompt": formatted.texts, "completion": answers}
+        prompts = format_pairs(tokenizer, fmt, batch["query"], batch["text"], titles).input_ids
+        answers = [answer_ids[int(label)] + eos for label in batch["label"]]
+        return {
+            "input_ids": [p + a for p, a in zip(prompts, answers, strict=True)],
+            "completion_mask": [
+                [0] * len(p) + [1] * len(a) for p, a in zip(prompts, answers, strict=True)
+            ],
+        }
 
     return dataset.map(
-        convert, batched=True, remove_columns=dataset.column_names, desc="formatting"
+        convert, batched=True, remove_columns=dataset.column_names, desc="tokenizing"
     )
 
 
