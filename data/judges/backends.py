@@ -14,21 +14,26 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
+import math
 import os
+import re
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from data.beir import graded_qrels, read_qrels
-from data.cli import bounded
+from data.cli import bounded, choice
 from data.judges.prompts import ParseError, Prompt, Verdict, parse_reply
 from data.records import JudgeInfo, Judgment, Pair, Usage, document_text
 
 logger = logging.getLogger(__name__)
 BACKENDS = ("openai", "azure", "hf", "vllm", "qrels")
+# OpenAI's reasoning models reject temperature and max_tokens (o1, o3, o3-mini, o4-mini, gpt-5...).
+REASONING_MODEL = re.compile(r"^(o\d|gpt-5)")
 OnResult = Callable[[Judgment], None]
 
 
@@ -66,7 +71,26 @@ class JudgeConfig:
     )
     token_limit_field: str = field(
         default="max_tokens",
-        metadata={"help": "max_tokens, or max_completion_tokens for reasoning models."},
+        metadata={"help": "max_tokens, or max_completion_tokens (reasoning models use it always)."},
+    )
+    reasoning: str = choice(
+        "auto",
+        ("auto", "yes", "no"),
+        "Reasoning model (o1/o3/o4/gpt-5): no temperature or logprobs, max_completion_tokens with "
+        "room for reasoning tokens. auto: from the model name.",
+    )
+    reasoning_effort: str | None = field(
+        default=None, metadata={"help": "low, medium or high (reasoning models only)."}
+    )
+    reasoning_tokens: int = bounded(
+        4096, 0, help="Completion tokens a reasoning model may spend before its answer."
+    )
+    logprobs: bool = field(
+        default=True,
+        metadata={
+            "help": "Ask for the answer token's log-probabilities where the endpoint gives them "
+            "(direct prompts): judgments carry P(relevant) for soft-target training."
+        },
     )
     concurrency: int = bounded(8, 1, help="Requests in flight at once.")
     max_retries: int = bounded(6, 0, help="Retries on 429/5xx/connection errors/timeouts.")
@@ -85,6 +109,16 @@ class JudgeConfig:
         default=None, metadata={"help": "cpu or cuda (default: cuda when available)."}
     )
     max_document_chars: int = bounded(6000, 1, help="Documents are cut to this many characters.")
+    # vLLM
+    tensor_parallel_size: int = bounded(
+        1, 1, help="GPUs one vLLM model is split over (a 70B: 4-8)."
+    )
+    max_model_len: int | None = bounded(
+        None, 1, help="vLLM context length (default: the model's; lower it to fit the KV cache)."
+    )
+    gpu_memory_utilization: float = bounded(
+        0.9, 0, 1, help="Share of each GPU's memory vLLM may take.", open_low=True
+    )
     # Human judgments
     qrels: str | None = field(default=None, metadata={"help": "qrels file for the qrels backend."})
     grade_map: str | None = field(
@@ -104,6 +138,12 @@ class JudgeConfig:
         default=0.0, metadata={"help": "Price per million output tokens."}
     )
 
+    @property
+    def is_reasoning(self) -> bool:
+        if self.reasoning != "auto":
+            return self.reasoning == "yes"
+        return bool(REASONING_MODEL.match(self.model.rsplit("/", 1)[-1].lower()))
+
     def sampling_settings(self, prompt: Prompt) -> dict[str, Any]:
         """What changes the judge's output besides the pair: part of every cache key."""
         settings: dict[str, Any] = {
@@ -114,6 +154,10 @@ class JudgeConfig:
         }
         if self.backend in ("openai", "azure"):
             settings["response_format"] = self.response_format
+            if self.is_reasoning:
+                settings["reasoning_effort"] = self.reasoning_effort
+        if self.backend in ("openai", "azure", "vllm") and not self.is_reasoning:
+            settings["logprobs"] = self.logprobs and prompt.direct_answer
         if self.backend == "qrels":
             settings = {"qrels": self.qrels, "grade_map": self.grade_map, "unjudged": self.unjudged}
         return settings
@@ -143,7 +187,11 @@ def majority(verdicts: Sequence[Verdict]) -> Verdict:
         label=chosen.label,
         confidence=votes / len(verdicts),
         rationale=chosen.rationale,
-        p_relevant=sum(v.label for v in verdicts) / len(verdicts),
+        p_relevant=(
+            sum(v.p_relevant for v in verdicts) / len(verdicts)  # type: ignore[misc]
+            if all(v.p_relevant is not None for v in verdicts)
+            else sum(v.label for v in verdicts) / len(verdicts)
+        ),
     )
 
 
@@ -286,6 +334,31 @@ def _first_choice(response: Any) -> tuple[str, bool]:
     return text, getattr(choices[0], "finish_reason", "stop") != "length"
 
 
+def _first_token_logprobs(response: Any) -> dict[str, float]:
+    """{token text: log-probability} of the first answer token's alternatives ({} if absent)."""
+    try:
+        first = response.choices[0].logprobs.content[0]
+    except (AttributeError, IndexError, TypeError):
+        return {}
+    return {alt.token: alt.logprob for alt in (first.top_logprobs or [])}
+
+
+def answer_probability(prompt: Prompt, logprobs: Mapping[str, float]) -> float | None:
+    """P(relevant) from the first answer token's alternatives, renormalised over the prompt's
+    answers (yes/no, or grades 0-3 where relevant means >= 2); None when no answer is among them."""
+    mass: dict[int, float] = {}
+    for token, logprob in logprobs.items():
+        word = token.strip().strip(".,!\"'*").lower()
+        if word in prompt.answers:
+            value = prompt.answers[word]
+            mass[value] = mass.get(value, 0.0) + math.exp(logprob)
+    total = sum(mass.values())
+    if not total:
+        return None
+    relevant = sum(p for v, p in mass.items() if (v == 1 if prompt.scale == "binary" else v >= 2))
+    return relevant / total
+
+
 class OpenAIBackend(Backend):
     """Chat completions against any OpenAI-compatible endpoint (or Azure OpenAI)."""
 
@@ -333,9 +406,18 @@ class OpenAIBackend(Backend):
         request: dict[str, Any] = {
             "model": self.config.model,
             "messages": self.prompt.messages(pair.query, self.document(pair)),
-            "temperature": self.config.temperature,
-            self.config.token_limit_field: self.max_output_tokens,
         }
+        if self.config.is_reasoning:
+            # Reasoning tokens count against max_completion_tokens: room for them and the answer.
+            request["max_completion_tokens"] = self.max_output_tokens + self.config.reasoning_tokens
+            if self.config.reasoning_effort:
+                request["reasoning_effort"] = self.config.reasoning_effort
+        else:
+            request["temperature"] = self.config.temperature
+            request[self.config.token_limit_field] = self.max_output_tokens
+            if self.config.logprobs and self.prompt.direct_answer:
+                request["logprobs"] = True
+                request["top_logprobs"] = 5
         if self.prompt.json_schema and self.config.response_format == "json_schema":
             request["response_format"] = {
                 "type": "json_schema",
@@ -384,10 +466,15 @@ class OpenAIBackend(Backend):
                         problem = "reply cut off at the token limit (finish_reason=length)"
                         continue
                     try:
-                        verdicts.append(parse_reply(self.prompt, choice))
-                        break
+                        verdict = parse_reply(self.prompt, choice)
                     except ParseError as exc:
                         problem = str(exc)
+                        continue
+                    p_relevant = answer_probability(self.prompt, _first_token_logprobs(response))
+                    if p_relevant is not None:
+                        verdict = dataclasses.replace(verdict, p_relevant=p_relevant)
+                    verdicts.append(verdict)
+                    break
                 else:
                     return self.judgment(
                         pair,
@@ -552,13 +639,21 @@ class VLLMBackend(Backend):
         from models.resolve import resolve_model_path
 
         self.vllm = vllm
-        self.llm = vllm.LLM(model=resolve_model_path(config.model), dtype=config.dtype)
+        self.llm = vllm.LLM(
+            model=resolve_model_path(config.model),
+            dtype=config.dtype,
+            tensor_parallel_size=config.tensor_parallel_size,
+            max_model_len=config.max_model_len,
+            gpu_memory_utilization=config.gpu_memory_utilization,
+        )
+        self.want_logprobs = config.logprobs and prompt.direct_answer
 
     def run(self, pairs: Sequence[Pair], on_result: OnResult) -> None:
         params = self.vllm.SamplingParams(
             n=max(1, self.config.samples),
             temperature=self.config.temperature,
             max_tokens=self.max_output_tokens,
+            logprobs=5 if self.want_logprobs else None,
         )
         step = max(1, self.config.batch_size) * 64
         for start in range(0, len(pairs), step):
@@ -570,14 +665,28 @@ class VLLMBackend(Backend):
                     input_tokens=len(output.prompt_token_ids or []),
                     output_tokens=sum(len(c.token_ids) for c in output.outputs),
                 )
-                on_result(
-                    self.judgment_from_replies(
-                        pair,
-                        [c.text for c in output.outputs],
-                        usage,
-                        [c.finish_reason != "length" for c in output.outputs],
-                    )
+                judgment = self.judgment_from_replies(
+                    pair,
+                    [c.text for c in output.outputs],
+                    usage,
+                    [c.finish_reason != "length" for c in output.outputs],
                 )
+                probabilities = [
+                    answer_probability(self.prompt, _vllm_first_logprobs(c)) for c in output.outputs
+                ]
+                if judgment.error is None and all(p is not None for p in probabilities):
+                    judgment = judgment.model_copy(
+                        update={"p_relevant": sum(probabilities) / len(probabilities)}  # type: ignore[arg-type]
+                    )
+                on_result(judgment)
+
+
+def _vllm_first_logprobs(completion: Any) -> dict[str, float]:
+    """{decoded token: log-probability} at a vLLM completion's first position ({} if absent)."""
+    steps = getattr(completion, "logprobs", None) or []
+    if not steps:
+        return {}
+    return {(entry.decoded_token or ""): entry.logprob for entry in steps[0].values()}
 
 
 def make_backend(config: JudgeConfig, prompt: Prompt) -> Backend:

@@ -12,11 +12,16 @@ MODE and counts requests per ID:
 - ``truncated-once``: the first reply stops mid-analysis (``finish_reason: length``);
 - ``not-json`` / ``text-plain``: a 200 whose body is invalid JSON / a text/plain page;
 - ``reply=TEXT``: answers TEXT verbatim (underscores for spaces).
+
+Models named ``o*`` behave like OpenAI's reasoning models: ``temperature``, ``max_tokens`` or
+``logprobs`` in the request get HTTP 400. Others return the first token's top log-probabilities
+when asked (``logprobs``): P(yes) 0.8 for relevant documents, 0.1 for the others.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 import time
@@ -46,6 +51,23 @@ class FakeOpenAI:
                     server.requests[doc_id] += 1
                     server.bodies.append(body)
                     count = server.requests[doc_id]
+                if body["model"].startswith("o"):
+                    unsupported = [
+                        k for k in ("temperature", "max_tokens", "logprobs") if k in body
+                    ]
+                    if unsupported:
+                        message = f"Unsupported parameter: '{unsupported[0]}' is not supported"
+                        return self._send(
+                            400,
+                            {
+                                "error": {
+                                    "message": message,
+                                    "type": "invalid_request_error",
+                                    "param": unsupported[0],
+                                    "code": "unsupported_parameter",
+                                }
+                            },
+                        )
                 if mode == "429-once" and count == 1:
                     return self._send(
                         429, {"error": {"message": "slow down"}}, {"Retry-After": "1"}
@@ -87,6 +109,22 @@ class FakeOpenAI:
                     ],
                     "usage": {"prompt_tokens": 100, "completion_tokens": 7, "total_tokens": 107},
                 }
+                if body.get("logprobs"):
+                    p_yes = 0.8 if relevant == "1" else 0.1
+                    alternatives = [("yes", p_yes * 0.9), ("Yes", p_yes * 0.1), ("no", 1 - p_yes)]
+                    reply["choices"][0]["logprobs"] = {
+                        "content": [
+                            {
+                                "token": text.split()[0] if text.split() else "",
+                                "logprob": -0.1,
+                                "bytes": None,
+                                "top_logprobs": [
+                                    {"token": t, "logprob": math.log(p), "bytes": None}
+                                    for t, p in alternatives
+                                ],
+                            }
+                        ]
+                    }
                 self._send(200, reply)
 
             def _send(self, status: int, payload: dict, headers: dict | None = None) -> None:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -185,6 +186,40 @@ def test_unfinished_replies_and_bad_bodies_never_become_labels_nor_stop_the_run(
         assert judged["d4"].label is None and direct["failed"] == 3
 
 
+def test_reasoning_models_get_their_own_request_and_others_give_p_relevant(tmp_path: Path):
+    pairs = write_pairs(tmp_path / "pairs.jsonl", ["ok"] * 4)
+    with FakeOpenAI() as server:
+        # o3-mini rejects temperature / max_tokens / logprobs with a 400: none is sent.
+        summary = label(
+            LabelConfig(out=str(tmp_path / "o3.jsonl"), pairs=str(pairs)),
+            openai_judge(server, model="o3-mini", prompt="binary", reasoning_effort="low"),
+        )
+        assert summary["failed"] == 0
+        request = server.bodies[-1]
+        assert "temperature" not in request and "max_tokens" not in request
+        assert request["max_completion_tokens"] == 4 + 4096 and request["reasoning_effort"] == "low"
+        # A chat model is asked for log-probabilities: judgments carry P(relevant).
+        label(
+            LabelConfig(out=str(tmp_path / "chat.jsonl"), pairs=str(pairs)),
+            openai_judge(server, model="gpt-4o", prompt="binary"),
+        )
+        judged = list(read_records(tmp_path / "chat.jsonl", Judgment))
+        assert server.bodies[-1]["logprobs"] is True
+        assert [round(j.p_relevant, 3) for j in judged] == [0.1, 0.8, 0.1, 0.8]
+        assert [j.label for j in judged] == [0, 1, 0, 1]
+
+
+def test_answer_probability_renormalises_over_the_answers():
+    from data.judges.backends import answer_probability
+
+    binary, graded = load_prompt("binary"), load_prompt("trec-graded")
+    logs = {"yes": math.log(0.3), " Yes": math.log(0.3), "no": math.log(0.2), "maybe": -0.5}
+    assert answer_probability(binary, logs) == pytest.approx(0.75)
+    assert answer_probability(binary, {"perhaps": -0.1}) is None
+    grades = {"0": math.log(0.1), "1": math.log(0.2), "2": math.log(0.3), "3": math.log(0.2)}
+    assert answer_probability(graded, grades) == pytest.approx(0.5 / 0.8)
+
+
 def test_timeouts_become_error_records(tmp_path: Path):
     pairs = write_pairs(tmp_path / "pairs.jsonl", ["slow", "ok"])
     with FakeOpenAI() as server:
@@ -320,6 +355,53 @@ def test_vllm_backend_without_vllm_says_how_to_get_it(tmp_path: Path):
             LabelConfig(out=str(tmp_path / "j.jsonl"), pairs=str(pairs)),
             JudgeConfig(backend="vllm", model="x"),
         )
+
+
+def test_vllm_backend_passes_its_engine_options_and_reads_logprobs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A stand-in ``vllm`` module: what the backend asks of vLLM, and what it makes of the reply."""
+    import types
+    from types import SimpleNamespace as NS
+
+    engines: list[dict] = []
+
+    class LLM:
+        def __init__(self, **kwargs):
+            engines.append(kwargs)
+
+        def chat(self, conversations, params, use_tqdm=False):
+            assert params.logprobs == 5
+            outputs = []
+            for messages in conversations:
+                relevant = "rel=1" in messages[-1]["content"]
+                p_yes = 0.8 if relevant else 0.1
+                step = {
+                    11: NS(logprob=math.log(p_yes), decoded_token="yes"),
+                    12: NS(logprob=math.log(1 - p_yes), decoded_token="no"),
+                }
+                text = "yes" if relevant else "no"
+                completion = NS(text=text, token_ids=[11], finish_reason="stop", logprobs=[step])
+                outputs.append(NS(prompt_token_ids=[1, 2, 3], outputs=[completion]))
+            return outputs
+
+    fake = types.ModuleType("vllm")
+    fake.LLM = LLM
+    fake.SamplingParams = lambda **kwargs: NS(**kwargs)
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    pairs = write_pairs(tmp_path / "pairs.jsonl", ["ok"] * 2)
+    judge = JudgeConfig(
+        backend="vllm",
+        model="meta-llama/Llama-3.1-70B-Instruct",
+        tensor_parallel_size=4,
+        max_model_len=8192,
+        gpu_memory_utilization=0.85,
+    )
+    label(LabelConfig(out=str(tmp_path / "j.jsonl"), pairs=str(pairs)), judge)
+    assert engines[0]["tensor_parallel_size"] == 4 and engines[0]["max_model_len"] == 8192
+    assert engines[0]["gpu_memory_utilization"] == 0.85
+    judged = list(read_records(tmp_path / "j.jsonl", Judgment))
+    assert [round(j.p_relevant, 3) for j in judged] == [0.1, 0.8]
 
 
 def test_cli_reports_bad_pairs_with_file_and_line(tmp_path: Path):
