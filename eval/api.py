@@ -33,7 +33,7 @@ from typing import Annotated, Any
 from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from eval.labelers import Hit, HitLabel, Labeler
 from eval.search import evaluate_query
@@ -107,9 +107,36 @@ class EvalOptions(BaseModel):
 
 
 class HitIn(BaseModel):
+    """A hit in any of the documented shapes, normalised to ``id`` + ``fields``:
+    ``{"id", "fields": {...}}``, ``{"id", "title": ..., "text": ...}`` (text fields at the top
+    level) and Pinecone's ``{"_id", "_score", "fields": {...}}``."""
+
     model_config = ConfigDict(extra="forbid")
     id: Text = Field(min_length=1, max_length=512)
-    fields: dict[FieldName, Text]
+    fields: dict[FieldName, Text] = Field(default_factory=dict)
+    retrieval_score: float | None = None  # the retriever's own score (Pinecone's _score)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _normalise(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        if "_id" in data and "id" not in data:
+            data["id"] = data.pop("_id")
+        if "_score" in data:
+            data["retrieval_score"] = data.pop("_score")
+        fields = data.get("fields")
+        fields = dict(fields) if isinstance(fields, dict) else fields
+        for key in [k for k in data if k not in cls.model_fields]:
+            if isinstance(data[key], str) and isinstance(fields, dict | None):
+                fields = fields or {}
+                if key in fields:
+                    continue  # "fields" wins; the duplicate stays and extra="forbid" names it
+                fields[key] = data.pop(key)
+        if fields is not None:
+            data["fields"] = fields
+        return data
 
 
 class SearchEvalRequest(BaseModel):
@@ -168,6 +195,7 @@ class HitOut(BaseModel):
     id: str
     fields: dict[str, str]
     relevant: bool
+    relevance: int  # eval_search's 1-4 scale (4 highly ... 1 not relevant); >= 3 is relevant
     justification: str | None = None
     score: float | None = None
     grade: int | None = None
@@ -445,6 +473,7 @@ def create_app(
                     id=hit.id,
                     fields={name: hit.fields[name] for name in body.eval.fields},
                     relevant=label.relevant,
+                    relevance=label.relevance,
                     justification=label.justification,
                     score=label.score,
                     grade=label.grade,

@@ -30,6 +30,20 @@ class HitLabel:
     grade: int | None = None  # 0-3 where the labeler grades
     justification: str | None = None
     input_tokens: int = 0
+    threshold: float | None = None  # the decision threshold behind a probability score
+
+    @property
+    def relevance(self) -> int:
+        """The 1-4 scale of eval_search (>= 3 relevant): a grade plus one; for a probability,
+        its quarter of the way to and past the threshold (1-2 below it, 3-4 at or above)."""
+        if self.grade is not None:
+            return self.grade + 1
+        if self.score is not None and self.threshold is not None:
+            t = self.threshold
+            if self.relevant:
+                return 4 if self.score >= (1 + t) / 2 else 3
+            return 2 if self.score >= t / 2 else 1
+        return 4 if self.relevant else 1
 
     @property
     def gain_grade(self) -> int:
@@ -141,6 +155,12 @@ class GraderLabeler(Labeler):
                         relevant=p >= self.grader.threshold,
                         score=p,
                         input_tokens=len(input_ids[position]),
+                        threshold=self.grader.threshold,
+                        justification=(
+                            f"grader P(relevant) = {p:.3f} "
+                            f"{'>=' if p >= self.grader.threshold else '<'} "
+                            f"threshold {self.grader.threshold:.3f}"
+                        ),
                     )
                 )
                 position += 1

@@ -238,9 +238,11 @@ def test_rest_eval_search_returns_metrics_hits_usage_and_debug(client):
         "id": "d1",
         "fields": {"title": "Axon", "text": "Axon terminals are ..."},
         "relevant": True,
+        "relevance": 4,
         "score": 0.5,
         "grade": 3,
     }
+    assert [h["relevance"] for h in data["hits"]] == [4, 1, 3]
     assert data["metrics"]["mrr"] == 1.0 and data["metrics"]["map"] == pytest.approx(
         (1 + 2 / 3) / 2
     )
@@ -293,6 +295,40 @@ def test_rest_bad_requests_get_422_with_the_field_path(client, body, path):
     assert response.status_code == 422, response.text
     locations = [error["loc"] for error in response.json()["detail"]]
     assert path in locations, locations
+
+
+def test_rest_accepts_every_documented_hit_shape(client):
+    shapes = [
+        {"id": "d1", "fields": {"title": "Axon", "text": "Axon terminals are ..."}},
+        {"id": "d1", "title": "Axon", "text": "Axon terminals are ..."},
+        {
+            "_id": "d1",
+            "_score": 12.5,
+            "fields": {"title": "Axon", "text": "Axon terminals are ..."},
+        },
+    ]
+    answers = []
+    for hit in shapes:
+        response = client.post("/v1/eval/search", json=request_body(hits=[hit]))
+        assert response.status_code == 200, response.text
+        answers.append(response.json()["hits"][0])
+    assert answers[0] == answers[1] == answers[2]
+    mixed = {"id": "d1", "title": 3, "fields": {"text": "t"}}  # a non-text extra is not a field
+    assert client.post("/v1/eval/search", json=request_body(hits=[mixed])).status_code == 422
+
+
+def test_grader_labels_carry_a_justification_and_the_1_to_4_scale(tiny_grader_dir: Path):
+    from eval.labelers import GraderLabeler
+
+    labeler = GraderLabeler(str(tiny_grader_dir))
+    labels = labeler.label("q1", "axon", [Hit("a", "axon text"), Hit("b", "other")])
+    for label in labels:
+        assert f"{label.score:.3f}" in label.justification and "threshold" in label.justification
+        assert (label.relevance >= 3) == label.relevant and 1 <= label.relevance <= 4
+    assert HitLabel(relevant=False, score=0.1, threshold=0.4).relevance == 1
+    assert HitLabel(relevant=False, score=0.3, threshold=0.4).relevance == 2
+    assert HitLabel(relevant=True, score=0.5, threshold=0.4).relevance == 3
+    assert HitLabel(relevant=True, score=0.9, threshold=0.4).relevance == 4
 
 
 def test_rest_bearer_token():
