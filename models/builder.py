@@ -30,6 +30,7 @@ GENERATIVE_MODES = ("generative", "generative-lora")
 # Modes whose lower layers never change: they train on cached states (train.cached_states).
 CACHED_STATE_MODES = ("frozen", "top_layers")
 DTYPES = ("float32", "bfloat16", "float16")
+PROMPT_FORMATS = ("auto", "chat", "plain")
 GRADER_CONFIG_FILE = "grader_config.json"
 # Every linear layer of a Llama decoder block: LoRA's default targets.
 LLAMA_LINEAR_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -64,6 +65,12 @@ class GraderModelConfig:
     )
     attn_implementation: str | None = field(
         default=None, metadata={"help": "sdpa, eager, flash_attention_2."}
+    )
+    prompt_format: str = choice(
+        "auto",
+        PROMPT_FORMATS,
+        "chat (the tokenizer's chat template), plain, or auto: chat, except for a hub base model "
+        "(e.g. meta-llama/Llama-3.2-1B), whose chat header tokens are untrained.",
     )
 
     def __post_init__(self) -> None:

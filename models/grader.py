@@ -23,7 +23,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from models.builder import is_generative, load_trained, read_grader_config
-from models.input_format import GraderInputFormat, format_pairs
+from models.input_format import GraderInputFormat, format_pairs, use_chat_template
 from models.resolve import inference_dtype, load_model
 from models.scoring import answer_token_probabilities, apply_temperature, classifier_probabilities
 
@@ -73,7 +73,9 @@ class Grader:
         if "input_format" in info:
             fmt = GraderInputFormat.from_dict(info["input_format"])
         else:
-            fmt = GraderInputFormat.from_tokenizer(tokenizer, max_length=max_length)
+            fmt = GraderInputFormat.from_tokenizer(
+                tokenizer, max_length=max_length, use_chat_template=use_chat_template("auto", name)
+            )
         calibration = info.get("calibration") or {}
         return cls(
             model=model.to(device).eval(),

@@ -43,6 +43,28 @@ TEMPLATE_DATE = "26 Jul 2024"
 _SLOT = re.compile(r"\{(query|document)\}")
 
 
+# Markers of a chat-tuned model in a hub name ("meta-llama/Llama-3.2-1B-Instruct", "...-chat").
+_CHAT_TUNED = re.compile(r"(instruct|chat|-it\b|-it-)", re.IGNORECASE)
+
+
+def use_chat_template(prompt_format: str, model_name_or_path: str) -> bool | None:
+    """The chat-or-plain decision for ``from_tokenizer`` (None: chat when a template exists).
+
+    ``auto`` reads a hub id (``org/name``, not a local folder) without an instruct/chat marker as
+    a base model: its template's header tokens were never trained, so the plain prompt is used.
+    Embedded names and local folders keep the template rule.
+    """
+    if prompt_format in ("chat", "plain"):
+        return prompt_format == "chat"
+    from pathlib import Path
+
+    name = str(model_name_or_path)
+    hub_id = "/" in name and not Path(name).exists()
+    if hub_id and not _CHAT_TUNED.search(name.rsplit("/", 1)[-1]):
+        return False
+    return None
+
+
 @dataclass(frozen=True)
 class GraderInputFormat:
     """A named, versioned prompt with two slots, plus how to tokenize and truncate it."""

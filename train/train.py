@@ -49,7 +49,7 @@ from models.builder import (
     grader_info,
     save_grader_config,
 )
-from models.input_format import GraderInputFormat
+from models.input_format import GraderInputFormat, use_chat_template
 from models.losses import LOSSES, build_loss
 from train.grader_data import (
     SOFT_TARGETS,
@@ -261,7 +261,13 @@ def train(
         eval_raw = eval_raw.select(range(min(data_config.max_eval_samples, len(eval_raw))))
     set_seed(args.seed)
     model, tokenizer = build_grader(model_config)
-    fmt = GraderInputFormat.from_tokenizer(tokenizer, max_length=model_config.max_length)
+    fmt = GraderInputFormat.from_tokenizer(
+        tokenizer,
+        max_length=model_config.max_length,
+        use_chat_template=use_chat_template(
+            model_config.prompt_format, model_config.model_name_or_path
+        ),
+    )
     info = grader_info(
         model_config,
         fmt.to_dict(),

@@ -89,3 +89,28 @@ def test_format_round_trips_through_a_dict(chat_format, tiny_tokenizer):
     assert again.id == "grader-chat@1"
     yes_no = again.label_token_ids(tiny_tokenizer)
     assert len(set(yes_no)) == 2
+
+
+@pytest.mark.parametrize(
+    ("prompt_format", "name", "expected"),
+    [
+        ("auto", "meta-llama/Llama-3.2-1B", False),  # a base model: untrained chat headers
+        ("auto", "meta-llama/Llama-3.2-1B-Instruct", None),
+        ("auto", "Qwen/Qwen2.5-0.5B-chat", None),
+        ("auto", "smollm2-135m", None),  # embedded: SmolLM2-135M-Instruct
+        ("chat", "meta-llama/Llama-3.2-1B", True),
+        ("plain", "meta-llama/Llama-3.2-1B-Instruct", False),
+    ],
+)
+def test_the_prompt_format_follows_base_or_instruct(prompt_format, name, expected):
+    from models.input_format import use_chat_template
+
+    assert use_chat_template(prompt_format, name) is expected
+
+
+def test_a_local_base_model_folder_keeps_the_template_rule(tmp_path):
+    from models.input_format import use_chat_template
+
+    folder = tmp_path / "org" / "Llama-3.2-1B"
+    folder.mkdir(parents=True)
+    assert use_chat_template("auto", str(folder)) is None

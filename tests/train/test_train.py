@@ -207,3 +207,19 @@ def test_lora_on_a_bf16_base_needs_autocast(
     )
     with pytest.raises(ValueError, match="bf16: true"):
         train(config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args_for(tmp_path))
+
+
+def test_prompt_format_plain_is_trained_and_stored(
+    tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
+):
+    config = GraderModelConfig(
+        model_name_or_path=str(tiny_model_dir), mode="frozen", prompt_format="plain", max_length=256
+    )
+    train(
+        config,
+        DataConfig(dataset=str(tiny_dataset)),
+        LossConfig(),
+        args_for(tmp_path, num_train_epochs=1),
+    )
+    stored = read_grader_config(tmp_path / "out")["input_format"]
+    assert stored["name"] == "grader-plain" and "<|im_start|>" not in stored["template"]
