@@ -79,7 +79,13 @@ class ExportConfig:
     )
     dtype: str = field(default="float32", metadata={"help": "Exported weights dtype."})
     model_name: str | None = field(default=None, metadata={"help": "Name in the model card."})
-    license: str = field(default="apache-2.0", metadata={"help": "Licence in the model card."})
+    license: str | None = field(
+        default=None,
+        metadata={
+            "help": "Licence in the model card (default: the base model's, e.g. llama3.2 for a "
+            "Llama 3.2 student, apache-2.0 for SmolLM2)."
+        },
+    )
 
 
 EXPORT_MARKER = "export_check.json"  # written last: a folder holding it is a finished export
@@ -293,6 +299,46 @@ print(p, p >= grader["threshold"])
 """
 
 
+def base_model_license(base_model: str) -> str:
+    """The model card's licence id: a fine-tuned model stays under its base model's licence."""
+    name = base_model.lower()
+    for marker, license_id in (
+        ("llama-3.2", "llama3.2"),
+        ("llama-3.1", "llama3.1"),
+        ("llama-3", "llama3"),
+        ("gemma", "gemma"),
+    ):
+        if marker in name:
+            return license_id
+    return "apache-2.0"  # SmolLM2, Qwen2.5 and the other Apache-licensed bases
+
+
+def vllm_section(
+    name: str, generative: bool, threshold: float, temperature: float, add_special_tokens: bool
+) -> str:
+    if generative:
+        return ""
+    return f"""
+## Serving with vLLM
+
+The export is a standard `LlamaForSequenceClassification`, which vLLM serves as a classifier
+(`/classify`; older vLLM versions need `--task classify`):
+
+```bash
+vllm serve {name}
+curl localhost:8000/classify -H 'Content-Type: application/json' -d '{{"model": "{name}",
+  "input": ["<the prompt, filled as fill() does above>"],
+  "add_special_tokens": {"true" if add_special_tokens else "false"}}}'
+```
+
+vLLM returns softmax(logits) as `probs` and applies nothing that the grader stores beside the
+weights: fill the prompt template yourself (`fill` above; the template already holds any special
+tokens, hence `add_special_tokens` as shown), divide the logit difference by the temperature
+({temperature:.3f}) before the sigmoid, and compare with the threshold ({threshold:.3f}).
+`probs[1]` alone is the uncalibrated P(relevant), meant for threshold 0.5.
+"""
+
+
 def model_card(description: dict[str, Any], config: ExportConfig) -> str:
     fmt = description["input_format"]
     data = description.get("data", {})
@@ -302,8 +348,9 @@ def model_card(description: dict[str, Any], config: ExportConfig) -> str:
     name = config.model_name or Path(config.out).name
     threshold = description["threshold"]
     temperature = description["calibration"].get("temperature", 1.0)
+    license_id = config.license or base_model_license(hub_base)
     return f"""---
-license: {config.license}
+license: {license_id}
 library_name: transformers
 pipeline_tag: {"text-generation" if generative else "text-classification"}
 base_model: {hub_base}
@@ -344,7 +391,7 @@ documents are cut at the end, never the query.
 {usage_snippet(name, generative)}```
 
 With this repository: `Grader.from_pretrained(path).score(query, documents)`.
-
+{vllm_section(name, generative, threshold, temperature, bool(fmt.get("add_special_tokens")))}
 ## Intended use and limitations
 
 - Intended for labeling retrieved passages to compute retrieval metrics and to compare retrieval
@@ -352,6 +399,7 @@ With this repository: `Grader.from_pretrained(path).score(query, documents)`.
 - It inherits the teacher's biases and the training collection's domain and language (English).
   Expect lower agreement on other domains; re-check against a few hundred human judgments.
 - Scores are calibrated on one validation split; recalibrate for a different collection.
+- Licence: {license_id}, the base model's{" (Llama 3.2 Community License: attribution and its acceptable use policy apply)" if license_id == "llama3.2" else ""}.
 """
 
 

@@ -89,6 +89,18 @@ def test_export_is_a_self_describing_standard_classifier(exported: Path):
     assert (
         "AutoModelForSequenceClassification" in card and "## Intended use and limitations" in card
     )
+    # The tiny student is no Llama 3.2: Apache; serving with vLLM says what vLLM leaves out.
+    assert front["license"] == "apache-2.0"
+    flat = " ".join(card.split())
+    assert "vllm serve" in flat and "threshold (0.420)" in flat and "temperature (1.700)" in flat
+
+
+def test_the_card_licence_follows_the_base_model():
+    from models.export import base_model_license
+
+    assert base_model_license("meta-llama/Llama-3.2-1B-Instruct") == "llama3.2"
+    assert base_model_license("meta-llama/Llama-3.1-70B-Instruct") == "llama3.1"
+    assert base_model_license("HuggingFaceTB/SmolLM2-135M-Instruct") == "apache-2.0"
 
 
 def test_round_trip_mismatch_fails_loudly(
