@@ -40,6 +40,14 @@ class GraderTop(torch.nn.Module):
         self.rotary_emb = stack.rotary_emb
         self.norm = stack.norm
         self.score = model.score
+        # The full model's own switch (a bound method, so the model is not a submodule here):
+        # it reaches the same layer objects that this top holds.
+        self._enable_checkpointing = model.activation_checkpointing_enable
+
+    def activation_checkpointing_enable(self, **kwargs: Any) -> None:
+        """What Trainer calls for ``activation_checkpointing: true``: the top's layers recompute
+        their activations in the backward pass (``every_n_layers``, ``offload`` as the model's)."""
+        self._enable_checkpointing(**kwargs)
 
     def forward(
         self,

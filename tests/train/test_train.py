@@ -223,3 +223,42 @@ def test_prompt_format_plain_is_trained_and_stored(
     )
     stored = read_grader_config(tmp_path / "out")["input_format"]
     assert stored["name"] == "grader-plain" and "<|im_start|>" not in stored["template"]
+
+
+@pytest.mark.parametrize("mode", ["full", "lora", "top_layers", "generative"])
+def test_activation_checkpointing_works_in_every_mode(
+    mode: str, tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path, monkeypatch
+):
+    """``activation_checkpointing: true`` reaches the decoder layers that train, and they still
+    learn (a reentrant checkpoint over inputs without gradients would silently stop that)."""
+    from transformers.modeling_layers import GradientCheckpointingLayer
+
+    import train.train as train_module
+
+    built = {}
+    real_build = train_module.build_grader
+
+    def build(config):
+        model, tokenizer = real_build(config)
+        built["model"] = model
+        built["before"] = {
+            n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad
+        }
+        return model, tokenizer
+
+    monkeypatch.setattr(train_module, "build_grader", build)
+    config = GraderModelConfig(
+        model_name_or_path=str(tiny_model_dir), mode=mode, trainable_layers=1, max_length=256
+    )
+    args = args_for(tmp_path, max_steps=2, activation_checkpointing=True, learning_rate=1e-3)
+    train(config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args)
+    model = built["model"]
+    layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
+    trained_layers = [layer for layer in layers if any(p.requires_grad for p in layer.parameters())]
+    assert trained_layers and all(layer.gradient_checkpointing for layer in trained_layers)
+    moved = [
+        n
+        for n, p in model.named_parameters()
+        if n in built["before"] and ".layers." in n and not torch.equal(p, built["before"][n])
+    ]
+    assert moved, "no decoder-layer weight changed under activation checkpointing"
