@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -248,6 +249,13 @@ def train(
         raise ValueError(
             f"dtype={model_config.dtype} with mode={model_config.mode} trains float32 adapters "
             "on a low-precision base, which needs autocast: set bf16: true (or dtype: float32)"
+        )
+    if model_config.mode in CACHED_STATE_MODES and (
+        args.fsdp or os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true"
+    ):
+        raise ValueError(
+            f"mode={model_config.mode} trains a small top on cached states, which FSDP would "
+            "shard for nothing: run it on one GPU or under DDP (train/configs/accelerate/ddp.yaml)"
         )
     train_raw = load_split(data_config.dataset, "train")
     if train_raw is None:

@@ -262,3 +262,12 @@ def test_activation_checkpointing_works_in_every_mode(
         if n in built["before"] and ".layers." in n and not torch.equal(p, built["before"][n])
     ]
     assert moved, "no decoder-layer weight changed under activation checkpointing"
+
+
+def test_cached_state_modes_refuse_fsdp_clearly(
+    tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path, monkeypatch
+):
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    config = GraderModelConfig(model_name_or_path=str(tiny_model_dir), mode="top_layers")
+    with pytest.raises(ValueError, match="DDP"):
+        train(config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args_for(tmp_path))
