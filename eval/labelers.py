@@ -143,8 +143,9 @@ class GraderLabeler(Labeler):
         queries = [query for _, query, hits in requests for _ in hits]
         documents = [hit.text for _, _, hits in requests for hit in hits]
         titles = [hit.title for _, _, hits in requests for hit in hits]
-        input_ids = self.grader.encode(queries, documents, titles) if queries else []
-        scores = self.grader.score_ids(input_ids)
+        pairs = self.grader.encode_pairs(queries, documents, titles) if queries else None
+        input_ids = pairs.input_ids if pairs else []
+        scores = self.grader.score_ids(input_ids, pairs.prefix_lengths if pairs else None)
         out, position = [], 0
         for _, _, hits in requests:
             labels = []

@@ -23,9 +23,19 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from models.builder import is_generative, load_trained, read_grader_config
-from models.input_format import GraderInputFormat, format_pairs, use_chat_template
+from models.input_format import (
+    FormattedPairs,
+    GraderInputFormat,
+    format_pairs,
+    use_chat_template,
+)
 from models.resolve import inference_dtype, load_model
-from models.scoring import answer_token_probabilities, apply_temperature, classifier_probabilities
+from models.scoring import (
+    answer_token_probabilities,
+    apply_temperature,
+    classifier_probabilities,
+    shared_prefix_classifier_probabilities,
+)
 
 
 @dataclass
@@ -40,6 +50,8 @@ class Grader:
     info: dict[str, Any] = field(default_factory=dict)
     batch_size: int = 32
     max_batch_tokens: int = 16384
+    # Each query's prompt + query tokens run once for all its documents (classifier graders).
+    prefix_cache: bool = True
 
     @classmethod
     def from_pretrained(
@@ -95,7 +107,15 @@ class Grader:
         documents: Sequence[str],
         titles: Sequence[str | None] | None = None,
     ) -> list[list[int]]:
-        return format_pairs(self.tokenizer, self.input_format, queries, documents, titles).input_ids
+        return self.encode_pairs(queries, documents, titles).input_ids
+
+    def encode_pairs(
+        self,
+        queries: Sequence[str],
+        documents: Sequence[str],
+        titles: Sequence[str | None] | None = None,
+    ) -> FormattedPairs:
+        return format_pairs(self.tokenizer, self.input_format, queries, documents, titles)
 
     def raw_probabilities(
         self,
@@ -107,14 +127,23 @@ class Grader:
         """Uncalibrated P(relevant) for each pair."""
         if not len(queries):
             return np.zeros(0, dtype=np.float32)
-        return self.raw_probabilities_of_ids(self.encode(queries, documents, titles), show_progress)
+        pairs = self.encode_pairs(queries, documents, titles)
+        return self.raw_probabilities_of_ids(pairs.input_ids, show_progress, pairs.prefix_lengths)
 
     def raw_probabilities_of_ids(
-        self, input_ids: Sequence[list[int]], show_progress: bool = False
+        self,
+        input_ids: Sequence[list[int]],
+        show_progress: bool = False,
+        prefix_lengths: Sequence[int] | None = None,
     ) -> np.ndarray:
-        """Uncalibrated P(relevant) for inputs already built by :meth:`encode`."""
+        """Uncalibrated P(relevant) for inputs already built by :meth:`encode_pairs` (with its
+        ``prefix_lengths``, each query's shared part is computed once)."""
         if not len(input_ids):
             return np.zeros(0, dtype=np.float32)
+        if self.prefix_cache and prefix_lengths is not None and not self.generative:
+            return shared_prefix_classifier_probabilities(
+                self.model, input_ids, prefix_lengths, batch_size=self.batch_size
+            )[:, 1]
         if self.generative:
             probabilities, _ = answer_token_probabilities(
                 self.model,
@@ -149,9 +178,11 @@ class Grader:
         """Calibrated P(relevant) for each (query, document) pair."""
         return self.calibrate(self.raw_probabilities(queries, documents, titles, show_progress))
 
-    def score_ids(self, input_ids: Sequence[list[int]]) -> np.ndarray:
-        """Calibrated P(relevant) for inputs already built by :meth:`encode`."""
-        return self.calibrate(self.raw_probabilities_of_ids(input_ids))
+    def score_ids(
+        self, input_ids: Sequence[list[int]], prefix_lengths: Sequence[int] | None = None
+    ) -> np.ndarray:
+        """Calibrated P(relevant) for inputs already built by :meth:`encode_pairs`."""
+        return self.calibrate(self.raw_probabilities_of_ids(input_ids, False, prefix_lengths))
 
     def score(
         self, query: str, documents: Sequence[str], titles: Sequence[str | None] | None = None

@@ -159,6 +159,9 @@ class FormattedPairs:
     input_ids: list[list[int]]
     truncated: list[bool]
     query_truncated: list[bool] = field(default_factory=list)
+    # Leading tokens of each input that belong to its query's part (prompt + query, up to the
+    # document): inputs of one query share them, so they can be computed once.
+    prefix_lengths: list[int] = field(default_factory=list)
 
 
 # The document's share of max_length that an over-long query may never take.
@@ -239,6 +242,24 @@ def format_pairs(
             input_ids[i] = ids
     else:
         raise RuntimeError("could not fit the input within max_length")  # pragma: no cover
+    unique = list(dict.fromkeys(queries))
+    heads = dict(zip(unique, encode([fmt.render(q, "") for q in unique], special), strict=True))
+    prefix_lengths = [
+        _common_prefix(ids, heads[q]) for q, ids in zip(queries, input_ids, strict=True)
+    ]
     return FormattedPairs(
-        texts=texts, input_ids=input_ids, truncated=truncated, query_truncated=query_truncated
+        texts=texts,
+        input_ids=input_ids,
+        truncated=truncated,
+        query_truncated=query_truncated,
+        prefix_lengths=prefix_lengths,
     )
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    length = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        length += 1
+    return length

@@ -121,3 +121,89 @@ def answer_token_probabilities(
         probs[batch] = torch.softmax(chosen, dim=-1).cpu().numpy()
         mass[batch] = chosen.exp().sum(-1).cpu().numpy()
     return probs, mass
+
+
+def prefix_groups(
+    input_ids: Sequence[Sequence[int]], prefix_lengths: Sequence[int]
+) -> list[tuple[int, list[int]]]:
+    """Inputs grouped by identical leading tokens: [(prefix length, member indices)].
+
+    ``prefix_lengths`` says how many leading tokens of each input are its query's part (the
+    prompt, the query, up to the document: :attr:`FormattedPairs.prefix_lengths`); inputs whose
+    parts are identical form one group. Each member keeps at least one token of its own, from
+    which the answer position is read.
+    """
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for index, (ids, length) in enumerate(zip(input_ids, prefix_lengths, strict=True)):
+        groups.setdefault(tuple(ids[: min(length, len(ids) - 1)]), []).append(index)
+    return [(len(prefix), members) for prefix, members in groups.items()]
+
+
+@torch.inference_mode()
+def shared_prefix_last_states(
+    model: PreTrainedModel,
+    input_ids: Sequence[Sequence[int]],
+    prefix_lengths: Sequence[int],
+    *,
+    batch_size: int = 32,
+) -> torch.Tensor:
+    """The backbone's final (normed) hidden state at each input's last token, computing each
+    group's shared prefix once (its KV cache expanded over the group's batches).
+
+    Equal, within float tolerance, to the last-token state of a plain forward pass of each input:
+    the same tokens at the same positions under the same causal attention.
+    """
+    import copy
+
+    from models.backbone import decoder
+
+    backbone = decoder(model)
+    device = next(model.parameters()).device
+    pad_id = model.config.pad_token_id if model.config.pad_token_id is not None else 0
+    out: torch.Tensor | None = None
+    for prefix_length, members in prefix_groups(input_ids, prefix_lengths):
+        if prefix_length == 0:  # nothing shared: a plain pass over these inputs
+            cache = None
+        else:
+            prefix = torch.tensor([list(input_ids[members[0]][:prefix_length])], device=device)
+            cache = backbone(input_ids=prefix, use_cache=True).past_key_values
+        suffixes = [list(input_ids[i][prefix_length:]) for i in members]
+        for batch in length_sorted_batches([len(s) for s in suffixes], batch_size):
+            ids, mask = pad_right([suffixes[i] for i in batch], pad_id, device)
+            expanded = copy.deepcopy(cache)
+            if expanded is not None:
+                expanded.batch_repeat_interleave(len(batch))
+            full_mask = torch.cat(
+                [torch.ones((len(batch), prefix_length), dtype=mask.dtype, device=device), mask],
+                dim=1,
+            )
+            positions = prefix_length + torch.arange(ids.shape[1], device=device).expand_as(ids)
+            hidden = backbone(
+                input_ids=ids,
+                attention_mask=full_mask,
+                position_ids=positions,
+                past_key_values=expanded,
+                use_cache=True,
+            ).last_hidden_state
+            states = last_token(hidden, mask)
+            if out is None:
+                out = torch.zeros((len(input_ids), states.shape[-1]), dtype=states.dtype)
+            out[[members[i] for i in batch]] = states.cpu()
+    assert out is not None
+    return out
+
+
+@torch.inference_mode()
+def shared_prefix_classifier_probabilities(
+    model: PreTrainedModel,
+    input_ids: Sequence[Sequence[int]],
+    prefix_lengths: Sequence[int],
+    *,
+    batch_size: int = 32,
+) -> np.ndarray:
+    """:func:`classifier_probabilities` with each query's shared prefix computed once."""
+    states = shared_prefix_last_states(model, input_ids, prefix_lengths, batch_size=batch_size)
+    head = model.get_base_model().score if hasattr(model, "get_base_model") else model.score
+    weight = next(head.parameters())
+    logits = head(states.to(device=weight.device, dtype=weight.dtype)).float()
+    return torch.softmax(logits, dim=-1).cpu().numpy()

@@ -147,3 +147,19 @@ def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
         BuildConfig(judgments=[str(root / "j.jsonl")], out=str(root / "ds"), save_dataset=False)
     )
     return root / "ds"
+
+
+@pytest.fixture(scope="session")
+def tiny_grader_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from models.builder import GraderModelConfig, build_grader, grader_info, save_grader_config
+    from models.input_format import GraderInputFormat
+
+    out = tmp_path_factory.mktemp("grader")
+    config = GraderModelConfig(model_name_or_path=str(tiny_model_dir), mode="full", max_length=256)
+    model, tokenizer = build_grader(config)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    save_grader_config(
+        out, grader_info(config, GraderInputFormat.from_tokenizer(tokenizer, 256).to_dict())
+    )
+    return out

@@ -344,22 +344,6 @@ def test_rest_bearer_token():
         assert ok.status_code == 200
 
 
-@pytest.fixture(scope="module")
-def tiny_grader_dir(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from models.builder import GraderModelConfig, build_grader, grader_info, save_grader_config
-    from models.input_format import GraderInputFormat
-
-    out = tmp_path_factory.mktemp("grader")
-    config = GraderModelConfig(model_name_or_path=str(tiny_model_dir), mode="full", max_length=256)
-    model, tokenizer = build_grader(config)
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
-    save_grader_config(
-        out, grader_info(config, GraderInputFormat.from_tokenizer(tokenizer, 256).to_dict())
-    )
-    return out
-
-
 def test_rest_through_a_real_uvicorn_with_a_grader(tiny_grader_dir: Path):
     import httpx
 
