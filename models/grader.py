@@ -50,8 +50,10 @@ class Grader:
     info: dict[str, Any] = field(default_factory=dict)
     batch_size: int = 32
     max_batch_tokens: int = 16384
-    # Each query's prompt + query tokens run once for all its documents (classifier graders).
-    prefix_cache: bool = True
+    # Opt-in: each query's prompt + query tokens run once for all its documents (classifier
+    # graders). Measured on the 2-core CPU with SmolLM2-135M and TREC passages it saves little
+    # (a 52-token prefix of 143-token inputs, run at batch size 1): BENCHMARKS.md.
+    prefix_cache: bool = False
 
     @classmethod
     def from_pretrained(

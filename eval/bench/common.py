@@ -29,6 +29,28 @@ def trec_dl_pairs(n: int, seed: int = 0) -> list[tuple[str, str]]:
     return pairs[:n]
 
 
+def trec_dl_query_pairs(n: int, per_query: int, seed: int = 0) -> list[tuple[str, str]]:
+    """About ``n`` (query, passage) pairs, ``per_query`` judged passages for each query taken
+    (like one eval_search request's hits), seeded."""
+    from data.beir import Collection
+
+    collection = Collection.load(TREC_DL)
+    rng = random.Random(seed)
+    qids = sorted(collection.qrels)
+    rng.shuffle(qids)
+    pairs: list[tuple[str, str]] = []
+    while len(pairs) < n:
+        for qid in qids:
+            docs = sorted(collection.qrels[qid])
+            rng.shuffle(docs)
+            pairs += [
+                (collection.queries[qid], collection.corpus[d].text) for d in docs[:per_query]
+            ]
+            if len(pairs) >= n:
+                break
+    return pairs[:n]
+
+
 def llama_1b_config():
     """The Llama-3.2-1B shape (random weights are enough for speed)."""
     from transformers import LlamaConfig

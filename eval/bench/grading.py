@@ -3,8 +3,10 @@
     python -m eval.bench.grading                       # CPU: SmolLM2-135M on real TREC DL pairs
     python -m eval.bench.grading --model llama-1b-random --pairs 4000 --dtype bfloat16   # GPU: 1B shape
 
-Paths, on the same pairs and model:
+Paths, on the same pairs and model (``hits_per_query`` documents per query, as a request has):
 - ours: length-sorted dynamic batches, inference mode (bf16 + SDPA on GPU), models.scoring;
+- ours + shared prefix: each query's prompt + query computed once, its KV cache expanded over
+  the query's documents (what ``Grader`` does);
 - paper: every input padded to 512 tokens, batches of 40, argmax (their released evaluation code);
 - pipeline: ``pipeline("text-classification")`` over the formatted texts.
 Reports pairs/s, tokens/s (real tokens), MFU on GPU from the exact forward FLOPs, and p50/p95
@@ -29,9 +31,10 @@ from eval.bench.common import (
     machine,
     print_table,
     trec_dl_pairs,
+    trec_dl_query_pairs,
 )
 from models.input_format import GraderInputFormat, format_pairs
-from models.scoring import classifier_probabilities
+from models.scoring import classifier_probabilities, shared_prefix_classifier_probabilities
 
 
 @dataclass
@@ -40,6 +43,9 @@ class BenchGradingConfig:
         default="smollm2-135m", metadata={"help": "smollm2-135m, a path, or llama-1b-random."}
     )
     pairs: int = field(default=256)
+    hits_per_query: int = field(
+        default=10, metadata={"help": "Documents per query (0: random pairs across queries)."}
+    )
     batch_size: int = field(default=32, metadata={"help": "Our path's max batch size."})
     max_batch_tokens: int = field(default=16384)
     max_length: int = field(default=512)
@@ -85,7 +91,11 @@ def main(args: Sequence[str] | None = None) -> None:
     )
     model, tokenizer = load(config, device, dtype)
     fmt = GraderInputFormat.from_tokenizer(tokenizer, max_length=config.max_length)
-    pairs = trec_dl_pairs(config.pairs)
+    pairs = (
+        trec_dl_query_pairs(config.pairs, config.hits_per_query)
+        if config.hits_per_query
+        else trec_dl_pairs(config.pairs)
+    )
     encoded = format_pairs(tokenizer, fmt, [q for q, _ in pairs], [d for _, d in pairs])
     input_ids = encoded.input_ids
     real_tokens = sum(len(x) for x in input_ids)
@@ -105,6 +115,22 @@ def main(args: Sequence[str] | None = None) -> None:
             len(pairs) / seconds,
             real_tokens / seconds,
             seconds,
+        ]
+    )
+
+    def ours_prefix() -> np.ndarray:
+        return shared_prefix_classifier_probabilities(
+            model, input_ids, encoded.prefix_lengths, batch_size=config.batch_size
+        )
+
+    difference = float(np.abs(ours_prefix()[:, 1] - ours()[:, 1]).max())
+    seconds_prefix = timed(ours_prefix, sync)
+    rows.append(
+        [
+            f"ours + shared prefix (max |ΔP| {difference:.1e})",
+            len(pairs) / seconds_prefix,
+            real_tokens / seconds_prefix,
+            seconds_prefix,
         ]
     )
 
@@ -156,8 +182,9 @@ def main(args: Sequence[str] | None = None) -> None:
     header = ["path", "pairs/s", "real tokens/s", "seconds"] + (
         ["MFU %"] if device == "cuda" else []
     )
+    paper_row = next(row for row in rows if row[0].startswith("paper"))
     for row in rows:
-        row.append(row[1] / rows[1][1])
+        row.append(row[1] / paper_row[1])
     header.append("× paper")
     print_table(
         f"Grading throughput ({config.model}, {len(pairs)} TREC DL pairs, mean {real_tokens / len(pairs):.0f} tokens)",

@@ -70,6 +70,7 @@ def test_the_grader_and_its_labeler_use_the_shared_prefix(tiny_grader_dir: Path,
 
     monkeypatch.setattr(grader_module, "shared_prefix_classifier_probabilities", counting)
     labeler = GraderLabeler(str(tiny_grader_dir))
+    labeler.grader.prefix_cache = True
     hits = [Hit(f"d{i}", text) for i, text in enumerate(DOCUMENTS[:4])]
     shared = [label.score for label in labeler.label("q", QUERIES[0], hits)]
     labeler.grader.prefix_cache = False
