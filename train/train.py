@@ -154,8 +154,21 @@ class GraderTrainingArguments(TrainingArguments):
     )
 
     def __post_init__(self) -> None:
+        self.bf16, self.fp16 = supported_precision(self.bf16, self.fp16, self.use_cpu)
         super().__post_init__()
         check_choices(self, names=["state_dtype"])
+
+
+def supported_precision(bf16: bool, fp16: bool, use_cpu: bool = False) -> tuple[bool, bool]:
+    """(bf16, fp16) that the GPU can run: a config written for an H100 (``bf16: true``) falls
+    back to float16 autocast on a GPU without bf16 (T4, V100), with a warning, instead of failing."""
+    if bf16 and not use_cpu and torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
+        logger.warning(
+            "bf16: %s has no bfloat16; training with float16 autocast instead",
+            torch.cuda.get_device_name(),
+        )
+        return False, True
+    return bf16, fp16
 
 
 def check_combination(

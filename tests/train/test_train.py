@@ -271,3 +271,15 @@ def test_cached_state_modes_refuse_fsdp_clearly(
     config = GraderModelConfig(model_name_or_path=str(tiny_model_dir), mode="top_layers")
     with pytest.raises(ValueError, match="DDP"):
         train(config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args_for(tmp_path))
+
+
+def test_bf16_falls_back_to_fp16_on_gpus_without_it(monkeypatch):
+    from train.train import supported_precision
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: False)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: "Tesla T4")
+    assert supported_precision(True, False) == (False, True)
+    assert supported_precision(True, False, use_cpu=True) == (True, False)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
+    assert supported_precision(True, False) == (True, False)
