@@ -109,290 +109,78 @@ def make_files(root: Path) -> None:
     (root / "grader-config-bad.json").write_text("{")
 
 
+# One bad input per line: command | case | arguments | words the error line must contain.
+# {dir} is the case's folder (make_files); {build}, {label} and {search} are the commands' usual
+# good arguments, {adi} the committed ADI collection and {qrels} its qrels as a labeler.
+CASE_TABLE = """
+data.build | missing judgments file | --judgments {dir}/nope.jsonl | nope.jsonl
+data.build | judgments is a folder | --judgments {dir}/a-folder | a-folder
+data.build | judgments line is not JSON | --judgments {dir}/bad-json.jsonl | bad-json.jsonl:2
+data.build | judgments record misses a field | --judgments {dir}/missing-field.jsonl | missing-field.jsonl:2
+data.build | judgments not UTF-8 | --judgments {dir}/latin1.jsonl | latin1.jsonl:2, utf-8
+data.build | test_size 1.5 | {build} --test_size 1.5 | test_size
+data.build | test_size 0 | {build} --test_size 0 | test_size
+data.build | validation_size -0.1 | {build} --validation_size -0.1 | validation_size
+data.build | max_pairs_per_query -3 | {build} --max_pairs_per_query -3 | max_pairs_per_query
+data.build | target_ratio 0 | {build} --target_ratio 0 | target_ratio
+data.build | split_by unknown | {build} --split_by doc | split_by
+data.build | balance unknown | {build} --balance lots | balance
+data.build | out is a file | --judgments {dir}/judgments.jsonl --out {dir}/a-file | a-file
+data.build | YAML syntax error | --config {dir}/syntax.yaml | syntax.yaml:, YAML
+data.build | YAML list for a number | --config {dir}/types-list.yaml {build} | types-list.yaml, test_size
+data.build | YAML string for a list | --config {dir}/types-str.yaml | types-str.yaml, judgments
+data.build | YAML not a mapping | --config {dir}/not-a-mapping.yaml | not-a-mapping.yaml
+data.build | YAML file missing | --config {dir}/nope.yaml | nope.yaml
+data.label | YAML not UTF-8 | --config {dir}/latin1.yaml | latin1.yaml, utf-8
+data.label | pairs missing | --pairs {dir}/nope.jsonl --out {dir}/l.jsonl | nope.jsonl
+data.label | pairs record misses a field | --pairs {dir}/missing-field.jsonl --out {dir}/l.jsonl | missing-field.jsonl:2
+data.label | label out is a folder | --pairs {dir}/pairs.jsonl --out {dir}/a-folder | a-folder, folder
+data.label | concurrency words in YAML | --config {dir}/types-int.yaml {label} | types-int.yaml, concurrency
+data.label | concurrency 0 | {label} --backend openai --concurrency 0 | concurrency
+data.label | batch_size 0 | {label} --batch_size 0 | batch_size
+data.label | samples 0 | {label} --samples 0 | samples
+data.label | parse_retries -1 | {label} --parse_retries -1 | parse_retries
+data.label | unknown prompt | {label} --backend qrels --qrels {adi}/qrels.tsv --prompt nope | nope
+data.label | qrels backend without qrels | {label} --backend qrels | qrels
+data.label | binary qrels without grade_map | {label} --backend qrels --qrels {adi}/qrels.tsv | grade_map
+data.label | unknown backend | {label} --backend gpt | backend
+eval.search | search k 0 | {search} --k 0 | k
+eval.search | search k -1 | {search} --k -1 | k
+eval.search | batch_queries 0 | {search} --batch_queries 0 | batch_queries
+eval.search | run ranks a document twice | --run {dir}/run-dup.trec --corpus {adi} --labeler {qrels} --out {dir}/s | run-dup.trec:2, twice
+eval.search | run score NaN | --run {dir}/run-nan.trec --corpus {adi} --labeler {qrels} --out {dir}/s | run-nan.trec:1, score
+eval.search | run line short | --run {dir}/run-short.trec --corpus {adi} --labeler {qrels} --out {dir}/s | run-short.trec:1
+eval.search | run missing | --run {dir}/nope.trec --corpus {adi} --labeler {qrels} | nope.trec
+eval.search | labeler unknown kind | --run {dir}/run-short.trec --corpus {adi} --labeler oracle:x | oracle
+data.candidates | candidates k 0 | --collection {adi} --k 0 --out {dir}/c | k
+data.candidates | candidates collection missing | --collection {dir}/nope --out {dir}/c | nope
+eval.rerank | rerank k 0 | --run {dir}/run-dup.trec --corpus {adi} --grader {dir}/a-folder --k 0 | k
+models.export | export of a non-checkpoint | --checkpoint {dir}/a-folder --out {dir}/e | a-folder
+models.export | export truncated config.json | --checkpoint {dir}/truncated-config --out {dir}/e | config.json
+models.export | export truncated weights | --checkpoint {dir}/truncated-weights --out {dir}/e | model.safetensors
+models.export | export onto the checkpoint | --checkpoint {dir}/truncated-config --out {dir}/truncated-config | overlaps
+models.export | export onto a user's folder | --checkpoint {dir}/truncated-config --out {dir}/users | not a previous export
+eval.checkpoint | evaluate batch_size 0 | --judgments {dir}/judgments.jsonl --batch_size 0 | batch_size
+eval.checkpoint | evaluate missing data | --judgments {dir}/nope.jsonl --data {dir}/nope.jsonl | nope.jsonl
+train | train mode unknown | --mode everything | mode
+train | train dataset missing | --dataset {dir}/nope --model_name_or_path {dir}/a-folder | nope
+"""
+
+
 def cases() -> list[Case]:
-    j = "{dir}/judgments.jsonl"
-    build = ["--judgments", j, "--out", "{dir}/ds"]
-    label = ["--pairs", "{dir}/pairs.jsonl", "--out", "{dir}/labels.jsonl"]
-    search = ["--run", str(ADI / "qrels.tsv"), "--corpus", str(ADI)]
-    qrels = f"qrels:{ADI / 'qrels.tsv'}"
-    table = [
-        # data.build
-        Case(
-            "missing judgments file",
-            "data.build",
-            ["--judgments", "{dir}/nope.jsonl"],
-            ["nope.jsonl"],
-        ),
-        Case(
-            "judgments is a folder", "data.build", ["--judgments", "{dir}/a-folder"], ["a-folder"]
-        ),
-        Case(
-            "judgments line is not JSON",
-            "data.build",
-            ["--judgments", "{dir}/bad-json.jsonl"],
-            ["bad-json.jsonl:2"],
-        ),
-        Case(
-            "judgments record misses a field",
-            "data.build",
-            ["--judgments", "{dir}/missing-field.jsonl"],
-            ["missing-field.jsonl:2"],
-        ),
-        Case(
-            "judgments not UTF-8",
-            "data.build",
-            ["--judgments", "{dir}/latin1.jsonl"],
-            ["latin1.jsonl:2", "utf-8"],
-        ),
-        Case("test_size 1.5", "data.build", [*build, "--test_size", "1.5"], ["test_size"]),
-        Case("test_size 0", "data.build", [*build, "--test_size", "0"], ["test_size"]),
-        Case(
-            "validation_size -0.1",
-            "data.build",
-            [*build, "--validation_size", "-0.1"],
-            ["validation_size"],
-        ),
-        Case(
-            "max_pairs_per_query -3",
-            "data.build",
-            [*build, "--max_pairs_per_query", "-3"],
-            ["max_pairs_per_query"],
-        ),
-        Case("target_ratio 0", "data.build", [*build, "--target_ratio", "0"], ["target_ratio"]),
-        Case("split_by unknown", "data.build", [*build, "--split_by", "doc"], ["split_by"]),
-        Case("balance unknown", "data.build", [*build, "--balance", "lots"], ["balance"]),
-        Case(
-            "out is a file", "data.build", ["--judgments", j, "--out", "{dir}/a-file"], ["a-file"]
-        ),
-        Case(
-            "YAML syntax error",
-            "data.build",
-            ["--config", "{dir}/syntax.yaml"],
-            ["syntax.yaml:", "YAML"],
-        ),
-        Case(
-            "YAML list for a number",
-            "data.build",
-            ["--config", "{dir}/types-list.yaml", *build],
-            ["types-list.yaml", "test_size"],
-        ),
-        Case(
-            "YAML string for a list",
-            "data.build",
-            ["--config", "{dir}/types-str.yaml"],
-            ["types-str.yaml", "judgments"],
-        ),
-        Case(
-            "YAML not a mapping",
-            "data.build",
-            ["--config", "{dir}/not-a-mapping.yaml"],
-            ["not-a-mapping.yaml"],
-        ),
-        Case("YAML file missing", "data.build", ["--config", "{dir}/nope.yaml"], ["nope.yaml"]),
-        Case(
-            "YAML not UTF-8",
-            "data.label",
-            ["--config", "{dir}/latin1.yaml"],
-            ["latin1.yaml", "utf-8"],
-        ),
-        # data.label
-        Case(
-            "pairs missing",
-            "data.label",
-            ["--pairs", "{dir}/nope.jsonl", "--out", "{dir}/l.jsonl"],
-            ["nope.jsonl"],
-        ),
-        Case(
-            "pairs record misses a field",
-            "data.label",
-            ["--pairs", "{dir}/missing-field.jsonl", "--out", "{dir}/l.jsonl"],
-            ["missing-field.jsonl:2"],
-        ),
-        Case(
-            "label out is a folder",
-            "data.label",
-            ["--pairs", "{dir}/pairs.jsonl", "--out", "{dir}/a-folder"],
-            ["a-folder", "folder"],
-        ),
-        Case(
-            "concurrency words in YAML",
-            "data.label",
-            ["--config", "{dir}/types-int.yaml", *label],
-            ["types-int.yaml", "concurrency"],
-        ),
-        Case(
-            "concurrency 0",
-            "data.label",
-            [*label, "--backend", "openai", "--concurrency", "0"],
-            ["concurrency"],
-        ),
-        Case("batch_size 0", "data.label", [*label, "--batch_size", "0"], ["batch_size"]),
-        Case("samples 0", "data.label", [*label, "--samples", "0"], ["samples"]),
-        Case(
-            "parse_retries -1", "data.label", [*label, "--parse_retries", "-1"], ["parse_retries"]
-        ),
-        Case(
-            "unknown prompt",
-            "data.label",
-            [*label, "--backend", "qrels", "--qrels", str(ADI / "qrels.tsv"), "--prompt", "nope"],
-            ["nope"],
-        ),
-        Case(
-            "qrels backend without qrels", "data.label", [*label, "--backend", "qrels"], ["qrels"]
-        ),
-        Case(
-            "binary qrels without grade_map",
-            "data.label",
-            [*label, "--backend", "qrels", "--qrels", str(ADI / "qrels.tsv")],
-            ["grade_map"],
-        ),
-        Case("unknown backend", "data.label", [*label, "--backend", "gpt"], ["backend"]),
-        # eval.search
-        Case("search k 0", "eval.search", [*search, "--labeler", qrels, "--k", "0"], ["k"]),
-        Case("search k -1", "eval.search", [*search, "--labeler", qrels, "--k", "-1"], ["k"]),
-        Case(
-            "batch_queries 0",
-            "eval.search",
-            [*search, "--labeler", qrels, "--batch_queries", "0"],
-            ["batch_queries"],
-        ),
-        Case(
-            "run ranks a document twice",
-            "eval.search",
-            [
-                "--run",
-                "{dir}/run-dup.trec",
-                "--corpus",
-                str(ADI),
-                "--labeler",
-                qrels,
-                "--out",
-                "{dir}/s",
-            ],
-            ["run-dup.trec:2", "twice"],
-        ),
-        Case(
-            "run score NaN",
-            "eval.search",
-            [
-                "--run",
-                "{dir}/run-nan.trec",
-                "--corpus",
-                str(ADI),
-                "--labeler",
-                qrels,
-                "--out",
-                "{dir}/s",
-            ],
-            ["run-nan.trec:1", "score"],
-        ),
-        Case(
-            "run line short",
-            "eval.search",
-            [
-                "--run",
-                "{dir}/run-short.trec",
-                "--corpus",
-                str(ADI),
-                "--labeler",
-                qrels,
-                "--out",
-                "{dir}/s",
-            ],
-            ["run-short.trec:1"],
-        ),
-        Case(
-            "run missing",
-            "eval.search",
-            ["--run", "{dir}/nope.trec", "--corpus", str(ADI), "--labeler", qrels],
-            ["nope.trec"],
-        ),
-        Case(
-            "labeler unknown kind",
-            "eval.search",
-            ["--run", "{dir}/run-short.trec", "--corpus", str(ADI), "--labeler", "oracle:x"],
-            ["oracle"],
-        ),
-        # data.candidates, eval.rerank
-        Case(
-            "candidates k 0",
-            "data.candidates",
-            ["--collection", str(ADI), "--k", "0", "--out", "{dir}/c"],
-            ["k"],
-        ),
-        Case(
-            "candidates collection missing",
-            "data.candidates",
-            ["--collection", "{dir}/nope", "--out", "{dir}/c"],
-            ["nope"],
-        ),
-        Case(
-            "rerank k 0",
-            "eval.rerank",
-            [
-                "--run",
-                "{dir}/run-dup.trec",
-                "--corpus",
-                str(ADI),
-                "--grader",
-                "{dir}/a-folder",
-                "--k",
-                "0",
-            ],
-            ["k"],
-        ),
-        # models.export, eval.checkpoint
-        Case(
-            "export of a non-checkpoint",
-            "models.export",
-            ["--checkpoint", "{dir}/a-folder", "--out", "{dir}/e"],
-            ["a-folder"],
-        ),
-        Case(
-            "export truncated config.json",
-            "models.export",
-            ["--checkpoint", "{dir}/truncated-config", "--out", "{dir}/e"],
-            ["config.json"],
-        ),
-        Case(
-            "export truncated weights",
-            "models.export",
-            ["--checkpoint", "{dir}/truncated-weights", "--out", "{dir}/e"],
-            ["model.safetensors"],
-        ),
-        Case(
-            "export onto the checkpoint",
-            "models.export",
-            ["--checkpoint", "{dir}/truncated-config", "--out", "{dir}/truncated-config"],
-            ["overlaps"],
-        ),
-        Case(
-            "export onto a user's folder",
-            "models.export",
-            ["--checkpoint", "{dir}/truncated-config", "--out", "{dir}/users"],
-            ["not a previous export"],
-        ),
-        Case(
-            "evaluate batch_size 0",
-            "eval.checkpoint",
-            ["--judgments", j, "--batch_size", "0"],
-            ["batch_size"],
-        ),
-        Case(
-            "evaluate missing data",
-            "eval.checkpoint",
-            ["--judgments", "{dir}/nope.jsonl", "--data", "{dir}/nope.jsonl"],
-            ["nope.jsonl"],
-        ),
-        # training
-        Case("train mode unknown", "train", ["--mode", "everything"], ["mode"]),
-        Case(
-            "train dataset missing",
-            "train",
-            ["--dataset", "{dir}/nope", "--model_name_or_path", "{dir}/a-folder"],
-            ["nope"],
-        ),
-    ]
+    shorthands = {
+        "{build}": "--judgments {dir}/judgments.jsonl --out {dir}/ds",
+        "{label}": "--pairs {dir}/pairs.jsonl --out {dir}/labels.jsonl",
+        "{search}": "--run {adi}/qrels.tsv --corpus {adi} --labeler {qrels}",
+        "{qrels}": "qrels:{adi}/qrels.tsv",
+        "{adi}": str(ADI),
+    }
+    table = []
+    for line in CASE_TABLE.strip().splitlines():
+        module, name, arguments, expect = (cell.strip() for cell in line.split(" | "))
+        for short, full in shorthands.items():
+            arguments = arguments.replace(short, full)
+        table.append(Case(name, module, arguments.split(), [w.strip() for w in expect.split(",")]))
     return table
 
 
