@@ -74,10 +74,8 @@ class CheckpointEvalConfig:
     batch_size: int = bounded(32, 1)
     max_length: int = bounded(512, 8, help="Zero-shot only: tokens per input.")
     device: str | None = field(default=None)
-    dtype: str = choice(
-        "auto",
-        ("auto", "float32", "bfloat16", "float16", "int8"),
-        "auto (bf16 on GPU and AMX CPUs), float32, bfloat16, or int8 (dynamic, CPU only).",
+    dtype: str = field(
+        default="auto", metadata={"help": "auto (bf16 on GPU and AMX CPUs), float32 or bfloat16."}
     )
     plots: bool = field(default=True)
     name: str | None = field(default=None, metadata={"help": "Row name in comparison tables."})

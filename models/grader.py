@@ -38,19 +38,6 @@ from models.scoring import (
 )
 
 
-def quantize_int8(model: PreTrainedModel) -> PreTrainedModel:
-    """Dynamic int8 quantization of every linear layer (weights int8, activations quantized per
-    batch): for CPUs without bf16 hardware, where float32 is the alternative."""
-    import warnings
-
-    from torch.ao.quantization import quantize_dynamic
-
-    base = model.merge_and_unload() if hasattr(model, "merge_and_unload") else model  # LoRA in
-    with warnings.catch_warnings():  # torch marks the quantized-tensor API for a later move
-        warnings.simplefilter("ignore", UserWarning)
-        return quantize_dynamic(base, {torch.nn.Linear}, dtype=torch.qint8)
-
-
 @dataclass
 class Grader:
     model: PreTrainedModel
@@ -80,11 +67,6 @@ class Grader:
         batch_size: int = 32,
     ) -> Grader:
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        int8 = dtype == "int8"
-        if int8 and device != "cpu":
-            raise ValueError("dtype int8: dynamic int8 quantization runs on the CPU only")
-        if int8:
-            dtype = torch.float32  # quantized after loading
         if isinstance(dtype, str) and dtype != "auto":
             dtype = getattr(torch, dtype)
         if dtype is None or dtype == "auto":
@@ -109,11 +91,8 @@ class Grader:
                 tokenizer, max_length=max_length, use_chat_template=use_chat_template("auto", name)
             )
         calibration = info.get("calibration") or {}
-        model = model.to(device).eval()
-        if int8:
-            model = quantize_int8(model)
         return cls(
-            model=model,
+            model=model.to(device).eval(),
             tokenizer=tokenizer,
             input_format=fmt,
             generative=generative,
