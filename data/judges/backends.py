@@ -352,11 +352,7 @@ def answer_probability(prompt: Prompt, logprobs: Mapping[str, float]) -> float |
         if word in prompt.answers:
             value = prompt.answers[word]
             mass[value] = mass.get(value, 0.0) + math.exp(logprob)
-    total = sum(mass.values())
-    if not total:
-        return None
-    relevant = sum(p for v, p in mass.items() if (v == 1 if prompt.scale == "binary" else v >= 2))
-    return relevant / total
+    return prompt.relevant_share(mass)
 
 
 class OpenAIBackend(Backend):
@@ -564,10 +560,10 @@ class HFBackend(Backend):
         for pair, ids, row in zip(pairs, input_ids, probs, strict=True):
             best = int(np.argmax(row))
             verdict = self.prompt.verdict_from_answer(values[best], float(row[best]))
-            if self.prompt.scale == "binary":
-                p_relevant = float(sum(p for p, v in zip(row, values, strict=True) if v == 1))
-            else:
-                p_relevant = float(sum(p for p, v in zip(row, values, strict=True) if v >= 2))
+            mass: dict[int, float] = {}
+            for value, p in zip(values, row, strict=True):  # several words may share a value
+                mass[value] = mass.get(value, 0.0) + float(p)
+            p_relevant = self.prompt.relevant_share(mass)
             verdict = Verdict(verdict.grade, verdict.label, verdict.confidence, None, p_relevant)
             on_result(self.judgment(pair, verdict, Usage(input_tokens=len(ids), output_tokens=1)))
 

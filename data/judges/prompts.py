@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,15 @@ class Prompt:
             {"role": "system", "content": self.system.strip()},
             {"role": "user", "content": self.user.format(query=query, document=document).strip()},
         ]
+
+    def relevant_share(self, mass: Mapping[int, float]) -> float | None:
+        """P(relevant) from probability mass per answer value, renormalised over the answers
+        (relevant: a verdict labelled 1); None when no mass fell on an answer."""
+        total = sum(mass.values())
+        if not total:
+            return None
+        relevant = sum(p for value, p in mass.items() if self.verdict_from_answer(value).label)
+        return relevant / total
 
     def verdict_from_answer(self, answer_value: int, probability: float | None = None) -> Verdict:
         """A direct answer's value (0/1 for binary, 0-3 for graded) as a verdict."""
