@@ -292,10 +292,28 @@ UNUSABLE = {"not-json", "text-plain", "garbage"} | {
 }
 
 
+def kill_when_cached(
+    command: list[str], cache: Path, lines: int, env: dict[str, str], timeout: float = 120
+) -> None:
+    """Run a labelling command and SIGKILL it once its cache holds ``lines`` finished pairs."""
+    import signal
+    import subprocess
+
+    process = subprocess.Popen(
+        command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    deadline = time.time() + timeout
+    while time.time() < deadline and process.poll() is None:
+        if cache.exists() and len(cache.read_text().splitlines()) >= lines:
+            break
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+
+
 def teacher_faults(root: Path, kill_after: int = 30) -> dict[str, int]:
     """Label pairs against the faulty endpoint, SIGKILL mid-run, resume; count what went wrong."""
     import os
-    import signal
     import subprocess
 
     from data.cli import cli_args
@@ -334,16 +352,7 @@ def teacher_faults(root: Path, kill_after: int = 30) -> dict[str, int]:
                 parse_retries=1,
             ),
         ]
-        process = subprocess.Popen(
-            command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
-        deadline = time.time() + 120
-        while time.time() < deadline and process.poll() is None:
-            if cache.exists() and len(cache.read_text().splitlines()) >= kill_after:
-                break
-            time.sleep(0.05)
-        process.send_signal(signal.SIGKILL)
-        process.wait()
+        kill_when_cached(command, cache, kill_after, env)
         finished = {
             json.loads(line)["doc_id"]
             for line in cache.read_text().splitlines()

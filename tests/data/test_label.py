@@ -3,10 +3,8 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from data.judges.prompts import ParseError, Verdict, available_prompts, load_pro
 from data.label import LabelConfig, label
 from data.records import Judgment
 from eval.bench.fake_openai import FakeOpenAI
+from eval.bench.reliability import kill_when_cached
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -268,16 +267,7 @@ def test_kill_mid_run_then_resume_labels_every_pair_exactly_once(tmp_path: Path)
             "--concurrency",
             "2",
         ]
-        process = subprocess.Popen(
-            command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-        )
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            if cache.exists() and len(cache.read_text().splitlines()) >= 10:
-                break
-            time.sleep(0.05)
-        process.send_signal(signal.SIGKILL)
-        process.wait()
+        kill_when_cached(command, cache, 10, env)
         assert not out.exists()  # the final file is only written at the end
         finished_before_kill = {
             json.loads(line)["doc_id"]
