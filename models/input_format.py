@@ -201,7 +201,10 @@ def format_pairs(
 
     queries = list(queries)
     query_truncated = [False] * len(queries)
-    fixed_lengths = [len(ids) for ids in encode([fmt.render(q, "") for q in queries], special)]
+    # Each query's prompt without a document: its length is the document's budget, and the tokens
+    # it shares with the full input are the query's part (prefix_lengths).
+    heads = encode([fmt.render(q, "") for q in queries], special)
+    fixed_lengths = [len(ids) for ids in heads]
     template = len(encode([fmt.render("", "")], special)[0])
     limit = query_budget(fmt, template)
     if limit <= 0:
@@ -217,7 +220,8 @@ def format_pairs(
         # 300-token topic must not stop a bulk run).
         queries[i] = tokenizer.decode(tokens[:limit])
         query_truncated[i] = True
-        fixed_lengths[i] = len(encode([fmt.render(queries[i], "")], special)[0])
+        heads[i] = encode([fmt.render(queries[i], "")], special)[0]
+        fixed_lengths[i] = len(heads[i])
     budgets = [fmt.max_length - length for length in fixed_lengths]
     doc_tokens = encode(list(documents), False)
     current_docs = list(documents)
@@ -242,11 +246,7 @@ def format_pairs(
             input_ids[i] = ids
     else:
         raise RuntimeError("could not fit the input within max_length")  # pragma: no cover
-    unique = list(dict.fromkeys(queries))
-    heads = dict(zip(unique, encode([fmt.render(q, "") for q in unique], special), strict=True))
-    prefix_lengths = [
-        _common_prefix(ids, heads[q]) for q, ids in zip(queries, input_ids, strict=True)
-    ]
+    prefix_lengths = [_common_prefix(ids, head) for ids, head in zip(input_ids, heads, strict=True)]
     return FormattedPairs(
         texts=texts,
         input_ids=input_ids,
