@@ -3,7 +3,15 @@
 - ``grader:PATH``: an exported (or checkpoint) grader: P(relevant) and the stored threshold;
 - ``judge:CONFIG.yaml``: an LLM judge through the teacher backends (data.judges), grade + rationale;
 - ``qrels:PATH``: human judgments (unjudged hits count as not relevant);
-- ``judgments:PATH``: a judgments JSONL (from ``python -m data.label``).
+- ``judgments:PATH``: a judgments JSONL (from ``python -m data.label``);
+- ``erag:READER.yaml``: eRAG (Salemi & Zamani, 2024): the RAG system's own LLM answers the query
+  from each hit alone; the answer's token F1 (``erag-em:``: exact match) against the gold answers
+  is the hit's label;
+- ``answers:QUERIES.jsonl``: the hit contains a gold answer string (Park & Lim's word label);
+- ``gold-doc:QRELS``: the hit is, or is a chunk of, a judged-relevant document (the doc label).
+
+The last three need gold answers or documents per query; they come from the queries file's
+``answers`` field (and the reader YAML's ``answers:`` key for eRAG).
 
 :class:`CachedLabeler` keeps every label in an append-only JSONL keyed by (labeler, query,
 document), so labels are reused across runs and across processes.
@@ -56,6 +64,7 @@ class Hit:
     doc_id: str
     text: str
     title: str | None = None
+    source_id: str | None = None  # the document a chunk was cut from (None: a whole document)
 
 
 def hit_label(judgment: Judgment) -> HitLabel:
@@ -70,6 +79,8 @@ def hit_label(judgment: Judgment) -> HitLabel:
 
 class Labeler:
     name = "labeler"
+    # Continuous labels (eRAG's F1) are read from ``score``; the others from ``relevant``.
+    continuous = False
 
     @property
     def id(self) -> str:
@@ -186,6 +197,130 @@ class QrelsLabeler(Labeler):
         return sum(1 for g in self.qrels.get(qid, {}).values() if g >= self.threshold)
 
 
+class GoldDocLabeler(QrelsLabeler):
+    """Relevant when the hit is, or was cut from, a document the qrels judge relevant."""
+
+    def __init__(self, path: str, label_threshold: int = 1) -> None:
+        super().__init__(path, label_threshold)
+        self.name = f"gold-doc:{path}"
+
+    def label(self, qid: str, query: str, hits: Sequence[Hit]) -> list[HitLabel]:
+        judged = self.qrels.get(qid, {})
+        labels = []
+        for hit in hits:
+            source = hit.source_id or hit.doc_id
+            grade = max(0, min(3, judged.get(source, 0)))
+            labels.append(
+                HitLabel(
+                    relevant=grade >= self.threshold,
+                    justification=f"from {source}, judged {grade}" if grade else None,
+                )
+            )
+        return labels
+
+
+class _GoldAnswers(Labeler):
+    """A labeler that knows each query's gold answers."""
+
+    answers: dict[str, list[str]]
+
+    def gold(self, qid: str) -> list[str]:
+        if qid not in self.answers:
+            raise KeyError(f"{self.name}: no gold answers for query {qid!r}")
+        return self.answers[qid]
+
+
+class AnswersLabeler(_GoldAnswers):
+    """Relevant when the hit's text contains a gold answer (normalised, whole tokens)."""
+
+    def __init__(self, answers: dict[str, list[str]], name: str = "answers") -> None:
+        self.answers = answers
+        self.name = name
+
+    @classmethod
+    def from_queries(cls, path: str) -> AnswersLabeler:
+        from data.qa import read_answers
+
+        return cls(read_answers(path), name=f"answers:{path}")
+
+    def label(self, qid: str, query: str, hits: Sequence[Hit]) -> list[HitLabel]:
+        from data.qa import contains_answer
+
+        gold = self.gold(qid)
+        return [HitLabel(relevant=contains_answer(hit.text, gold)) for hit in hits]
+
+
+class ERAGLabeler(_GoldAnswers):
+    """eRAG: the reader answers the query from each hit alone; the answer's score against the
+    gold answers (token F1 or exact match, SQuAD-normalised) is the hit's label. Answers are
+    cached and resumable (:class:`eval.reader.CachedReader`), shared by the F1 and EM labelers."""
+
+    continuous = True
+
+    def __init__(
+        self,
+        reader: Any,
+        answers: dict[str, list[str]],
+        metric: str = "f1",
+        relevant_at: float = 0.5,
+    ) -> None:
+        from data.qa import ANSWER_METRICS
+
+        if metric not in ANSWER_METRICS:
+            raise ValueError(
+                f"erag metric: expected one of {sorted(ANSWER_METRICS)}, got {metric!r}"
+            )
+        self.answers = answers
+        self.name = f"erag-{metric}:{reader.config.model}"
+        self.reader = reader
+        self.metric = metric
+        self.score_answer = ANSWER_METRICS[metric]
+        self.relevant_at = relevant_at
+
+    @classmethod
+    def from_yaml(cls, path: str, cache_dir: str | Path | None, metric: str) -> ERAGLabeler:
+        """A reader YAML (ReaderConfig fields) with ``answers: QUERIES.jsonl`` added."""
+        import yaml
+
+        from data.qa import read_answers
+        from eval.reader import CachedReader, ReaderConfig
+
+        settings = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        answers_path = settings.pop("answers", None) if isinstance(settings, dict) else None
+        if not answers_path:
+            raise ValueError(f"{path}: answers: eRAG needs the queries file with gold answers")
+        config = ReaderConfig(**settings)
+        cache = Path(cache_dir or ".") / f"reader-{config.id.split(':')[1]}.jsonl"
+        return cls(CachedReader(config, cache), read_answers(answers_path), metric)
+
+    @property
+    def id(self) -> str:
+        return f"erag-{self.metric}:{self.reader.config.id}"
+
+    def label_many(
+        self, requests: Sequence[tuple[str, str, Sequence[Hit]]]
+    ) -> list[list[HitLabel]]:
+        items = [(query, [hit.text]) for _, query, hits in requests for hit in hits]
+        outputs = iter(self.reader.answer(items, desc="eRAG answers"))
+        out = []
+        for qid, _, hits in requests:
+            gold = self.gold(qid)
+            labels = []
+            for _ in hits:
+                output = next(outputs)
+                value = self.score_answer(output.answer, gold)
+                labels.append(
+                    HitLabel(
+                        relevant=value >= self.relevant_at,
+                        score=value,
+                        input_tokens=output.input_tokens,
+                        justification=f"answer {output.answer!r}: {self.metric} {value:.2f}",
+                    )
+                )
+            out.append(labels)
+        return out
+
+
 class JudgmentsLabeler(Labeler):
     def __init__(self, path: str) -> None:
         self.judgments = {
@@ -221,8 +356,18 @@ class JudgeLabeler(Labeler):
             raise ValueError(f"{config_path}: unknown judge settings {sorted(unknown)}")
         self.config = JudgeConfig(**settings)
         self.prompt = load_prompt(self.config.prompt)
-        self.backend = make_backend(self.config, self.prompt)
+        self._make_backend = make_backend
+        # Local models load on first use (a run served from the label cache loads none); a
+        # remote judge is checked now, so a missing key fails before any work.
+        local = self.config.backend in ("hf", "vllm")
+        self._backend: Any = None if local else make_backend(self.config, self.prompt)
         self.name = f"judge:{self.config.backend}:{self.config.model}:{self.prompt.id}"
+
+    @property
+    def backend(self) -> Any:
+        if self._backend is None:
+            self._backend = self._make_backend(self.config, self.prompt)
+        return self._backend
 
     def label(self, qid: str, query: str, hits: Sequence[Hit]) -> list[HitLabel]:
         pairs = [
@@ -239,11 +384,27 @@ class JudgeLabeler(Labeler):
         return labels
 
 
+def _groups(
+    requests: Sequence[tuple[str, str, Sequence[Hit]]], pairs: int
+) -> list[list[tuple[str, str, Sequence[Hit]]]]:
+    """Consecutive requests in groups of about ``pairs`` hits (a request is never split)."""
+    groups: list[list[tuple[str, str, Sequence[Hit]]]] = []
+    size = pairs
+    for request in requests:
+        if size >= pairs:
+            groups.append([])
+            size = 0
+        groups[-1].append(request)
+        size += len(request[2])
+    return groups
+
+
 class CachedLabeler(Labeler):
     """Labels cached in an append-only JSONL (one flushed line per label), reused across runs."""
 
-    def __init__(self, inner: Labeler, cache_path: str | Path) -> None:
+    def __init__(self, inner: Labeler, cache_path: str | Path, group_pairs: int = 256) -> None:
         self.inner = inner
+        self.group_pairs = group_pairs
         self.name = inner.name
         self.cache_path = Path(cache_path)
         self.cache: dict[str, HitLabel] = {}
@@ -271,9 +432,10 @@ class CachedLabeler(Labeler):
             for (qid, query, hits), ks in zip(requests, keys, strict=True)
         ]
         missing = [m for m in missing if m[2]]
-        if missing:
-            fresh = self.inner.label_many(missing)
-            for (_, query, hits), labels in zip(missing, fresh, strict=True):
+        # Labelled and written a group at a time: a killed run keeps what it finished.
+        for group in _groups(missing, self.group_pairs):
+            fresh = self.inner.label_many(group)
+            for (_, query, hits), labels in zip(group, fresh, strict=True):
                 for hit, label in zip(hits, labels, strict=True):
                     key = self.key(query, hit)
                     self.cache[key] = label
@@ -285,13 +447,23 @@ class CachedLabeler(Labeler):
         self.appender.close()
 
 
+LABELER_KINDS = ("grader", "judge", "qrels", "judgments", "erag", "erag-em", "answers", "gold-doc")
+
+
 def make_labeler(spec: str, cache_dir: str | Path | None = None) -> Labeler:
-    """``grader:PATH``, ``judge:CONFIG.yaml``, ``qrels:PATH`` or ``judgments:PATH``."""
+    """``KIND:VALUE`` for a kind in :data:`LABELER_KINDS` (see the module docstring)."""
     kind, _, value = spec.partition(":")
     if not value:
         raise ValueError(
-            f"labeler: expected KIND:VALUE (grader:, judge:, qrels:, judgments:), got {spec!r}"
+            f"labeler: expected KIND:VALUE with KIND one of {', '.join(LABELER_KINDS)}, got {spec!r}"
         )
+    if kind in ("erag", "erag-em"):
+        # Cached per answer by its reader (resumable mid-run); nothing more to cache.
+        return ERAGLabeler.from_yaml(value, cache_dir, "em" if kind == "erag-em" else "f1")
+    if kind == "answers":
+        return AnswersLabeler.from_queries(value)
+    if kind == "gold-doc":
+        return GoldDocLabeler(value)
     if kind == "grader":
         labeler: Labeler = GraderLabeler(value)
     elif kind == "judge":

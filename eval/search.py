@@ -152,7 +152,10 @@ class SearchEvalConfig:
     )
     labeler: str = field(
         default="",
-        metadata={"help": "grader:PATH, judge:CONFIG.yaml, qrels:PATH or judgments:PATH."},
+        metadata={
+            "help": "grader:PATH, judge:CONFIG.yaml, qrels:PATH, judgments:PATH, erag:READER.yaml, "
+            "erag-em:READER.yaml, answers:QUERIES.jsonl or gold-doc:QRELS."
+        },
     )
     k: int = bounded(10, 1, help="Cut-off: hits labelled per query and metric depth.")
     num_relevant_from: str | None = field(

@@ -517,11 +517,9 @@ class HFBackend(Backend):
             raise ValueError(f"model {config.model!r} has no chat template; use an instruct model")
 
     def encode(self, pair: Pair) -> list[int]:
-        messages = self.prompt.messages(pair.query, self.document(pair))
-        text = self.tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=True
-        )
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        from models.generation import chat_input_ids
+
+        return chat_input_ids(self.tokenizer, self.prompt.messages(pair.query, self.document(pair)))
 
     def answer_token_ids(self) -> list[int]:
         ids = []
@@ -546,7 +544,7 @@ class HFBackend(Backend):
     def _score(self, pairs: Sequence[Pair], on_result: OnResult) -> None:
         import numpy as np
 
-        from models.scoring import answer_token_probabilities
+        from models.scoring import answer_token_probabilities, common_prefix_lengths
 
         input_ids = [self.encode(p) for p in pairs]
         probs, _mass = answer_token_probabilities(
@@ -555,6 +553,8 @@ class HFBackend(Backend):
             self.answer_token_ids(),
             pad_token_id=self.tokenizer.pad_token_id,
             batch_size=self.config.batch_size,
+            # A query's pairs share the prompt and the query: computed once per query.
+            prefix_lengths=common_prefix_lengths(input_ids, [p.qid for p in pairs]),
         )
         values = list(self.prompt.answers.values())
         for pair, ids, row in zip(pairs, input_ids, probs, strict=True):
@@ -568,54 +568,27 @@ class HFBackend(Backend):
             on_result(self.judgment(pair, verdict, Usage(input_tokens=len(ids), output_tokens=1)))
 
     def _generate(self, pairs: Sequence[Pair], on_result: OnResult) -> None:
-        import torch
+        from models.generation import generate
 
-        self.tokenizer.padding_side = "left"  # generation continues from the right edge
-        try:
-            batch_size = max(1, self.config.batch_size)
-            for start in range(0, len(pairs), batch_size):
-                chunk = pairs[start : start + batch_size]
-                encoded = self.tokenizer.pad(
-                    {"input_ids": [self.encode(p) for p in chunk]}, return_tensors="pt"
+        batch_size = max(1, self.config.batch_size)
+        samples = max(1, self.config.samples)
+        for start in range(0, len(pairs), batch_size):
+            chunk = pairs[start : start + batch_size]
+            generations = generate(
+                self.model,
+                self.tokenizer,
+                [self.encode(p) for p in chunk],
+                max_new_tokens=self.max_output_tokens,
+                samples=samples,
+                temperature=self.config.temperature,
+            )
+            for pair, generation in zip(chunk, generations, strict=True):
+                usage = Usage(
+                    input_tokens=generation.input_tokens, output_tokens=generation.output_tokens
                 )
-                encoded = encoded.to(self.model.device)
-                replies: list[list[str]] = [[] for _ in chunk]
-                samples = max(1, self.config.samples)
-                sampling = self.config.temperature > 0
-                with torch.inference_mode():
-                    output = self.model.generate(
-                        **encoded,
-                        max_new_tokens=self.max_output_tokens,
-                        do_sample=sampling,
-                        temperature=self.config.temperature if sampling else None,
-                        top_p=None,
-                        top_k=None,
-                        num_return_sequences=samples,
-                        pad_token_id=self.tokenizer.pad_token_id,
-                    )
-                new_tokens = output[:, encoded["input_ids"].shape[1] :]
-                texts = self.tokenizer.batch_decode(new_tokens, skip_special_tokens=True)
-                # A reply without an end-of-sequence token ran into max_new_tokens.
-                eos = self.model.generation_config.eos_token_id
-                eos_ids = set(eos if isinstance(eos, list) else [eos] if eos is not None else [])
-                complete = [bool(eos_ids & set(row.tolist())) or not eos_ids for row in new_tokens]
-                for i, text in enumerate(texts):
-                    replies[i // samples].append(text)
-                for row, pair in enumerate(chunk):
-                    prompt_tokens = int(encoded["attention_mask"][row].sum())
-                    generated = new_tokens[row * samples : (row + 1) * samples]
-                    out_tokens = int((generated != self.tokenizer.pad_token_id).sum())
-                    usage = Usage(input_tokens=prompt_tokens * samples, output_tokens=out_tokens)
-                    on_result(
-                        self.judgment_from_replies(
-                            pair,
-                            replies[row],
-                            usage,
-                            complete[row * samples : (row + 1) * samples],
-                        )
-                    )
-        finally:
-            self.tokenizer.padding_side = "right"
+                on_result(
+                    self.judgment_from_replies(pair, generation.texts, usage, generation.finished)
+                )
 
 
 class VLLMBackend(Backend):

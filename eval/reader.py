@@ -1,0 +1,384 @@
+"""The RAG system's reader: an LLM that answers a question from retrieved passages.
+
+eRAG asks it once per retrieved document (that document alone); the end-to-end reference asks it
+once per ranked list (the top-k together, in-prompt augmentation). Backends:
+
+- ``hf``: a local transformers causal LM (default: the embedded SmolLM2-135M-Instruct), batched;
+- ``openai``: any OpenAI-compatible chat endpoint (OpenAI, a ``vllm serve`` or Ollama server);
+- ``vllm``: vLLM offline batched generation (imported only when used).
+
+:class:`CachedReader` keeps every answer in an append-only JSONL keyed by the reader's settings,
+the question and the passages, with the time, tokens and peak memory it cost, so a killed run
+resumes without asking again and costs are reported from the run that paid them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from data.cli import bounded, choice
+from data.io import JsonlAppender, fingerprint, iter_json_lines
+from data.qa import extract_short_answer
+
+READER_BACKENDS = ("hf", "openai", "vllm")
+
+
+@dataclass
+class ReaderConfig:
+    """Which LLM reads the retrieved passages, and how it is asked (a short-answer QA prompt)."""
+
+    backend: str = choice("hf", READER_BACKENDS, "hf, openai (any compatible endpoint) or vllm.")
+    model: str = field(
+        default="smollm2-135m",
+        metadata={"help": "Local name/path (hf, vllm) or the endpoint's model name (openai)."},
+    )
+    system: str = field(
+        default="You are a reading-comprehension system. Give the shortest answer span from "
+        "the passages, nothing else.",
+        metadata={"help": "System message."},
+    )
+    user: str = field(
+        default="{passages}\nQuestion: {question}\nShort answer:",
+        metadata={"help": "User message with {passages} and {question} slots."},
+    )
+    max_new_tokens: int = bounded(16, 1, help="Answer length limit in tokens.")
+    temperature: float = bounded(0.0, 0)
+    max_passage_chars: int = bounded(2000, 1, help="Each passage is cut to this many characters.")
+    batch_size: int = bounded(32, 1, help="Prompts per generate call (hf) or per vLLM call.")
+    max_batch_tokens: int = bounded(
+        4096, 1, help="hf: prompt tokens per generate call (long prompts go fewer at a time)."
+    )
+    device: str | None = field(
+        default=None, metadata={"help": "cpu or cuda (default: cuda if any)."}
+    )
+    dtype: str = field(default="auto", metadata={"help": "float32, bfloat16, float16 or auto."})
+    base_url: str | None = field(default=None, metadata={"help": "openai: endpoint base URL."})
+    api_key_env: str = field(default="OPENAI_API_KEY")
+    concurrency: int = bounded(8, 1, help="openai: requests in flight at once.")
+    request_timeout: float = bounded(60.0, 0, open_low=True)
+    max_retries: int = bounded(6, 0)
+    tensor_parallel_size: int = bounded(1, 1)
+    max_model_len: int | None = bounded(None, 1)
+    gpu_memory_utilization: float = bounded(0.9, 0, 1, open_low=True)
+
+    def __post_init__(self) -> None:
+        if self.backend not in READER_BACKENDS:
+            raise ValueError(f"backend: expected one of {READER_BACKENDS}, got {self.backend!r}")
+        for slot in ("{passages}", "{question}"):
+            if slot not in self.user:
+                raise ValueError(f"user: the template needs a {slot} slot")
+
+    @classmethod
+    def from_yaml(cls, path: str | os.PathLike[str]) -> ReaderConfig:
+        import yaml
+
+        from data.cli import check_bounds, check_yaml_config
+
+        check_yaml_config(str(path), [cls])
+        settings = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        unknown = set(settings) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"{path}: unknown reader settings {sorted(unknown)}")
+        config = cls(**settings)
+        check_bounds(config)
+        return config
+
+    @property
+    def id(self) -> str:
+        """What changes an answer besides the question and passages (the cache key)."""
+        keys = ("backend", "model", "system", "user", "max_new_tokens", "temperature")
+        settings = {k: getattr(self, k) for k in keys} | {"chars": self.max_passage_chars}
+        return f"reader:{fingerprint(json.dumps(settings, sort_keys=True))}"
+
+    def messages(self, question: str, passages: Sequence[str]) -> list[dict[str, str]]:
+        blocks = []
+        for number, passage in enumerate(passages, start=1):
+            text = passage[: self.max_passage_chars]
+            blocks.append(f"Passage: {text}\n" if len(passages) == 1 else f"[{number}] {text}\n")
+        user = self.user.format(passages="".join(blocks), question=question)
+        return [
+            {"role": "system", "content": self.system.strip()},
+            {"role": "user", "content": user.strip()},
+        ]
+
+
+@dataclass
+class ReaderOutput:
+    reply: str
+    answer: str
+    input_tokens: int = 0
+    output_tokens: int = 0
+    seconds: float = 0.0  # this prompt's share of its batch's wall time
+    peak_memory_mib: float = 0.0  # its batch's peak memory above the reader's idle footprint
+
+
+@contextmanager
+def peak_memory(device: str) -> Iterator[dict[str, float]]:
+    """Peak memory of the block in MiB above its start: CUDA allocations on a GPU, the process's
+    resident set on a CPU (sampled every 5 ms from /proc, where there is one)."""
+    result = {"peak_mib": 0.0}
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        yield result
+        torch.cuda.synchronize()
+        result["peak_mib"] = (torch.cuda.max_memory_allocated() - base) / 2**20
+        return
+    statm = Path("/proc/self/statm")
+    if not statm.exists():
+        yield result
+        return
+    page = os.sysconf("SC_PAGE_SIZE")
+
+    def rss() -> int:
+        return int(statm.read_text().split()[1]) * page
+
+    base, peak, stop = rss(), [0], threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], rss())
+            stop.wait(0.005)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        yield result
+    finally:
+        stop.set()
+        sampler.join()
+        result["peak_mib"] = max(0, max(peak[0], rss()) - base) / 2**20
+
+
+class Reader:
+    """Answers (question, passages) items one batch at a time."""
+
+    device = "cpu"
+
+    def __init__(self, config: ReaderConfig) -> None:
+        self.config = config
+
+    @property
+    def id(self) -> str:
+        return self.config.id
+
+    def answer_batch(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[ReaderOutput]:
+        start = time.perf_counter()
+        with peak_memory(self.device) as memory:
+            outputs = self._answer(items)
+        share = (time.perf_counter() - start) / max(1, len(items))
+        for output in outputs:
+            output.seconds = share
+            output.peak_memory_mib = memory["peak_mib"]
+        return outputs
+
+    def _answer(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[ReaderOutput]:
+        raise NotImplementedError  # pragma: no cover - abstract
+
+
+def _output(reply: str, input_tokens: int, output_tokens: int) -> ReaderOutput:
+    return ReaderOutput(
+        reply=reply,
+        answer=extract_short_answer(reply),
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+    )
+
+
+class HFReader(Reader):
+    def __init__(self, config: ReaderConfig) -> None:
+        super().__init__(config)
+        import torch
+
+        from models.resolve import inference_dtype, load_model
+
+        self.device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
+        dtype = (
+            inference_dtype(self.device) if config.dtype == "auto" else getattr(torch, config.dtype)
+        )
+        self.model, self.tokenizer = load_model(config.model, task="causal-lm", dtype=dtype)
+        self.model.to(self.device).eval()
+        if self.tokenizer.chat_template is None:
+            raise ValueError(f"reader model {config.model!r} has no chat template")
+        # One-time set-up (thread pools, lazy buffers) kept out of the first batch's cost.
+        self._answer([("warm up", ["warm up"])])
+
+    def _answer(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[ReaderOutput]:
+        from models.generation import chat_input_ids, generate
+        from models.scoring import length_sorted_batches
+
+        ids = [chat_input_ids(self.tokenizer, self.config.messages(q, p)) for q, p in items]
+        outputs: list[ReaderOutput | None] = [None] * len(ids)
+        # Long prompts (a top-k list) in smaller batches: 32 x 450 tokens runs 1.4x slower on a
+        # 2-core CPU than the same prompts 8 or 16 at a time.
+        lengths = [len(x) for x in ids]
+        for batch in length_sorted_batches(lengths, len(ids), self.config.max_batch_tokens):
+            generations = generate(
+                self.model,
+                self.tokenizer,
+                [ids[i] for i in batch],
+                max_new_tokens=self.config.max_new_tokens,
+                temperature=self.config.temperature,
+            )
+            for i, g in zip(batch, generations, strict=True):
+                outputs[i] = _output(g.texts[0], g.input_tokens, g.output_tokens)
+        return [o for o in outputs if o is not None]
+
+
+class OpenAIReader(Reader):
+    device = "remote"
+
+    def __init__(self, config: ReaderConfig) -> None:
+        super().__init__(config)
+        import openai
+
+        self.openai = openai
+        api_key = os.environ.get(config.api_key_env) or ("not-needed" if config.base_url else None)
+        if api_key is None:
+            raise ValueError(f"api_key_env: set ${config.api_key_env} to the endpoint's key")
+        self.client_options = {
+            "api_key": api_key,
+            "base_url": config.base_url,
+            "max_retries": config.max_retries,
+            "timeout": config.request_timeout,
+        }
+
+    def _answer(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[ReaderOutput]:
+        from data.judges.backends import MalformedResponse, _first_choice
+
+        async def ask(client: Any, semaphore: asyncio.Semaphore, item: tuple) -> ReaderOutput:
+            async with semaphore:
+                response = await client.chat.completions.create(
+                    model=self.config.model,
+                    messages=self.config.messages(*item),
+                    temperature=self.config.temperature,
+                    max_tokens=self.config.max_new_tokens,
+                )
+            text, _finished = _first_choice(response)
+            usage = response.usage
+            return _output(
+                text,
+                (usage.prompt_tokens or 0) if usage else 0,
+                (usage.completion_tokens or 0) if usage else 0,
+            )
+
+        async def main() -> list[ReaderOutput]:
+            client = self.openai.AsyncOpenAI(**self.client_options)
+            semaphore = asyncio.Semaphore(self.config.concurrency)
+            try:
+                return list(await asyncio.gather(*(ask(client, semaphore, i) for i in items)))
+            finally:
+                await client.close()
+
+        try:
+            return asyncio.run(main())
+        except (self.openai.APIError, MalformedResponse) as exc:
+            raise RuntimeError(f"reader request failed ({self.config.model}): {exc}") from exc
+
+
+class VLLMReader(Reader):
+    device = "cuda"
+
+    def __init__(self, config: ReaderConfig) -> None:
+        super().__init__(config)
+        try:
+            import vllm
+        except ImportError:
+            raise ValueError(
+                "reader backend vllm: vLLM is not installed; `pip install -e '.[vllm]'` on a GPU "
+                "machine, or serve the model and use backend openai with base_url"
+            ) from None
+        from models.resolve import resolve_model_path
+
+        self.vllm = vllm
+        self.llm = vllm.LLM(
+            model=resolve_model_path(config.model),
+            dtype=config.dtype,
+            tensor_parallel_size=config.tensor_parallel_size,
+            max_model_len=config.max_model_len,
+            gpu_memory_utilization=config.gpu_memory_utilization,
+        )
+
+    def _answer(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[ReaderOutput]:
+        params = self.vllm.SamplingParams(
+            temperature=self.config.temperature, max_tokens=self.config.max_new_tokens
+        )
+        conversations = [self.config.messages(q, p) for q, p in items]
+        outputs = self.llm.chat(conversations, params, use_tqdm=False)
+        return [
+            _output(o.outputs[0].text, len(o.prompt_token_ids or []), len(o.outputs[0].token_ids))
+            for o in outputs
+        ]
+
+
+def make_reader(config: ReaderConfig) -> Reader:
+    readers = {"hf": HFReader, "openai": OpenAIReader, "vllm": VLLMReader}
+    return readers[config.backend](config)
+
+
+class CachedReader:
+    """Answers cached in an append-only JSONL (one flushed line per answer); the model is loaded
+    only when something is missing."""
+
+    def __init__(self, config: ReaderConfig, cache_path: str | os.PathLike[str]) -> None:
+        self.config = config
+        self.cache_path = Path(cache_path)
+        self.cache: dict[str, ReaderOutput] = {}
+        if self.cache_path.exists():
+            for _, obj in iter_json_lines(self.cache_path, tolerate_partial_last_line=True):
+                if isinstance(obj, dict) and "key" in obj:
+                    output = ReaderOutput(**obj["output"])
+                    # Read the answer off the reply again: a better extraction needs no new call.
+                    output.answer = extract_short_answer(output.reply)
+                    self.cache[obj["key"]] = output
+        self._reader: Reader | None = None
+        self.calls = 0  # batches sent to the model in this process
+
+    @property
+    def reader(self) -> Reader:
+        if self._reader is None:
+            self._reader = make_reader(self.config)
+        return self._reader
+
+    def key(self, question: str, passages: Sequence[str]) -> str:
+        return fingerprint(self.config.id, question, *passages)
+
+    def answer(
+        self, items: Sequence[tuple[str, Sequence[str]]], desc: str = "reading"
+    ) -> list[ReaderOutput]:
+        keys = [self.key(q, p) for q, p in items]
+        missing: dict[str, tuple[str, Sequence[str]]] = {}
+        for key, item in zip(keys, items, strict=True):
+            if key not in self.cache:
+                missing.setdefault(key, item)
+        if missing:
+            # Similar lengths batch together: less padding in every generate call.
+            todo = sorted(missing.items(), key=lambda kv: len(kv[1][0]) + sum(map(len, kv[1][1])))
+            step = self.config.batch_size
+            with (
+                JsonlAppender(self.cache_path) as appender,
+                tqdm(total=len(todo), desc=desc, unit="answer") as bar,
+            ):
+                for start in range(0, len(todo), step):
+                    batch = todo[start : start + step]
+                    outputs = self.reader.answer_batch([item for _, item in batch])
+                    self.calls += 1
+                    for (key, _), output in zip(batch, outputs, strict=True):
+                        self.cache[key] = output
+                        appender.write({"key": key, "output": asdict(output)})
+                    bar.update(len(batch))
+        return [self.cache[key] for key in keys]

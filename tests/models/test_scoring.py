@@ -1,0 +1,82 @@
+"""The next-token read-out runs the LM head on the last real position only, and equals the
+full-logits computation it replaces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from models.scoring import answer_token_probabilities, last_token, next_token_logits, pad_right
+
+
+@pytest.fixture(scope="module")
+def causal_lm(tiny_model_dir: Path):
+    from models.resolve import load_model
+
+    model, tokenizer = load_model(str(tiny_model_dir), task="causal-lm", dtype=torch.float32)
+    return model.eval(), tokenizer
+
+
+def test_next_token_logits_equal_the_full_logits_at_the_last_real_token(causal_lm):
+    model, tokenizer = causal_lm
+    inputs = [[5, 9, 14, 22, 7, 31], [8, 3], [40, 41, 42, 43]]  # unequal lengths: right padding
+    ids, mask = pad_right(inputs, tokenizer.pad_token_id, model.device)
+    with torch.inference_mode():
+        full = model(input_ids=ids, attention_mask=mask, logits_to_keep=0).logits
+        expected = last_token(full, mask)
+        got = next_token_logits(model, ids, mask)
+    assert got.shape == (3, full.shape[-1])
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_answer_probabilities_do_not_depend_on_batching(causal_lm):
+    model, tokenizer = causal_lm
+    inputs = [[5, 9, 14, 22, 7, 31], [8, 3], [40, 41, 42, 43], [12] * 9]
+    answers = [10, 20]
+    with torch.inference_mode():
+        one, mass_one = answer_token_probabilities(
+            model, inputs, answers, pad_token_id=tokenizer.pad_token_id, batch_size=1
+        )
+        many, mass_many = answer_token_probabilities(
+            model, inputs, answers, pad_token_id=tokenizer.pad_token_id, batch_size=4
+        )
+    torch.testing.assert_close(torch.tensor(one), torch.tensor(many), rtol=1e-5, atol=1e-5)
+    assert ((one.sum(1) - 1).__abs__() < 1e-5).all() and (mass_many > 0).all()
+    torch.testing.assert_close(
+        torch.tensor(mass_one), torch.tensor(mass_many), rtol=1e-4, atol=1e-7
+    )
+
+
+def test_common_prefix_lengths_by_hand():
+    from models.scoring import common_prefix_lengths
+
+    inputs = [[1, 2, 3, 4], [1, 2, 3, 9, 9], [1, 2, 7], [5, 6], [1, 2, 3]]
+    groups = ["a", "a", "b", "c", "b"]
+    # a: [1,2,3] shared; b: [1,2] shared; c: alone
+    assert common_prefix_lengths(inputs, groups) == [3, 3, 2, 0, 2]
+
+
+def test_shared_prefix_answer_probabilities_equal_the_plain_pass(causal_lm):
+    from models.scoring import common_prefix_lengths
+
+    model, tokenizer = causal_lm
+    prompt = [5, 9, 14, 22, 7, 31, 3]
+    inputs = [[*prompt, 40, 41], [*prompt, 8], [*prompt, 42, 43, 44, 45], [12, 13, 14], [12, 13]]
+    prefix = common_prefix_lengths(inputs, ["q1", "q1", "q1", "q2", "q2"])
+    assert prefix == [7, 7, 7, 2, 2]
+    with torch.inference_mode():
+        plain, mass = answer_token_probabilities(
+            model, inputs, [10, 20], pad_token_id=tokenizer.pad_token_id, batch_size=2
+        )
+        shared, shared_mass = answer_token_probabilities(
+            model,
+            inputs,
+            [10, 20],
+            pad_token_id=tokenizer.pad_token_id,
+            batch_size=2,
+            prefix_lengths=prefix,
+        )
+    torch.testing.assert_close(torch.tensor(shared), torch.tensor(plain), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(torch.tensor(shared_mass), torch.tensor(mass), rtol=1e-4, atol=1e-6)
