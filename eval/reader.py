@@ -44,8 +44,9 @@ class ReaderConfig:
         metadata={"help": "Local name/path (hf, vllm) or the endpoint's model name (openai)."},
     )
     system: str = field(
-        default="You are a reading-comprehension system. Give the shortest answer span from "
-        "the passages, nothing else.",
+        # Short on purpose: the system message is in every eRAG prompt (a 20-token one cost 11%
+        # of the reader's time on 300-character chunks, for the same F1).
+        default="Answer with the shortest span from the passages.",
         metadata={"help": "System message."},
     )
     user: str = field(

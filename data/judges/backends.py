@@ -109,6 +109,13 @@ class JudgeConfig:
         default=None, metadata={"help": "cpu or cuda (default: cuda when available)."}
     )
     max_document_chars: int = bounded(6000, 1, help="Documents are cut to this many characters.")
+    prefix_cache: bool = field(
+        default=True,
+        metadata={
+            "help": "hf, direct prompts: compute the prompt and query shared by a query's pairs "
+            "once (same probabilities; 1.5x the pairs/s on 300-character chunks)."
+        },
+    )
     # vLLM
     tensor_parallel_size: int = bounded(
         1, 1, help="GPUs one vLLM model is split over (a 70B: 4-8)."
@@ -554,7 +561,11 @@ class HFBackend(Backend):
             pad_token_id=self.tokenizer.pad_token_id,
             batch_size=self.config.batch_size,
             # A query's pairs share the prompt and the query: computed once per query.
-            prefix_lengths=common_prefix_lengths(input_ids, [p.qid for p in pairs]),
+            prefix_lengths=(
+                common_prefix_lengths(input_ids, [p.qid for p in pairs])
+                if self.config.prefix_cache
+                else None
+            ),
         )
         values = list(self.prompt.answers.values())
         for pair, ids, row in zip(pairs, input_ids, probs, strict=True):

@@ -259,3 +259,29 @@ def test_squad_config_parses():
     assert reader.backend == "hf" and reader.model == "smollm2-135m"
     judge = next(s for s in config.labelers if s.startswith("judge:"))
     assert (REPO / judge.removeprefix("judge:")).exists()
+
+
+def test_an_openai_compatible_reader_answers_by_model_name(tmp_path: Path):
+    """A real reader is a model name behind any OpenAI-compatible endpoint (here a local fake)."""
+    from eval.bench.fake_openai import FakeOpenAI
+
+    with FakeOpenAI() as server:
+        config = ReaderConfig(
+            backend="openai", model="my-reader-70b", base_url=server.base_url, batch_size=4
+        )
+        reader = CachedReader(config, tmp_path / "reader.jsonl")
+        items = [
+            ("who won?", ["[[id=a mode=reply=The_answer_is:_Denver_Broncos rel=1]] text"]),
+            ("where?", ["[[id=b mode=reply=Santa_Clara rel=1]] one", "two"]),
+        ]
+        outputs = reader.answer(items)
+        assert [o.answer for o in outputs] == ["Denver Broncos", "Santa Clara"]
+        bodies = {b["messages"][-1]["content"].rsplit("Question: ", 1)[1]: b for b in server.bodies}
+        body = bodies["who won?\nShort answer:"]
+        assert body["model"] == "my-reader-70b" and body["max_tokens"] == config.max_new_tokens
+        # top-k passages together are numbered
+        assert "[1]" in bodies["where?\nShort answer:"]["messages"][-1]["content"]
+        labels = ERAGLabeler(reader, {"q": ["Denver Broncos"]}, "em").label(
+            "q", "who won?", [Hit("d", items[0][1][0])]
+        )
+        assert labels[0].score == 1.0 and server.requests["a"] == 1  # the cached answer
