@@ -66,7 +66,7 @@ def main(args: Sequence[str] | None = None) -> None:
             scores[shared] = [lab.score for labs in labels for lab in labs]
             rows.append(["grader", "shared prefix" if shared else "plain", pairs / seconds])
         gap = max(abs(a - b) for a, b in zip(scores[False], scores[True], strict=True))
-        rows[-1].append(f"max |Δ P| {gap:.1e}")
+        rows[-1].append(f"max ΔP {gap:.1e}")
         rows[-2].append("")
     judge = JudgeLabeler(config.judge)
     verdicts = {}
@@ -77,7 +77,7 @@ def main(args: Sequence[str] | None = None) -> None:
         path = "shared prefix" if shared else "plain"
         rows.append([f"judge ({judge.config.model}, {judge.prompt.id})", path, pairs / seconds])
     gap = max(abs(a - b) for a, b in zip(verdicts[False], verdicts[True], strict=True))
-    rows[-1].append(f"max |Δ P| {gap:.1e}")
+    rows[-1].append(f"max ΔP {gap:.1e}")
     rows[-2].append("")
     print_table(
         f"Labelling throughput, {pairs} pairs ({config.queries} queries x {config.hits_per_query} "
