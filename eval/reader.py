@@ -127,8 +127,11 @@ class ReaderOutput:
 @contextmanager
 def peak_memory(device: str) -> Iterator[dict[str, float]]:
     """Peak memory of the block in MiB above its start: CUDA allocations on a GPU, the process's
-    resident set on a CPU (sampled every 5 ms from /proc, where there is one)."""
+    resident set on a CPU (sampled every 5 ms from /proc, where there is one); 0 elsewhere."""
     result = {"peak_mib": 0.0}
+    if device not in ("cpu",) and not device.startswith("cuda"):
+        yield result  # a server or vLLM's own allocator: not this process's to measure
+        return
     if device.startswith("cuda"):
         import torch
 
@@ -292,22 +295,14 @@ class OpenAIReader(Reader):
 
 
 class VLLMReader(Reader):
-    device = "cuda"
+    device = "vllm"
 
     def __init__(self, config: ReaderConfig) -> None:
         super().__init__(config)
-        try:
-            import vllm
-        except ImportError:
-            raise ValueError(
-                "reader backend vllm: vLLM is not installed; `pip install -e '.[vllm]'` on a GPU "
-                "machine, or serve the model and use backend openai with base_url"
-            ) from None
-        from models.resolve import resolve_model_path
+        from models.generation import vllm_engine
 
-        self.vllm = vllm
-        self.llm = vllm.LLM(
-            model=resolve_model_path(config.model),
+        self.vllm, self.llm = vllm_engine(
+            config.model,
             dtype=config.dtype,
             tensor_parallel_size=config.tensor_parallel_size,
             max_model_len=config.max_model_len,

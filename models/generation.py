@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -79,3 +80,32 @@ def generate(
             )
         )
     return out
+
+
+def vllm_engine(
+    model: str,
+    *,
+    dtype: str,
+    tensor_parallel_size: int,
+    max_model_len: int | None,
+    gpu_memory_utilization: float,
+) -> tuple[Any, Any]:
+    """(the vllm module, an offline ``vllm.LLM``) for a model name or path; vLLM is imported here
+    only, and its absence is an error that says how to get it or what to use instead."""
+    try:
+        import vllm
+    except ImportError:
+        raise ValueError(
+            "vLLM is not installed; `pip install -e '.[vllm]'` on a GPU machine, or serve the "
+            "model with `vllm serve` and use the openai backend with base_url http://HOST:8000/v1"
+        ) from None
+    from models.resolve import resolve_model_path
+
+    engine = vllm.LLM(
+        model=resolve_model_path(model),
+        dtype=dtype,
+        tensor_parallel_size=tensor_parallel_size,
+        max_model_len=max_model_len,
+        gpu_memory_utilization=gpu_memory_utilization,
+    )
+    return vllm, engine

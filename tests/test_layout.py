@@ -75,6 +75,9 @@ YAML_LOADED_BY = {
     "data/prompts/*.yaml": "tests/data/test_label.py::test_every_prompt_loads_with_name_version_and_slots",
     "eval/configs/main.yaml": "tests/eval/test_pipeline.py::test_main_config_parses",
     "eval/configs/study*.yaml": "tests/eval/test_study.py::test_study_configs_parse",
+    "eval/configs/squad.yaml": "tests/eval/test_downstream.py::test_squad_config_parses",
+    "eval/configs/reader-*.yaml": "tests/eval/test_downstream.py::test_squad_config_parses",
+    "eval/configs/judge-*.yaml": "tests/eval/test_downstream.py::test_squad_config_parses",
 }
 
 

@@ -609,18 +609,10 @@ class VLLMBackend(Backend):
 
     def __init__(self, config: JudgeConfig, prompt: Prompt) -> None:
         super().__init__(config, prompt)
-        try:
-            import vllm
-        except ImportError:
-            raise ValueError(
-                "backend vllm: vLLM is not installed; `pip install -e '.[vllm]'` on a GPU machine, "
-                "or serve the model with `vllm serve` and use --backend openai --base_url http://HOST:8000/v1"
-            ) from None
-        from models.resolve import resolve_model_path
+        from models.generation import vllm_engine
 
-        self.vllm = vllm
-        self.llm = vllm.LLM(
-            model=resolve_model_path(config.model),
+        self.vllm, self.llm = vllm_engine(
+            config.model,
             dtype=config.dtype,
             tensor_parallel_size=config.tensor_parallel_size,
             max_model_len=config.max_model_len,

@@ -257,8 +257,13 @@ def test_squad_config_parses():
     assert config.k == 5 and config.queries >= 200 and set(config.retrievers) == {"bm25", "dense"}
     reader = ReaderConfig.from_yaml(REPO / config.reader)
     assert reader.backend == "hf" and reader.model == "smollm2-135m"
+    from eval.labelers import JudgeLabeler
+
     judge = next(s for s in config.labelers if s.startswith("judge:"))
-    assert (REPO / judge.removeprefix("judge:")).exists()
+    labeler = JudgeLabeler(str(REPO / judge.removeprefix("judge:")))  # a local model loads lazily
+    assert labeler.config.backend == "hf" and labeler.prompt.name == "binary"
+    for path in (REPO / "eval/configs").glob("reader-*.yaml"):
+        assert ReaderConfig.from_yaml(path).max_new_tokens >= 1
 
 
 def test_an_openai_compatible_reader_answers_by_model_name(tmp_path: Path):
@@ -285,3 +290,43 @@ def test_an_openai_compatible_reader_answers_by_model_name(tmp_path: Path):
             "q", "who won?", [Hit("d", items[0][1][0])]
         )
         assert labels[0].score == 1.0 and server.requests["a"] == 1  # the cached answer
+
+
+def test_a_vllm_reader_passes_its_engine_options(tmp_path: Path, monkeypatch):
+    """A stand-in ``vllm`` module: the engine options and sampling the reader asks for."""
+    import sys
+    import types
+    from types import SimpleNamespace as NS
+
+    engines: list[dict] = []
+
+    class LLM:
+        def __init__(self, **kwargs):
+            engines.append(kwargs)
+
+        def chat(self, conversations, params, use_tqdm=False):
+            assert params.max_tokens == 7 and params.temperature == 0.0
+            return [
+                NS(prompt_token_ids=[1, 2], outputs=[NS(text="Answer: Warsaw\n", token_ids=[5])])
+                for _ in conversations
+            ]
+
+    fake = types.ModuleType("vllm")
+    fake.LLM = LLM
+    fake.SamplingParams = lambda **kwargs: NS(**kwargs)
+    monkeypatch.setitem(sys.modules, "vllm", fake)
+    config = ReaderConfig(
+        backend="vllm", model="/models/reader", max_new_tokens=7, tensor_parallel_size=4,
+        max_model_len=8192, gpu_memory_utilization=0.8,
+    )  # fmt: skip
+    outputs = CachedReader(config, tmp_path / "r.jsonl").answer([("capital?", ["Warsaw is..."])])
+    assert outputs[0].answer == "Warsaw" and outputs[0].input_tokens == 2
+    assert engines == [
+        {
+            "model": "/models/reader",
+            "dtype": "auto",
+            "tensor_parallel_size": 4,
+            "max_model_len": 8192,
+            "gpu_memory_utilization": 0.8,
+        }
+    ]
