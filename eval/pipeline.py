@@ -396,6 +396,7 @@ class Pipeline:
                 inputs=[c.collection],
             ),
         ]
+        label_cache = self.path("label-cache")
         if c.rerank:
             reranked = candidates / f"{c.rerank}-grader.trec"
             stages.append(
@@ -409,12 +410,13 @@ class Pipeline:
                         grader=export,
                         k=c.k,
                         out=reranked,
+                        # The metric pipeline labels the same pairs: scored once, reused there.
+                        label_cache=label_cache,
                     ),
                     inputs=[str(candidates / f"{c.rerank}.trec"), c.collection, str(export)],
                 )
             )
             runs.append(str(reranked))
-        label_cache = self.path("label-cache")
         stages += [
             Stage(
                 "metric pipeline",

@@ -13,6 +13,7 @@ from tqdm.auto import tqdm
 
 from data.beir import Collection, Run, ranked, read_trec_run, write_trec_run
 from data.cli import bounded, parse_config, run_main
+from eval.labelers import Hit, Labeler, make_labeler
 
 
 @dataclass
@@ -25,17 +26,34 @@ class RerankConfig:
     k: int = bounded(20, 1, help="Top documents per query to rerank.")
     out: str = field(default="", metadata={"help": "Output TREC run."})
     tag: str = field(default="grader-rerank")
+    label_cache: str | None = field(
+        default=None,
+        metadata={
+            "help": "Label cache folder shared with eval.search: scores computed here are reused "
+            "there (default: none)."
+        },
+    )
 
 
-def rerank(run: Run, collection: Collection, grader, k: int) -> Run:
+def rerank(
+    run: Run, collection: Collection, labeler: Labeler, k: int, batch_queries: int = 16
+) -> Run:
+    """Each query's top-k ordered by the grader labeler's P(relevant) (through its label cache,
+    when it has one, so the metric pipeline later reuses these scores instead of recomputing)."""
+    qids = sorted(run)
     out: Run = {}
-    for qid in tqdm(sorted(run), desc="reranking", unit="query"):
-        top = [doc_id for doc_id, _ in ranked(run[qid])[:k]]
-        docs = [collection.corpus[d] for d in top]
-        scores = grader.score(
-            collection.queries[qid], [d.text for d in docs], [d.title or None for d in docs]
-        )
-        out[qid] = {doc_id: float(s) for doc_id, s in zip(top, scores, strict=True)}
+    for start in tqdm(range(0, len(qids), batch_queries), desc="reranking", unit="group"):
+        requests = []
+        for qid in qids[start : start + batch_queries]:
+            top = [doc_id for doc_id, _ in ranked(run[qid])[:k]]
+            docs = [collection.corpus[d] for d in top]
+            hits = [Hit(d.doc_id, d.text, d.title or None) for d in docs]
+            requests.append((qid, collection.queries[qid], hits))
+        for (qid, _, hits), labels in zip(requests, labeler.label_many(requests), strict=True):
+            out[qid] = {
+                hit.doc_id: float(label.score or 0.0)
+                for hit, label in zip(hits, labels, strict=True)
+            }
     return out
 
 
@@ -43,14 +61,8 @@ def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([RerankConfig], args)
     if not (config.run and config.corpus and config.grader and config.out):
         raise ValueError("give --run, --corpus, --grader and --out")
-    from models.grader import Grader
-
-    reranked = rerank(
-        read_trec_run(config.run),
-        Collection.load(config.corpus),
-        Grader.from_pretrained(config.grader),
-        config.k,
-    )
+    labeler = make_labeler(f"grader:{config.grader}", cache_dir=config.label_cache)
+    reranked = rerank(read_trec_run(config.run), Collection.load(config.corpus), labeler, config.k)
     write_trec_run(config.out, reranked, tag=config.tag)
     print(f"wrote {config.out} ({len(reranked)} queries, top {config.k} reranked)")
 

@@ -1,0 +1,50 @@
+"""A grader rerank stores its scores in the label cache that the metric pipeline reads: the pairs
+it scored are never scored again."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from data.beir import Collection, read_trec_run, write_trec_run
+from eval import rerank as rerank_module
+from eval import search as search_module
+
+
+def test_metric_pipeline_reuses_the_rerank_scores(
+    adi_dir: Path, tiny_grader_dir: Path, tmp_path: Path, monkeypatch
+):
+    collection = Collection.load(adi_dir)
+    qids = sorted(collection.queries)[:3]
+    docs = sorted(collection.corpus)
+    run = {q: {d: float(10 - i) for i, d in enumerate(docs[n : n + 6])} for n, q in enumerate(qids)}
+    write_trec_run(tmp_path / "first.trec", run)
+    cache = tmp_path / "labels"
+    scored: list[int] = []
+    from eval.labelers import GraderLabeler
+
+    original = GraderLabeler.label_many
+
+    def counting(self, requests):
+        scored.append(sum(len(hits) for _, _, hits in requests))
+        return original(self, requests)
+
+    monkeypatch.setattr(GraderLabeler, "label_many", counting)
+    rerank_module.main(
+        [
+            "--run", str(tmp_path / "first.trec"), "--corpus", str(adi_dir),
+            "--grader", str(tiny_grader_dir), "--k", "4", "--out", str(tmp_path / "reranked.trec"),
+            "--label_cache", str(cache),
+        ]
+    )  # fmt: skip
+    assert sum(scored) == 12  # 3 queries x top 4
+    reranked = read_trec_run(tmp_path / "reranked.trec")
+    assert all(len(reranked[q]) == 4 and set(reranked[q]) <= set(run[q]) for q in qids)
+    scored.clear()
+    search_module.main(
+        [
+            "--run", str(tmp_path / "reranked.trec"), "--compare", str(tmp_path / "first.trec"),
+            "--corpus", str(adi_dir), "--labeler", f"grader:{tiny_grader_dir}", "--k", "4",
+            "--out", str(tmp_path / "search"), "--label_cache", str(cache),
+        ]
+    )  # fmt: skip
+    assert sum(scored) == 0  # the reranked run's pairs and the first run's top 4 are the same pairs
