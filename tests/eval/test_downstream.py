@@ -330,3 +330,22 @@ def test_a_vllm_reader_passes_its_engine_options(tmp_path: Path, monkeypatch):
             "gpu_memory_utilization": 0.8,
         }
     ]
+
+
+@pytest.mark.slow
+def test_downstream_on_the_committed_squad_subset_with_the_embedded_reader(tmp_path: Path):
+    """The shipped reader config and collection, on a few questions (BM25 only, no grader)."""
+    out = tmp_path / "out"
+    main(
+        [
+            "--config", str(REPO / "eval/configs/squad.yaml"), "--queries", "4",
+            "--retrievers", "bm25", "--reader", str(REPO / "eval/configs/reader-smollm2.yaml"),
+            "--labelers", "erag", "answers", "gold-doc", "--out", str(out),
+        ]
+    )  # fmt: skip
+    results = json.loads((out / "results.json").read_text())
+    assert results["queries"] == 4 and results["chunks"] > 6000
+    rows = [json.loads(line) for line in (out / "per_query.jsonl").read_text().splitlines()]
+    assert all(isinstance(r["end_to_end"]["answer"], str) for r in rows)
+    assert all(0.0 <= r["end_to_end"]["f1"] <= 1.0 for r in rows)
+    assert results["dual_labels"]["bm25 top-1"]["chunks"] == 4
