@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
-from data.beir import Collection, Document, write_trec_run
+from data.beir import Collection, Document, ranked, write_trec_run
 from data.cli import bounded, parse_config, run_main
 from data.io import write_json, write_jsonl
 from data.qa import chunk_spans, exact_match, read_answers, token_f1
@@ -220,10 +220,7 @@ class DownstreamRun:
             collection.corpus, config.chunk_chars, config.chunk_overlap
         )
         self.reader_config = ReaderConfig.from_yaml(config.reader)
-        self.reader = CachedReader(
-            self.reader_config,
-            self.out / "cache" / f"reader-{self.reader_config.id.split(':')[1]}.jsonl",
-        )
+        self.reader = CachedReader.in_folder(self.reader_config, self.out / "cache")
         self._grader: Labeler | None = None
         self.seconds: dict[str, float] = {}
 
@@ -253,10 +250,7 @@ class DownstreamRun:
             metric = "em" if kind == "erag-em" else "f1"
             reader = self.reader
             if value:
-                config = ReaderConfig.from_yaml(value)
-                reader = CachedReader(
-                    config, self.out / "cache" / f"reader-{config.id.split(':')[1]}.jsonl"
-                )
+                reader = CachedReader.in_folder(ReaderConfig.from_yaml(value), self.out / "cache")
             return kind, ERAGLabeler(reader, self.answers, metric)
         if spec == "answers":
             return spec, AnswersLabeler(self.answers)
@@ -289,26 +283,13 @@ class DownstreamRun:
             self.seconds[f"retrieve {name}"] = time.perf_counter() - start
             systems[name] = {qid: hits for qid, hits in zip(self.qids, found, strict=True)}
         if config.rerank_depth:
+            from eval.rerank import rerank
+
             start = time.perf_counter()
-            requests = [
-                (
-                    qid,
-                    self.queries[qid],
-                    [self.hit(c) for c, _ in systems["dense"][qid][: config.rerank_depth]],
-                )
-                for qid in self.qids
-            ]
-            labels = self._label_all(self.grader, requests, desc="reranking (grader)")
-            systems[RERANKED] = {
-                qid: sorted(
-                    (
-                        (h.doc_id, float(lab.score or 0.0))
-                        for h, lab in zip(hits, labs, strict=True)
-                    ),
-                    key=lambda pair: -pair[1],
-                )
-                for (qid, _, hits), labs in zip(requests, labels, strict=True)
-            }
+            dense = {qid: dict(hits) for qid, hits in systems["dense"].items()}
+            # Through the grader's label cache: its labels of these chunks are not recomputed.
+            reranked = rerank(dense, chunks, self.grader, config.rerank_depth)
+            systems[RERANKED] = {qid: ranked(scores) for qid, scores in reranked.items()}
             self.seconds[f"rerank {RERANKED}"] = time.perf_counter() - start
         top = {
             name: {qid: hits[: config.k] for qid, hits in run.items()}
@@ -331,15 +312,6 @@ class DownstreamRun:
             source_id=self.source[chunk_id],
         )
 
-    @staticmethod
-    def _label_all(
-        labeler: Labeler, requests: list[tuple[str, str, list[Hit]]], desc: str, group: int = 16
-    ) -> list[list[HitLabel]]:
-        out: list[list[HitLabel]] = []
-        for start in tqdm(range(0, len(requests), group), desc=desc, unit="group"):
-            out.extend(labeler.label_many(requests[start : start + group]))
-        return out
-
     def label(
         self, labeler: Labeler, name: str, systems: dict[str, dict[str, list[tuple[str, float]]]]
     ) -> dict[str, dict[str, list[float]]]:
@@ -354,7 +326,9 @@ class DownstreamRun:
         start = time.perf_counter()
         # eRAG's reader batches and caches per answer itself: one call, one progress bar.
         group = len(requests) if isinstance(labeler, ERAGLabeler) else 16
-        labels = self._label_all(labeler, requests, desc=f"labelling ({name})", group=group)
+        labels: list[list[HitLabel]] = []
+        for first in tqdm(range(0, len(requests), group), desc=f"labelling ({name})"):
+            labels.extend(labeler.label_many(requests[first : first + group]))
         self.seconds[f"label {name}"] = time.perf_counter() - start
         values = {
             (qid, hit.doc_id): _label_value(labeler, lab)
@@ -368,8 +342,9 @@ class DownstreamRun:
 
     def end_to_end(
         self, systems: dict[str, dict[str, list[tuple[str, float]]]]
-    ) -> dict[str, dict[str, dict[str, Any]]]:
-        """{system: {qid: {answer, em, f1}}}: the reader given each list's top-k together."""
+    ) -> tuple[dict[str, dict[str, dict[str, Any]]], list[ReaderOutput]]:
+        """({system: {qid: {answer, em, f1}}}, the reader's outputs): the reader given each
+        list's top-k together."""
         items, where = [], []
         for system, run in systems.items():
             for qid in self.qids:
@@ -387,10 +362,11 @@ class DownstreamRun:
                 "em": exact_match(output.answer, gold),
                 "f1": token_f1(output.answer, gold),
             }
-        self._e2e_outputs = outputs
-        return result
+        return result, outputs
 
-    def cost(self, erag_items: list[tuple[str, list[str]]]) -> dict[str, dict[str, float]]:
+    def cost(
+        self, erag_items: list[tuple[str, list[str]]], end_to_end: Sequence[ReaderOutput]
+    ) -> dict[str, dict[str, float]]:
         """The reader's cost both ways, from the cached records of the run that paid it."""
 
         def summary(outputs: Sequence[ReaderOutput], prompts_per_list: int) -> dict[str, float]:
@@ -410,16 +386,15 @@ class DownstreamRun:
         erag = self.reader.answer(erag_items, desc="eRAG answers") if erag_items else []
         return {
             "erag": summary(erag, self.config.k),
-            "end_to_end": summary(self._e2e_outputs, 1),
+            "end_to_end": summary(end_to_end, 1),
         }
 
     def run(self) -> dict[str, Any]:
         config = self.config
         systems = self.retrieve()
-        self._systems = systems
         labelers = [self.make_labeler(spec) for spec in config.labelers]
         values = {name: self.label(labeler, name, systems) for name, labeler in labelers}
-        e2e = self.end_to_end(systems)
+        e2e, e2e_outputs = self.end_to_end(systems)
         # Provenance and answer labels for the dual-label table, whatever the labeler list.
         doc = self.label(GoldDocLabeler(str(self.qrels_path)), "gold-doc", systems)
         word = self.label(AnswersLabeler(self.answers), "answers", systems)
@@ -476,7 +451,7 @@ class DownstreamRun:
             }
         )
         cost = (
-            self.cost([(q, list(p)) for q, p in erag_items])
+            self.cost([(q, list(p)) for q, p in erag_items], e2e_outputs)
             if any(isinstance(lab, ERAGLabeler) for _, lab in labelers)
             else {}
         )

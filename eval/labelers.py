@@ -285,13 +285,12 @@ class ERAGLabeler(_GoldAnswers):
         from data.qa import read_answers
         from eval.reader import CachedReader, ReaderConfig
 
+        config = ReaderConfig.from_yaml(path, ignore=("answers",))
         settings = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-        answers_path = settings.pop("answers", None) if isinstance(settings, dict) else None
-        if not answers_path:
+        if not settings.get("answers"):
             raise ValueError(f"{path}: answers: eRAG needs the queries file with gold answers")
-        config = ReaderConfig(**settings)
-        cache = Path(cache_dir or ".") / f"reader-{config.id.split(':')[1]}.jsonl"
-        return cls(CachedReader(config, cache), read_answers(answers_path), metric)
+        reader = CachedReader.in_folder(config, cache_dir or ".")
+        return cls(reader, read_answers(settings["answers"]), metric)
 
     @property
     def id(self) -> str:
@@ -346,7 +345,7 @@ class JudgeLabeler(Labeler):
     def __init__(self, config_path: str) -> None:
         import yaml
 
-        from data.judges.backends import JudgeConfig, make_backend
+        from data.judges.backends import JudgeConfig
         from data.judges.prompts import load_prompt
 
         settings = yaml.safe_load(Path(config_path).read_text()) or {}
@@ -356,17 +355,19 @@ class JudgeLabeler(Labeler):
             raise ValueError(f"{config_path}: unknown judge settings {sorted(unknown)}")
         self.config = JudgeConfig(**settings)
         self.prompt = load_prompt(self.config.prompt)
-        self._make_backend = make_backend
+        self._backend: Any = None
         # Local models load on first use (a run served from the label cache loads none); a
         # remote judge is checked now, so a missing key fails before any work.
-        local = self.config.backend in ("hf", "vllm")
-        self._backend: Any = None if local else make_backend(self.config, self.prompt)
+        if self.config.backend not in ("hf", "vllm"):
+            self.backend  # noqa: B018 - builds it
         self.name = f"judge:{self.config.backend}:{self.config.model}:{self.prompt.id}"
 
     @property
     def backend(self) -> Any:
+        from data.judges.backends import make_backend
+
         if self._backend is None:
-            self._backend = self._make_backend(self.config, self.prompt)
+            self._backend = make_backend(self.config, self.prompt)
         return self._backend
 
     def label(self, qid: str, query: str, hits: Sequence[Hit]) -> list[HitLabel]:

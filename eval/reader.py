@@ -81,13 +81,16 @@ class ReaderConfig:
                 raise ValueError(f"user: the template needs a {slot} slot")
 
     @classmethod
-    def from_yaml(cls, path: str | os.PathLike[str]) -> ReaderConfig:
+    def from_yaml(cls, path: str | os.PathLike[str], ignore: Sequence[str] = ()) -> ReaderConfig:
+        """The reader a YAML of these fields describes; keys in ``ignore`` belong to its caller
+        (eRAG's ``answers:``)."""
         import yaml
 
         from data.cli import check_bounds, check_yaml_config
 
         check_yaml_config(str(path), [cls])
         settings = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        settings = {k: v for k, v in settings.items() if k not in ignore}
         unknown = set(settings) - set(cls.__dataclass_fields__)
         if unknown:
             raise ValueError(f"{path}: unknown reader settings {sorted(unknown)}")
@@ -250,12 +253,11 @@ class OpenAIReader(Reader):
         super().__init__(config)
         import openai
 
+        from data.judges.backends import endpoint_api_key
+
         self.openai = openai
-        api_key = os.environ.get(config.api_key_env) or ("not-needed" if config.base_url else None)
-        if api_key is None:
-            raise ValueError(f"api_key_env: set ${config.api_key_env} to the endpoint's key")
         self.client_options = {
-            "api_key": api_key,
+            "api_key": endpoint_api_key(config.api_key_env, config.base_url),
             "base_url": config.base_url,
             "max_retries": config.max_retries,
             "timeout": config.request_timeout,
@@ -343,6 +345,11 @@ class CachedReader:
                     self.cache[obj["key"]] = output
         self._reader: Reader | None = None
         self.calls = 0  # batches sent to the model in this process
+
+    @classmethod
+    def in_folder(cls, config: ReaderConfig, folder: str | os.PathLike[str]) -> CachedReader:
+        """The cache of this reader's answers in ``folder`` (one file per reader setting)."""
+        return cls(config, Path(folder) / f"reader-{config.id.removeprefix('reader:')}.jsonl")
 
     @property
     def reader(self) -> Reader:

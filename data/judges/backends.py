@@ -362,6 +362,15 @@ def answer_probability(prompt: Prompt, logprobs: Mapping[str, float]) -> float |
     return prompt.relevant_share(mass)
 
 
+def endpoint_api_key(api_key_env: str, base_url: str | None) -> str:
+    """The key for an OpenAI-compatible endpoint: from ``$api_key_env``; a local server
+    (``base_url`` given) takes any key, and the SDK refuses to start without one."""
+    api_key = os.environ.get(api_key_env) or ("not-needed" if base_url else None)
+    if api_key is None:
+        raise ValueError(f"api_key_env: set ${api_key_env} to the endpoint's key")
+    return api_key
+
+
 class OpenAIBackend(Backend):
     """Chat completions against any OpenAI-compatible endpoint (or Azure OpenAI)."""
 
@@ -379,10 +388,7 @@ class OpenAIBackend(Backend):
             )
         self.openai = openai
         self.headers = _json_option(config.extra_headers, "extra_headers")
-        # Local servers take any key; the SDK refuses to start without one.
-        api_key = os.environ.get(config.api_key_env) or ("not-needed" if config.base_url else None)
-        if api_key is None:
-            raise ValueError(f"api_key_env: set ${config.api_key_env} to the endpoint's key")
+        api_key = endpoint_api_key(config.api_key_env, config.base_url)
         common = {
             "max_retries": config.max_retries,
             "timeout": config.request_timeout,

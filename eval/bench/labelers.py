@@ -52,6 +52,21 @@ def timed(label, batch) -> tuple[float, list]:
     return time.perf_counter() - start, labels
 
 
+def plain_and_shared(name: str, labeler, use_shared_prefix, batch) -> list[list]:
+    """Table rows for one labeler: pairs/s without and with the shared prefix, and the largest
+    difference between the two paths' probabilities."""
+    pairs = sum(len(hits) for _, _, hits in batch)
+    rows, scores = [], []
+    for shared in (False, True):
+        use_shared_prefix(shared)
+        seconds, labels = timed(labeler.label_many, batch)
+        scores.append([lab.score for labs in labels for lab in labs])
+        rows.append([name, "shared prefix" if shared else "plain", pairs / seconds, ""])
+    gap = max(abs(a - b) for a, b in zip(*scores, strict=True))
+    rows[-1][-1] = f"max ΔP {gap:.1e}"
+    return rows
+
+
 def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([LabelerBenchConfig], args)
     batch = requests(config)
@@ -59,26 +74,16 @@ def main(args: Sequence[str] | None = None) -> None:
     rows = []
     if Path(config.grader, "config.json").exists():
         grader = GraderLabeler(config.grader)
-        scores = {}
-        for shared in (False, True):
-            grader.grader.prefix_cache = shared
-            seconds, labels = timed(grader.label_many, batch)
-            scores[shared] = [lab.score for labs in labels for lab in labs]
-            rows.append(["grader", "shared prefix" if shared else "plain", pairs / seconds])
-        gap = max(abs(a - b) for a, b in zip(scores[False], scores[True], strict=True))
-        rows[-1].append(f"max ΔP {gap:.1e}")
-        rows[-2].append("")
+        rows += plain_and_shared(
+            "grader", grader, lambda on: setattr(grader.grader, "prefix_cache", on), batch
+        )
     judge = JudgeLabeler(config.judge)
-    verdicts = {}
-    for shared in (False, True):
-        judge.config.prefix_cache = shared
-        seconds, labels = timed(judge.label_many, batch)
-        verdicts[shared] = [lab.score for labs in labels for lab in labs]
-        path = "shared prefix" if shared else "plain"
-        rows.append([f"judge ({judge.config.model}, {judge.prompt.id})", path, pairs / seconds])
-    gap = max(abs(a - b) for a, b in zip(verdicts[False], verdicts[True], strict=True))
-    rows[-1].append(f"max ΔP {gap:.1e}")
-    rows[-2].append("")
+    rows += plain_and_shared(
+        f"judge ({judge.config.model}, {judge.prompt.id})",
+        judge,
+        lambda on: setattr(judge.config, "prefix_cache", on),
+        batch,
+    )
     print_table(
         f"Labelling throughput, {pairs} pairs ({config.queries} queries x {config.hits_per_query} "
         f"chunks of {config.chunk_chars} chars)",
