@@ -5,7 +5,9 @@
     python -m data.candidates --config my-candidates.yaml --k 100   # a YAML of the fields below
 
 Each retriever writes ``{out}/{name}.pairs.jsonl`` (pairs with ``rank`` and ``retriever_score``)
-and ``{out}/{name}.trec`` (a TREC run), so later steps can label and compare them. Retrievers:
+and ``{out}/{name}.trec`` (a TREC run), so later steps can label and compare them;
+``{out}/pool.pairs.jsonl`` holds every retrieved pair once (TREC-style pooling of the retrievers'
+top-k: what a teacher labels when the collection has no qrels). Retrievers:
 
 - ``dense``: a sentence embedder (default ``minilm-l6``, offline) + an HNSW index (hnswlib, inner
   product on unit vectors = cosine), as in the paper (bge-small + HNSW, top-5). Embeddings and the
@@ -27,10 +29,11 @@ import numpy as np
 from data.beir import Collection, Run, write_trec_run
 from data.cli import bounded, parse_config, run_main
 from data.io import fingerprint, write_json, write_jsonl
-from data.records import document_text
+from data.records import Pair, document_text
 
 logger = logging.getLogger(__name__)
 RETRIEVERS = ("dense", "bm25")
+POOL_FILE = "pool.pairs.jsonl"
 
 
 @dataclass
@@ -168,6 +171,7 @@ def generate_candidates(config: CandidatesConfig) -> dict[str, dict]:
     out = Path(config.out)
     index_dir = out / "index"
     report: dict[str, dict] = {}
+    pool: dict[tuple[str, str], Pair] = {}  # the first retriever's record of each pair
     for name in config.retrievers:
         start = time.perf_counter()
         retriever = (
@@ -180,7 +184,10 @@ def generate_candidates(config: CandidatesConfig) -> dict[str, dict]:
         searched = time.perf_counter()
         run: Run = {qid: dict(found) for qid, found in zip(qids, hits, strict=True) if found}
         write_trec_run(out / f"{name}.trec", run, tag=name)
-        count = write_jsonl(out / f"{name}.pairs.jsonl", collection.pairs(run))
+        pairs = list(collection.pairs(run))
+        count = write_jsonl(out / f"{name}.pairs.jsonl", pairs)
+        for pair in pairs:
+            pool.setdefault((pair.qid, pair.doc_id), pair)
         report[name] = {
             "queries": len(run),
             "pairs": count,
@@ -190,7 +197,15 @@ def generate_candidates(config: CandidatesConfig) -> dict[str, dict]:
             "pairs_file": str(out / f"{name}.pairs.jsonl"),
         }
         logger.info("%s: %d pairs for %d queries", name, count, len(run))
-    write_json(out / "candidates.json", {"config": asdict(config), "retrievers": report})
+    pooled = write_jsonl(out / POOL_FILE, sorted(pool.values(), key=lambda pair: pair.qid))
+    write_json(
+        out / "candidates.json",
+        {
+            "config": asdict(config),
+            "retrievers": report,
+            "pool": {"pairs": pooled, "pairs_file": str(out / POOL_FILE)},
+        },
+    )
     return report
 
 

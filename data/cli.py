@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import shlex
 import sys
 import types
 import typing
@@ -18,6 +19,15 @@ def choice(default: Any, choices: Sequence[Any], help: str = "") -> Any:
     """A dataclass field limited to ``choices``: argparse lists and enforces them on the command
     line (``--help`` shows them) and :func:`check_choices` enforces them on YAML values."""
     return dataclasses.field(default=default, metadata={"help": help, "choices": list(choices)})
+
+
+def split_flags(values: Sequence[str]) -> list[str]:
+    """Flags passed through to another command, each value split like a shell would.
+
+    argparse takes a value that starts with "--" only when it holds a space, so a list of flags
+    for another command comes quoted on the command line (``--train_args "--labels graded"``);
+    YAML lists of single tokens pass unchanged."""
+    return [part for value in values for part in shlex.split(value)]
 
 
 def bounded(

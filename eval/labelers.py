@@ -1,6 +1,7 @@
 """Labelers: who decides whether a retrieved hit is relevant, behind one interface.
 
-- ``grader:PATH``: an exported (or checkpoint) grader: P(relevant) and the stored threshold;
+- ``grader:PATH``: an exported (or checkpoint) grader: P(relevant) and the stored threshold (and
+  a 0-3 grade, for graded NDCG gains, when the grader was trained with ``labels: graded``);
 - ``judge:CONFIG.yaml``: an LLM judge through the teacher backends (data.judges), grade + rationale;
 - ``qrels:PATH``: human judgments (unjudged hits count as not relevant);
 - ``judgments:PATH``: a judgments JSONL (from ``python -m data.label``);
@@ -156,23 +157,29 @@ class GraderLabeler(Labeler):
         titles = [hit.title for _, _, hits in requests for hit in hits]
         pairs = self.grader.encode_pairs(queries, documents, titles) if queries else None
         input_ids = pairs.input_ids if pairs else []
-        scores = self.grader.score_ids(input_ids, pairs.prefix_lengths if pairs else None)
+        grades, scores = self.grader.grades_and_scores_of_ids(
+            input_ids, pairs.prefix_lengths if pairs else None
+        )
+        threshold = self.grader.threshold
         out, position = [], 0
         for _, _, hits in requests:
             labels = []
             for _ in hits:
                 p = float(scores[position])
+                grade = None if grades is None else int(grades[position])
+                justification = (
+                    f"grader P(relevant) = {p:.3f} {'>=' if p >= threshold else '<'} "
+                    f"threshold {threshold:.3f}"
+                )
                 labels.append(
                     HitLabel(
-                        relevant=p >= self.grader.threshold,
+                        relevant=p >= threshold,
                         score=p,
+                        grade=grade,
                         input_tokens=len(input_ids[position]),
-                        threshold=self.grader.threshold,
-                        justification=(
-                            f"grader P(relevant) = {p:.3f} "
-                            f"{'>=' if p >= self.grader.threshold else '<'} "
-                            f"threshold {self.grader.threshold:.3f}"
-                        ),
+                        threshold=threshold,
+                        justification=justification
+                        + ("" if grade is None else f"; likeliest grade on that side: {grade}"),
                     )
                 )
                 position += 1

@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from data.build import BALANCE_MODES
-from data.candidates import RETRIEVERS
-from data.cli import check_choices, choice, cli_args, parse_config, run_main
+from data.candidates import POOL_FILE, RETRIEVERS
+from data.cli import check_choices, choice, cli_args, parse_config, run_main, split_flags
 from data.io import atomic_writer, fingerprint, sha256_path, write_json
 from data.judges.backends import BACKENDS
 from eval.baselines import BASELINES
@@ -53,9 +53,12 @@ class PipelineConfig:
     collection: str = field(
         default="data/collections/trec-dl-2019-passage", metadata={"help": "BEIR folder."}
     )
-    qrels: str = field(
+    qrels: str | None = field(
         default="data/collections/trec-dl-2019-passage/qrels.tsv",
-        metadata={"help": "Human judgments."},
+        metadata={
+            "help": "Human judgments; none for a corpus without them: the teacher then labels the "
+            "retrievers' pooled top-k and is the reference the grader is measured against."
+        },
     )
     grade_map: str | None = field(
         default=None, metadata={"help": 'Qrels value -> 0-3 grade, e.g. {"1": 3}.'}
@@ -65,7 +68,8 @@ class PipelineConfig:
     teacher_model: str = field(default="smollm2-135m")
     teacher_prompt: str = field(default="binary")
     teacher_args: list[str] = field(
-        default_factory=list, metadata={"help": "Extra data.label flags for the teacher."}
+        default_factory=list,
+        metadata={"help": 'Extra data.label flags, quoted: --teacher_args "--concurrency 32".'},
     )
     # Data
     max_pairs_per_query: int | None = field(
@@ -83,7 +87,8 @@ class PipelineConfig:
     student: str = field(default="smollm2-135m", metadata={"help": "Student model name or path."})
     train_config: str = field(default="train/configs/smollm2-135m-B-frozen.yaml")
     train_args: list[str] = field(
-        default_factory=list, metadata={"help": "Extra `python -m train` flags."}
+        default_factory=list,
+        metadata={"help": 'Extra `python -m train` flags, quoted: --train_args "--labels graded".'},
     )
     train_launcher: str | None = field(
         default=None,
@@ -120,6 +125,15 @@ class PipelineConfig:
 
     def __post_init__(self) -> None:
         check_choices(self)
+        self.teacher_args = split_flags(self.teacher_args)
+        self.train_args = split_flags(self.train_args)
+        if self.qrels in ("", "none"):
+            self.qrels = None
+        if self.qrels is None and self.teacher_backend == "qrels":
+            raise ValueError(
+                "qrels: none leaves no one to label the pairs: set teacher_backend (openai, vllm, "
+                "hf) to the teacher that labels the retrievers' pool"
+            )
         unknown = set(self.retrievers) - set(RETRIEVERS)
         if unknown or not self.retrievers:
             raise ValueError(
@@ -227,25 +241,46 @@ class Pipeline:
         test, validation = str(dataset / "test.jsonl"), str(dataset / "validation.jsonl")
         # A student given as a local folder is an input too (its weights may change).
         student = [c.student] if Path(c.student).exists() else []
+        qrels = [c.qrels] if c.qrels else []
         if c.teacher_backend == "qrels":
             teacher = cli_args(backend="qrels", qrels=c.qrels, grade_map=c.grade_map)
         else:
             teacher = cli_args(
                 backend=c.teacher_backend, model=c.teacher_model, prompt=c.teacher_prompt
             )
-        # Binary collections (grade_map given): the teacher *is* the human qrels.
+        # Binary collections (grade_map given): the teacher *is* the human qrels; without qrels
+        # the teacher is all there is.
         human = (
-            cli_args(labels="teacher") if c.grade_map else cli_args(labels="both", qrels=c.qrels)
+            cli_args(labels="both", qrels=c.qrels)
+            if c.qrels and not c.grade_map
+            else cli_args(labels="teacher")
         )
-        stages = [
+        retrieval = Stage(
+            "retrieval runs",
+            candidates / "candidates.json",
+            "data.candidates",
+            cli_args(
+                collection=c.collection,
+                retrievers=c.retrievers,
+                k=max(c.k, 10),
+                out=candidates,
+                judged_queries_only=bool(c.qrels),
+            ),
+            inputs=[c.collection],
+        )
+        if c.qrels:  # the judged pool
+            pool, pool_inputs = cli_args(collection=c.collection, pool_from_qrels=True), qrels
+        else:  # the pairs the candidate retrievers return, each once
+            pool_file = candidates / POOL_FILE
+            pool, pool_inputs = cli_args(pairs=pool_file), [str(pool_file)]
+        stages = [] if c.qrels else [retrieval]
+        stages += [
             Stage(
                 "teacher labels",
                 teacher_file,
                 "data.label",
-                cli_args(collection=c.collection, pool_from_qrels=True)
-                + teacher
-                + [*c.teacher_args, "--out", str(teacher_file)],
-                inputs=[c.collection, c.qrels],
+                pool + teacher + [*c.teacher_args, "--out", str(teacher_file)],
+                inputs=[c.collection, *pool_inputs],
             ),
             Stage(
                 "dataset",
@@ -295,7 +330,7 @@ class Pipeline:
                     batch_size=c.batch_size,
                 )
                 + human,
-                inputs=[str(grader), str(dataset), c.qrels],
+                inputs=[str(grader), str(dataset), *qrels],
             ),
         ]
         for baseline in BASELINES:
@@ -313,7 +348,7 @@ class Pipeline:
                         name="BM25 score" if baseline == "bm25" else "MiniLM cosine",
                     )
                     + human,
-                    inputs=[str(dataset), c.collection, c.qrels],
+                    inputs=[str(dataset), c.collection, *qrels],
                 )
             )
         if c.zero_shot:
@@ -333,7 +368,7 @@ class Pipeline:
                         batch_size=c.batch_size,
                     )
                     + human,
-                    inputs=[str(dataset), c.qrels, *student],
+                    inputs=[str(dataset), *qrels, *student],
                 )
             )
         if c.judge_model:
@@ -365,7 +400,7 @@ class Pipeline:
                         name=f"{Path(c.judge_model).name} judge ({c.judge_prompt})",
                     )
                     + human,
-                    inputs=[str(judge_file), test, c.qrels],
+                    inputs=[str(judge_file), test, *qrels],
                 ),
             ]
         runs = [str(candidates / f"{name}.trec") for name in c.retrievers]
@@ -382,20 +417,9 @@ class Pipeline:
                 ),
                 inputs=[str(grader), str(self.path("eval", "grader", "metrics.json")), test],
             ),
-            Stage(
-                "retrieval runs",
-                candidates / "candidates.json",
-                "data.candidates",
-                cli_args(
-                    collection=c.collection,
-                    retrievers=c.retrievers,
-                    k=max(c.k, 10),
-                    out=candidates,
-                    judged_queries_only=True,
-                ),
-                inputs=[c.collection],
-            ),
         ]
+        if c.qrels:
+            stages.append(retrieval)
         label_cache = self.path("label-cache")
         if c.rerank:
             reranked = candidates / f"{c.rerank}-grader.trec"
@@ -441,14 +465,19 @@ class Pipeline:
                     runs=runs,
                     corpus=c.collection,
                     labelers=[f"grader:{export}"]
-                    + ([f"judgments:{teacher_file}"] if c.teacher_backend != "qrels" else []),
-                    reference=f"qrels:{c.qrels}",
+                    + (
+                        [f"judgments:{teacher_file}"]
+                        if c.qrels and c.teacher_backend != "qrels"
+                        else []
+                    ),
+                    # Without qrels the teacher, which labelled every pooled hit, is the reference.
+                    reference=f"qrels:{c.qrels}" if c.qrels else f"judgments:{teacher_file}",
                     metric=f"ndcg@{c.k}",
                     k=c.k,
                     out=self.path("agreement"),
                     label_cache=label_cache,
                 ),
-                inputs=[*runs, c.collection, str(export), c.qrels, str(teacher_file)],
+                inputs=[*runs, c.collection, str(export), *qrels, str(teacher_file)],
             ),
         ]
         return stages

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from data.beir import Collection
-from data.cli import cli_args, parse_config, run_main
+from data.cli import cli_args, parse_config, run_main, split_flags
 from data.io import atomic_writer, fingerprint, read_records, write_json, write_jsonl
 from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, label_from_grade
 from eval.baselines import BASELINES
@@ -70,7 +70,10 @@ class StudyConfig:
     student: str = field(default="smollm2-135m")
     max_length: int = field(default=192)
     train_args: list[str] = field(
-        default_factory=list, metadata={"help": "Extra `python -m train` flags for every model."}
+        default_factory=list,
+        metadata={
+            "help": 'Extra `python -m train` flags for every model, quoted: "--labels graded".'
+        },
     )
     learning_curve: list[float] = field(
         default_factory=lambda: [0.25, 0.5],
@@ -94,6 +97,7 @@ class StudyConfig:
     seed: int = field(default=42)
 
     def __post_init__(self) -> None:
+        self.train_args = split_flags(self.train_args)
         if self.folds < 2:
             raise ValueError(f"folds: expected >= 2, got {self.folds}")
         if not 0 < self.validation_size < 1:
@@ -270,6 +274,7 @@ class Study:
         from models.backbone import split_index
         from models.builder import load_trained, read_grader_config
         from models.input_format import GraderInputFormat, format_pairs
+        from models.scoring import relevant_probability
         from train.cached_states import (
             StateCache,
             compute_states,
@@ -280,7 +285,8 @@ class Study:
 
         model, tokenizer = load_trained(grader)
         model.eval()
-        fmt = GraderInputFormat.from_dict(read_grader_config(grader)["input_format"])
+        info = read_grader_config(grader)
+        fmt = GraderInputFormat.from_dict(info["input_format"])
         first = split_index(model, model_config.trained_layers)
         cache = StateCache(self.state_cache, state_cache_key(model_config.model_name_or_path))
         dtype = resolve_state_dtype(training_args.state_dtype, training_args.device)
@@ -294,7 +300,9 @@ class Study:
                 [r.title for r in records],
             ).input_ids
             states = compute_states(model, ids, first, dtype=dtype, cache=cache)
-            return top_probabilities(model, first, states)
+            return relevant_probability(
+                top_probabilities(model, first, states), info.get("relevant_from", 1)
+            )
 
         return scorer
 

@@ -1,7 +1,7 @@
 """One builder for every training mode, and the loader of what training saved.
 
 Modes (paper configurations in brackets):
-- ``full``: the causal LM with a 2-label head, everything trains [C];
+- ``full``: the causal LM with a classification head, everything trains [C];
 - ``frozen``: the same, only the head (``score``) trains [B];
 - ``top_layers``: only the last ``trainable_layers`` decoder layers, the final norm and the head
   train; like ``frozen`` it trains on cached states of the layers below (far cheaper than ``full``
@@ -10,6 +10,10 @@ Modes (paper configurations in brackets):
   (otherwise it is lost on reload: peft #310, #577, #876, #1070);
 - ``generative`` / ``generative-lora``: the causal LM itself, trained to answer yes/no after the
   grader's prompt and scored by P(yes) [A, and the paper's LoRA-SFT runs].
+
+The head has two classes (``labels: binary``, relevant or not) or the four grades 0-3
+(``labels: graded``), so a graded teacher's grades give NDCG graded gains; either way P(relevant)
+is the mass of the relevant classes (``relevant_from`` in the grader's description).
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from data.cli import check_choices, choice
-from models.resolve import load_model
+from data.records import DEFAULT_RELEVANCE_THRESHOLD
+from models.resolve import LABEL_NAMES, label_names, load_model
 
 MODES = ("full", "frozen", "top_layers", "lora", "generative", "generative-lora")
 GENERATIVE_MODES = ("generative", "generative-lora")
@@ -31,6 +36,7 @@ GENERATIVE_MODES = ("generative", "generative-lora")
 CACHED_STATE_MODES = ("frozen", "top_layers")
 DTYPES = ("float32", "bfloat16", "float16")
 PROMPT_FORMATS = ("auto", "chat", "plain")
+LABEL_SCHEMES = ("binary", "graded")
 GRADER_CONFIG_FILE = "grader_config.json"
 # Every linear layer of a Llama decoder block: LoRA's default targets.
 LLAMA_LINEAR_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -72,9 +78,20 @@ class GraderModelConfig:
         "chat (the tokenizer's chat template), plain, or auto: chat, except for a hub base model "
         "(e.g. meta-llama/Llama-3.2-1B), whose chat header tokens are untrained.",
     )
+    labels: str = choice(
+        "binary",
+        LABEL_SCHEMES,
+        "binary: relevant or not; graded: the teacher's 0-3 grade (4 classes, graded NDCG gains; "
+        "classifier modes only).",
+    )
 
     def __post_init__(self) -> None:
         check_choices(self)
+        if self.labels == "graded" and self.generative:
+            raise ValueError(
+                f"labels=graded: mode={self.mode} answers yes/no; train a graded grader with a "
+                "classification head (full, frozen, top_layers or lora)"
+            )
         if self.mode == "top_layers" and self.trainable_layers < 1:
             raise ValueError("trainable_layers: top_layers mode trains at least 1 layer")
         if self.max_length < 8:
@@ -83,6 +100,10 @@ class GraderModelConfig:
     @property
     def generative(self) -> bool:
         return is_generative(self.mode)
+
+    @property
+    def num_labels(self) -> int:
+        return 4 if self.labels == "graded" else 2
 
     @property
     def trained_layers(self) -> int:
@@ -95,8 +116,12 @@ def build_grader(config: GraderModelConfig) -> tuple[PreTrainedModel, PreTrained
     kwargs: dict[str, Any] = {"dtype": getattr(torch, config.dtype)}
     if config.attn_implementation:
         kwargs["attn_implementation"] = config.attn_implementation
-    task = "causal-lm" if config.generative else "classification"
-    model, tokenizer = load_model(config.model_name_or_path, task=task, **kwargs)
+    if config.generative:
+        model, tokenizer = load_model(config.model_name_or_path, task="causal-lm", **kwargs)
+    else:
+        model, tokenizer = load_model(
+            config.model_name_or_path, num_labels=config.num_labels, **kwargs
+        )
     if config.mode in CACHED_STATE_MODES:
         from models.backbone import decoder, split_index
 
@@ -171,26 +196,34 @@ def load_trained(
     path = Path(path)
     info = read_grader_config(path)
     task = "causal-lm" if is_generative(str(info.get("mode", ""))) else "classification"
+    num_labels = len(info.get("label_names") or LABEL_NAMES)
     adapter = path / "adapter_config.json"
     if adapter.exists():
         from peft import PeftModel
 
         base_name = json.loads(adapter.read_text())["base_model_name_or_path"]
-        base, _ = load_model(base_name, task=task, dtype=dtype)
+        base, _ = load_model(base_name, task=task, dtype=dtype, num_labels=num_labels)
         model = PeftModel.from_pretrained(base, str(path))
         from models.resolve import load_tokenizer
 
         return model, load_tokenizer(str(path))
-    return load_model(str(path), task=task, dtype=dtype)
+    return load_model(str(path), task=task, dtype=dtype, num_labels=num_labels)
 
 
 def grader_info(
-    config: GraderModelConfig, input_format: dict[str, Any], **extra: Any
+    config: GraderModelConfig,
+    input_format: dict[str, Any],
+    relevant_from_grade: int = DEFAULT_RELEVANCE_THRESHOLD,
+    **extra: Any,
 ) -> dict[str, Any]:
+    """The description stored beside the weights; ``relevant_from`` is the first class that
+    counts as relevant (1 for a binary head, the dataset's grade threshold for a graded one)."""
     return {
         "mode": config.mode,
         "base_model": config.model_name_or_path,
         "model": asdict(config),
         "input_format": input_format,
+        "label_names": list(label_names(config.num_labels)),
+        "relevant_from": relevant_from_grade if config.labels == "graded" else 1,
         **extra,
     }

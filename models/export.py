@@ -4,7 +4,8 @@
         --metrics runs/eval/grader/metrics.json
 
 - LoRA adapters are merged into the base weights; the trained head is kept.
-- ``id2label`` {0: not_relevant, 1: relevant}, the pad token id, safetensors weights, tokenizer.
+- ``id2label`` {0: not_relevant, 1: relevant} (or the grades 0-3 of a graded grader), the pad
+  token id, safetensors weights, tokenizer.
 - The grader's description travels in ``config.json`` (key ``grader``) and ``grader_config.json``:
   input format name, version and template, maximum length, decision threshold and calibration
   (from ``--metrics``, fitted on validation by ``python -m eval.checkpoint``), the label threshold
@@ -146,7 +147,8 @@ def plain_transformers_probabilities(
                 logits = model(**ids).logits[0, -1, yes_no]
             else:
                 logits = model(**ids).logits[0]
-        out.append(torch.softmax(logits.float(), -1)[1].item())
+        relevant_from = grader.get("relevant_from", 1)
+        out.append(torch.softmax(logits.float(), -1)[relevant_from:].sum().item())
     return np.asarray(out)
 
 
@@ -162,6 +164,13 @@ def _sample_pairs(config: ExportConfig) -> list[tuple[str, str]]:
         if len(pairs) >= config.sample_size:
             break
     return pairs
+
+
+def relevant_grade(info: dict[str, Any]) -> int:
+    """The 0-3 grade from which the training pairs counted as relevant."""
+    if len(info.get("label_names") or LABEL_NAMES) > len(LABEL_NAMES):
+        return int(info["relevant_from"])  # a graded head's first relevant class is that grade
+    return DEFAULT_RELEVANCE_THRESHOLD
 
 
 def _check_out(checkpoint: Path, out: Path, overwrite: bool) -> None:
@@ -192,9 +201,10 @@ def export(config: ExportConfig) -> dict[str, Any]:
         model = model.merge_and_unload()  # LoRA into the base weights; the saved head copy is kept
     generative = is_generative(str(info.get("mode", "")))
     model.config.pad_token_id = tokenizer.pad_token_id
+    names = list(info.get("label_names") or LABEL_NAMES)
     if not generative:
-        model.config.id2label = dict(enumerate(LABEL_NAMES))
-        model.config.label2id = {name: i for i, name in enumerate(LABEL_NAMES)}
+        model.config.id2label = dict(enumerate(names))
+        model.config.label2id = {name: i for i, name in enumerate(names)}
     description = {
         **info,
         "format_version": 1,
@@ -204,10 +214,11 @@ def export(config: ExportConfig) -> dict[str, Any]:
         ),
         "label_threshold": {
             "scale": "0-3",
-            "relevant_when_grade_at_least": DEFAULT_RELEVANCE_THRESHOLD,
+            "relevant_when_grade_at_least": relevant_grade(info),
         },
         "evaluation": {k: metrics[k] for k in ("metrics", "data", "pairs") if k in metrics},
-        "label_names": list(LABEL_NAMES),
+        "label_names": names,
+        "relevant_from": int(info.get("relevant_from", 1)),
     }
     model.config.grader = description
     with replace_folder(out) as staging:
@@ -291,8 +302,11 @@ def p_relevant(query, document):
     doc_ids = tokenizer(document, add_special_tokens=False)["input_ids"]
     doc = tokenizer.decode(doc_ids[: fmt["max_length"] - fixed])
     inputs = tokenizer(fill(query, doc), add_special_tokens=special, return_tensors="pt")
-{read_out}    logit = (logits[1] - logits[0]) / grader["calibration"].get("temperature", 1.0)
-    return torch.sigmoid(logit).item()
+{read_out}    # P(relevant): the relevant classes' mass (relevant_from is 1 for a binary head, 2 for
+    # the grades 0-3), calibrated by temperature on its log-odds.
+    p = torch.softmax(logits.float(), -1)[grader.get("relevant_from", 1):].sum()
+    temperature = grader["calibration"].get("temperature", 1.0)
+    return torch.sigmoid(torch.logit(p, eps=1e-7) / temperature).item()
 
 p = p_relevant("what is an axon terminal", "Axon terminals are the ends of an axon's branches.")
 print(p, p >= grader["threshold"])
@@ -314,7 +328,12 @@ def base_model_license(base_model: str) -> str:
 
 
 def vllm_section(
-    name: str, generative: bool, threshold: float, temperature: float, add_special_tokens: bool
+    name: str,
+    generative: bool,
+    threshold: float,
+    temperature: float,
+    add_special_tokens: bool,
+    relevant_from: int = 1,
 ) -> str:
     if generative:
         return ""
@@ -333,9 +352,10 @@ curl localhost:8000/classify -H 'Content-Type: application/json' -d '{{"model": 
 
 vLLM returns softmax(logits) as `probs` and applies nothing that the grader stores beside the
 weights: fill the prompt template yourself (`fill` above; the template already holds any special
-tokens, hence `add_special_tokens` as shown), divide the logit difference by the temperature
-({temperature:.3f}) before the sigmoid, and compare with the threshold ({threshold:.3f}).
-`probs[1]` alone is the uncalibrated P(relevant), meant for threshold 0.5.
+tokens, hence `add_special_tokens` as shown), sum `probs[{relevant_from}:]` (the relevant
+classes) into P(relevant), divide its log-odds by the temperature ({temperature:.3f}) before the
+sigmoid, and compare with the threshold ({threshold:.3f}). That sum alone is the uncalibrated
+P(relevant), meant for threshold 0.5.
 """
 
 
@@ -349,6 +369,13 @@ def model_card(description: dict[str, Any], config: ExportConfig) -> str:
     threshold = description["threshold"]
     temperature = description["calibration"].get("temperature", 1.0)
     license_id = config.license or base_model_license(hub_base)
+    graded_note = (
+        "; the head predicts the grade itself (classes "
+        + ", ".join(f"{i} {n}" for i, n in enumerate(description["label_names"]))
+        + "), and P(relevant) is the mass of the relevant grades"
+        if len(description["label_names"]) > len(LABEL_NAMES)
+        else ""
+    )
     return f"""---
 license: {license_id}
 library_name: transformers
@@ -378,7 +405,7 @@ Evaluated on held-out queries; the decision threshold ({threshold:.3f}) and the 
 
 - training pairs: {data.get("train_pairs", "unknown")} (positive rate {data.get("train_positive_rate", float("nan")):.3f}),
   validation pairs: {data.get("validation_pairs", "unknown")}; dataset: `{data.get("dataset", "")}`
-- relevant means grade ≥ {DEFAULT_RELEVANCE_THRESHOLD} on a 0–3 scale (TREC's convention)
+- relevant means grade ≥ {relevant_grade(description)} on a 0–3 scale (TREC's convention){graded_note}
 - the teacher is recorded per judgment in the training data (`judge` field)
 
 ## Usage with plain transformers
@@ -391,7 +418,7 @@ documents are cut at the end, never the query.
 {usage_snippet(name, generative)}```
 
 With this repository: `Grader.from_pretrained(path).score(query, documents)`.
-{vllm_section(name, generative, threshold, temperature, bool(fmt.get("add_special_tokens")))}
+{vllm_section(name, generative, threshold, temperature, bool(fmt.get("add_special_tokens")), description["relevant_from"])}
 ## Intended use and limitations
 
 - Intended for labeling retrieved passages to compute retrieval metrics and to compare retrieval

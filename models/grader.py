@@ -3,10 +3,13 @@
     grader = Grader.from_pretrained("runs/grader")           # a checkpoint or exported grader
     grader.score("what is an axon terminal", ["Axon terminals are ...", "Paris is ..."])
     grader.label("what is an axon terminal", [...])          # booleans at the stored threshold
+    grader.grade("what is an axon terminal", [...])          # 0-3 grades (graded graders)
     Grader.from_pretrained("smollm2-135m", zero_shot=True)   # any causal LM, judged by P(yes)
 
-Classifier checkpoints are read through their softmax; generative checkpoints and zero-shot
-causal LMs through P(yes) / (P(yes) + P(no)) at the answer position. Inputs are built by
+Classifier checkpoints are read through their softmax (P(relevant) is the mass of the relevant
+classes: the second of two, or grades >= 2 of a graded 0-3 head, which also gives each pair a
+grade); generative checkpoints and zero-shot causal LMs through P(yes) / (P(yes) + P(no)) at the
+answer position. Inputs are built by
 models.input_format with the format stored beside the weights, batched and length-sorted.
 A stored calibration (temperature) and decision threshold are applied when present.
 """
@@ -34,6 +37,8 @@ from models.scoring import (
     answer_token_probabilities,
     apply_temperature,
     classifier_probabilities,
+    decided_grades,
+    relevant_probability,
     shared_prefix_classifier_probabilities,
 )
 
@@ -54,6 +59,9 @@ class Grader:
     # graders). Measured on the 2-core CPU with SmolLM2-135M and TREC passages it saves little
     # (a 52-token prefix of 143-token inputs, run at batch size 1): BENCHMARKS.md.
     prefix_cache: bool = False
+    # The first class counted as relevant: 1 for a binary head, the grade threshold (2) for a
+    # graded one.
+    relevant_from: int = 1
 
     @classmethod
     def from_pretrained(
@@ -101,7 +109,13 @@ class Grader:
             name=name,
             info=info,
             batch_size=batch_size,
+            relevant_from=int(info.get("relevant_from", 1)),
         )
+
+    @property
+    def graded(self) -> bool:
+        """Whether the head predicts the 0-3 grades (not only relevant or not)."""
+        return not self.generative and self.model.config.num_labels > 2
 
     def encode(
         self,
@@ -127,8 +141,6 @@ class Grader:
         show_progress: bool = False,
     ) -> np.ndarray:
         """Uncalibrated P(relevant) for each pair."""
-        if not len(queries):
-            return np.zeros(0, dtype=np.float32)
         pairs = self.encode_pairs(queries, documents, titles)
         return self.raw_probabilities_of_ids(pairs.input_ids, show_progress, pairs.prefix_lengths)
 
@@ -140,12 +152,25 @@ class Grader:
     ) -> np.ndarray:
         """Uncalibrated P(relevant) for inputs already built by :meth:`encode_pairs` (with its
         ``prefix_lengths``, each query's shared part is computed once)."""
+        return relevant_probability(
+            self.class_probabilities_of_ids(input_ids, show_progress, prefix_lengths),
+            self.relevant_from,
+        )
+
+    def class_probabilities_of_ids(
+        self,
+        input_ids: Sequence[list[int]],
+        show_progress: bool = False,
+        prefix_lengths: Sequence[int] | None = None,
+    ) -> np.ndarray:
+        """Uncalibrated class probabilities (n, classes): (not relevant, relevant), or the grades
+        0-3 of a graded head."""
         if not len(input_ids):
-            return np.zeros(0, dtype=np.float32)
+            return np.zeros((0, 2), dtype=np.float32)
         if self.prefix_cache and prefix_lengths is not None and not self.generative:
             return shared_prefix_classifier_probabilities(
                 self.model, input_ids, prefix_lengths, batch_size=self.batch_size
-            )[:, 1]
+            )
         if self.generative:
             probabilities, _ = answer_token_probabilities(
                 self.model,
@@ -156,14 +181,25 @@ class Grader:
                 max_batch_tokens=self.max_batch_tokens,
                 show_progress=show_progress,
             )
-            return probabilities[:, 1]
+            return probabilities
         return classifier_probabilities(
             self.model,
             input_ids,
             batch_size=self.batch_size,
             max_batch_tokens=self.max_batch_tokens,
             show_progress=show_progress,
-        )[:, 1]
+        )
+
+    def grades_and_scores_of_ids(
+        self, input_ids: Sequence[list[int]], prefix_lengths: Sequence[int] | None = None
+    ) -> tuple[np.ndarray | None, np.ndarray]:
+        """(grades, calibrated P(relevant)) from one pass; grades (0-3, on the side of the
+        threshold's decision) only for a graded head, else None."""
+        classes = self.class_probabilities_of_ids(input_ids, False, prefix_lengths)
+        scores = self.calibrate(relevant_probability(classes, self.relevant_from))
+        if not self.graded:
+            return None, scores
+        return decided_grades(classes, scores >= self.threshold, self.relevant_from), scores
 
     def calibrate(self, probabilities: np.ndarray) -> np.ndarray:
         if self.temperature == 1.0:
@@ -180,12 +216,6 @@ class Grader:
         """Calibrated P(relevant) for each (query, document) pair."""
         return self.calibrate(self.raw_probabilities(queries, documents, titles, show_progress))
 
-    def score_ids(
-        self, input_ids: Sequence[list[int]], prefix_lengths: Sequence[int] | None = None
-    ) -> np.ndarray:
-        """Calibrated P(relevant) for inputs already built by :meth:`encode_pairs`."""
-        return self.calibrate(self.raw_probabilities_of_ids(input_ids, False, prefix_lengths))
-
     def score(
         self, query: str, documents: Sequence[str], titles: Sequence[str | None] | None = None
     ) -> np.ndarray:
@@ -197,3 +227,17 @@ class Grader:
     ) -> np.ndarray:
         """Relevant (True) or not for each document, at the stored decision threshold."""
         return self.score(query, documents, titles) >= self.threshold
+
+    def grade(
+        self, query: str, documents: Sequence[str], titles: Sequence[str | None] | None = None
+    ) -> np.ndarray:
+        """The 0-3 grade of each document for one query (a grader trained with ``labels:
+        graded``), consistent with :meth:`label`: a relevant grade exactly where it says relevant."""
+        if not self.graded:
+            raise ValueError(
+                f"{self.name or 'this grader'} has a binary head; train with labels: graded for grades"
+            )
+        pairs = self.encode_pairs([query] * len(documents), documents, titles)
+        grades, _ = self.grades_and_scores_of_ids(pairs.input_ids, pairs.prefix_lengths)
+        assert grades is not None
+        return grades

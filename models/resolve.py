@@ -39,6 +39,16 @@ logger = logging.getLogger(__name__)
 
 Task = Literal["classification", "causal-lm", "base"]
 LABEL_NAMES = ("not_relevant", "relevant")
+# A graded head's classes are the 0-3 grades of TREC's deep-learning track.
+GRADE_NAMES = ("irrelevant", "related", "highly_relevant", "perfectly_relevant")
+
+
+def label_names(num_labels: int) -> tuple[str, ...]:
+    """The class names of a 2-label (binary) or 4-label (graded 0-3) grader head."""
+    names = {len(LABEL_NAMES): LABEL_NAMES, len(GRADE_NAMES): GRADE_NAMES}
+    if num_labels not in names:
+        raise ValueError(f"num_labels: a grader head has 2 or 4 classes, got {num_labels}")
+    return names[num_labels]
 
 
 @dataclass(frozen=True)
@@ -190,7 +200,8 @@ def load_model(
     num_labels: int = 2,
     **kwargs,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """Load ``name_or_path`` as a 2-label sequence classifier, a causal LM or a bare backbone.
+    """Load ``name_or_path`` as a sequence classifier (2 labels, or 4 grades), a causal LM or a
+    bare backbone.
 
     A classifier loaded from a causal-LM checkpoint gets a new, randomly initialised head
     (``score``); a classifier checkpoint keeps its trained head.
@@ -209,10 +220,10 @@ def load_model(
     if task not in loaders:
         raise ValueError(f"unknown task {task!r}: expected classification, causal-lm or base")
     if task == "classification":
+        names = label_names(num_labels)
         common["num_labels"] = num_labels
-        if num_labels == 2:
-            common["id2label"] = dict(enumerate(LABEL_NAMES))
-            common["label2id"] = {name: i for i, name in enumerate(LABEL_NAMES)}
+        common["id2label"] = dict(enumerate(names))
+        common["label2id"] = {name: i for i, name in enumerate(names)}
     try:
         model = loaders[task].from_pretrained(path, **common)
     except SafetensorError as exc:  # a truncated or corrupt weights file

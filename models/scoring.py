@@ -1,7 +1,8 @@
 """Batched forward passes shared by every scorer: length-sorted dynamic batches, inference mode.
 
 Two read-outs of the last real position of each sequence:
-- :func:`classifier_probabilities`: softmax of a sequence classifier's logits;
+- :func:`classifier_probabilities`: softmax of a sequence classifier's logits (two classes, or
+  the grades 0-3 of a graded head; :func:`relevant_probability` reads P(relevant) off either);
 - :func:`answer_token_probabilities`: next-token probabilities of given answer tokens from a
   causal LM, renormalised over those tokens (P(yes) for the generative objective, zero-shot
   baselines and the local LLM judge).
@@ -22,6 +23,24 @@ def apply_temperature(probabilities: np.ndarray, temperature: float) -> np.ndarr
     is the logit difference, so this equals softmax(logits / T)[:, 1]."""
     p = np.clip(np.asarray(probabilities, dtype=np.float64), 1e-7, 1 - 1e-7)
     return 1.0 / (1.0 + np.exp(-(np.log(p) - np.log1p(-p)) / temperature))
+
+
+def relevant_probability(probabilities: np.ndarray, relevant_from: int = 1) -> np.ndarray:
+    """P(relevant) from class probabilities (n, classes): the mass of classes ``relevant_from``
+    and up. A binary head (relevant_from 1) gives its last column; a graded 0-3 head, P(grade >= 2)."""
+    return np.asarray(probabilities)[:, relevant_from:].sum(axis=1)
+
+
+def decided_grades(
+    probabilities: np.ndarray, relevant: np.ndarray, relevant_from: int
+) -> np.ndarray:
+    """A graded head's grade for each pair, on the side of the relevance decision: the likeliest
+    relevant grade where the pair is labelled relevant, else the likeliest grade below, so that a
+    grade never contradicts the binary label read at the threshold."""
+    probabilities = np.asarray(probabilities)
+    below = probabilities[:, :relevant_from].argmax(axis=1)
+    above = relevant_from + probabilities[:, relevant_from:].argmax(axis=1)
+    return np.where(np.asarray(relevant, dtype=bool), above, below)
 
 
 def length_sorted_batches(

@@ -213,13 +213,14 @@ def collate_states(features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
 def top_probabilities(
     model: PreTrainedModel, first_layer: int, states: Sequence[torch.Tensor], batch_size: int = 32
 ) -> np.ndarray:
-    """P(relevant) from cached states through the model's top (equal to a full forward pass)."""
+    """Class probabilities (n, classes) from cached states through the model's top (equal to a
+    full forward pass); ``models.scoring.relevant_probability`` reads P(relevant) off them."""
     top = GraderTop(model, first_layer).eval()
-    out = np.zeros(len(states), dtype=np.float32)
+    out = np.zeros((len(states), model.config.num_labels), dtype=np.float32)
     for batch in length_sorted_batches([s.shape[0] for s in states], batch_size):
         features = collate_states(
             [{"hidden_states": states[i], "labels": 0, "soft_targets": 0.0} for i in batch]
         )
         logits = top(features["hidden_states"], features["attention_mask"]).logits
-        out[batch] = torch.softmax(logits.float(), dim=-1)[:, 1].numpy()
+        out[batch] = torch.softmax(logits.float(), dim=-1).numpy()
     return out

@@ -12,7 +12,7 @@ from transformers import PreTrainedTokenizerBase
 
 from data.metrics import classification_metrics
 from models.input_format import GraderInputFormat, format_pairs
-from models.scoring import pad_right
+from models.scoring import pad_right, relevant_probability
 
 SOFT_TARGETS = ("none", "p_relevant", "grade")
 
@@ -39,8 +39,10 @@ def tokenize(
     fmt: GraderInputFormat,
     soft_targets: str = "none",
     num_proc: int | None = None,
+    target: str = "label",
 ) -> Dataset:
-    """input_ids / labels / soft_targets / length columns (documents cut to fit ``fmt.max_length``)."""
+    """input_ids / labels / soft_targets / length columns (documents cut to fit ``fmt.max_length``).
+    ``labels`` holds the binary ``label``, or the 0-3 ``grade`` for a graded head (``target``)."""
     if soft_targets not in SOFT_TARGETS:
         raise ValueError(f"soft_targets: expected one of {SOFT_TARGETS}, got {soft_targets!r}")
 
@@ -52,7 +54,7 @@ def tokenize(
         ]
         return {
             "input_ids": formatted.input_ids,
-            "labels": [int(label) for label in batch["label"]],
+            "labels": [int(label) for label in batch[target]],
             "soft_targets": [soft_target(row, soft_targets) for row in rows],
             "length": [len(ids) for ids in formatted.input_ids],
         }
@@ -89,12 +91,28 @@ class GraderCollator:
         return batch
 
 
-def compute_metrics(prediction) -> dict[str, float]:
+def missing_grades(dataset: Dataset) -> list[int]:
+    """Row numbers (0-based) without a 0-3 grade: a graded head cannot train on them."""
+    if "grade" not in dataset.column_names:
+        return list(range(len(dataset)))
+    return [i for i, grade in enumerate(dataset["grade"]) if grade is None]
+
+
+def compute_metrics(prediction, relevant_from: int = 1) -> dict[str, float]:
+    """Binary metrics of P(relevant) (the relevant classes' mass); a graded head's predictions
+    are also scored against the grades (accuracy of the likeliest grade, error of the expected)."""
     logits = (
         prediction.predictions[0]
         if isinstance(prediction.predictions, tuple)
         else prediction.predictions
     )
-    logits = torch.as_tensor(logits).float()
-    probabilities = torch.softmax(logits, dim=-1)[:, 1].numpy()
-    return classification_metrics(probabilities, np.asarray(prediction.label_ids).astype(int))
+    probabilities = torch.softmax(torch.as_tensor(logits).float(), dim=-1).numpy()
+    targets = np.asarray(prediction.label_ids).astype(int)
+    metrics = classification_metrics(
+        relevant_probability(probabilities, relevant_from), (targets >= relevant_from).astype(int)
+    )
+    if probabilities.shape[1] > 2:
+        expected = probabilities @ np.arange(probabilities.shape[1])
+        metrics["grade_accuracy"] = float(np.mean(probabilities.argmax(axis=1) == targets))
+        metrics["grade_mae"] = float(np.mean(np.abs(expected - targets)))
+    return metrics

@@ -25,6 +25,7 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from transformers import (
 )
 
 from data.cli import check_choices, choice, parse_config, run_main
+from data.records import DEFAULT_RELEVANCE_THRESHOLD
 from models.builder import (
     CACHED_STATE_MODES,
     GraderModelConfig,
@@ -57,6 +59,7 @@ from train.grader_data import (
     GraderCollator,
     compute_metrics,
     load_split,
+    missing_grades,
     tokenize,
 )
 
@@ -85,19 +88,16 @@ class DataConfig:
 class LossConfig:
     loss: str = choice("cross_entropy", sorted(LOSSES), "Loss on the classifier's logits.")
     class_weights: list[float] | None = field(
-        default=None, metadata={"help": "Weights for labels 0 and 1."}
+        default=None,
+        metadata={"help": "A weight per class: labels 0 and 1, or grades 0-3 (labels: graded)."},
     )
     label_smoothing: float = field(default=0.0)
     margin: float = field(default=1.0, metadata={"help": "Contrastive margin m."})
 
     def __post_init__(self) -> None:
         check_choices(self)
-        if self.class_weights is not None and (
-            len(self.class_weights) != 2 or min(self.class_weights) <= 0
-        ):
-            raise ValueError(
-                f"class_weights: expected two positive weights, got {self.class_weights}"
-            )
+        if self.class_weights is not None and min(self.class_weights) <= 0:
+            raise ValueError(f"class_weights: expected positive weights, got {self.class_weights}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"label_smoothing: expected 0 <= x < 1, got {self.label_smoothing}")
         if self.margin <= 0:
@@ -181,6 +181,19 @@ def check_combination(
         raise ValueError(
             f"mode={model_config.mode} trains with TRL's answer-token loss: loss, class_weights, "
             "label_smoothing, margin and soft_targets do not apply (leave them at their defaults)"
+        )
+    classes = model_config.num_labels
+    if loss_config.class_weights is not None and len(loss_config.class_weights) != classes:
+        raise ValueError(
+            f"class_weights: labels={model_config.labels} has {classes} classes, got "
+            f"{len(loss_config.class_weights)} weights ({loss_config.class_weights})"
+        )
+    if model_config.labels == "graded" and (
+        loss_config.loss != "cross_entropy" or data_config.soft_targets != "none"
+    ):
+        raise ValueError(
+            "labels=graded trains on the teacher's grades with the cross_entropy loss and hard "
+            f"targets (got loss={loss_config.loss}, soft_targets={data_config.soft_targets})"
         )
     if data_config.soft_targets != "none" and loss_config.loss != "cross_entropy":
         raise ValueError(
@@ -280,6 +293,15 @@ def train(
         train_raw = train_raw.select(range(min(data_config.max_train_samples, len(train_raw))))
     if eval_raw is not None and data_config.max_eval_samples:
         eval_raw = eval_raw.select(range(min(data_config.max_eval_samples, len(eval_raw))))
+    if model_config.labels == "graded":
+        for split, rows in (("train", train_raw), ("validation", eval_raw)):
+            missing = missing_grades(rows) if rows is not None else []
+            if missing:
+                raise ValueError(
+                    f"{data_config.dataset}/{split}.jsonl line {missing[0] + 1}: field `grade` is "
+                    f"missing ({len(missing)} rows); labels=graded needs the teacher's 0-3 grade "
+                    "on every pair (label with a grading prompt, or train with labels: binary)"
+                )
     set_seed(args.seed)
     model, tokenizer = build_grader(model_config)
     fmt = GraderInputFormat.from_tokenizer(
@@ -289,9 +311,11 @@ def train(
             model_config.prompt_format, model_config.model_name_or_path
         ),
     )
+    relevant_from_grade = _label_threshold(data_config.dataset)
     info = grader_info(
         model_config,
         fmt.to_dict(),
+        relevant_from_grade=relevant_from_grade,
         loss=asdict(loss_config),
         data={
             "dataset": data_config.dataset,
@@ -301,7 +325,6 @@ def train(
             "soft_targets": data_config.soft_targets,
             "manifest": _manifest_summary(data_config.dataset),
         },
-        label_names=["not_relevant", "relevant"],
         parameters=count_parameters(model),
     )
     if eval_raw is None:
@@ -318,7 +341,16 @@ def train(
             metrics.update(p_yes_metrics(trainer.model, tokenizer, fmt, eval_raw, args))
     else:
         trainer = classifier_trainer(
-            model, tokenizer, fmt, model_config, data_config, loss_config, args, train_raw, eval_raw
+            model,
+            tokenizer,
+            fmt,
+            model_config,
+            data_config,
+            loss_config,
+            args,
+            train_raw,
+            eval_raw,
+            relevant_from=info["relevant_from"],
         )
         _describe_checkpoints(trainer, model, info)
         metrics = fit(trainer, args, evaluate=eval_raw is not None)
@@ -344,8 +376,10 @@ def classifier_trainer(
     args: GraderTrainingArguments,
     train_raw: Dataset,
     eval_raw: Dataset | None,
+    relevant_from: int = 1,
 ) -> Trainer:
-    """The Trainer for a classifier grader: on token ids, or on cached states of the bottom layers."""
+    """The Trainer for a classifier grader: on token ids, or on cached states of the bottom layers.
+    A graded head (``relevant_from`` > 1) trains on the grades and is evaluated on P(relevant)."""
     loss_fn = build_loss(
         loss_config.loss,
         class_weights=loss_config.class_weights,
@@ -353,9 +387,10 @@ def classifier_trainer(
         soft_targets=data_config.soft_targets != "none",
         margin=loss_config.margin,
     )
-    train_ds = tokenize(train_raw, tokenizer, fmt, data_config.soft_targets)
+    target = "grade" if model_config.labels == "graded" else "label"
+    train_ds = tokenize(train_raw, tokenizer, fmt, data_config.soft_targets, target=target)
     eval_ds = (
-        tokenize(eval_raw, tokenizer, fmt, data_config.soft_targets)
+        tokenize(eval_raw, tokenizer, fmt, data_config.soft_targets, target=target)
         if eval_raw is not None
         else None
     )
@@ -380,7 +415,7 @@ def classifier_trainer(
         eval_dataset=eval_ds,
         data_collator=collator,
         processing_class=tokenizer,
-        compute_metrics=compute_metrics,
+        compute_metrics=partial(compute_metrics, relevant_from=relevant_from),
         callbacks=callbacks,
         loss_fn=loss_fn,
     )
@@ -459,6 +494,15 @@ def save_trained(
     info["metrics"] = {k: v for k, v in metrics.items() if k != "history"}
     save_grader_config(output_dir, info)
     (output_dir / "train_results.json").write_text(json.dumps(metrics, indent=2) + "\n")
+
+
+def _label_threshold(dataset_dir: str) -> int:
+    """The grade from which the dataset's pairs are relevant (data.build's label_threshold)."""
+    path = Path(dataset_dir) / "manifest.json"
+    if not path.exists():
+        return DEFAULT_RELEVANCE_THRESHOLD
+    config = json.loads(path.read_text()).get("config") or {}
+    return int(config.get("label_threshold", DEFAULT_RELEVANCE_THRESHOLD))
 
 
 def _manifest_summary(dataset_dir: str) -> dict[str, Any]:

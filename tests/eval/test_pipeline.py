@@ -132,3 +132,88 @@ def test_bad_pipeline_settings_fail_before_any_stage(override: list[str], messag
         parse_config([PipelineConfig], args)
     said = str(failure.value) + capsys.readouterr().err
     assert message.split(":")[0] in said
+
+
+def unjudged_corpus(root: Path, queries: int = 8, docs_per_query: int = 6) -> Path:
+    """A user's corpus in the BEIR layout without qrels; each document carries the fake
+    endpoint's marker, relevant when it is about its query's topic."""
+    from data.io import write_jsonl
+
+    topics = ["axon", "marathon", "volcano", "tariff", "glacier", "sonnet", "enzyme", "orbit"]
+    documents = []
+    for q in range(queries):
+        for d in range(docs_per_query):
+            relevant = d % 2 == 0
+            words = f"{topics[q]} {topics[q]} facts" if relevant else f"{topics[q]} mentioned once"
+            documents.append(
+                {
+                    "_id": f"d{q}-{d}",
+                    "title": "",
+                    "text": f"{words} [[id=d{q}-{d} mode=ok rel={int(relevant)}]] filler text",
+                }
+            )
+    write_jsonl(root / "corpus.jsonl", documents)
+    write_jsonl(
+        root / "queries.jsonl",
+        ({"_id": f"q{q}", "text": f"what about {topics[q]}"} for q in range(queries)),
+    )
+    return root
+
+
+def test_main_job_on_a_corpus_without_qrels(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """qrels: none. The retrievers run first, the teacher (an OpenAI-compatible endpoint) labels
+    their pooled top-k, and the grader is measured against the teacher, the only reference."""
+    from data.io import read_records
+    from data.records import Judgment, Pair
+    from eval.bench.fake_openai import FakeOpenAI
+
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")
+    collection = unjudged_corpus(tmp_path / "corpus")
+    run = tmp_path / "run"
+    with FakeOpenAI() as server:
+        config = PipelineConfig(
+            run_dir=str(run),
+            collection=str(collection),
+            qrels=None,
+            teacher_backend="openai",
+            teacher_model="gpt-4o-mini",
+            teacher_args=["--base_url", server.base_url],
+            student=str(tiny_model_dir),
+            train_config="train/configs/smollm2-135m-B-frozen.yaml",
+            train_args=["--num_train_epochs", "2"],
+            zero_shot=False,
+            judge_model=None,
+            retrievers=["bm25"],
+            rerank="bm25",
+            k=5,
+            state_cache="none",
+        )
+        pipeline = Pipeline(config)
+        assert [s.name for s in pipeline.stages()][:2] == ["retrieval runs", "teacher labels"]
+        summary = pipeline.run()
+    pool = list(read_records(run / "candidates" / "pool.pairs.jsonl", Pair))
+    judgments = list(read_records(run / "labels" / "teacher.jsonl", Judgment))
+    assert len(judgments) == len(pool) > 0  # every retrieved pair, labelled once
+    assert {(j.qid, j.doc_id) for j in judgments} == {(p.qid, p.doc_id) for p in pool}
+    assert all(j.label == int("rel=1" in j.text) for j in judgments)  # the teacher's word
+    assert set(summary["classification"]) == {"teacher"}
+    assert summary["agreement"]["reference"] == f"judgments:{run / 'labels' / 'teacher.jsonl'}"
+    assert set(summary["search"]) == {"bm25", "bm25-grader"}
+    assert "Kendall" in (run / "report.md").read_text()
+
+
+def test_no_qrels_needs_a_teacher_that_is_not_qrels():
+    args = ["--config", str(REPO / "eval/configs/main.yaml"), "--qrels", "none"]
+    with pytest.raises(ValueError, match="teacher_backend"):
+        parse_config([PipelineConfig], args)
+
+
+def test_stage_flags_are_given_quoted_on_the_command_line():
+    args = ["--config", str(REPO / "eval/configs/main.yaml")]
+    args += ["--teacher_args", "--concurrency 32", "--train_args", "--labels graded"]
+    (config,) = parse_config([PipelineConfig], args)
+    assert config.teacher_args == ["--concurrency", "32"]
+    assert config.train_args == ["--labels", "graded"]

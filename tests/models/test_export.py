@@ -232,9 +232,18 @@ def test_push_without_a_token_is_a_clear_error(exported: Path, monkeypatch: pyte
         push(PushConfig(export=str(exported), repo_id="grader"))
 
 
-@pytest.mark.parametrize("mode", ["full", "frozen", "top_layers", "generative"])
+@pytest.mark.parametrize(
+    ("mode", "labels"),
+    [
+        ("full", "binary"),
+        ("frozen", "binary"),
+        ("top_layers", "binary"),
+        ("generative", "binary"),
+        ("top_layers", "graded"),
+    ],
+)
 def test_every_mode_exports_with_the_checkpoints_scores_and_a_card_snippet_that_runs(
-    mode: str, tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path, capsys
+    mode: str, labels: str, tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path, capsys
 ):
     """Export parity beyond LoRA, and the card's usage code run as a user would paste it."""
     import re
@@ -242,7 +251,11 @@ def test_every_mode_exports_with_the_checkpoints_scores_and_a_card_snippet_that_
     from models.builder import GraderModelConfig
 
     model_config = GraderModelConfig(
-        model_name_or_path=str(tiny_model_dir), mode=mode, max_length=256, trainable_layers=1
+        model_name_or_path=str(tiny_model_dir),
+        mode=mode,
+        max_length=256,
+        trainable_layers=1,
+        labels=labels,
     )
     train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args_for(tmp_path))
     metrics = {"threshold": 0.3, "calibration": {"method": "temperature", "temperature": 1.3}}
@@ -272,3 +285,18 @@ def test_every_mode_exports_with_the_checkpoints_scores_and_a_card_snippet_that_
     exec(compile(snippet, "model-card-snippet", "exec"), namespace)
     assert namespace["p"] == pytest.approx(float(stored), abs=1e-5)
     assert capsys.readouterr().out.split()[1] == str(bool(stored >= 0.3))
+    if labels == "graded":
+        config = json.loads((out / "config.json").read_text())
+        assert config["id2label"] == {
+            "0": "irrelevant",
+            "1": "related",
+            "2": "highly_relevant",
+            "3": "perfectly_relevant",
+        }
+        assert config["grader"]["relevant_from"] == 2 and "sum `probs[2:]`" in card
+        assert exported_grader.graded and exported_grader.grade(query, [document])[0] in (
+            0,
+            1,
+            2,
+            3,
+        )

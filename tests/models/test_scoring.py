@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -80,3 +81,15 @@ def test_shared_prefix_answer_probabilities_equal_the_plain_pass(causal_lm):
         )
     torch.testing.assert_close(torch.tensor(shared), torch.tensor(plain), rtol=1e-4, atol=1e-5)
     torch.testing.assert_close(torch.tensor(shared_mass), torch.tensor(mass), rtol=1e-4, atol=1e-6)
+
+
+def test_relevant_probability_and_grades_read_binary_and_graded_heads_alike():
+    from models.scoring import decided_grades, relevant_probability
+
+    binary = np.array([[0.7, 0.3], [0.2, 0.8]])
+    np.testing.assert_allclose(relevant_probability(binary), [0.3, 0.8])
+    graded = np.array([[0.1, 0.5, 0.3, 0.1], [0.05, 0.05, 0.3, 0.6], [0.4, 0.1, 0.45, 0.05]])
+    np.testing.assert_allclose(relevant_probability(graded, 2), [0.4, 0.9, 0.5])
+    # The argmax grade of the first row is 1, but a pair labelled relevant gets a relevant grade.
+    grades = decided_grades(graded, np.array([True, True, False]), relevant_from=2)
+    np.testing.assert_array_equal(grades, [2, 3, 0])

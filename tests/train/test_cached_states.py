@@ -104,7 +104,9 @@ def _parse(tmp_path: Path, yaml_text: str, *overrides: str):
         ("mode: full\ndtype: fp8\n", "dtype: expected one of"),
         ("mode: full\nstate_dtype: int4\n", "state_dtype: expected one of"),
         ("mode: top_layers\ntrainable_layers: 0\n", "trainable_layers"),
-        ("mode: full\nclass_weights: [1.0]\n", "class_weights"),
+        ("mode: full\nclass_weights: [1.0, 0.0]\n", "class_weights"),
+        ("mode: full\nlabels: ordinal\n", "labels: expected one of"),
+        ("mode: generative\nlabels: graded\n", "classification head"),
     ],
 )
 def test_bad_config_values_fail_while_parsing(tmp_path: Path, yaml_text: str, message: str):
@@ -124,6 +126,10 @@ def test_bad_command_line_choice_fails_with_the_choices_listed(tmp_path: Path, c
         ("mode: frozen\nloss: contrastive\nsoft_targets: p_relevant\n", "only the cross_entropy"),
         ("mode: generative\nloss: contrastive\n", "do not apply"),
         ("mode: generative\nsoft_targets: grade\n", "do not apply"),
+        ("mode: full\nclass_weights: [1.0]\n", "2 classes, got 1 weights"),
+        ("mode: full\nlabels: graded\nclass_weights: [1.0, 2.0]\n", "4 classes"),
+        ("mode: full\nlabels: graded\nloss: contrastive\n", "hard targets"),
+        ("mode: full\nlabels: graded\nsoft_targets: p_relevant\n", "hard targets"),
     ],
 )
 def test_ignored_combinations_fail_before_any_model_loads(

@@ -52,6 +52,21 @@ def test_accelerate_variants_parse():
     assert fsdp.fsdp_config["fsdp_transformer_layer_cls_to_wrap"] == "LlamaDecoderLayer"
 
 
+@pytest.mark.parametrize("name", ["ddp.yaml", "fsdp.yaml"])
+def test_multi_gpu_configs_take_the_process_count_from_the_launch(name: str):
+    """No GPU count is written into the multi-GPU configs: the launch gives it, and accelerate
+    refuses to start without it instead of launching a wrong number of processes."""
+    from accelerate.commands.launch import _validate_launch_command, launch_command_parser
+
+    config = str(REPO / "train/configs/accelerate" / name)
+    parser = launch_command_parser()
+    args = parser.parse_args(["--config_file", config, "--num_processes", "4", "-m", "train"])
+    _validate_launch_command(args)
+    assert args.num_processes == 4
+    with pytest.raises(ValueError, match="num_processes"):
+        _validate_launch_command(parser.parse_args(["--config_file", config, "-m", "train"]))
+
+
 @pytest.mark.parametrize(
     ("mode", "loss"),
     [
@@ -283,3 +298,67 @@ def test_bf16_falls_back_to_fp16_on_gpus_without_it(monkeypatch):
     assert supported_precision(True, False, use_cpu=True) == (True, False)
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, **k: True)
     assert supported_precision(True, False) == (True, False)
+
+
+@pytest.mark.parametrize("mode", ["full", "top_layers"])
+def test_a_graded_grader_learns_the_grades_and_labels_with_them(
+    mode: str, tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
+):
+    """labels: graded trains a 0-3 head on the teacher's grades; P(relevant) is the mass of
+    grades >= 2 (what AUC, the threshold and the API read) and each hit gets a grade on the side
+    of its binary label, which the metric pipeline uses as its NDCG gain."""
+    from scipy.stats import spearmanr
+
+    from eval.labelers import GraderLabeler, Hit
+
+    model_config = GraderModelConfig(
+        model_name_or_path=str(tiny_model_dir),
+        mode=mode,
+        max_length=256,
+        labels="graded",
+        trainable_layers=1,
+    )
+    args = args_for(tmp_path, num_train_epochs=8, learning_rate=1e-2 if mode != "full" else 2e-3)
+    metrics = train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args)
+    assert metrics["eval_roc_auc"] >= 0.8 and 0 <= metrics["eval_grade_mae"] < 1.0, metrics
+    info = read_grader_config(args.output_dir)
+    assert info["label_names"][3] == "perfectly_relevant" and info["relevant_from"] == 2
+
+    grader = Grader.from_pretrained(args.output_dir, dtype="float32", device="cpu")
+    assert grader.graded and grader.model.config.num_labels == 4
+    validation = [json.loads(line) for line in (tiny_dataset / "validation.jsonl").open()]
+    queries, texts = [r["query"] for r in validation], [r["text"] for r in validation]
+    pairs = grader.encode_pairs(queries, texts)
+    batch = grader.tokenizer.pad({"input_ids": pairs.input_ids}, return_tensors="pt")
+    with torch.no_grad():
+        by_hand = torch.softmax(grader.model(**batch).logits.float(), -1)[:, 2:].sum(-1)
+    np.testing.assert_allclose(grader.raw_probabilities(queries, texts), by_hand, atol=1e-5)
+
+    labeler = GraderLabeler(args.output_dir, grader=grader)
+    hits = [Hit(doc_id=str(i), text=text) for i, text in enumerate(texts)]
+    labels = labeler.label("q", queries[0], hits)
+    grades = np.array([label.grade for label in labels])
+    assert all((label.grade >= 2) == label.relevant for label in labels)
+    assert all(label.relevance == label.grade + 1 for label in labels)  # eval_search's 1-4
+    assert spearmanr(grades, [r["grade"] for r in validation]).statistic > 0.5
+    np.testing.assert_array_equal(grader.grade(queries[0], texts), grades)
+
+
+def test_a_graded_grader_refuses_pairs_without_a_grade(tiny_model_dir: Path, tmp_path: Path):
+    from data.build import BuildConfig, build_dataset
+
+    lines = [
+        {"qid": f"q{i % 4}", "query": "q", "doc_id": f"d{i}", "text": "t", "label": i % 2}
+        for i in range(24)
+    ]
+    (tmp_path / "j.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    build_dataset(
+        BuildConfig(
+            judgments=[str(tmp_path / "j.jsonl")], out=str(tmp_path / "ds"), save_dataset=False
+        )
+    )
+    model_config = GraderModelConfig(model_name_or_path=str(tiny_model_dir), labels="graded")
+    with pytest.raises(ValueError, match=r"ds/train\.jsonl line 1: field `grade` is missing"):
+        train(
+            model_config, DataConfig(dataset=str(tmp_path / "ds")), LossConfig(), args_for(tmp_path)
+        )
