@@ -10,15 +10,21 @@ and ``{out}/{name}.trec`` (a TREC run), so later steps can label and compare the
 top-k: what a teacher labels when the collection has no qrels). Retrievers:
 
 - ``dense``: a sentence embedder (default ``minilm-l6``, offline) + an HNSW index (hnswlib, inner
-  product on unit vectors = cosine), as in the paper (bge-small + HNSW, top-5). Embeddings and the
-  index are saved under ``{out}/index/`` and reused when the corpus and embedder are unchanged.
-- ``bm25``: bm25s (Lucene BM25 variant, English stop words); the index is saved and reused too.
+  product on unit vectors = cosine), as in the paper (bge-small + HNSW, top-5).
+- ``bm25``: bm25s (Lucene BM25 variant, English stop words).
+
+Embeddings and indexes are named by the content they were built from (corpus, embedder) and kept
+in the machine's cache (``<cache>/indexes``, or ``--index_dir``), so every run and stage on this
+machine builds each one once; each file is written under a temporary name and renamed into
+place, so processes that build the same index at once never read a half-written one.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -63,6 +69,22 @@ class CandidatesConfig:
     device: str | None = field(
         default=None, metadata={"help": "Embedder device (cpu, cuda); default: cpu."}
     )
+    index_dir: str | None = field(
+        default=None,
+        metadata={"help": "Where embeddings and indexes are kept (default: <cache>/indexes)."},
+    )
+
+
+def default_index_dir() -> Path:
+    """The machine-wide home of content-keyed embeddings and indexes (beside the models)."""
+    from models.resolve import cache_dir
+
+    return cache_dir() / "indexes"
+
+
+def _temporary(path: Path) -> Path:
+    """A name of this process's own beside ``path``, renamed over it once complete."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
 
 def _doc_text(collection: Collection, doc_id: str) -> str:
@@ -98,8 +120,9 @@ class DenseRetriever:
                 show_progress=True,
                 desc="embedding corpus",
             )
-            np.save(emb_path.with_suffix(".tmp.npy"), embeddings)
-            Path(emb_path.with_suffix(".tmp.npy")).rename(emb_path)
+            with open(_temporary(emb_path), "wb") as handle:
+                np.save(handle, embeddings)
+            os.replace(_temporary(emb_path), emb_path)
         self.index = hnswlib.Index(space="ip", dim=embeddings.shape[1])
         if index_path.exists():
             self.index.load_index(str(index_path), max_elements=len(self.doc_ids))
@@ -110,7 +133,8 @@ class DenseRetriever:
                 M=config.hnsw_m,
             )
             self.index.add_items(embeddings, np.arange(len(self.doc_ids)))
-            self.index.save_index(str(index_path))
+            self.index.save_index(str(_temporary(index_path)))
+            os.replace(_temporary(index_path), index_path)
 
     def search(self, queries: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
         k = min(k, len(self.doc_ids))
@@ -142,7 +166,12 @@ class BM25Retriever:
             self.retriever.index(
                 bm25s.tokenize(texts, stopwords="en", show_progress=True), show_progress=True
             )
-            self.retriever.save(str(path), show_progress=False)
+            staging = _temporary(path)
+            self.retriever.save(str(staging), show_progress=False)
+            try:
+                staging.rename(path)
+            except OSError:  # another process put the same index in place first
+                shutil.rmtree(staging, ignore_errors=True)
 
     def search(self, queries: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
         k = min(k, len(self.doc_ids))
@@ -169,7 +198,8 @@ def generate_candidates(config: CandidatesConfig) -> dict[str, dict]:
     qids = sorted(collection.qrels if config.judged_queries_only else collection.queries)
     queries = [collection.queries[q] for q in qids]
     out = Path(config.out)
-    index_dir = out / "index"
+    index_dir = Path(config.index_dir) if config.index_dir else default_index_dir()
+    index_dir.mkdir(parents=True, exist_ok=True)
     report: dict[str, dict] = {}
     pool: dict[tuple[str, str], Pair] = {}  # the first retriever's record of each pair
     for name in config.retrievers:

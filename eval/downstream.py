@@ -263,11 +263,17 @@ class DownstreamRun:
 
     # -- retrieval
     def retrieve(self) -> dict[str, dict[str, list[tuple[str, float]]]]:
-        from data.candidates import BM25Retriever, CandidatesConfig, DenseRetriever
+        from data.candidates import (
+            BM25Retriever,
+            CandidatesConfig,
+            DenseRetriever,
+            default_index_dir,
+        )
 
         config = self.config
         chunks = Collection(root=self.out, corpus=self.chunks, queries=self.queries, qrels={})
-        index_dir = self.out / "index"
+        index_dir = default_index_dir()  # content-keyed: the chunks' indexes are built once
+        index_dir.mkdir(parents=True, exist_ok=True)
         texts = [self.queries[q] for q in self.qids]
         depth = max(config.k, config.rerank_depth)
         systems: dict[str, dict[str, list[tuple[str, float]]]] = {}

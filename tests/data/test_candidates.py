@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -29,11 +30,17 @@ def test_bm25_finds_known_documents_on_adi(adi_dir: Path, tmp_path: Path):
     first = [p for p in pairs if p.qid == "1"]
     assert [p.rank for p in first] == list(range(1, len(first) + 1))
     assert first[0].retriever_score >= first[-1].retriever_score
-    # Reuses the saved index.
-    generate_candidates(
-        CandidatesConfig(collection=str(adi_dir), out=str(tmp_path), retrievers=["bm25"], k=5)
+    # Another run reuses the index kept for this corpus.
+    index = tmp_path / "index"
+    config = CandidatesConfig(
+        collection=str(adi_dir), out=str(tmp_path / "a"), retrievers=["bm25"], index_dir=str(index)
     )
-    assert read_trec_run(tmp_path / "bm25.trec") == run
+    generate_candidates(dataclasses.replace(config, k=5))
+    (saved,) = [path for path in index.iterdir() if path.name.startswith("bm25-")]
+    built = saved.stat().st_mtime_ns
+    generate_candidates(dataclasses.replace(config, out=str(tmp_path / "b"), k=5))
+    assert read_trec_run(tmp_path / "b" / "bm25.trec") == run
+    assert saved.stat().st_mtime_ns == built and len(list(index.iterdir())) == 1
 
 
 def test_unknown_retriever_is_rejected(adi_dir: Path, tmp_path: Path):
@@ -45,12 +52,18 @@ def test_unknown_retriever_is_rejected(adi_dir: Path, tmp_path: Path):
 
 @pytest.mark.slow
 def test_dense_minilm_hnsw_finds_known_documents_on_adi(adi_dir: Path, tmp_path: Path):
-    config = CandidatesConfig(collection=str(adi_dir), out=str(tmp_path), retrievers=["dense"], k=5)
+    index = tmp_path / "index"
+    config = CandidatesConfig(
+        collection=str(adi_dir), out=str(tmp_path), retrievers=["dense"], k=5, index_dir=str(index)
+    )
     generate_candidates(config)
     run = read_trec_run(tmp_path / "dense.trec")
     assert "17" in run["1"] and {"43", "45", "60"} <= set(run["3"])
     assert recall(run, Collection.load(adi_dir).qrels) > 0.25
-    assert len(list((tmp_path / "index").glob("dense-*.npy"))) == 1
-    generate_candidates(config)  # second run reuses embeddings and index
-    assert read_trec_run(tmp_path / "dense.trec") == run
-    assert len(list((tmp_path / "index").glob("dense-*.npy"))) == 1
+    assert len(list(index.glob("dense-*.npy"))) == 1
+    built = {path: path.stat().st_mtime_ns for path in index.iterdir()}
+    other_run = tmp_path / "other"  # another run on the same machine reuses embeddings and index
+    generate_candidates(dataclasses.replace(config, out=str(other_run)))
+    assert read_trec_run(other_run / "dense.trec") == run
+    assert {path: path.stat().st_mtime_ns for path in index.iterdir()} == built
+    assert not list(index.glob(".*tmp"))  # nothing half-written left behind
