@@ -11,7 +11,9 @@ Writes ``OUT/predictions.jsonl`` (per pair: probability, predicted label, refere
 Metrics: accuracy, precision, recall, F1, Cohen's κ, ROC-AUC, PR-AUC, ECE and the confusion
 matrix, at 0.5 and at the threshold chosen on ``--calibration_data`` (never on the evaluated
 split); the evaluated split's own best-F1 threshold is reported as an oracle only. With
-``--calibration_data``, a temperature is fitted there too and both are stored for export.
+``--calibration_data``, a temperature is fitted there too and both are stored for export. A graded
+grader's 0-3 grades (decided at that threshold) are also compared with the reference grades:
+accuracy, mean absolute error and quadratic-weighted κ (``metrics.SOURCE.grades``).
 """
 
 from __future__ import annotations
@@ -96,8 +98,17 @@ class CheckpointEvalConfig:
             raise ValueError(f"batch_size: expected >= 1, got {self.batch_size}")
 
 
-def _score(config: CheckpointEvalConfig, records: list[Judgment]) -> tuple[np.ndarray, float]:
-    """P(relevant) per record (raw scores for baselines) and pairs/s."""
+@dataclass
+class Scored:
+    probabilities: np.ndarray  # P(relevant) per record (raw scores for baselines)
+    rate: float  # pairs/s
+    # A graded grader's class probabilities over the grades 0-3, and its first relevant grade.
+    grade_probabilities: np.ndarray | None = None
+    relevant_from: int = DEFAULT_RELEVANCE_THRESHOLD
+
+
+def _score(config: CheckpointEvalConfig, records: list[Judgment]) -> Scored:
+    """P(relevant) per record (raw scores for baselines), pairs/s, and a graded grader's grades."""
     if config.baseline:
         from eval.baselines import baseline_scores
 
@@ -115,7 +126,7 @@ def _score(config: CheckpointEvalConfig, records: list[Judgment]) -> tuple[np.nd
             [r.title for r in records],
             corpus,
         )
-        return scores, len(records) / max(time.perf_counter() - start, 1e-9)
+        return Scored(scores, len(records) / max(time.perf_counter() - start, 1e-9))
     if config.judgments:
         judged = {
             (j.qid, j.doc_id): j
@@ -133,7 +144,7 @@ def _score(config: CheckpointEvalConfig, records: list[Judgment]) -> tuple[np.nd
                     if judgment.p_relevant is not None
                     else float(judgment.label)
                 )
-        return np.asarray(scores, dtype=np.float64), float("nan")
+        return Scored(np.asarray(scores, dtype=np.float64), float("nan"))
     from models.grader import Grader
 
     grader = Grader.from_pretrained(
@@ -144,21 +155,42 @@ def _score(config: CheckpointEvalConfig, records: list[Judgment]) -> tuple[np.nd
         batch_size=config.batch_size,
         dtype=config.dtype,
     )
+    from models.scoring import relevant_probability
+
     start = time.perf_counter()
-    probabilities = grader.raw_probabilities(
-        [r.query for r in records],
-        [r.text for r in records],
-        [r.title for r in records],
-        show_progress=True,
+    pairs = grader.encode_pairs(
+        [r.query for r in records], [r.text for r in records], [r.title for r in records]
     )
+    classes = grader.class_probabilities_of_ids(pairs.input_ids, True, pairs.prefix_lengths)
     rate = len(records) / max(time.perf_counter() - start, 1e-9)
-    return probabilities.astype(np.float64), rate
+    return Scored(
+        relevant_probability(classes, grader.relevant_from).astype(np.float64),
+        rate,
+        classes if grader.graded else None,
+        grader.relevant_from,
+    )
 
 
-def _timed(scorer: Scorer, records: list[Judgment]) -> tuple[np.ndarray, float]:
+def _timed(scorer: Scorer, records: list[Judgment]) -> Scored:
     start = time.perf_counter()
     scores = np.asarray(scorer(records), dtype=np.float64)
-    return scores, len(records) / max(time.perf_counter() - start, 1e-9)
+    return Scored(scores, len(records) / max(time.perf_counter() - start, 1e-9))
+
+
+def grade_agreement(predicted: np.ndarray, reference: np.ndarray) -> dict[str, Any]:
+    """How a graded grader's 0-3 grades agree with reference grades: exact accuracy, mean
+    absolute error and quadratic-weighted κ (the usual agreement measure for ordinal grades)."""
+    from sklearn.metrics import cohen_kappa_score
+
+    mask = ~np.isnan(reference)
+    y, p = reference[mask].astype(int), predicted[mask].astype(int)
+    agree = len(np.unique(np.concatenate([y, p]))) > 1
+    return {
+        "pairs": int(mask.sum()),
+        "accuracy": float(np.mean(p == y)) if len(y) else None,
+        "mae": float(np.mean(np.abs(p - y))) if len(y) else None,
+        "weighted_kappa": float(cohen_kappa_score(y, p, weights="quadratic")) if agree else None,
+    }
 
 
 def reference_labels(
@@ -183,6 +215,23 @@ def reference_labels(
     return refs
 
 
+def reference_grades(
+    config: CheckpointEvalConfig, records: list[Judgment], refs: dict[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    """The 0-3 grades behind each reference source (NaN where a pair has none)."""
+    grades: dict[str, np.ndarray] = {}
+    if "teacher" in refs:
+        grades["teacher"] = np.array(
+            [np.nan if r.grade is None else r.grade for r in records], dtype=float
+        )
+    if "human" in refs and config.qrels:
+        qrels = graded_qrels(read_qrels(config.qrels), config.qrels)
+        grades["human"] = np.array(
+            [qrels.get(r.qid, {}).get(r.doc_id, np.nan) for r in records], dtype=float
+        )
+    return grades
+
+
 Scorer = Callable[[list[Judgment]], np.ndarray]
 
 
@@ -192,7 +241,8 @@ def evaluate(config: CheckpointEvalConfig, scorer: Scorer | None = None) -> dict
     records = [r for r in read_records(config.data, Judgment) if r.error is None]
     if not records:
         raise ValueError(f"{config.data}: no usable judgments")
-    probabilities, rate = _timed(scorer, records) if scorer else _score(config, records)
+    scored = _timed(scorer, records) if scorer else _score(config, records)
+    probabilities, rate = scored.probabilities, scored.rate
     refs = reference_labels(config, records)
     result: dict[str, Any] = {
         "name": config.name
@@ -217,9 +267,9 @@ def evaluate(config: CheckpointEvalConfig, scorer: Scorer | None = None) -> dict
                 f"calibration_data shares {len(overlap)} pair(s) with data: thresholds must not be fitted on "
                 "the evaluated split"
             )
-        calibration_probabilities, _ = (
+        calibration_probabilities = (
             _timed(scorer, calibration_records) if scorer else _score(config, calibration_records)
-        )
+        ).probabilities
         valid = ~np.isnan(calibration_probabilities)
         calibration_labels = np.array([r.label for r in calibration_records])[valid]
         if config.baseline:  # scores -> P(relevant), fitted on the calibration pairs only
@@ -256,6 +306,15 @@ def evaluate(config: CheckpointEvalConfig, scorer: Scorer | None = None) -> dict
                 probabilities[mask], y, entry["oracle_best_f1_threshold"]
             )
         result["metrics"][source] = entry
+    grades = None
+    if scored.grade_probabilities is not None:  # the grades on the side of each decision
+        from models.scoring import decided_grades
+
+        grades = decided_grades(
+            scored.grade_probabilities, calibrated >= threshold, scored.relevant_from
+        )
+        for source, reference in reference_grades(config, records, refs).items():
+            result["metrics"][source]["grades"] = grade_agreement(grades, reference)
     primary_source = (
         "human"
         if "human" in refs and "teacher" not in refs
@@ -276,6 +335,8 @@ def evaluate(config: CheckpointEvalConfig, scorer: Scorer | None = None) -> dict
             "probability": None if np.isnan(calibrated[i]) else float(calibrated[i]),
             "predicted": None if np.isnan(calibrated[i]) else int(calibrated[i] >= threshold),
         }
+        if grades is not None:
+            row["grade"] = int(grades[i])
         for source, labels in refs.items():
             row[f"{source}_label"] = None if np.isnan(labels[i]) else int(labels[i])
         rows.append(row)

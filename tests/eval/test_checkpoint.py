@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from eval.checkpoint import CheckpointEvalConfig, evaluate
@@ -204,3 +205,55 @@ def test_compare_flags_a_model_that_does_not_beat_the_baselines():
     assert verdicts == {"bm25": None, "cosine": None, "weak grader": False, "good grader": True}
     table = to_markdown(rows, "human")
     assert "| weak grader |" in table and "**NO**" in table and "Warning**: weak grader" in table
+
+
+def test_a_graded_grader_is_also_scored_on_its_grades(
+    tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
+):
+    """Held-out grades, decided at the validation threshold, against the teacher's and the
+    humans' grades: accuracy, error and quadratic-weighted κ, from the same single pass."""
+    from data.beir import write_beir_qrels
+    from models.builder import GraderModelConfig
+    from tests.train.conftest import args_for
+    from train.train import DataConfig, LossConfig, train
+
+    model_config = GraderModelConfig(
+        model_name_or_path=str(tiny_model_dir),
+        mode="top_layers",
+        trainable_layers=1,
+        max_length=256,
+        labels="graded",
+    )
+    args = args_for(tmp_path, num_train_epochs=8, learning_rate=1e-2)
+    train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args)
+    test = [json.loads(line) for line in (tiny_dataset / "test.jsonl").open()]
+    qrels = tmp_path / "qrels.tsv"  # the humans give every grade one lower than the teacher
+    human: dict[str, dict[str, int]] = {r["qid"]: {} for r in test}
+    for r in test:
+        human[r["qid"]][r["doc_id"]] = max(r["grade"] - 1, 0)
+    write_beir_qrels(qrels, human)
+    out = tmp_path / "eval"
+    result = evaluate(
+        CheckpointEvalConfig(
+            data=str(tiny_dataset / "test.jsonl"),
+            calibration_data=str(tiny_dataset / "validation.jsonl"),
+            out=str(out),
+            model=args.output_dir,
+            labels="both",
+            qrels=str(qrels),
+            plots=False,
+        )
+    )
+    rows = [json.loads(line) for line in (out / "predictions.jsonl").open()]
+    grades = np.array([row["grade"] for row in rows])
+    assert all((row["grade"] >= 2) == bool(row["predicted"]) for row in rows)
+    for source, reference in (
+        ("teacher", np.array([r["grade"] for r in test])),
+        ("human", np.array([max(r["grade"] - 1, 0) for r in test])),
+    ):
+        found = result["metrics"][source]["grades"]
+        assert found["pairs"] == len(test)
+        assert found["accuracy"] == pytest.approx(np.mean(grades == reference))
+        assert found["mae"] == pytest.approx(np.mean(np.abs(grades - reference)))
+    # The tiny task is learnable: the grades agree with the teacher's far above chance.
+    assert result["metrics"]["teacher"]["grades"]["weighted_kappa"] > 0.5
