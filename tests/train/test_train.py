@@ -300,7 +300,7 @@ def test_bf16_falls_back_to_fp16_on_gpus_without_it(monkeypatch):
     assert supported_precision(True, False) == (True, False)
 
 
-@pytest.mark.parametrize("mode", ["full", "top_layers"])
+@pytest.mark.parametrize("mode", ["full", "top_layers", "lora"])
 def test_a_graded_grader_learns_the_grades_and_labels_with_them(
     mode: str, tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
 ):
@@ -317,6 +317,7 @@ def test_a_graded_grader_learns_the_grades_and_labels_with_them(
         max_length=256,
         labels="graded",
         trainable_layers=1,
+        lora_r=8,
     )
     args = args_for(tmp_path, num_train_epochs=8, learning_rate=1e-2 if mode != "full" else 2e-3)
     metrics = train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args)
