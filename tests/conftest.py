@@ -65,45 +65,14 @@ def build_tiny_llama(path: Path, seed: int = 0, tokenizer_dir: Path | None = Non
     return path
 
 
-LLAMA3_CHAT_TEMPLATE = (
-    "{{- bos_token }}{%- for message in messages %}{{- '<|start_header_id|>' + message['role'] + "
-    "'<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
-    "{%- endif %}"
-)
-
-
-def build_llama3_tokenizer(path: Path) -> Path:
-    """The tiny tokenizer dressed as Llama 3: BOS added on encode, <|eot_id|> as EOS, no pad token
-    but a reserved <|finetune_right_pad_id|>, and a Llama-3-style chat template (offline)."""
-    from tokenizers.processors import TemplateProcessing
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(TINY_TOKENIZER)
-    special = [
-        "<|begin_of_text|>",
-        "<|eot_id|>",
-        "<|start_header_id|>",
-        "<|end_header_id|>",
-        "<|finetune_right_pad_id|>",
-    ]
-    tokenizer.add_special_tokens({"additional_special_tokens": special})
-    tokenizer.bos_token, tokenizer.eos_token, tokenizer.pad_token = special[0], special[1], None
-    bos = tokenizer.convert_tokens_to_ids(special[0])
-    tokenizer._tokenizer.post_processor = TemplateProcessing(
-        single=f"{special[0]} $A", pair=f"{special[0]} $A $B", special_tokens=[(special[0], bos)]
-    )
-    tokenizer.chat_template = LLAMA3_CHAT_TEMPLATE
-    tokenizer.save_pretrained(path)
-    return path
-
-
 @pytest.fixture(scope="session")
 def llama3_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny random Llama with the Llama-3-style tokenizer."""
-    path = build_llama3_tokenizer(tmp_path_factory.mktemp("tiny-llama3"))
-    build_tiny_llama(path, tokenizer_dir=path)
-    return path
+    """A tiny random Llama with the Llama-3-style tokenizer (what ``python -m models.random_model
+    --shape tiny`` writes)."""
+    from models.random_model import RandomModelConfig, write_random_model
+
+    out = tmp_path_factory.mktemp("tiny-llama3")
+    return write_random_model(RandomModelConfig(out=str(out), shape="tiny", dtype="float32"))
 
 
 @pytest.fixture(scope="session")

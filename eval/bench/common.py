@@ -52,25 +52,12 @@ def trec_dl_query_pairs(n: int, per_query: int, seed: int = 0) -> list[tuple[str
 
 
 def llama_1b_config():
-    """The Llama-3.2-1B shape (random weights are enough for speed)."""
-    from transformers import LlamaConfig
+    """The Llama-3.2-1B shape with a 2-label head (random weights are enough for speed)."""
+    from models.random_model import llama_config
 
-    return LlamaConfig(
-        vocab_size=128256,
-        hidden_size=2048,
-        intermediate_size=8192,
-        num_hidden_layers=16,
-        num_attention_heads=32,
-        num_key_value_heads=8,
-        head_dim=64,
-        max_position_embeddings=131072,
-        rope_theta=500000.0,
-        tie_word_embeddings=True,
-        pad_token_id=128004,
-        bos_token_id=128000,
-        eos_token_id=128009,
-        num_labels=2,
-    )
+    config = llama_config("llama-3.2-1b")
+    config.num_labels = 2
+    return config
 
 
 def forward_flops(config, tokens: int, seq_len: int) -> float:

@@ -1,0 +1,136 @@
+"""Random-weight stand-ins for hub students, written offline, for speed and memory runs.
+
+    python -m models.random_model --out runs/llama-3.2-1b-random          # the Llama-3.2-1B shape
+    accelerate launch --config_file accelerate_config.yaml -m train \\
+        --config train/configs/llama-3.2-1b-lora.yaml --model_name_or_path runs/llama-3.2-1b-random \\
+        --dataset runs/main/dataset --max_steps 40 --eval_strategy no --save_strategy no \\
+        --load_best_model_at_end false
+
+The machines with GPUs cannot reach a model hub, and a tokenizer of 128k tokens does not travel
+in a small checkout. So the model gets Llama-3.2-1B's exact shape (16 layers, hidden 2048, GQA
+8/32 heads, 128,256-token embedding; tied) and the repository's tiny tokenizer dressed as Llama 3
+(BOS added on encode, ``<|eot_id|>``, the reserved ``<|finetune_right_pad_id|>`` pad, the
+Llama-3 chat template). Speed, memory and whether the loss falls are what such a model measures;
+its tokens per passage are about twice Llama 3's, so compare per token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import LlamaConfig, PreTrainedTokenizerBase
+
+from data.cli import check_choices, choice, parse_config, run_main
+from models.assets import TINY_TOKENIZER
+
+LLAMA3_SPECIAL_TOKENS = (
+    "<|begin_of_text|>",
+    "<|eot_id|>",
+    "<|start_header_id|>",
+    "<|end_header_id|>",
+    "<|finetune_right_pad_id|>",
+)
+LLAMA3_CHAT_TEMPLATE = (
+    "{{- bos_token }}{%- for message in messages %}{{- '<|start_header_id|>' + message['role'] + "
+    "'<|end_header_id|>\\n\\n' + message['content'] | trim + '<|eot_id|>' }}{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
+    "{%- endif %}"
+)
+SHAPES = ("llama-3.2-1b", "tiny")
+
+
+def llama3_style_tokenizer() -> PreTrainedTokenizerBase:
+    """The tiny tokenizer dressed as Llama 3: BOS added on encode, <|eot_id|> as EOS, no pad
+    token but the reserved <|finetune_right_pad_id|>, and a Llama-3-style chat template."""
+    from tokenizers.processors import TemplateProcessing
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(TINY_TOKENIZER)
+    tokenizer.add_special_tokens({"additional_special_tokens": list(LLAMA3_SPECIAL_TOKENS)})
+    bos, eos = LLAMA3_SPECIAL_TOKENS[0], LLAMA3_SPECIAL_TOKENS[1]
+    tokenizer.bos_token, tokenizer.eos_token, tokenizer.pad_token = bos, eos, None
+    tokenizer._tokenizer.post_processor = TemplateProcessing(
+        single=f"{bos} $A",
+        pair=f"{bos} $A $B",
+        special_tokens=[(bos, tokenizer.convert_tokens_to_ids(bos))],
+    )
+    tokenizer.chat_template = LLAMA3_CHAT_TEMPLATE
+    return tokenizer
+
+
+def llama_config(shape: str, tokenizer: PreTrainedTokenizerBase | None = None) -> LlamaConfig:
+    """Llama-3.2-1B's architecture (``llama-3.2-1b``) or a 2-layer one for tests (``tiny``)."""
+    special = {}
+    if tokenizer is not None:
+        special = {
+            "bos_token_id": tokenizer.bos_token_id,
+            "eos_token_id": tokenizer.eos_token_id,
+            "pad_token_id": tokenizer.convert_tokens_to_ids(LLAMA3_SPECIAL_TOKENS[-1]),
+        }
+    if shape == "llama-3.2-1b":
+        return LlamaConfig(
+            vocab_size=128256,
+            hidden_size=2048,
+            intermediate_size=8192,
+            num_hidden_layers=16,
+            num_attention_heads=32,
+            num_key_value_heads=8,
+            head_dim=64,
+            max_position_embeddings=131072,
+            rope_theta=500000.0,
+            tie_word_embeddings=True,
+            **{"pad_token_id": 128004, "bos_token_id": 128000, "eos_token_id": 128009, **special},
+        )
+    if shape == "tiny":
+        assert tokenizer is not None, "the tiny shape sizes its vocabulary to the tokenizer"
+        return LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            max_position_embeddings=1024,
+            tie_word_embeddings=True,
+            **special,
+        )
+    raise ValueError(f"shape: expected one of {SHAPES}, got {shape!r}")
+
+
+@dataclass
+class RandomModelConfig:
+    out: str = field(
+        default="runs/llama-3.2-1b-random", metadata={"help": "Folder for weights + tokenizer."}
+    )
+    shape: str = choice("llama-3.2-1b", SHAPES, "Architecture to build.")
+    dtype: str = choice("bfloat16", ("bfloat16", "float32"), "Dtype of the saved weights.")
+    seed: int = field(default=0)
+
+    def __post_init__(self) -> None:
+        check_choices(self)
+
+
+def write_random_model(config: RandomModelConfig) -> Path:
+    """A causal LM with random weights and the Llama-3-style tokenizer, loadable as a student."""
+    from transformers import LlamaForCausalLM
+
+    tokenizer = llama3_style_tokenizer()
+    torch.manual_seed(config.seed)
+    model = LlamaForCausalLM(llama_config(config.shape, tokenizer)).to(getattr(torch, config.dtype))
+    out = Path(config.out)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    (config,) = parse_config([RandomModelConfig], args)
+    out = write_random_model(config)
+    print(f"wrote a random-weight {config.shape} causal LM with a Llama-3-style tokenizer to {out}")
+
+
+if __name__ == "__main__":
+    run_main(main)
