@@ -20,6 +20,10 @@ Stages:
  7. the metric pipeline over the runs with grader labels (``eval.search``) and the agreement of
     the system ranking with the human judgments (``eval.ranking_agreement``).
 Everything lands in ``run_dir``: report.md, summary.json, metrics, plots and the exported grader.
+
+A corpus without relevance judgments (``--qrels none``): the retrieval runs come first, the teacher
+labels their pooled top-k (``candidates/pool.pairs.jsonl``), and the teacher is the reference of
+every evaluation and of the ranking agreement.
 """
 
 from __future__ import annotations
