@@ -4,7 +4,7 @@ from pathlib import Path
 
 import torch
 
-from models.random_model import llama_config, llama3_style_tokenizer, main
+from models.random_model import llama3_style_tokenizer, llama_config, main
 
 
 def test_the_1b_shape_is_llama_3_2_1b():
