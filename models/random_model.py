@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from transformers import LlamaConfig, PreTrainedTokenizerBase
@@ -39,7 +40,6 @@ LLAMA3_CHAT_TEMPLATE = (
     "{%- if add_generation_prompt %}{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
     "{%- endif %}"
 )
-SHAPES = ("llama-3.2-1b", "tiny")
 
 
 def llama3_style_tokenizer() -> PreTrainedTokenizerBase:
@@ -61,43 +61,50 @@ def llama3_style_tokenizer() -> PreTrainedTokenizerBase:
     return tokenizer
 
 
+# Llama-3.2-1B's architecture, and a 2-layer one for tests (its vocabulary is the tokenizer's).
+SHAPES: dict[str, dict[str, Any]] = {
+    "llama-3.2-1b": {
+        "vocab_size": 128256,
+        "hidden_size": 2048,
+        "intermediate_size": 8192,
+        "num_hidden_layers": 16,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "head_dim": 64,
+        "max_position_embeddings": 131072,
+        "rope_theta": 500000.0,
+    },
+    "tiny": {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 1024,
+    },
+}
+# Llama-3.2's own ids, for a config built without a tokenizer (the benchmarks).
+LLAMA3_SPECIAL_IDS = {"bos_token_id": 128000, "eos_token_id": 128009, "pad_token_id": 128004}
+
+
 def llama_config(shape: str, tokenizer: PreTrainedTokenizerBase | None = None) -> LlamaConfig:
-    """Llama-3.2-1B's architecture (``llama-3.2-1b``) or a 2-layer one for tests (``tiny``)."""
-    special = {}
+    """A tied-embedding Llama of ``shape`` (``SHAPES``) whose special ids are the tokenizer's."""
+    if shape not in SHAPES:
+        raise ValueError(f"shape: expected one of {sorted(SHAPES)}, got {shape!r}")
+    settings = {"tie_word_embeddings": True, **LLAMA3_SPECIAL_IDS, **SHAPES[shape]}
     if tokenizer is not None:
-        special = {
-            "bos_token_id": tokenizer.bos_token_id,
-            "eos_token_id": tokenizer.eos_token_id,
-            "pad_token_id": tokenizer.convert_tokens_to_ids(LLAMA3_SPECIAL_TOKENS[-1]),
-        }
-    if shape == "llama-3.2-1b":
-        return LlamaConfig(
-            vocab_size=128256,
-            hidden_size=2048,
-            intermediate_size=8192,
-            num_hidden_layers=16,
-            num_attention_heads=32,
-            num_key_value_heads=8,
-            head_dim=64,
-            max_position_embeddings=131072,
-            rope_theta=500000.0,
-            tie_word_embeddings=True,
-            **{"pad_token_id": 128004, "bos_token_id": 128000, "eos_token_id": 128009, **special},
+        pad = tokenizer.pad_token_id
+        if pad is None:  # Llama 3 has no pad token; it reserves one for padding
+            pad = tokenizer.convert_tokens_to_ids(LLAMA3_SPECIAL_TOKENS[-1])
+        settings.update(
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=pad,
         )
-    if shape == "tiny":
-        assert tokenizer is not None, "the tiny shape sizes its vocabulary to the tokenizer"
-        return LlamaConfig(
-            vocab_size=len(tokenizer),
-            hidden_size=64,
-            intermediate_size=128,
-            num_hidden_layers=2,
-            num_attention_heads=4,
-            num_key_value_heads=2,
-            max_position_embeddings=1024,
-            tie_word_embeddings=True,
-            **special,
-        )
-    raise ValueError(f"shape: expected one of {SHAPES}, got {shape!r}")
+        settings.setdefault("vocab_size", len(tokenizer))
+    elif "vocab_size" not in settings:
+        raise ValueError(f"shape {shape}: its vocabulary is the tokenizer's; pass one")
+    return LlamaConfig(**settings)
 
 
 @dataclass
@@ -105,7 +112,7 @@ class RandomModelConfig:
     out: str = field(
         default="runs/llama-3.2-1b-random", metadata={"help": "Folder for weights + tokenizer."}
     )
-    shape: str = choice("llama-3.2-1b", SHAPES, "Architecture to build.")
+    shape: str = choice("llama-3.2-1b", sorted(SHAPES), "Architecture to build.")
     dtype: str = choice("bfloat16", ("bfloat16", "float32"), "Dtype of the saved weights.")
     seed: int = field(default=0)
 

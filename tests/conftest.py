@@ -42,24 +42,13 @@ def tiny_tokenizer():
 
 def build_tiny_llama(path: Path, seed: int = 0, tokenizer_dir: Path | None = None) -> Path:
     """A 2-layer random Llama with the tiny tokenizer, saved as a causal LM like a hub checkpoint."""
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    from models.random_model import llama_config
 
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir or TINY_TOKENIZER)
-    config = LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=1024,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-        tie_word_embeddings=True,
-    )
     torch.manual_seed(seed)
-    model = LlamaForCausalLM(config)
+    model = LlamaForCausalLM(llama_config("tiny", tokenizer))
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
