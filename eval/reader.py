@@ -29,13 +29,14 @@ from tqdm.auto import tqdm
 
 from data.cli import bounded, choice
 from data.io import JsonlAppender, fingerprint, iter_json_lines
+from data.judges.backends import ServingSettings
 from data.qa import extract_short_answer
 
 READER_BACKENDS = ("hf", "openai", "vllm")
 
 
 @dataclass
-class ReaderConfig:
+class ReaderConfig(ServingSettings):
     """Which LLM reads the retrieved passages, and how it is asked (a short-answer QA prompt)."""
 
     backend: str = choice("hf", READER_BACKENDS, "hf, openai (any compatible endpoint) or vllm.")
@@ -60,18 +61,6 @@ class ReaderConfig:
     max_batch_tokens: int = bounded(
         4096, 1, help="hf: prompt tokens per generate call (long prompts go fewer at a time)."
     )
-    device: str | None = field(
-        default=None, metadata={"help": "cpu or cuda (default: cuda if any)."}
-    )
-    dtype: str = field(default="auto", metadata={"help": "float32, bfloat16, float16 or auto."})
-    base_url: str | None = field(default=None, metadata={"help": "openai: endpoint base URL."})
-    api_key_env: str = field(default="OPENAI_API_KEY")
-    concurrency: int = bounded(8, 1, help="openai: requests in flight at once.")
-    request_timeout: float = bounded(60.0, 0, open_low=True)
-    max_retries: int = bounded(6, 0)
-    tensor_parallel_size: int = bounded(1, 1)
-    max_model_len: int | None = bounded(None, 1)
-    gpu_memory_utilization: float = bounded(0.9, 0, 1, open_low=True)
 
     def __post_init__(self) -> None:
         if self.backend not in READER_BACKENDS:

@@ -38,7 +38,39 @@ OnResult = Callable[[Judgment], None]
 
 
 @dataclass
-class JudgeConfig:
+class ServingSettings:
+    """How an LLM is reached, shared by the judge (JudgeConfig) and the RAG reader
+    (eval.reader.ReaderConfig): an OpenAI-compatible endpoint, or a local hf / vLLM model."""
+
+    # OpenAI-compatible endpoints
+    base_url: str | None = field(
+        default=None, metadata={"help": "Endpoint base URL (default: the SDK's)."}
+    )
+    api_key_env: str = field(
+        default="OPENAI_API_KEY", metadata={"help": "Environment variable with the key."}
+    )
+    concurrency: int = bounded(8, 1, help="Requests in flight at once.")
+    max_retries: int = bounded(6, 0, help="Retries on 429/5xx/connection errors/timeouts.")
+    request_timeout: float = bounded(60.0, 0, help="Seconds per request.", open_low=True)
+    # Local models
+    dtype: str = field(default="auto", metadata={"help": "float32, bfloat16, float16 or auto."})
+    device: str | None = field(
+        default=None, metadata={"help": "cpu or cuda (default: cuda when available)."}
+    )
+    # vLLM
+    tensor_parallel_size: int = bounded(
+        1, 1, help="GPUs one vLLM model is split over (a 70B: 4-8)."
+    )
+    max_model_len: int | None = bounded(
+        None, 1, help="vLLM context length (default: the model's; lower it to fit the KV cache)."
+    )
+    gpu_memory_utilization: float = bounded(
+        0.9, 0, 1, help="Share of each GPU's memory vLLM may take.", open_low=True
+    )
+
+
+@dataclass
+class JudgeConfig(ServingSettings):
     """Which judge labels the pairs, and how it is asked."""
 
     backend: str = field(default="qrels", metadata={"help": f"One of {', '.join(BACKENDS)}."})
@@ -51,13 +83,7 @@ class JudgeConfig:
     prompt: str = field(
         default="binary", metadata={"help": "Prompt name in data/prompts/ or a YAML path."}
     )
-    # OpenAI-compatible endpoints
-    base_url: str | None = field(
-        default=None, metadata={"help": "Endpoint base URL (default: the SDK's)."}
-    )
-    api_key_env: str = field(
-        default="OPENAI_API_KEY", metadata={"help": "Environment variable with the key."}
-    )
+    # OpenAI-compatible endpoints (with ServingSettings')
     extra_headers: str | None = field(
         default=None, metadata={"help": 'JSON object of headers, e.g. {"X-Org": "a"}.'}
     )
@@ -92,9 +118,6 @@ class JudgeConfig:
             "(direct prompts): judgments carry P(relevant) for soft-target training."
         },
     )
-    concurrency: int = bounded(8, 1, help="Requests in flight at once.")
-    max_retries: int = bounded(6, 0, help="Retries on 429/5xx/connection errors/timeouts.")
-    request_timeout: float = bounded(60.0, 0, help="Seconds per request.", open_low=True)
     parse_retries: int = bounded(2, 0, help="Re-asks when a reply cannot be parsed.")
     # Sampling
     temperature: float = bounded(0.0, 0)
@@ -104,10 +127,6 @@ class JudgeConfig:
     )
     # Local models
     batch_size: int = bounded(8, 1, help="Pairs per forward pass (hf) or per call (vllm).")
-    dtype: str = field(default="auto", metadata={"help": "float32, bfloat16, float16 or auto."})
-    device: str | None = field(
-        default=None, metadata={"help": "cpu or cuda (default: cuda when available)."}
-    )
     max_document_chars: int = bounded(6000, 1, help="Documents are cut to this many characters.")
     prefix_cache: bool = field(
         default=True,
@@ -115,16 +134,6 @@ class JudgeConfig:
             "help": "hf, direct prompts: compute the prompt and query shared by a query's pairs "
             "once (same probabilities; 1.5x the pairs/s on 300-character chunks)."
         },
-    )
-    # vLLM
-    tensor_parallel_size: int = bounded(
-        1, 1, help="GPUs one vLLM model is split over (a 70B: 4-8)."
-    )
-    max_model_len: int | None = bounded(
-        None, 1, help="vLLM context length (default: the model's; lower it to fit the KV cache)."
-    )
-    gpu_memory_utilization: float = bounded(
-        0.9, 0, 1, help="Share of each GPU's memory vLLM may take.", open_low=True
     )
     # Human judgments
     qrels: str | None = field(default=None, metadata={"help": "qrels file for the qrels backend."})
