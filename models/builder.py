@@ -9,7 +9,10 @@ Modes (paper configurations in brackets):
 - ``lora``: peft LoRA adapters on the backbone, the head trained and saved in ``modules_to_save``
   (otherwise it is lost on reload: peft #310, #577, #876, #1070);
 - ``generative`` / ``generative-lora``: the causal LM itself, trained to answer yes/no after the
-  grader's prompt and scored by P(yes) [A, and the paper's LoRA-SFT runs].
+  grader's prompt and scored by P(yes) [A, and the paper's LoRA-SFT runs];
+- ``query_likelihood``: the causal LM scores a pair by how much the document raises the query's
+  likelihood (``models.query_likelihood``); the last ``trainable_layers`` layers (0: none, only
+  the scale and bias of the score) train on cached states like ``top_layers``.
 
 The head has two classes (``labels: binary``, relevant or not) or the four grades 0-3
 (``labels: graded``), so a graded teacher's grades give NDCG graded gains; either way P(relevant)
@@ -30,9 +33,21 @@ from data.cli import check_choices, choice
 from data.records import DEFAULT_RELEVANCE_THRESHOLD
 from models.resolve import LABEL_NAMES, label_names, load_model
 
-MODES = ("full", "frozen", "top_layers", "lora", "generative", "generative-lora")
+MODES = (
+    "full",
+    "frozen",
+    "top_layers",
+    "lora",
+    "generative",
+    "generative-lora",
+    "query_likelihood",
+)
 GENERATIVE_MODES = ("generative", "generative-lora")
-# Modes whose lower layers never change: they train on cached states (train.cached_states).
+QUERY_LIKELIHOOD = "query_likelihood"
+# Modes whose model is the causal LM itself (no classification head).
+CAUSAL_LM_MODES = (*GENERATIVE_MODES, QUERY_LIKELIHOOD)
+# Classifier modes whose lower layers never change: they train on cached states
+# (train.cached_states); query_likelihood does too, on its own objective.
 CACHED_STATE_MODES = ("frozen", "top_layers")
 DTYPES = ("float32", "bfloat16", "float16")
 PROMPT_FORMATS = ("auto", "chat", "plain")
@@ -47,6 +62,11 @@ def is_generative(mode: str) -> bool:
     return mode in GENERATIVE_MODES
 
 
+def is_causal_lm(mode: str) -> bool:
+    """Whether a mode's model is a causal LM (P(yes) or query likelihood), not a classifier."""
+    return mode in CAUSAL_LM_MODES
+
+
 @dataclass
 class GraderModelConfig:
     model_name_or_path: str = field(
@@ -54,7 +74,11 @@ class GraderModelConfig:
     )
     mode: str = choice("full", MODES, "What trains (see models.builder).")
     trainable_layers: int = field(
-        default=2, metadata={"help": "top_layers mode: how many of the last decoder layers train."}
+        default=2,
+        metadata={
+            "help": "top_layers / query_likelihood: how many of the last decoder layers train "
+            "(query_likelihood: 0 fits only the score's scale and bias)."
+        },
     )
     lora_r: int = field(default=16)
     lora_alpha: int = field(default=32)
@@ -87,13 +111,15 @@ class GraderModelConfig:
 
     def __post_init__(self) -> None:
         check_choices(self)
-        if self.labels == "graded" and self.generative:
+        if self.labels == "graded" and is_causal_lm(self.mode):
             raise ValueError(
-                f"labels=graded: mode={self.mode} answers yes/no; train a graded grader with a "
+                f"labels=graded: mode={self.mode} gives one relevance score; train a graded grader with a "
                 "classification head (full, frozen, top_layers or lora)"
             )
         if self.mode == "top_layers" and self.trainable_layers < 1:
             raise ValueError("trainable_layers: top_layers mode trains at least 1 layer")
+        if self.trainable_layers < 0:
+            raise ValueError(f"trainable_layers: expected >= 0, got {self.trainable_layers}")
         if self.max_length < 8:
             raise ValueError(f"max_length: expected at least 8 tokens, got {self.max_length}")
 
@@ -116,7 +142,7 @@ def build_grader(config: GraderModelConfig) -> tuple[PreTrainedModel, PreTrained
     kwargs: dict[str, Any] = {"dtype": getattr(torch, config.dtype)}
     if config.attn_implementation:
         kwargs["attn_implementation"] = config.attn_implementation
-    if config.generative:
+    if is_causal_lm(config.mode):
         model, tokenizer = load_model(config.model_name_or_path, task="causal-lm", **kwargs)
     else:
         model, tokenizer = load_model(
@@ -134,6 +160,17 @@ def build_grader(config: GraderModelConfig) -> tuple[PreTrainedModel, PreTrained
         for module in top:
             for parameter in module.parameters():
                 parameter.requires_grad = True
+    elif config.mode == QUERY_LIKELIHOOD:
+        from models.backbone import decoder, split_index
+
+        first = split_index(model, config.trained_layers)
+        stack = decoder(model)
+        for parameter in model.parameters():
+            parameter.requires_grad = False  # the LM head is tied to the (cached) embeddings
+        if config.trained_layers:
+            for module in [*list(stack.layers)[first:], stack.norm]:
+                for parameter in module.parameters():
+                    parameter.requires_grad = True
     elif config.mode in ("lora", "generative-lora"):
         from peft import LoraConfig, TaskType, get_peft_model
 
@@ -195,7 +232,7 @@ def load_trained(
     """A trained checkpoint (full, frozen, LoRA adapter or generative) with its tokenizer."""
     path = Path(path)
     info = read_grader_config(path)
-    task = "causal-lm" if is_generative(str(info.get("mode", ""))) else "classification"
+    task = "causal-lm" if is_causal_lm(str(info.get("mode", ""))) else "classification"
     num_labels = len(info.get("label_names") or LABEL_NAMES)
     adapter = path / "adapter_config.json"
     if adapter.exists():

@@ -31,7 +31,14 @@ import torch
 from data.cli import parse_config, run_main
 from data.io import check_replaceable, replace_folder
 from data.records import DEFAULT_RELEVANCE_THRESHOLD
-from models.builder import GRADER_CONFIG_FILE, is_generative, load_trained, read_grader_config
+from models.builder import (
+    GRADER_CONFIG_FILE,
+    QUERY_LIKELIHOOD,
+    is_causal_lm,
+    is_generative,
+    load_trained,
+    read_grader_config,
+)
 from models.resolve import LABEL_NAMES
 
 logger = logging.getLogger(__name__)
@@ -120,8 +127,13 @@ def plain_transformers_probabilities(
     fmt = grader["input_format"]
     tokenizer = AutoTokenizer.from_pretrained(export_dir)
     generative = is_generative(str(grader.get("mode", "")))
-    cls = AutoModelForCausalLM if generative else AutoModelForSequenceClassification
+    causal = is_causal_lm(str(grader.get("mode", "")))
+    cls = AutoModelForCausalLM if causal else AutoModelForSequenceClassification
     model = cls.from_pretrained(export_dir, dtype=torch.float32).eval()
+    if grader.get("mode") == QUERY_LIKELIHOOD:
+        return np.asarray(
+            [_plain_query_likelihood(model, tokenizer, grader, q, d) for q, d in pairs]
+        )
     out = []
     for query, document in pairs:
         fixed = len(
@@ -150,6 +162,39 @@ def plain_transformers_probabilities(
         relevant_from = grader.get("relevant_from", 1)
         out.append(torch.softmax(logits.float(), -1)[relevant_from:].sum().item())
     return np.asarray(out)
+
+
+def _plain_query_likelihood(
+    model: Any, tokenizer: Any, grader: dict[str, Any], query: str, document: str
+) -> float:
+    """Uncalibrated P(relevant) of a query-likelihood export, from its description alone."""
+    fmt = grader["input_format"]
+    special = fmt["add_special_tokens"]
+    marker = tokenizer(grader["query_likelihood"]["marker"], add_special_tokens=False)["input_ids"]
+
+    def query_log_likelihood(text: str) -> float:
+        ids = tokenizer(text, add_special_tokens=special)["input_ids"]
+        start = max(
+            i + len(marker)
+            for i in range(len(ids) - len(marker) + 1)
+            if ids[i : i + len(marker)] == marker
+        )
+        with torch.no_grad():
+            log_p = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), -1)
+        return sum(log_p[t - 1, ids[t]].item() for t in range(start, len(ids)))
+
+    fixed = len(
+        tokenizer(fill_template(fmt["template"], query, ""), add_special_tokens=special)[
+            "input_ids"
+        ]
+    )
+    doc_ids = tokenizer(document, add_special_tokens=False)["input_ids"]
+    doc = tokenizer.decode(doc_ids[: fmt["max_length"] - fixed])
+    pmi = query_log_likelihood(fill_template(fmt["template"], query, doc)) - query_log_likelihood(
+        fill_template(fmt["template"], query, "")
+    )
+    ql = grader["query_likelihood"]
+    return float(torch.sigmoid(torch.tensor(ql["scale"] * pmi + ql["bias"])))
 
 
 def _sample_pairs(config: ExportConfig) -> list[tuple[str, str]]:
@@ -199,10 +244,10 @@ def export(config: ExportConfig) -> dict[str, Any]:
     model, tokenizer = load_trained(checkpoint, dtype=dtype)
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()  # LoRA into the base weights; the saved head copy is kept
-    generative = is_generative(str(info.get("mode", "")))
+    causal = is_causal_lm(str(info.get("mode", "")))
     model.config.pad_token_id = tokenizer.pad_token_id
     names = list(info.get("label_names") or LABEL_NAMES)
-    if not generative:
+    if not causal:
         model.config.id2label = dict(enumerate(names))
         model.config.label2id = {name: i for i, name in enumerate(names)}
     description = {
@@ -270,8 +315,47 @@ def _metrics_table(description: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def usage_snippet(path: str, generative: bool) -> str:
+QUERY_LIKELIHOOD_SNIPPET = """import re, torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+path = "{path}"
+grader = AutoConfig.from_pretrained(path).grader
+fmt, ql = grader["input_format"], grader["query_likelihood"]
+tokenizer = AutoTokenizer.from_pretrained(path)
+model = AutoModelForCausalLM.from_pretrained(path).eval()
+marker = tokenizer(ql["marker"], add_special_tokens=False)["input_ids"]
+
+def fill(query, document):
+    slots = {{"query": query, "document": document}}
+    return re.sub(r"\\{{(query|document)\\}}", lambda m: slots[m.group(1)], fmt["template"])
+
+def query_log_likelihood(text):
+    # log P(query tokens | everything before them): the tokens after the template's marker.
+    ids = tokenizer(text, add_special_tokens=fmt["add_special_tokens"])["input_ids"]
+    start = max(i + len(marker) for i in range(len(ids) - len(marker) + 1)
+                if ids[i:i + len(marker)] == marker)
+    with torch.no_grad():
+        log_p = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), -1)
+    return sum(log_p[t - 1, ids[t]].item() for t in range(start, len(ids)))
+
+def p_relevant(query, document):
+    fixed = len(tokenizer(fill(query, ""), add_special_tokens=fmt["add_special_tokens"])["input_ids"])
+    doc_ids = tokenizer(document, add_special_tokens=False)["input_ids"]
+    doc = tokenizer.decode(doc_ids[: fmt["max_length"] - fixed])
+    # How much the document raises the query's likelihood over an empty passage (PMI).
+    pmi = query_log_likelihood(fill(query, doc)) - query_log_likelihood(fill(query, ""))
+    temperature = grader["calibration"].get("temperature", 1.0)
+    return torch.sigmoid(torch.tensor((ql["scale"] * pmi + ql["bias"]) / temperature)).item()
+
+p = p_relevant("what is an axon terminal", "Axon terminals are the ends of an axon's branches.")
+print(p, p >= grader["threshold"])
+"""
+
+
+def usage_snippet(path: str, generative: bool, query_likelihood: bool = False) -> str:
     """The model card's plain-transformers example (run by the tests against stored scores)."""
+    if query_likelihood:
+        return QUERY_LIKELIHOOD_SNIPPET.format(path=path)
     if generative:
         load = "AutoModelForCausalLM"
         read_out = (
@@ -365,6 +449,7 @@ def model_card(description: dict[str, Any], config: ExportConfig) -> str:
     base = description.get("base_model", "")
     hub_base = "HuggingFaceTB/SmolLM2-135M-Instruct" if base == "smollm2-135m" else base
     generative = is_generative(str(description.get("mode", "")))
+    query_likelihood = description.get("mode") == QUERY_LIKELIHOOD
     name = config.model_name or Path(config.out).name
     threshold = description["threshold"]
     temperature = description["calibration"].get("temperature", 1.0)
@@ -379,7 +464,7 @@ def model_card(description: dict[str, Any], config: ExportConfig) -> str:
     return f"""---
 license: {license_id}
 library_name: transformers
-pipeline_tag: {"text-generation" if generative else "text-classification"}
+pipeline_tag: {"text-generation" if generative or query_likelihood else "text-classification"}
 base_model: {hub_base}
 tags:
 - relevance
@@ -415,10 +500,10 @@ template with `{{query}}` and `{{document}}` slots, at most {fmt["max_length"]} 
 documents are cut at the end, never the query.
 
 ```python
-{usage_snippet(name, generative)}```
+{usage_snippet(name, generative, query_likelihood)}```
 
 With this repository: `Grader.from_pretrained(path).score(query, documents)`.
-{vllm_section(name, generative, threshold, temperature, bool(fmt.get("add_special_tokens")), description["relevant_from"])}
+{vllm_section(name, generative or query_likelihood, threshold, temperature, bool(fmt.get("add_special_tokens")), description["relevant_from"])}
 ## Intended use and limitations
 
 - Intended for labeling retrieved passages to compute retrieval metrics and to compare retrieval

@@ -9,7 +9,8 @@
 Classifier checkpoints are read through their softmax (P(relevant) is the mass of the relevant
 classes: the second of two, or grades >= 2 of a graded 0-3 head, which also gives each pair a
 grade); generative checkpoints and zero-shot causal LMs through P(yes) / (P(yes) + P(no)) at the
-answer position. Inputs are built by
+answer position; query-likelihood graders through sigmoid(scale * PMI + bias), PMI being how
+much the document raises the query's log-likelihood (models.query_likelihood). Inputs are built by
 models.input_format with the format stored beside the weights, batched and length-sorted.
 A stored calibration (temperature) and decision threshold are applied when present.
 """
@@ -62,6 +63,8 @@ class Grader:
     # The first class counted as relevant: 1 for a binary head, the grade threshold (2) for a
     # graded one.
     relevant_from: int = 1
+    # (scale, bias) of a query-likelihood grader: P(relevant) = sigmoid(scale * PMI + bias).
+    query_likelihood: tuple[float, float] | None = None
 
     @classmethod
     def from_pretrained(
@@ -99,6 +102,7 @@ class Grader:
                 tokenizer, max_length=max_length, use_chat_template=use_chat_template("auto", name)
             )
         calibration = info.get("calibration") or {}
+        ql = info.get("query_likelihood")
         return cls(
             model=model.to(device).eval(),
             tokenizer=tokenizer,
@@ -110,12 +114,17 @@ class Grader:
             info=info,
             batch_size=batch_size,
             relevant_from=int(info.get("relevant_from", 1)),
+            query_likelihood=(float(ql["scale"]), float(ql["bias"])) if ql else None,
         )
 
     @property
     def graded(self) -> bool:
         """Whether the head predicts the 0-3 grades (not only relevant or not)."""
-        return not self.generative and self.model.config.num_labels > 2
+        return (
+            not self.generative
+            and self.query_likelihood is None
+            and self.model.config.num_labels > 2
+        )
 
     def encode(
         self,
@@ -167,6 +176,19 @@ class Grader:
         0-3 of a graded head."""
         if not len(input_ids):
             return np.zeros((0, 2), dtype=np.float32)
+        if self.query_likelihood is not None:
+            from models.query_likelihood import pmi_probabilities, pmi_scores
+
+            pmi = pmi_scores(
+                self.model,
+                self.tokenizer,
+                self.input_format,
+                input_ids,
+                batch_size=self.batch_size,
+                max_batch_tokens=self.max_batch_tokens,
+                show_progress=show_progress,
+            )
+            return pmi_probabilities(pmi, *self.query_likelihood)
         if self.prefix_cache and prefix_lengths is not None and not self.generative:
             return shared_prefix_classifier_probabilities(
                 self.model, input_ids, prefix_lengths, batch_size=self.batch_size

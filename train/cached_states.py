@@ -98,16 +98,18 @@ class StateCache:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.model_key = model_key
 
-    def path(self, ids: Sequence[int], first_layer: int, dtype: torch.dtype) -> Path:
+    def path(self, ids: Sequence[int], first_layer: int | str, dtype: torch.dtype) -> Path:
         key = fingerprint(self.model_key, str(first_layer), str(dtype), ",".join(map(str, ids)))
         return self.folder / f"{key}.pt"
 
-    def get(self, ids: Sequence[int], first_layer: int, dtype: torch.dtype) -> torch.Tensor | None:
+    def get(
+        self, ids: Sequence[int], first_layer: int | str, dtype: torch.dtype
+    ) -> torch.Tensor | None:
         path = self.path(ids, first_layer, dtype)
         return torch.load(path, weights_only=True) if path.exists() else None
 
     def put(
-        self, ids: Sequence[int], first_layer: int, dtype: torch.dtype, state: torch.Tensor
+        self, ids: Sequence[int], first_layer: int | str, dtype: torch.dtype, state: torch.Tensor
     ) -> None:
         path = self.path(ids, first_layer, dtype)
         partial = path.with_suffix(".tmp")
@@ -125,24 +127,32 @@ def compute_states(
     max_batch_tokens: int = 16384,
     dtype: torch.dtype = torch.float32,
     cache: StateCache | None = None,
+    full_sequences: bool = False,
 ) -> list[torch.Tensor]:
     """Per pair, the hidden states entering layer ``first_layer`` (float32, on the CPU).
 
-    Full sequences (length, hidden) when layers above train; the last real token only (1, hidden)
-    in frozen mode, where nothing but the norm and head reads them. With ``cache``, pairs
-    computed before are read back and new ones are stored.
+    Full sequences (length, hidden) when layers above train or ``full_sequences`` is set (query
+    likelihood reads every query position); otherwise, above the last layer (frozen mode, where
+    nothing but the norm and head reads them), the last real token only (1, hidden). With
+    ``cache``, pairs computed before are read back and new ones are stored.
     """
     stack = decoder(model)
     device = next(model.parameters()).device
     pad_id = model.config.pad_token_id if model.config.pad_token_id is not None else 0
-    last_only = first_layer == len(stack.layers)
+    last_only = first_layer == len(stack.layers) and not full_sequences
     bottom = list(stack.layers)[:first_layer]
+    # The cache names the last-token states of the frozen mode and full sequences apart.
+    key: int | str = (
+        f"{first_layer}:full"
+        if first_layer == len(stack.layers) and full_sequences
+        else first_layer
+    )
     out: list[torch.Tensor] = [torch.empty(0)] * len(input_ids)
     todo = list(range(len(input_ids)))
     if cache is not None:
         todo = []
         for index, ids in enumerate(input_ids):
-            cached = cache.get(ids, first_layer, dtype)
+            cached = cache.get(ids, key, dtype)
             if cached is None:
                 todo.append(index)
             else:
@@ -164,7 +174,7 @@ def compute_states(
             for row, index in enumerate(batch):
                 out[index] = hidden[row, : 1 if last_only else len(input_ids[index])].clone()
                 if cache is not None:
-                    cache.put(input_ids[index], first_layer, dtype, out[index])
+                    cache.put(input_ids[index], key, dtype, out[index])
     return out
 
 
@@ -191,16 +201,21 @@ class CachedStates(torch.utils.data.Dataset):
         }
 
 
+def pad_states(sequences: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pads cached states (length, hidden) with zeros into (batch, width, hidden), and the
+    attention mask (1 = real position)."""
+    width = max(state.shape[0] for state in sequences)
+    states = torch.zeros((len(sequences), width, sequences[0].shape[1]), dtype=sequences[0].dtype)
+    mask = torch.zeros((len(sequences), width), dtype=torch.long)
+    for row, state in enumerate(sequences):
+        states[row, : state.shape[0]] = state
+        mask[row, : state.shape[0]] = 1
+    return states, mask
+
+
 def collate_states(features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
     """Right-pads cached states (zeros; masked out) into one batch."""
-    width = max(f["hidden_states"].shape[0] for f in features)
-    hidden = features[0]["hidden_states"].shape[1]
-    states = torch.zeros((len(features), width, hidden), dtype=features[0]["hidden_states"].dtype)
-    mask = torch.zeros((len(features), width), dtype=torch.long)
-    for row, feature in enumerate(features):
-        length = feature["hidden_states"].shape[0]
-        states[row, :length] = feature["hidden_states"]
-        mask[row, :length] = 1
+    states, mask = pad_states([f["hidden_states"] for f in features])
     return {
         "hidden_states": states,
         "attention_mask": mask,

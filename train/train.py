@@ -46,6 +46,7 @@ from data.cli import check_choices, choice, parse_config, run_main
 from data.records import DEFAULT_RELEVANCE_THRESHOLD
 from models.builder import (
     CACHED_STATE_MODES,
+    QUERY_LIKELIHOOD,
     GraderModelConfig,
     build_grader,
     count_parameters,
@@ -54,6 +55,8 @@ from models.builder import (
 )
 from models.input_format import GraderInputFormat, use_chat_template
 from models.losses import LOSSES, build_loss
+from models.query_likelihood import MARKER as QUERY_MARKER
+from models.query_likelihood import query_likelihood_format
 from train.grader_data import (
     SOFT_TARGETS,
     GraderCollator,
@@ -195,6 +198,13 @@ def check_combination(
             "labels=graded trains on the teacher's grades with the cross_entropy loss and hard "
             f"targets (got loss={loss_config.loss}, soft_targets={data_config.soft_targets})"
         )
+    if model_config.mode == QUERY_LIKELIHOOD and (
+        loss_config.loss != "cross_entropy" or data_config.soft_targets != "none"
+    ):
+        raise ValueError(
+            "mode=query_likelihood fits sigmoid(scale * PMI + bias) with the cross_entropy loss "
+            f"on hard labels (got loss={loss_config.loss}, soft_targets={data_config.soft_targets})"
+        )
     if data_config.soft_targets != "none" and loss_config.loss != "cross_entropy":
         raise ValueError(
             f"soft_targets={data_config.soft_targets}: only the cross_entropy loss uses soft "
@@ -276,7 +286,12 @@ def train(
             f"dtype={model_config.dtype} with mode={model_config.mode} trains float32 adapters "
             "on a low-precision base, which needs autocast: set bf16: true (or dtype: float32)"
         )
-    if model_config.mode in CACHED_STATE_MODES and (
+    if model_config.mode == QUERY_LIKELIHOOD and not args.cache_states:
+        raise ValueError(
+            "mode=query_likelihood trains on cached states only (cache_states: true); for a "
+            "fully fine-tuned grader use mode full, lora or generative"
+        )
+    if model_config.mode in (*CACHED_STATE_MODES, QUERY_LIKELIHOOD) and (
         args.fsdp or os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true"
     ):
         raise ValueError(
@@ -304,13 +319,16 @@ def train(
                 )
     set_seed(args.seed)
     model, tokenizer = build_grader(model_config)
-    fmt = GraderInputFormat.from_tokenizer(
-        tokenizer,
-        max_length=model_config.max_length,
-        use_chat_template=use_chat_template(
-            model_config.prompt_format, model_config.model_name_or_path
-        ),
-    )
+    if model_config.mode == QUERY_LIKELIHOOD:
+        fmt = query_likelihood_format(model_config.max_length)
+    else:
+        fmt = GraderInputFormat.from_tokenizer(
+            tokenizer,
+            max_length=model_config.max_length,
+            use_chat_template=use_chat_template(
+                model_config.prompt_format, model_config.model_name_or_path
+            ),
+        )
     relevant_from_grade = _label_threshold(data_config.dataset)
     info = grader_info(
         model_config,
@@ -339,6 +357,13 @@ def train(
         metrics = fit(trainer, args, evaluate=False)
         if eval_raw is not None:
             metrics.update(p_yes_metrics(trainer.model, tokenizer, fmt, eval_raw, args))
+    elif model_config.mode == QUERY_LIKELIHOOD:
+        trainer = query_likelihood_trainer(
+            model, tokenizer, fmt, model_config, loss_config, args, train_raw, eval_raw
+        )
+        metrics = fit(trainer, args, evaluate=eval_raw is not None)
+        scale, bias = trainer.model.scale_and_bias
+        info["query_likelihood"] = {"scale": scale, "bias": bias, "marker": QUERY_MARKER}
     else:
         trainer = classifier_trainer(
             model,
@@ -418,6 +443,64 @@ def classifier_trainer(
         compute_metrics=partial(compute_metrics, relevant_from=relevant_from),
         callbacks=callbacks,
         loss_fn=loss_fn,
+    )
+
+
+def query_likelihood_trainer(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    fmt: GraderInputFormat,
+    model_config: GraderModelConfig,
+    loss_config: LossConfig,
+    args: GraderTrainingArguments,
+    train_raw: Dataset,
+    eval_raw: Dataset | None,
+) -> Trainer:
+    """The Trainer for a query-likelihood grader: its top (or only its scale and bias) on cached
+    states of every pair and query prior (``train.query_likelihood``)."""
+    from models.backbone import split_index
+    from train.cached_states import StateCache, resolve_state_dtype, state_cache_key
+    from train.query_likelihood import (
+        QueryLikelihoodTop,
+        collate_query_likelihood,
+        initial_scale_and_bias,
+        query_likelihood_datasets,
+    )
+
+    first = split_index(model, model_config.trained_layers)
+    model.to(args.device).eval()
+    cache = None
+    if args.state_cache:
+        cache = StateCache(args.state_cache, state_cache_key(model_config.model_name_or_path))
+    splits = [
+        tokenize(raw, tokenizer, fmt) if raw is not None else None for raw in (train_raw, eval_raw)
+    ]
+    train_states, eval_states = query_likelihood_datasets(
+        model,
+        tokenizer,
+        fmt,
+        first,
+        splits,
+        batch_size=args.per_device_eval_batch_size,
+        dtype=resolve_state_dtype(args.state_dtype, args.device),
+        cache=cache,
+    )
+    assert train_states is not None
+    top = QueryLikelihoodTop(model, first, scale=1.0, bias=0.0).eval()
+    scale, bias = initial_scale_and_bias(top, train_states, loss_config.class_weights)
+    with torch.no_grad():
+        top.score.weight.fill_(scale)
+        top.score.bias.fill_(bias)
+    args.train_sampling_strategy = "random"  # the cached states fix the lengths
+    return GraderTrainer(
+        model=top.train(),
+        args=args,
+        train_dataset=train_states,
+        eval_dataset=eval_states,
+        data_collator=collate_query_likelihood,
+        processing_class=tokenizer,
+        compute_metrics=compute_metrics,
+        loss_fn=build_loss("cross_entropy", class_weights=loss_config.class_weights),
     )
 
 

@@ -240,6 +240,7 @@ def test_push_without_a_token_is_a_clear_error(exported: Path, monkeypatch: pyte
         ("top_layers", "binary"),
         ("generative", "binary"),
         ("top_layers", "graded"),
+        ("query_likelihood", "binary"),
     ],
 )
 def test_every_mode_exports_with_the_checkpoints_scores_and_a_card_snippet_that_runs(

@@ -1,0 +1,173 @@
+"""Query-likelihood grading: the PMI primitive, its cached-state training path and the grader."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from models.builder import GraderModelConfig, read_grader_config
+from models.grader import Grader
+from models.input_format import format_pairs
+from models.query_likelihood import (
+    MARKER,
+    pmi_probabilities,
+    pmi_scores,
+    query_likelihood_format,
+    split_inputs,
+)
+from models.resolve import load_model
+from tests.train.conftest import args_for
+from train.train import DataConfig, GraderTrainingArguments, LossConfig, train
+
+QUERIES = ["what is an axon terminal", "what is an axon terminal", "capital of france"]
+DOCUMENTS = [
+    "Axon terminals are the ends of an axon's branches, where signals pass to the next cell.",
+    "Paris.",
+    "Paris is the capital and largest city of France, on the Seine.",
+]
+
+
+def log_likelihood_by_hand(model, tokenizer, text: str) -> float:
+    """log P(tokens after the marker | before), from one unbatched forward pass over all logits."""
+    ids = tokenizer(text, add_special_tokens=True)["input_ids"]
+    marker = tokenizer(MARKER, add_special_tokens=False)["input_ids"]
+    start = max(
+        i + len(marker)
+        for i in range(len(ids) - len(marker) + 1)
+        if ids[i : i + len(marker)] == marker
+    )
+    with torch.no_grad():
+        log_p = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), -1)
+    return sum(log_p[t - 1, ids[t]].item() for t in range(start, len(ids)))
+
+
+@pytest.fixture(scope="module")
+def causal_lm(tiny_model_dir: Path):
+    model, tokenizer = load_model(str(tiny_model_dir), task="causal-lm", dtype=torch.float32)
+    return model.eval(), tokenizer
+
+
+def test_pmi_equals_the_query_log_likelihood_gain_computed_by_hand(causal_lm):
+    """Batched, right-padded and with each query's prior computed once, the PMI is log P(query |
+    document) - log P(query | empty passage) of two plain forward passes."""
+    model, tokenizer = causal_lm
+    fmt = query_likelihood_format(256)
+    pairs = format_pairs(tokenizer, fmt, QUERIES, DOCUMENTS)
+    scores = pmi_scores(model, tokenizer, fmt, pairs.input_ids, batch_size=3)
+    by_hand = [
+        log_likelihood_by_hand(model, tokenizer, fmt.render(q, d))
+        - log_likelihood_by_hand(model, tokenizer, fmt.render(q, ""))
+        for q, d in zip(QUERIES, DOCUMENTS, strict=True)
+    ]
+    np.testing.assert_allclose(scores, by_hand, atol=1e-4)
+    split = split_inputs(tokenizer, fmt, pairs.input_ids)
+    assert len(split.prior_ids) == 2 and split.prior_of == [0, 0, 1]  # one prior per query
+
+
+def test_the_query_is_found_after_the_last_marker_even_when_the_document_quotes_it(causal_lm):
+    _, tokenizer = causal_lm
+    fmt = query_likelihood_format(256)
+    document = f"An FAQ page. {MARKER} something else entirely."
+    pairs = format_pairs(tokenizer, fmt, ["axon terminal"], [document])
+    split = split_inputs(tokenizer, fmt, pairs.input_ids)
+    query_tokens = pairs.input_ids[0][split.target_starts[0] :]
+    assert tokenizer.decode(query_tokens).strip() == "axon terminal"
+    with pytest.raises(ValueError, match="no query after"):
+        split_inputs(tokenizer, fmt, [tokenizer("no marker here")["input_ids"]])
+
+
+def test_probabilities_are_a_logistic_function_of_pmi():
+    probabilities = pmi_probabilities(np.array([-2.0, 0.0, 3.0]), scale=0.5, bias=-1.0)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, atol=1e-6)
+    expected = 1 / (1 + np.exp(-(0.5 * np.array([-2.0, 0.0, 3.0]) - 1.0)))
+    np.testing.assert_allclose(probabilities[:, 1], expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("trainable_layers", [0, 1])
+def test_a_query_likelihood_grader_trains_on_cached_states_and_scores_the_same_reloaded(
+    trainable_layers: int, tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
+):
+    """The Trainer fits the scale and bias (and the top layer) on cached states; reloaded, the
+    grader's full forward passes give the Trainer's own validation scores."""
+    from data.metrics import classification_metrics
+
+    model_config = GraderModelConfig(
+        model_name_or_path=str(tiny_model_dir),
+        mode="query_likelihood",
+        trainable_layers=trainable_layers,
+        max_length=256,
+    )
+    args = args_for(tmp_path, num_train_epochs=4, learning_rate=1e-2, head_learning_rate=1e-2)
+    metrics = train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args)
+    assert metrics["eval_roc_auc"] >= 0.8, metrics
+    if trainable_layers:
+        assert metrics["eval_f1"] > 0.5, metrics  # not collapsed to the majority class
+    info = read_grader_config(args.output_dir)
+    assert info["mode"] == "query_likelihood"
+    assert info["input_format"]["name"] == "query-likelihood"
+    assert set(info["query_likelihood"]) == {"scale", "bias", "marker"}
+
+    grader = Grader.from_pretrained(args.output_dir, dtype="float32", device="cpu")
+    assert grader.query_likelihood == (
+        info["query_likelihood"]["scale"],
+        info["query_likelihood"]["bias"],
+    )
+    validation = [json.loads(line) for line in (tiny_dataset / "validation.jsonl").open()]
+    reloaded = grader.raw_probabilities(
+        [r["query"] for r in validation], [r["text"] for r in validation]
+    )
+    again = classification_metrics(reloaded, np.array([r["label"] for r in validation]))
+    assert again["roc_auc"] == pytest.approx(metrics["eval_roc_auc"], abs=1e-6)
+    assert again["f1"] == pytest.approx(metrics["eval_f1"], abs=1e-6)
+
+    base, _ = load_model(str(tiny_model_dir), task="causal-lm", dtype=torch.float32)
+    trained = grader.model.model.layers
+    changed = [
+        not torch.equal(a.self_attn.q_proj.weight, b.self_attn.q_proj.weight)
+        for a, b in zip(trained, base.model.layers, strict=True)
+    ]
+    assert changed == [False] * (len(changed) - trainable_layers) + [True] * trainable_layers
+
+
+@pytest.mark.parametrize(
+    ("model_overrides", "loss", "data", "training", "message"),
+    [
+        ({"labels": "graded"}, {}, {}, {}, "one relevance score"),
+        ({}, {"loss": "contrastive"}, {}, {}, "cross_entropy loss on hard labels"),
+        ({}, {}, {"soft_targets": "p_relevant"}, {}, "cross_entropy loss on hard labels"),
+        ({}, {}, {}, {"cache_states": False}, "cached states only"),
+    ],
+)
+def test_query_likelihood_refuses_settings_it_would_ignore(
+    model_overrides,
+    loss,
+    data,
+    training,
+    message,
+    tiny_model_dir: Path,
+    tiny_dataset: Path,
+    tmp_path: Path,
+):
+    with pytest.raises(ValueError, match=message):
+        train(
+            GraderModelConfig(
+                model_name_or_path=str(tiny_model_dir), mode="query_likelihood", **model_overrides
+            ),
+            DataConfig(dataset=str(tiny_dataset), **data),
+            LossConfig(**loss),
+            args_for(tmp_path, **training),
+        )
+
+
+def test_the_default_config_is_a_query_likelihood_grader():
+    from data.cli import parse_config
+    from tests.train.conftest import PARSERS
+
+    model_config, _, _, training = parse_config(
+        PARSERS, ["--config", "train/configs/smollm2-135m-ql.yaml"]
+    )
+    assert model_config.mode == "query_likelihood" and isinstance(training, GraderTrainingArguments)

@@ -1,0 +1,190 @@
+"""Training a query-likelihood grader on cached states, inside the same ``Trainer``.
+
+The bottom of the causal LM runs once per pair and once per query's empty-passage prior
+(``train.cached_states.compute_states``); :class:`QueryLikelihoodTop` runs the trained top
+layers (none when ``trainable_layers`` is 0), reads PMI = log P(query | document) - log P(query)
+off the frozen LM head and turns it into the logits (0, scale * PMI + bias), so the classifier's
+loss, metrics, best-checkpoint choice and resume apply unchanged. ``scale`` and ``bias`` (a
+``score`` layer, trained at ``head_learning_rate``) start from a logistic fit on the untrained
+PMI of the training pairs and are saved in ``grader_config.json``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from datasets import Dataset
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers.modeling_outputs import SequenceClassifierOutput
+
+from models.backbone import decoder, run_layers
+from models.input_format import GraderInputFormat
+from models.query_likelihood import fit_scale_and_bias, split_inputs, target_log_likelihood
+from train.cached_states import compute_states, pad_states
+
+
+class QueryLikelihoodTop(torch.nn.Module):
+    """Decoder layers ``first_layer..`` + final norm + the frozen LM head, fed with cached states
+    of each pair and of its query's prior; logits (0, scale * PMI + bias)."""
+
+    def __init__(self, model: PreTrainedModel, first_layer: int, scale: float, bias: float) -> None:
+        super().__init__()
+        stack = decoder(model)
+        self.config = stack.config
+        self.layers = torch.nn.ModuleList(list(stack.layers)[first_layer:])
+        self.rotary_emb = stack.rotary_emb
+        self.norm = stack.norm
+        self._lm_head = [model.get_output_embeddings()]  # frozen and tied: not a submodule
+        self.score = torch.nn.Linear(1, 1)
+        with torch.no_grad():
+            self.score.weight.fill_(scale)
+            self.score.bias.fill_(bias)
+
+    @property
+    def scale_and_bias(self) -> tuple[float, float]:
+        return float(self.score.weight.item()), float(self.score.bias.item())
+
+    def log_likelihood(
+        self,
+        states: torch.Tensor,
+        mask: torch.Tensor,
+        input_ids: torch.Tensor,
+        target_starts: torch.Tensor,
+    ) -> torch.Tensor:
+        """log P(query tokens | what precedes them) through the top, per row."""
+        hidden = self.norm(
+            run_layers(self.config, self.rotary_emb, states.float(), mask, self.layers)
+        )
+        return target_log_likelihood(
+            hidden, self._lm_head[0], input_ids, target_starts.tolist(), mask.sum(dim=1).tolist()
+        )
+
+    def pmi(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+        conditioned, prior = (
+            self.log_likelihood(
+                inputs[f"{side}hidden_states"],
+                inputs[f"{side}attention_mask"],
+                inputs[f"{side}input_ids"],
+                inputs[f"{side}target_starts"],
+            )
+            for side in ("", "prior_")
+        )
+        return conditioned - prior
+
+    def forward(
+        self, labels: torch.Tensor | None = None, **inputs: torch.Tensor
+    ) -> SequenceClassifierOutput:
+        z = self.score(self.pmi(inputs).unsqueeze(1))
+        return SequenceClassifierOutput(logits=torch.cat([torch.zeros_like(z), z], dim=1))
+
+
+class QueryLikelihoodStates(torch.utils.data.Dataset):
+    """Per pair: its cached states and token ids, its query's prior states and ids, its label."""
+
+    def __init__(
+        self,
+        input_ids: Sequence[Sequence[int]],
+        states: Sequence[torch.Tensor],
+        prior_ids: Sequence[Sequence[int]],
+        prior_states: Sequence[torch.Tensor],
+        split: Any,
+        labels: Sequence[int],
+    ) -> None:
+        self.input_ids, self.states = input_ids, states
+        self.prior_ids, self.prior_states = prior_ids, prior_states
+        self.split, self.labels = split, list(labels)
+
+    def __len__(self) -> int:
+        return len(self.states)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        prior = self.split.prior_of[index]
+        return {
+            "input_ids": list(self.input_ids[index]),
+            "hidden_states": self.states[index],
+            "target_starts": self.split.target_starts[index],
+            "prior_input_ids": list(self.prior_ids[prior]),
+            "prior_hidden_states": self.prior_states[prior],
+            "prior_target_starts": self.split.prior_target_starts[prior],
+            "labels": self.labels[index],
+        }
+
+
+def collate_query_likelihood(features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+    from models.scoring import pad_right
+
+    batch: dict[str, torch.Tensor] = {}
+    for prefix in ("", "prior_"):
+        states, mask = pad_states([f[f"{prefix}hidden_states"] for f in features])
+        ids, _ = pad_right([f[f"{prefix}input_ids"] for f in features], 0)
+        batch[f"{prefix}hidden_states"] = states
+        batch[f"{prefix}attention_mask"] = mask
+        batch[f"{prefix}input_ids"] = ids
+        batch[f"{prefix}target_starts"] = torch.tensor(
+            [f[f"{prefix}target_starts"] for f in features]
+        )
+    batch["labels"] = torch.tensor([int(f["labels"]) for f in features], dtype=torch.long)
+    return batch
+
+
+def query_likelihood_datasets(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    fmt: GraderInputFormat,
+    first_layer: int,
+    splits: Sequence[Dataset | None],
+    *,
+    batch_size: int,
+    dtype: torch.dtype,
+    cache: Any = None,
+) -> list[QueryLikelihoodStates | None]:
+    """Cached states of every pair and prior of each tokenized split (``train.grader_data.tokenize``)."""
+    out: list[QueryLikelihoodStates | None] = []
+    for ds in splits:
+        if ds is None:
+            out.append(None)
+            continue
+        input_ids = list(ds["input_ids"])
+        split = split_inputs(tokenizer, fmt, input_ids)
+        states = compute_states(
+            model,
+            input_ids + split.prior_ids,
+            first_layer,
+            batch_size=batch_size,
+            dtype=dtype,
+            cache=cache,
+            full_sequences=True,
+        )
+        out.append(
+            QueryLikelihoodStates(
+                input_ids,
+                states[: len(input_ids)],
+                split.prior_ids,
+                states[len(input_ids) :],
+                split,
+                list(ds["labels"]),
+            )
+        )
+    return out
+
+
+@torch.no_grad()
+def initial_scale_and_bias(
+    top: QueryLikelihoodTop,
+    data: QueryLikelihoodStates,
+    class_weights: Sequence[float] | None,
+    batch_size: int = 32,
+) -> tuple[float, float]:
+    """A logistic fit of the labels on the untrained top's PMI of the training pairs."""
+    import numpy as np
+
+    pmi = []
+    for start in range(0, len(data), batch_size):
+        batch = collate_query_likelihood(
+            [data[i] for i in range(start, min(start + batch_size, len(data)))]
+        )
+        batch.pop("labels")
+        pmi.append(top.pmi(batch))
+    return fit_scale_and_bias(torch.cat(pmi).numpy(), np.asarray(data.labels), class_weights)
