@@ -164,25 +164,29 @@ def plain_transformers_probabilities(
     return np.asarray(out)
 
 
+def plain_query_log_likelihood(
+    model: Any, tokenizer: Any, text: str, marker: str, add_special_tokens: bool
+) -> float:
+    """log P(tokens after the last ``marker`` | everything before), from one unbatched forward
+    pass over all logits: the query-likelihood read-out as a user would write it."""
+    ids = tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"]
+    marker_ids = tokenizer(marker, add_special_tokens=False)["input_ids"]
+    start = max(
+        i + len(marker_ids)
+        for i in range(len(ids) - len(marker_ids) + 1)
+        if ids[i : i + len(marker_ids)] == marker_ids
+    )
+    with torch.no_grad():
+        log_p = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), -1)
+    return sum(log_p[t - 1, ids[t]].item() for t in range(start, len(ids)))
+
+
 def _plain_query_likelihood(
     model: Any, tokenizer: Any, grader: dict[str, Any], query: str, document: str
 ) -> float:
     """Uncalibrated P(relevant) of a query-likelihood export, from its description alone."""
-    fmt = grader["input_format"]
+    fmt, ql = grader["input_format"], grader["query_likelihood"]
     special = fmt["add_special_tokens"]
-    marker = tokenizer(grader["query_likelihood"]["marker"], add_special_tokens=False)["input_ids"]
-
-    def query_log_likelihood(text: str) -> float:
-        ids = tokenizer(text, add_special_tokens=special)["input_ids"]
-        start = max(
-            i + len(marker)
-            for i in range(len(ids) - len(marker) + 1)
-            if ids[i : i + len(marker)] == marker
-        )
-        with torch.no_grad():
-            log_p = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), -1)
-        return sum(log_p[t - 1, ids[t]].item() for t in range(start, len(ids)))
-
     fixed = len(
         tokenizer(fill_template(fmt["template"], query, ""), add_special_tokens=special)[
             "input_ids"
@@ -190,10 +194,11 @@ def _plain_query_likelihood(
     )
     doc_ids = tokenizer(document, add_special_tokens=False)["input_ids"]
     doc = tokenizer.decode(doc_ids[: fmt["max_length"] - fixed])
-    pmi = query_log_likelihood(fill_template(fmt["template"], query, doc)) - query_log_likelihood(
-        fill_template(fmt["template"], query, "")
+    pmi = plain_query_log_likelihood(
+        model, tokenizer, fill_template(fmt["template"], query, doc), ql["marker"], special
+    ) - plain_query_log_likelihood(
+        model, tokenizer, fill_template(fmt["template"], query, ""), ql["marker"], special
     )
-    ql = grader["query_likelihood"]
     return float(torch.sigmoid(torch.tensor(ql["scale"] * pmi + ql["bias"])))
 
 

@@ -25,12 +25,9 @@ from models.backbone import decoder, run_layers
 from models.scoring import last_token, length_sorted_batches, pad_right
 
 
-class GraderTop(torch.nn.Module):
-    """Decoder layers ``first_layer..`` + final norm + head of ``model``, fed with cached states.
-
-    With ``first_layer`` equal to the layer count (frozen mode), each cached state is the last
-    real token's vector only, and the module is norm + head.
-    """
+class DecoderTop(torch.nn.Module):
+    """Decoder layers ``first_layer..`` and the final norm of ``model`` (its own parameter
+    objects), run on cached states of the layers below."""
 
     def __init__(self, model: PreTrainedModel, first_layer: int) -> None:
         super().__init__()
@@ -39,6 +36,26 @@ class GraderTop(torch.nn.Module):
         self.layers = torch.nn.ModuleList(list(stack.layers)[first_layer:])
         self.rotary_emb = stack.rotary_emb
         self.norm = stack.norm
+
+    def normed_states(
+        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor, dtype: torch.dtype
+    ) -> torch.Tensor:
+        """The top layers and the final norm over right-padded cached states."""
+        hidden = run_layers(
+            self.config, self.rotary_emb, hidden_states.to(dtype), attention_mask, self.layers
+        )
+        return self.norm(hidden)
+
+
+class GraderTop(DecoderTop):
+    """Decoder layers ``first_layer..`` + final norm + head of ``model``, fed with cached states.
+
+    With ``first_layer`` equal to the layer count (frozen mode), each cached state is the last
+    real token's vector only, and the module is norm + head.
+    """
+
+    def __init__(self, model: PreTrainedModel, first_layer: int) -> None:
+        super().__init__(model, first_layer)
         self.score = model.score
         # The full model's own switch (a bound method, so the model is not a submodule here):
         # it reaches the same layer objects that this top holds.
@@ -56,11 +73,8 @@ class GraderTop(torch.nn.Module):
         labels: torch.Tensor | None = None,  # named so that Trainer finds the label column
     ) -> SequenceClassifierOutput:
         """Logits of the head; the loss is the Trainer's (``GraderTrainer.compute_loss``)."""
-        dtype = self.score.weight.dtype
-        hidden = run_layers(
-            self.config, self.rotary_emb, hidden_states.to(dtype), attention_mask, self.layers
-        )
-        pooled = last_token(self.norm(hidden), attention_mask)
+        hidden = self.normed_states(hidden_states, attention_mask, self.score.weight.dtype)
+        pooled = last_token(hidden, attention_mask)
         return SequenceClassifierOutput(logits=self.score(pooled))
 
 

@@ -19,23 +19,17 @@ from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.modeling_outputs import SequenceClassifierOutput
 
-from models.backbone import decoder, run_layers
 from models.input_format import GraderInputFormat
 from models.query_likelihood import fit_scale_and_bias, split_inputs, target_log_likelihood
-from train.cached_states import compute_states, pad_states
+from train.cached_states import DecoderTop, compute_states, pad_states
 
 
-class QueryLikelihoodTop(torch.nn.Module):
+class QueryLikelihoodTop(DecoderTop):
     """Decoder layers ``first_layer..`` + final norm + the frozen LM head, fed with cached states
     of each pair and of its query's prior; logits (0, scale * PMI + bias)."""
 
     def __init__(self, model: PreTrainedModel, first_layer: int, scale: float, bias: float) -> None:
-        super().__init__()
-        stack = decoder(model)
-        self.config = stack.config
-        self.layers = torch.nn.ModuleList(list(stack.layers)[first_layer:])
-        self.rotary_emb = stack.rotary_emb
-        self.norm = stack.norm
+        super().__init__(model, first_layer)
         self._lm_head = [model.get_output_embeddings()]  # frozen and tied: not a submodule
         self.score = torch.nn.Linear(1, 1)
         with torch.no_grad():
@@ -54,9 +48,7 @@ class QueryLikelihoodTop(torch.nn.Module):
         target_starts: torch.Tensor,
     ) -> torch.Tensor:
         """log P(query tokens | what precedes them) through the top, per row."""
-        hidden = self.norm(
-            run_layers(self.config, self.rotary_emb, states.float(), mask, self.layers)
-        )
+        hidden = self.normed_states(states, mask, torch.float32)
         return target_log_likelihood(
             hidden, self._lm_head[0], input_ids, target_starts.tolist(), mask.sum(dim=1).tolist()
         )

@@ -428,19 +428,43 @@ def classifier_trainer(
         from train.cached_states import collate_states
 
         collator = collate_states
+    return grader_trainer(
+        trained,
+        args,
+        train_ds,
+        eval_ds,
+        collator,
+        tokenizer,
+        loss_fn,
+        partial(compute_metrics, relevant_from=relevant_from),
+    )
+
+
+def grader_trainer(
+    model: torch.nn.Module,
+    args: GraderTrainingArguments,
+    train_ds: Any,
+    eval_ds: Any,
+    collator: Any,
+    tokenizer: PreTrainedTokenizerBase,
+    loss_fn: torch.nn.Module,
+    metrics: Any = compute_metrics,
+) -> Trainer:
+    """The one ``GraderTrainer`` of the classifier and query-likelihood modes (early stopping
+    when asked)."""
     callbacks: list[TrainerCallback] = []
     if args.early_stopping_patience:
         callbacks.append(
             EarlyStoppingCallback(early_stopping_patience=args.early_stopping_patience)
         )
     return GraderTrainer(
-        model=trained,
+        model=model,
         args=args,
         train_dataset=train_ds,
         eval_dataset=eval_ds,
         data_collator=collator,
         processing_class=tokenizer,
-        compute_metrics=partial(compute_metrics, relevant_from=relevant_from),
+        compute_metrics=metrics,
         callbacks=callbacks,
         loss_fn=loss_fn,
     )
@@ -492,15 +516,14 @@ def query_likelihood_trainer(
         top.score.weight.fill_(scale)
         top.score.bias.fill_(bias)
     args.train_sampling_strategy = "random"  # the cached states fix the lengths
-    return GraderTrainer(
-        model=top.train(),
-        args=args,
-        train_dataset=train_states,
-        eval_dataset=eval_states,
-        data_collator=collate_query_likelihood,
-        processing_class=tokenizer,
-        compute_metrics=compute_metrics,
-        loss_fn=build_loss("cross_entropy", class_weights=loss_config.class_weights),
+    return grader_trainer(
+        top.train(),
+        args,
+        train_states,
+        eval_states,
+        collate_query_likelihood,
+        tokenizer,
+        build_loss("cross_entropy", class_weights=loss_config.class_weights),
     )
 
 

@@ -17,7 +17,9 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.mark.parametrize("path", sorted((REPO / "eval/configs").glob("study*.yaml")), ids=str)
 def test_study_configs_parse(path: Path):
     (config,) = parse_config([StudyConfig], ["--config", str(path)])
-    assert config.folds == 5 and "top4" in config.trained_models()
+    # Every study trains at least one grader and scores it beside both baselines.
+    assert config.folds == 5 and config.trained_models()
+    assert {"bm25", "cosine"} <= set(config.models)
     for train_config in config.trained_models().values():
         assert (REPO / train_config).exists()
     assert all((REPO / extra).exists() for extra in config.train_only)

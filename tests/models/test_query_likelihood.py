@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from models.builder import GraderModelConfig, read_grader_config
+from models.export import plain_query_log_likelihood
 from models.grader import Grader
 from models.input_format import format_pairs
 from models.query_likelihood import (
@@ -32,17 +33,9 @@ DOCUMENTS = [
 
 
 def log_likelihood_by_hand(model, tokenizer, text: str) -> float:
-    """log P(tokens after the marker | before), from one unbatched forward pass over all logits."""
-    ids = tokenizer(text, add_special_tokens=True)["input_ids"]
-    marker = tokenizer(MARKER, add_special_tokens=False)["input_ids"]
-    start = max(
-        i + len(marker)
-        for i in range(len(ids) - len(marker) + 1)
-        if ids[i : i + len(marker)] == marker
-    )
-    with torch.no_grad():
-        log_p = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), -1)
-    return sum(log_p[t - 1, ids[t]].item() for t in range(start, len(ids)))
+    """The export's plain read-out: one unbatched pass over all logits, no padding, no prior
+    sharing (``models.export.plain_query_log_likelihood``)."""
+    return plain_query_log_likelihood(model, tokenizer, text, MARKER, add_special_tokens=True)
 
 
 @pytest.fixture(scope="module")

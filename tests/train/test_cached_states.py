@@ -12,7 +12,7 @@ from safetensors.torch import load_file
 
 from data.cli import parse_config
 from models.backbone import split_index
-from models.builder import GraderModelConfig, build_grader
+from models.builder import GraderModelConfig, build_grader, read_grader_config
 from models.input_format import GraderInputFormat, format_pairs
 from models.scoring import pad_right
 from tests.train.conftest import PARSERS, args_for
@@ -52,7 +52,9 @@ def _trained_weights(output_dir: Path) -> dict[str, torch.Tensor]:
     return load_file(str(path))
 
 
-@pytest.mark.parametrize("mode", ["full", "frozen", "top_layers", "lora", "generative"])
+@pytest.mark.parametrize(
+    "mode", ["full", "frozen", "top_layers", "lora", "generative", "query_likelihood"]
+)
 def test_resume_from_a_checkpoint_gives_the_uninterrupted_result(
     mode: str, tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
 ):
@@ -87,6 +89,9 @@ def test_resume_from_a_checkpoint_gives_the_uninterrupted_result(
     assert a.keys() == b.keys()
     for key in a:
         torch.testing.assert_close(a[key], b[key], rtol=0, atol=0, msg=key)
+    # A query-likelihood grader's read-out lives beside the weights.
+    straight_info = read_grader_config(straight.output_dir).get("query_likelihood")
+    assert straight_info == read_grader_config(resumed_dir).get("query_likelihood")
 
 
 def _parse(tmp_path: Path, yaml_text: str, *overrides: str):
@@ -107,6 +112,8 @@ def _parse(tmp_path: Path, yaml_text: str, *overrides: str):
         ("mode: full\nclass_weights: [1.0, 0.0]\n", "class_weights"),
         ("mode: full\nlabels: ordinal\n", "labels: expected one of"),
         ("mode: generative\nlabels: graded\n", "classification head"),
+        ("mode: query_likelihood\nlabels: graded\n", "one relevance score"),
+        ("mode: query_likelihood\ntrainable_layers: -1\n", "trainable_layers"),
     ],
 )
 def test_bad_config_values_fail_while_parsing(tmp_path: Path, yaml_text: str, message: str):
