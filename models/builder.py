@@ -113,8 +113,8 @@ class GraderModelConfig:
         check_choices(self)
         if self.labels == "graded" and is_causal_lm(self.mode):
             raise ValueError(
-                f"labels=graded: mode={self.mode} gives one relevance score; train a graded grader with a "
-                "classification head (full, frozen, top_layers or lora)"
+                f"labels=graded: mode={self.mode} gives one relevance score; train a graded "
+                "grader with a classification head (full, frozen, top_layers or lora)"
             )
         if self.mode == "top_layers" and self.trainable_layers < 1:
             raise ValueError("trainable_layers: top_layers mode trains at least 1 layer")
@@ -148,7 +148,7 @@ def build_grader(config: GraderModelConfig) -> tuple[PreTrainedModel, PreTrained
         model, tokenizer = load_model(
             config.model_name_or_path, num_labels=config.num_labels, **kwargs
         )
-    if config.mode in CACHED_STATE_MODES:
+    if config.mode in (*CACHED_STATE_MODES, QUERY_LIKELIHOOD):
         from models.backbone import decoder, split_index
 
         trained = config.trained_layers
@@ -156,21 +156,12 @@ def build_grader(config: GraderModelConfig) -> tuple[PreTrainedModel, PreTrained
         stack = decoder(model)
         for parameter in model.parameters():
             parameter.requires_grad = False
-        top = [model.score] + ([*list(stack.layers)[first:], stack.norm] if trained else [])
-        for module in top:
+        # A classifier's head trains; query likelihood reads the LM head, which is tied to the
+        # (cached) input embeddings and stays frozen.
+        head = [] if config.mode == QUERY_LIKELIHOOD else [model.score]
+        for module in head + ([*list(stack.layers)[first:], stack.norm] if trained else []):
             for parameter in module.parameters():
                 parameter.requires_grad = True
-    elif config.mode == QUERY_LIKELIHOOD:
-        from models.backbone import decoder, split_index
-
-        first = split_index(model, config.trained_layers)
-        stack = decoder(model)
-        for parameter in model.parameters():
-            parameter.requires_grad = False  # the LM head is tied to the (cached) embeddings
-        if config.trained_layers:
-            for module in [*list(stack.layers)[first:], stack.norm]:
-                for parameter in module.parameters():
-                    parameter.requires_grad = True
     elif config.mode in ("lora", "generative-lora"):
         from peft import LoraConfig, TaskType, get_peft_model
 

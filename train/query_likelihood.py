@@ -20,7 +20,12 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from models.input_format import GraderInputFormat
-from models.query_likelihood import fit_scale_and_bias, split_inputs, target_log_likelihood
+from models.query_likelihood import (
+    QueryLikelihoodInputs,
+    fit_scale_and_bias,
+    split_inputs,
+    target_log_likelihood,
+)
 from train.cached_states import DecoderTop, compute_states, pad_states
 
 
@@ -28,17 +33,20 @@ class QueryLikelihoodTop(DecoderTop):
     """Decoder layers ``first_layer..`` + final norm + the frozen LM head, fed with cached states
     of each pair and of its query's prior; logits (0, scale * PMI + bias)."""
 
-    def __init__(self, model: PreTrainedModel, first_layer: int, scale: float, bias: float) -> None:
+    def __init__(self, model: PreTrainedModel, first_layer: int) -> None:
         super().__init__(model, first_layer)
         self._lm_head = [model.get_output_embeddings()]  # frozen and tied: not a submodule
         self.score = torch.nn.Linear(1, 1)
-        with torch.no_grad():
-            self.score.weight.fill_(scale)
-            self.score.bias.fill_(bias)
+        self.set_scale_and_bias(1.0, 0.0)
 
     @property
     def scale_and_bias(self) -> tuple[float, float]:
         return float(self.score.weight.item()), float(self.score.bias.item())
+
+    @torch.no_grad()
+    def set_scale_and_bias(self, scale: float, bias: float) -> None:
+        self.score.weight.fill_(scale)
+        self.score.bias.fill_(bias)
 
     def log_likelihood(
         self,
@@ -81,7 +89,7 @@ class QueryLikelihoodStates(torch.utils.data.Dataset):
         states: Sequence[torch.Tensor],
         prior_ids: Sequence[Sequence[int]],
         prior_states: Sequence[torch.Tensor],
-        split: Any,
+        split: QueryLikelihoodInputs,
         labels: Sequence[int],
     ) -> None:
         self.input_ids, self.states = input_ids, states

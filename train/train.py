@@ -483,7 +483,7 @@ def query_likelihood_trainer(
     """The Trainer for a query-likelihood grader: its top (or only its scale and bias) on cached
     states of every pair and query prior (``train.query_likelihood``)."""
     from models.backbone import split_index
-    from train.cached_states import StateCache, resolve_state_dtype, state_cache_key
+    from train.cached_states import resolve_state_dtype
     from train.query_likelihood import (
         QueryLikelihoodTop,
         collate_query_likelihood,
@@ -493,9 +493,6 @@ def query_likelihood_trainer(
 
     first = split_index(model, model_config.trained_layers)
     model.to(args.device).eval()
-    cache = None
-    if args.state_cache:
-        cache = StateCache(args.state_cache, state_cache_key(model_config.model_name_or_path))
     splits = [
         tokenize(raw, tokenizer, fmt) if raw is not None else None for raw in (train_raw, eval_raw)
     ]
@@ -507,14 +504,11 @@ def query_likelihood_trainer(
         splits,
         batch_size=args.per_device_eval_batch_size,
         dtype=resolve_state_dtype(args.state_dtype, args.device),
-        cache=cache,
+        cache=_state_cache(args, model_config),
     )
     assert train_states is not None
-    top = QueryLikelihoodTop(model, first, scale=1.0, bias=0.0).eval()
-    scale, bias = initial_scale_and_bias(top, train_states, loss_config.class_weights)
-    with torch.no_grad():
-        top.score.weight.fill_(scale)
-        top.score.bias.fill_(bias)
+    top = QueryLikelihoodTop(model, first).eval()
+    top.set_scale_and_bias(*initial_scale_and_bias(top, train_states, loss_config.class_weights))
     args.train_sampling_strategy = "random"  # the cached states fix the lengths
     return grader_trainer(
         top.train(),
@@ -525,6 +519,15 @@ def query_likelihood_trainer(
         tokenizer,
         build_loss("cross_entropy", class_weights=loss_config.class_weights),
     )
+
+
+def _state_cache(args: GraderTrainingArguments, model_config: GraderModelConfig) -> Any:
+    """The on-disk state cache of ``--state_cache`` (None: states live in memory only)."""
+    from train.cached_states import StateCache, state_cache_key
+
+    if not args.state_cache:
+        return None
+    return StateCache(args.state_cache, state_cache_key(model_config.model_name_or_path))
 
 
 def _cached_state_datasets(
@@ -538,19 +541,15 @@ def _cached_state_datasets(
     from train.cached_states import (
         CachedStates,
         GraderTop,
-        StateCache,
         compute_states,
         resolve_state_dtype,
-        state_cache_key,
     )
 
     first = split_index(model, model_config.trained_layers)
     device = args.device
     dtype = resolve_state_dtype(args.state_dtype, device)
     model.to(device).eval()
-    cache = None
-    if args.state_cache:
-        cache = StateCache(args.state_cache, state_cache_key(model_config.model_name_or_path))
+    cache = _state_cache(args, model_config)
 
     def states(ds: Dataset) -> CachedStates:
         hidden = compute_states(
