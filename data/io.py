@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -269,8 +269,9 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
-def sha256_path(path: str | os.PathLike[str]) -> str:
-    """Hex SHA-256 of a file, or of the files directly inside a folder (names and bytes, sorted).
+def sha256_path(path: str | os.PathLike[str], exclude: Collection[str] = ()) -> str:
+    """Hex SHA-256 of a file, or of the files directly inside a folder (names and bytes, sorted),
+    leaving out the files named in ``exclude``.
 
     Sub-folders are left out: a model folder's weights and configs count, its training
     checkpoints do not.
@@ -279,7 +280,7 @@ def sha256_path(path: str | os.PathLike[str]) -> str:
     if path.is_file():
         return sha256_file(path)
     digest = hashlib.sha256()
-    for file in sorted(p for p in path.iterdir() if p.is_file()):
+    for file in sorted(p for p in path.iterdir() if p.is_file() and p.name not in exclude):
         digest.update(file.name.encode() + b"\0" + sha256_file(file).encode())
     return digest.hexdigest()
 

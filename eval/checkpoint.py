@@ -171,6 +171,24 @@ def _score(config: CheckpointEvalConfig, records: list[Judgment]) -> Scored:
     )
 
 
+def _calibration_scores(
+    config: CheckpointEvalConfig, records: list[Judgment], scorer: Scorer | None
+) -> tuple[np.ndarray, str]:
+    """P(relevant) of the calibration pairs and where it came from: those that training stored
+    for this very grader are read back (``models.grader.VALIDATION_SCORES``), not scored again."""
+    if scorer:
+        return _timed(scorer, records).probabilities, "scored"
+    if config.model and not config.zero_shot:
+        from models.grader import resolve_device_and_dtype, stored_validation_scores
+
+        _, dtype = resolve_device_and_dtype(config.device, config.dtype)
+        stored = stored_validation_scores(config.model, [(r.qid, r.doc_id) for r in records], dtype)
+        if stored is not None:
+            logger.info("%s: validation scores stored by training, not recomputed", config.model)
+            return stored, "stored by training"
+    return _score(config, records).probabilities, "scored"
+
+
 def _timed(scorer: Scorer, records: list[Judgment]) -> Scored:
     start = time.perf_counter()
     scores = np.asarray(scorer(records), dtype=np.float64)
@@ -267,9 +285,9 @@ def evaluate(config: CheckpointEvalConfig, scorer: Scorer | None = None) -> dict
                 f"calibration_data shares {len(overlap)} pair(s) with data: thresholds must not be fitted on "
                 "the evaluated split"
             )
-        calibration_probabilities = (
-            _timed(scorer, calibration_records) if scorer else _score(config, calibration_records)
-        ).probabilities
+        calibration_probabilities, result["calibration_scores"] = _calibration_scores(
+            config, calibration_records, scorer
+        )
         valid = ~np.isnan(calibration_probabilities)
         calibration_labels = np.array([r.label for r in calibration_records])[valid]
         if config.baseline:  # scores -> P(relevant), fitted on the calibration pairs only

@@ -44,6 +44,18 @@ from models.scoring import (
 )
 
 
+def resolve_device_and_dtype(
+    device: str | None, dtype: torch.dtype | str | None
+) -> tuple[str, torch.dtype]:
+    """The device (CUDA when present) and dtype (``auto``/None: bf16 where fast) a grader runs in."""
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if isinstance(dtype, str) and dtype != "auto":
+        return device, getattr(torch, dtype)
+    if dtype is None or dtype == "auto":
+        return device, inference_dtype(device)
+    return device, dtype
+
+
 @dataclass
 class Grader:
     model: PreTrainedModel
@@ -77,11 +89,7 @@ class Grader:
         max_length: int = 512,
         batch_size: int = 32,
     ) -> Grader:
-        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        if isinstance(dtype, str) and dtype != "auto":
-            dtype = getattr(torch, dtype)
-        if dtype is None or dtype == "auto":
-            dtype = inference_dtype(device)
+        device, dtype = resolve_device_and_dtype(device, dtype)
         name = str(path_or_name)
         if zero_shot:
             model, tokenizer = load_model(name, task="causal-lm", dtype=dtype)
@@ -263,3 +271,60 @@ class Grader:
         grades, _ = self.grades_and_scores_of_ids(pairs.input_ids, pairs.prefix_lengths)
         assert grades is not None
         return grades
+
+
+# Written by training beside the weights: the trained grader's P(relevant) of every validation
+# pair, so that an evaluation fitting its threshold there need not score them again.
+VALIDATION_SCORES = "validation_scores.json"
+
+
+def grader_digest(folder: str | Path) -> str:
+    """SHA-256 of a grader folder's files (weights, configs, tokenizer), its stored validation
+    scores left out: the scores are valid for exactly this digest."""
+    from data.io import sha256_path
+
+    return sha256_path(folder, exclude=(VALIDATION_SCORES,))
+
+
+def save_validation_scores(
+    folder: str | Path,
+    pairs: Sequence[tuple[str, str]],
+    probabilities: np.ndarray,
+    dtype: torch.dtype,
+) -> None:
+    """Store P(relevant) per (qid, doc_id) for the grader saved in ``folder``, as computed in
+    ``dtype`` (call after the grader's files are written)."""
+    from data.io import write_json
+
+    write_json(
+        Path(folder) / VALIDATION_SCORES,
+        {
+            "grader_digest": grader_digest(folder),
+            "dtype": str(dtype).removeprefix("torch."),
+            "scores": [
+                {"qid": qid, "doc_id": doc_id, "probability": float(p)}
+                for (qid, doc_id), p in zip(pairs, probabilities, strict=True)
+            ],
+        },
+    )
+
+
+def stored_validation_scores(
+    folder: str | Path, pairs: Sequence[tuple[str, str]], dtype: torch.dtype
+) -> np.ndarray | None:
+    """The stored P(relevant) of ``pairs``, or None unless every pair was stored by training for
+    the grader now in ``folder`` (same files) in the same ``dtype``."""
+    import json
+
+    path = Path(folder) / VALIDATION_SCORES
+    if not path.is_file():
+        return None
+    stored = json.loads(path.read_text())
+    if stored.get("dtype") != str(dtype).removeprefix("torch."):
+        return None
+    scores = {(s["qid"], s["doc_id"]): s["probability"] for s in stored.get("scores", [])}
+    if any(pair not in scores for pair in pairs):
+        return None
+    if stored.get("grader_digest") != grader_digest(folder):
+        return None
+    return np.array([scores[pair] for pair in pairs], dtype=np.float64)

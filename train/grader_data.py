@@ -98,18 +98,25 @@ def missing_grades(dataset: Dataset) -> list[int]:
     return [i for i, grade in enumerate(dataset["grade"]) if grade is None]
 
 
+def class_probabilities(predictions: Any) -> np.ndarray:
+    """Softmax over the classes of a Trainer's predictions (the logits, first of a tuple)."""
+    logits = predictions[0] if isinstance(predictions, tuple) else predictions
+    return torch.softmax(torch.as_tensor(logits).float(), dim=-1).numpy()
+
+
+def prediction_probabilities(predictions: Any, relevant_from: int = 1) -> np.ndarray:
+    """P(relevant) per pair from a Trainer's predictions (the relevant classes' mass)."""
+    return relevant_probability(class_probabilities(predictions), relevant_from)
+
+
 def compute_metrics(prediction, relevant_from: int = 1) -> dict[str, float]:
     """Binary metrics of P(relevant) (the relevant classes' mass); a graded head's predictions
     are also scored against the grades (accuracy of the likeliest grade, error of the expected)."""
-    logits = (
-        prediction.predictions[0]
-        if isinstance(prediction.predictions, tuple)
-        else prediction.predictions
-    )
-    probabilities = torch.softmax(torch.as_tensor(logits).float(), dim=-1).numpy()
+    probabilities = class_probabilities(prediction.predictions)
     targets = np.asarray(prediction.label_ids).astype(int)
     metrics = classification_metrics(
-        relevant_probability(probabilities, relevant_from), (targets >= relevant_from).astype(int)
+        prediction_probabilities(prediction.predictions, relevant_from),
+        (targets >= relevant_from).astype(int),
     )
     if probabilities.shape[1] > 2:
         expected = probabilities @ np.arange(probabilities.shape[1])

@@ -63,6 +63,7 @@ from train.grader_data import (
     compute_metrics,
     load_split,
     missing_grades,
+    prediction_probabilities,
     tokenize,
 )
 
@@ -354,14 +355,14 @@ def train(
 
         trainer = generative_trainer(model, tokenizer, fmt, train_raw, eval_raw, args)
         _describe_checkpoints(trainer, model, info)
-        metrics = fit(trainer, args, evaluate=False)
+        metrics, predictions = fit(trainer, args, evaluate=False)
         if eval_raw is not None:
             metrics.update(p_yes_metrics(trainer.model, tokenizer, fmt, eval_raw, args))
     elif model_config.mode == QUERY_LIKELIHOOD:
         trainer = query_likelihood_trainer(
             model, tokenizer, fmt, model_config, loss_config, args, train_raw, eval_raw
         )
-        metrics = fit(trainer, args, evaluate=eval_raw is not None)
+        metrics, predictions = fit(trainer, args, evaluate=eval_raw is not None)
         scale, bias = trainer.model.scale_and_bias
         info["query_likelihood"] = {"scale": scale, "bias": bias, "marker": QUERY_MARKER}
     else:
@@ -378,9 +379,22 @@ def train(
             relevant_from=info["relevant_from"],
         )
         _describe_checkpoints(trainer, model, info)
-        metrics = fit(trainer, args, evaluate=eval_raw is not None)
+        metrics, predictions = fit(trainer, args, evaluate=eval_raw is not None)
     metrics["train_seconds"] = round(time.perf_counter() - start, 2)
     save_trained(trainer, model, tokenizer, Path(args.output_dir), info, metrics)
+    cached = model_config.mode in (*CACHED_STATE_MODES, QUERY_LIKELIHOOD)
+    if predictions is not None and cached and trainer.is_world_process_zero():
+        # Trained on cached states, evaluated exactly as the saved grader reads these pairs
+        # (same forward pass, state dtype): stored, so its evaluation does not score them again.
+        from models.grader import save_validation_scores
+        from train.cached_states import resolve_state_dtype
+
+        save_validation_scores(
+            args.output_dir,
+            list(zip(eval_raw["qid"], eval_raw["doc_id"], strict=True)),
+            prediction_probabilities(predictions, info["relevant_from"]),
+            resolve_state_dtype(args.state_dtype, args.device),
+        )
     return metrics
 
 
@@ -569,14 +583,19 @@ def _cached_state_datasets(
     return GraderTop(model, first).train(), train_states, eval_states
 
 
-def fit(trainer: Trainer, args: TrainingArguments, evaluate: bool) -> dict[str, Any]:
-    """Train (resuming when asked), then evaluate the model kept at the end."""
+def fit(trainer: Trainer, args: TrainingArguments, evaluate: bool) -> tuple[dict[str, Any], Any]:
+    """Train (resuming when asked), then evaluate the model kept at the end: its metrics and its
+    predictions on the validation pairs (None without evaluation)."""
     result = trainer.train(resume_from_checkpoint=args.resume_from_checkpoint)
     metrics: dict[str, Any] = dict(result.metrics)
+    predictions = None
     if evaluate:
-        metrics.update(trainer.evaluate())
+        output = trainer.predict(trainer.eval_dataset, metric_key_prefix="eval")
+        trainer.log(output.metrics)
+        metrics.update(output.metrics)
+        predictions = output.predictions
     metrics["history"] = trainer.state.log_history
-    return metrics
+    return metrics, predictions
 
 
 def save_trained(

@@ -11,7 +11,7 @@ import torch
 
 from models.builder import GraderModelConfig, read_grader_config
 from models.export import plain_query_log_likelihood
-from models.grader import Grader
+from models.grader import Grader, stored_validation_scores
 from models.input_format import format_pairs
 from models.query_likelihood import (
     MARKER,
@@ -116,6 +116,12 @@ def test_a_query_likelihood_grader_trains_on_cached_states_and_scores_the_same_r
     again = classification_metrics(reloaded, np.array([r["label"] for r in validation]))
     assert again["roc_auc"] == pytest.approx(metrics["eval_roc_auc"], abs=1e-6)
     assert again["f1"] == pytest.approx(metrics["eval_f1"], abs=1e-6)
+    # What training stored for its evaluation to reuse is what the reloaded grader computes.
+    stored = stored_validation_scores(
+        args.output_dir, [(r["qid"], r["doc_id"]) for r in validation], torch.float32
+    )
+    assert stored is not None
+    np.testing.assert_allclose(stored, reloaded, atol=1e-5)
 
     base, _ = load_model(str(tiny_model_dir), task="causal-lm", dtype=torch.float32)
     trained = grader.model.model.layers
@@ -164,3 +170,46 @@ def test_the_default_config_is_a_query_likelihood_grader():
         PARSERS, ["--config", "train/configs/smollm2-135m-ql.yaml"]
     )
     assert model_config.mode == "query_likelihood" and isinstance(training, GraderTrainingArguments)
+
+
+def test_evaluation_reuses_the_validation_scores_training_stored_for_exactly_these_weights(
+    tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
+):
+    """eval.checkpoint fits its threshold on the scores training stored (no second pass) and
+    gets what scoring the pairs again gives; once the grader's files change, it scores again."""
+    from eval.checkpoint import CheckpointEvalConfig, evaluate
+
+    model_config = GraderModelConfig(
+        model_name_or_path=str(tiny_model_dir), mode="query_likelihood", max_length=256
+    )
+    args = args_for(tmp_path, num_train_epochs=2, learning_rate=1e-2, head_learning_rate=1e-2)
+    train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args)
+
+    def evaluation(name: str) -> dict:
+        return evaluate(
+            CheckpointEvalConfig(
+                model=args.output_dir,
+                data=str(tiny_dataset / "test.jsonl"),
+                calibration_data=str(tiny_dataset / "validation.jsonl"),
+                out=str(tmp_path / name),
+                dtype="float32",
+                device="cpu",
+                plots=False,
+            )
+        )
+
+    reused = evaluation("reused")
+    assert reused["calibration_scores"] == "stored by training"
+    # Stored in float32: a bf16 evaluation scores again.
+    assert stored_validation_scores(args.output_dir, [], torch.float32) is not None
+    assert stored_validation_scores(args.output_dir, [], torch.bfloat16) is None
+    config_path = Path(args.output_dir) / "grader_config.json"
+    info = json.loads(config_path.read_text())
+    info["note"] = "edited after training"  # same read-out, but no longer the stored files
+    config_path.write_text(json.dumps(info))
+    rescored = evaluation("rescored")
+    assert rescored["calibration_scores"] == "scored"
+    assert reused["threshold"] == pytest.approx(rescored["threshold"], abs=1e-6)
+    assert reused["calibration"]["temperature"] == pytest.approx(
+        rescored["calibration"]["temperature"], rel=1e-4
+    )
