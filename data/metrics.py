@@ -15,13 +15,41 @@ from sklearn.metrics import (
     roc_auc_score,
 )
 
-SCALAR_METRICS = ("accuracy", "precision", "recall", "f1", "kappa", "roc_auc", "pr_auc")
+SCALAR_METRICS = (
+    "accuracy",
+    "precision",
+    "recall",
+    "f1",
+    "kappa",
+    "roc_auc",
+    "query_roc_auc",
+    "pr_auc",
+)
+
+
+def query_roc_auc(
+    probabilities: np.ndarray, labels: np.ndarray, queries: np.ndarray
+) -> float | None:
+    """Mean over queries of the ROC-AUC among each query's own pairs (queries with both classes):
+    how well a query's documents are ordered, apart from how scores compare across queries
+    (pooled ROC-AUC needs both). None when no query has both classes."""
+    labels, queries = np.asarray(labels).astype(int), np.asarray(queries)
+    aucs = [
+        roc_auc_score(labels[queries == q], probabilities[queries == q])
+        for q in np.unique(queries)
+        if len(np.unique(labels[queries == q])) > 1
+    ]
+    return float(np.mean(aucs)) if aucs else None
 
 
 def binary_metrics(
-    probabilities: np.ndarray, labels: np.ndarray, threshold: float = 0.5
+    probabilities: np.ndarray,
+    labels: np.ndarray,
+    threshold: float = 0.5,
+    queries: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """:func:`label_metrics` at ``threshold``, plus ROC-AUC, PR-AUC and ECE of the probabilities."""
+    """:func:`label_metrics` at ``threshold``, plus ROC-AUC, PR-AUC and ECE of the probabilities,
+    and with each pair's query given, the per-query ROC-AUC (:func:`query_roc_auc`)."""
     labels = np.asarray(labels).astype(int)
     probabilities = np.asarray(probabilities, dtype=np.float64)
     both = len(np.unique(labels)) > 1
@@ -31,6 +59,7 @@ def binary_metrics(
         "threshold": float(threshold),
         **label_metrics(labels, (probabilities >= threshold).astype(int)),
         "roc_auc": float(roc_auc_score(labels, probabilities)) if both else None,
+        "query_roc_auc": None if queries is None else query_roc_auc(probabilities, labels, queries),
         "pr_auc": float(average_precision_score(labels, probabilities)) if both else None,
         "ece": expected_calibration_error(probabilities, labels),
     }

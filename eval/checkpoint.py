@@ -8,8 +8,8 @@
 
 Writes ``OUT/predictions.jsonl`` (per pair: probability, predicted label, reference labels),
 ``OUT/metrics.json`` and plots (PR, ROC, confusion matrix, reliability diagram, score histogram).
-Metrics: accuracy, precision, recall, F1, Cohen's κ, ROC-AUC, PR-AUC, ECE and the confusion
-matrix, at 0.5 and at the threshold chosen on ``--calibration_data`` (never on the evaluated
+Metrics: accuracy, precision, recall, F1, Cohen's κ, ROC-AUC (pooled, and the mean over queries of
+each query's own), PR-AUC, ECE and the confusion matrix, at 0.5 and at the threshold chosen on ``--calibration_data`` (never on the evaluated
 split); the evaluated split's own best-F1 threshold is reported as an oracle only. With
 ``--calibration_data``, a temperature is fitted there too and both are stored for export. A graded
 grader's 0-3 grades (decided at that threshold) are also compared with the reference grades:
@@ -306,22 +306,25 @@ def evaluate(config: CheckpointEvalConfig, scorer: Scorer | None = None) -> dict
         result["calibration_pairs"] = int(valid.sum())
     calibrated = calibration.apply(probabilities) if config.calibration_data else probabilities
     result["metrics"] = {}
+    qids = np.array([r.qid for r in records])
     for source, labels in refs.items():
         mask = ~np.isnan(labels) & ~np.isnan(probabilities)
-        y = labels[mask].astype(int)
+        y, queries = labels[mask].astype(int), qids[mask]
         entry = {
-            "at_0.5": binary_metrics(probabilities[mask], y, 0.5),
+            "at_0.5": binary_metrics(probabilities[mask], y, 0.5, queries),
             "oracle_best_f1_threshold": best_f1_threshold(probabilities[mask], y)
             if len(np.unique(y)) > 1
             else None,
             "missing": int((~mask).sum()),
         }
         if config.calibration_data:
-            entry["at_validation_threshold"] = binary_metrics(calibrated[mask], y, threshold)
+            entry["at_validation_threshold"] = binary_metrics(
+                calibrated[mask], y, threshold, queries
+            )
             entry["ece_uncalibrated"] = entry["at_0.5"]["ece"]
         if entry["oracle_best_f1_threshold"] is not None:
             entry["at_oracle_threshold"] = binary_metrics(
-                probabilities[mask], y, entry["oracle_best_f1_threshold"]
+                probabilities[mask], y, entry["oracle_best_f1_threshold"], queries
             )
         result["metrics"][source] = entry
     grades = None

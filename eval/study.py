@@ -42,7 +42,7 @@ from models.builder import CACHED_STATE_MODES, GraderModelConfig
 from train.cached_states import default_state_cache
 
 logger = logging.getLogger(__name__)
-METRICS = ("roc_auc", "pr_auc", "f1", "kappa", "precision", "recall")
+METRICS = ("roc_auc", "query_roc_auc", "pr_auc", "f1", "kappa", "precision", "recall")
 
 
 @dataclass
@@ -347,7 +347,8 @@ class Study:
 def row_metrics(result: dict[str, Any]) -> dict[str, Any]:
     entry = result["metrics"]["teacher"]
     metrics = entry.get("at_validation_threshold", entry["at_0.5"])
-    return {k: metrics[k] for k in ("pairs", *METRICS)} | {"seconds": result.get("seconds")}
+    # .get: results written before a metric was added lack it (shown as –).
+    return {k: metrics.get(k) for k in ("pairs", *METRICS)} | {"seconds": result.get("seconds")}
 
 
 def curve_point(fold: int, share: float, data: Path, result: dict[str, Any]) -> dict[str, Any]:

@@ -169,6 +169,7 @@ def test_bm25_baseline_scores_the_same_pairs_and_is_mapped_on_validation(tmp_pat
     )
     metrics = result["metrics"]["teacher"]["at_validation_threshold"]
     assert result["pairs"] == 24 and metrics["roc_auc"] == 1.0 and metrics["f1"] == 1.0
+    assert metrics["query_roc_auc"] == 1.0  # the pairs' qids reach the per-query metric
     assert result["score_mapping"]["method"] == "platt" and result["score_mapping"]["slope"] > 0
 
 

@@ -25,6 +25,23 @@ def test_metrics_equal_scikit_learn_on_random_data():
     assert metrics["roc_auc"] == pytest.approx(roc_auc_score(labels, probabilities))
 
 
+def test_per_query_auc_orders_documents_within_each_query_apart_from_the_offsets_between_queries():
+    """Query a's scores all sit above query b's: pooled ROC-AUC is hurt by that offset, the per-
+    query mean is not; a query whose pairs are all of one class is left out."""
+    queries = np.array(["a"] * 4 + ["b"] * 4 + ["c"] * 2)
+    labels = np.array([0, 0, 1, 1, 0, 0, 1, 1, 0, 0])
+    probabilities = np.array([0.7, 0.8, 0.9, 0.95, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
+    metrics = binary_metrics(probabilities, labels, 0.5, queries)
+    assert metrics["query_roc_auc"] == 1.0
+    assert metrics["roc_auc"] == pytest.approx(roc_auc_score(labels, probabilities))
+    assert metrics["roc_auc"] < 0.8
+    flipped = probabilities.copy()
+    flipped[4:8] = flipped[4:8][::-1]  # query b now ordered exactly wrong
+    assert binary_metrics(flipped, labels, 0.5, queries)["query_roc_auc"] == 0.5
+    assert binary_metrics(probabilities, labels, 0.5)["query_roc_auc"] is None
+    assert binary_metrics(probabilities[8:], labels[8:], 0.5, queries[8:])["query_roc_auc"] is None
+
+
 def test_known_confusion_gives_known_numbers():
     # TP 3, FP 1, FN 2, TN 4
     labels = np.array([1, 1, 1, 0, 1, 1, 0, 0, 0, 0])
