@@ -111,8 +111,9 @@ def target_log_likelihood(
         positions += range(start - 1, length - 1)
     row_index = torch.tensor(rows, device=hidden.device)
     position_index = torch.tensor(positions, device=hidden.device)
-    weight = next(lm_head.parameters())
-    logits = lm_head(hidden[row_index, position_index].to(weight.dtype)).float()
+    weight = next(lm_head.parameters(), None)  # None: a quantized head, which takes float input
+    picked = hidden[row_index, position_index]
+    logits = lm_head(picked if weight is None else picked.to(weight.dtype)).float()
     token_log_p = torch.log_softmax(logits, dim=-1).gather(
         1, input_ids[row_index, position_index + 1].unsqueeze(1)
     )
