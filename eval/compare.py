@@ -21,19 +21,9 @@ from typing import Any
 
 from data.cli import check_choices, choice, parse_config, run_main
 from data.io import atomic_writer, write_json
+from data.metrics import SCALAR_METRICS
 
-COLUMNS = (
-    "accuracy",
-    "precision",
-    "recall",
-    "f1",
-    "kappa",
-    "roc_auc",
-    "query_roc_auc",
-    "pr_auc",
-    "ece",
-    "threshold",
-)
+COLUMNS = (*SCALAR_METRICS, "ece", "threshold")
 
 
 @dataclass
