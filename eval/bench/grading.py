@@ -8,7 +8,9 @@ Paths, on the same pairs and model (``hits_per_query`` documents per query, as a
 - ours + shared prefix: each query's prompt + query computed once, its KV cache expanded over
   the query's documents (what ``Grader`` does);
 - paper: every input padded to 512 tokens, batches of 40, argmax (their released evaluation code);
-- pipeline: ``pipeline("text-classification")`` over the formatted texts.
+- pipeline: ``pipeline("text-classification")`` over the formatted texts;
+- query likelihood: the main job's grader (``models.query_likelihood``): one pass per pair over
+  its own template and one per distinct query for the prior, the LM head on the query's tokens.
 Reports pairs/s, tokens/s (real tokens), MFU on GPU from the exact forward FLOPs, and p50/p95
 latency of one query with 10 and with 100 hits.
 """
@@ -52,6 +54,7 @@ class BenchGradingConfig:
     dtype: str = field(default="auto", metadata={"help": "auto: bfloat16 on GPU, float32 on CPU."})
     latency_repeats: int = field(default=20)
     skip_pipeline: bool = field(default=False)
+    skip_query_likelihood: bool = field(default=False)
 
 
 def load(config: BenchGradingConfig, device: str, dtype: torch.dtype):
@@ -69,6 +72,21 @@ def load(config: BenchGradingConfig, device: str, dtype: torch.dtype):
     else:
         model, tokenizer = load_model(config.model, task="classification", dtype=dtype)
     return model.to(device).eval(), tokenizer
+
+
+def load_causal_lm(config: BenchGradingConfig, device: str, dtype: torch.dtype, tokenizer):
+    """The same model (or shape) with its LM head, for the query-likelihood path."""
+    if config.model == "llama-1b-random":
+        from transformers import LlamaForCausalLM
+
+        torch.manual_seed(0)
+        model = LlamaForCausalLM(llama_1b_config()).to(dtype)
+        model.config.pad_token_id = tokenizer.pad_token_id
+    else:
+        from models.resolve import load_model
+
+        model, _ = load_model(config.model, task="causal-lm", dtype=dtype)
+    return model.to(device).eval()
 
 
 def timed(fn, sync: bool) -> float:
@@ -175,9 +193,39 @@ def main(args: Sequence[str] | None = None) -> None:
             ]
         )
 
+    tokens = dict.fromkeys((row[0] for row in rows), real_tokens)
+    if not config.skip_query_likelihood:
+        from models.query_likelihood import pmi_scores, query_likelihood_format, split_inputs
+
+        causal_lm = load_causal_lm(config, device, dtype, tokenizer)
+        ql_format = query_likelihood_format(config.max_length)
+        ql_ids = format_pairs(
+            tokenizer, ql_format, [q for q, _ in pairs], [d for _, d in pairs]
+        ).input_ids
+
+        def query_likelihood() -> np.ndarray:
+            return pmi_scores(
+                causal_lm,
+                tokenizer,
+                ql_format,
+                ql_ids,
+                batch_size=config.batch_size,
+                max_batch_tokens=config.max_batch_tokens,
+            )
+
+        query_likelihood()  # warm-up
+        seconds_ql = timed(query_likelihood, sync)
+        split = split_inputs(tokenizer, ql_format, ql_ids)
+        name = f"ours: query likelihood (+ {len(split.prior_ids)} query priors)"
+        # Its own inputs: the pairs in the query-likelihood template and each query's prior.
+        tokens[name] = sum(map(len, ql_ids)) + sum(map(len, split.prior_ids))
+        rows.append([name, len(pairs) / seconds_ql, tokens[name] / seconds_ql, seconds_ql])
+        del causal_lm
+
     if device == "cuda":
-        flops = forward_flops(model.config, real_tokens, int(real_tokens / len(pairs)))
+        mean_length = int(real_tokens / len(pairs))
         for row in rows:
+            flops = forward_flops(model.config, tokens[row[0]], mean_length)
             row.append(100 * flops / row[3] / H100_BF16_FLOPS)
     header = ["path", "pairs/s", "real tokens/s", "seconds"] + (
         ["MFU %"] if device == "cuda" else []
