@@ -18,6 +18,7 @@ def test_main_config_parses():
     assert (REPO / config.train_config).exists()
     assert (REPO / config.collection / "corpus.jsonl").exists()
     assert config.retrievers == ["bm25", "dense"] and config.rerank == "dense"
+    assert config.judge_model  # the untrained reference row of the report
     assert all((REPO / path).exists() for path in config.train_only)
 
 
