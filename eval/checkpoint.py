@@ -8,12 +8,14 @@
 
 Writes ``OUT/predictions.jsonl`` (per pair: probability, predicted label, reference labels),
 ``OUT/metrics.json`` and plots (PR, ROC, confusion matrix, reliability diagram, score histogram).
-Metrics: accuracy, precision, recall, F1, Cohen's κ, ROC-AUC (pooled, and the mean over queries of
-each query's own), PR-AUC, ECE and the confusion matrix, at 0.5 and at the threshold chosen on ``--calibration_data`` (never on the evaluated
-split); the evaluated split's own best-F1 threshold is reported as an oracle only. With
-``--calibration_data``, a temperature is fitted there too and both are stored for export. A graded
-grader's 0-3 grades (decided at that threshold) are also compared with the reference grades:
-accuracy, mean absolute error and quadratic-weighted κ (``metrics.SOURCE.grades``).
+Metrics: accuracy, precision, recall, F1, Cohen's κ, ROC-AUC (pooled, and the mean over queries
+of each query's own), PR-AUC, ECE and the confusion matrix, at 0.5 and at the threshold chosen on
+``--calibration_data`` (never on the evaluated split); the evaluated split's own best-F1 threshold
+is reported as an oracle only. With ``--calibration_data``, a temperature is fitted there too and
+both are stored for export; a grader whose training stored its validation scores is not scored
+there again (``models.grader.VALIDATION_SCORES``). A graded grader's 0-3 grades (decided at that
+threshold) are also compared with the reference grades: accuracy, mean absolute error and
+quadratic-weighted κ (``metrics.SOURCE.grades``).
 """
 
 from __future__ import annotations

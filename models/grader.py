@@ -17,6 +17,7 @@ A stored calibration (temperature) and decision threshold are applied when prese
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -278,6 +279,10 @@ class Grader:
 VALIDATION_SCORES = "validation_scores.json"
 
 
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
 def grader_digest(folder: str | Path) -> str:
     """SHA-256 of a grader folder's files (weights, configs, tokenizer), its stored validation
     scores left out: the scores are valid for exactly this digest."""
@@ -300,7 +305,7 @@ def save_validation_scores(
         Path(folder) / VALIDATION_SCORES,
         {
             "grader_digest": grader_digest(folder),
-            "dtype": str(dtype).removeprefix("torch."),
+            "dtype": _dtype_name(dtype),
             "scores": [
                 {"qid": qid, "doc_id": doc_id, "probability": float(p)}
                 for (qid, doc_id), p in zip(pairs, probabilities, strict=True)
@@ -314,13 +319,11 @@ def stored_validation_scores(
 ) -> np.ndarray | None:
     """The stored P(relevant) of ``pairs``, or None unless every pair was stored by training for
     the grader now in ``folder`` (same files) in the same ``dtype``."""
-    import json
-
     path = Path(folder) / VALIDATION_SCORES
     if not path.is_file():
         return None
     stored = json.loads(path.read_text())
-    if stored.get("dtype") != str(dtype).removeprefix("torch."):
+    if stored.get("dtype") != _dtype_name(dtype):
         return None
     scores = {(s["qid"], s["doc_id"]): s["probability"] for s in stored.get("scores", [])}
     if any(pair not in scores for pair in pairs):
