@@ -4,8 +4,8 @@
         --labels human --out runs/eval/comparison
 
 Rows: one per ``metrics.json`` from ``python -m eval.checkpoint``; columns: model | accuracy |
-precision | recall | F1 | κ | ROC-AUC | per-query ROC-AUC | PR-AUC | ECE | threshold, at the validation-chosen
-threshold where one was fitted, else at 0.5. Baseline rows (``eval.checkpoint --baseline``: BM25,
+precision | recall | F1 | κ | ROC-AUC | per-query ROC-AUC | PR-AUC | ECE | threshold, at the
+validation-chosen threshold where one was fitted, else at 0.5. Baseline rows (``eval.checkpoint --baseline``: BM25,
 the embedder's cosine) are marked, and every other row says whether its ROC-AUC beats all of them:
 a grader that does not is flagged, not hidden.
 """

@@ -115,8 +115,7 @@ def compute_metrics(prediction, relevant_from: int = 1) -> dict[str, float]:
     probabilities = class_probabilities(prediction.predictions)
     targets = np.asarray(prediction.label_ids).astype(int)
     metrics = classification_metrics(
-        prediction_probabilities(prediction.predictions, relevant_from),
-        (targets >= relevant_from).astype(int),
+        relevant_probability(probabilities, relevant_from), (targets >= relevant_from).astype(int)
     )
     if probabilities.shape[1] > 2:
         expected = probabilities @ np.arange(probabilities.shape[1])
