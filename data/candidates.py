@@ -103,9 +103,13 @@ class DenseRetriever:
         self.config = config
         self.doc_ids = sorted(collection.corpus)
         texts = [_doc_text(collection, d) for d in self.doc_ids]
-        key = fingerprint(config.embedder, str(config.embed_max_length), *self.doc_ids, *texts)
         self.embedder = Embedder.load(
             config.embedder, max_length=config.embed_max_length, device=config.device
+        )
+        # The dtype is in the key: bf16 and float32 embeddings of a corpus differ slightly.
+        dtype = str(self.embedder.model.dtype)
+        key = fingerprint(
+            config.embedder, str(config.embed_max_length), dtype, *self.doc_ids, *texts
         )
         emb_path = index_dir / f"dense-{key}.npy"
         index_path = index_dir / f"dense-{key}.hnsw"

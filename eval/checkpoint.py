@@ -79,7 +79,10 @@ class CheckpointEvalConfig:
     max_length: int = bounded(512, 8, help="Zero-shot only: tokens per input.")
     device: str | None = field(default=None)
     dtype: str = field(
-        default="auto", metadata={"help": "auto (bf16 on GPU and AMX CPUs), float32 or bfloat16."}
+        default="auto",
+        metadata={
+            "help": "auto (bf16 on GPU and on CPUs with bf16 instructions), float32 or bfloat16."
+        },
     )
     plots: bool = field(default=True)
     name: str | None = field(default=None, metadata={"help": "Row name in comparison tables."})

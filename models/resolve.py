@@ -150,17 +150,32 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def cpu_has_fast_bf16() -> bool:
-    """True on CPUs with AMX (bf16 matrix tiles): there bf16 inference is ~3x faster than float32."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            return "amx_bf16" in handle.read()
-    except OSError:
-        return False
+# CPU flags of bf16 dot-product instructions: AMX tiles (Intel Sapphire Rapids and later) and
+# AVX512-BF16 (AMD Zen 4 and later, Intel Cooper Lake). Without them oneDNN emulates bf16 and a
+# bf16 GEMM is slower than a float32 one (BENCHMARKS.md, "bf16 on a CPU without AMX").
+FAST_BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
+
+
+def cpu_has_fast_bf16(cpuinfo: str | None = None) -> bool:
+    """True on CPUs with bf16 instructions, where bf16 inference is ~3x faster than float32."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8") as handle:
+                cpuinfo = handle.read()
+        except OSError:
+            return False
+    flags = {
+        flag
+        for line in cpuinfo.splitlines()
+        if line.startswith("flags")
+        for flag in line.partition(":")[2].split()
+    }
+    return any(flag in flags for flag in FAST_BF16_CPU_FLAGS)
 
 
 def inference_dtype(device: str | torch.device) -> torch.dtype:
-    """bfloat16 on GPUs and on AMX CPUs, float32 elsewhere (``RELEVANCE_GRADER_CPU_DTYPE`` overrides on CPU)."""
+    """bfloat16 on GPUs and on CPUs with bf16 instructions, float32 elsewhere
+    (``RELEVANCE_GRADER_CPU_DTYPE`` overrides on CPU)."""
     if str(device).startswith("cuda"):
         return torch.bfloat16
     override = os.environ.get("RELEVANCE_GRADER_CPU_DTYPE")

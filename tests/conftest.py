@@ -10,7 +10,7 @@ import random
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# Exact comparisons need float32; CI machines may or may not have AMX (bf16 is tested explicitly).
+# Exact comparisons need float32; CI machines may or may not have bf16 instructions (bf16 is tested explicitly).
 os.environ.setdefault("RELEVANCE_GRADER_CPU_DTYPE", "float32")
 
 from pathlib import Path

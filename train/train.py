@@ -148,7 +148,9 @@ class GraderTrainingArguments(TrainingArguments):
         },
     )
     state_dtype: str = choice(
-        "auto", STATE_DTYPES, "Dtype of the cached-state pass (auto: bf16 on GPU and AMX CPUs)."
+        "auto",
+        STATE_DTYPES,
+        "Dtype of the cached-state pass (auto: bf16 on GPU and on CPUs with bf16 instructions).",
     )
     state_cache: str | None = field(
         default=None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import platform
 import random
+import time
 from pathlib import Path
 
 import torch
@@ -70,9 +71,42 @@ def forward_flops(config, tokens: int, seq_len: int) -> float:
     return tokens * (2 * matmul_params + attention)
 
 
+def matmul_peak(dtype: torch.dtype, device: str, size: int | None = None) -> float:
+    """FLOP/s of a plain square GEMM in ``dtype`` on ``device``, best of five: the machine's
+    practical matmul peak, measured in the same run as the paths it is compared with."""
+    size = size or (8192 if device == "cuda" else 2048)
+    a = torch.randn(size, size, device=device).to(dtype)
+    b = torch.randn(size, size, device=device).to(dtype)
+    best = float("inf")
+    for _ in range(6):  # the first is a warm-up
+        if device == "cuda":
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        a @ b
+        if device == "cuda":
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - start)
+    return 2 * size**3 / best
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
 def machine() -> dict:
+    from models.resolve import cpu_has_fast_bf16
+
     info = {
         "machine": platform.machine(),
+        "cpu": cpu_name(),
+        "cpu_bf16_instructions": cpu_has_fast_bf16(),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),

@@ -11,8 +11,11 @@ Paths, on the same pairs and model (``hits_per_query`` documents per query, as a
 - pipeline: ``pipeline("text-classification")`` over the formatted texts;
 - query likelihood: the main job's grader (``models.query_likelihood``): one pass per pair over
   its own template and one per distinct query for the prior, the LM head on the query's tokens.
-Reports pairs/s, tokens/s (real tokens), MFU on GPU from the exact forward FLOPs, and p50/p95
-latency of one query with 10 and with 100 hits.
+Each of ours and the query-likelihood path is timed in every dtype asked for (on a CPU with bf16
+instructions: float32, then bfloat16); the paper's and the pipeline's in the first. Reports pairs/s,
+tokens/s (real tokens), the fraction of a plain GEMM's FLOP/s in that dtype measured in the same
+run (from the exact forward FLOPs of the real tokens), MFU against the H100 peak on GPU, and
+p50/p95 latency of one query with 10 and with 100 hits.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from eval.bench.common import (
     forward_flops,
     llama_1b_config,
     machine,
+    matmul_peak,
     print_table,
     trec_dl_pairs,
     trec_dl_query_pairs,
@@ -51,7 +55,13 @@ class BenchGradingConfig:
     batch_size: int = field(default=32, metadata={"help": "Our path's max batch size."})
     max_batch_tokens: int = field(default=16384)
     max_length: int = field(default=512)
-    dtype: str = field(default="auto", metadata={"help": "auto: bfloat16 on GPU, float32 on CPU."})
+    dtype: str = field(
+        default="auto",
+        metadata={
+            "help": "Dtypes to time, comma-separated, the first the baseline. auto: bfloat16 on "
+            "GPU; float32 on CPU, then bfloat16 where the CPU has bf16 instructions."
+        },
+    )
     latency_repeats: int = field(default=20)
     skip_pipeline: bool = field(default=False)
     skip_query_likelihood: bool = field(default=False)
@@ -99,101 +109,97 @@ def timed(fn, sync: bool) -> float:
     return time.perf_counter() - start
 
 
-def main(args: Sequence[str] | None = None) -> None:
-    (config,) = parse_config([BenchGradingConfig], args)
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    dtype = (
-        getattr(torch, config.dtype)
-        if config.dtype != "auto"
-        else (torch.bfloat16 if device == "cuda" else torch.float32)
-    )
+def bench_dtypes(config: BenchGradingConfig, device: str) -> list[torch.dtype]:
+    """The dtypes to time; the first is the baseline the others are compared with."""
+    if config.dtype != "auto":
+        return [getattr(torch, name.strip()) for name in config.dtype.split(",")]
+    if device == "cuda":
+        return [torch.bfloat16]
+    from models.resolve import cpu_has_fast_bf16
+
+    return [torch.float32, torch.bfloat16] if cpu_has_fast_bf16() else [torch.float32]
+
+
+def time_dtype(
+    config: BenchGradingConfig,
+    device: str,
+    dtype: torch.dtype,
+    pairs: list[tuple[str, str]],
+    baseline: tuple[str, np.ndarray] | None,
+) -> tuple[list[list], list[list], np.ndarray, int]:
+    """Rows of every path in one dtype (the paper's and the pipeline's only for the baseline, when
+    ``baseline`` is None), latency rows, our path's probabilities and the mean input length."""
+    dtype_name = str(dtype).removeprefix("torch.")
     model, tokenizer = load(config, device, dtype)
     fmt = GraderInputFormat.from_tokenizer(tokenizer, max_length=config.max_length)
-    pairs = (
-        trec_dl_query_pairs(config.pairs, config.hits_per_query)
-        if config.hits_per_query
-        else trec_dl_pairs(config.pairs)
-    )
     encoded = format_pairs(tokenizer, fmt, [q for q, _ in pairs], [d for _, d in pairs])
     input_ids = encoded.input_ids
     real_tokens = sum(len(x) for x in input_ids)
+    mean_length = int(real_tokens / len(pairs))
+    peak = matmul_peak(dtype, device)
+    print(f"{dtype_name}: measured GEMM peak {peak / 1e9:,.0f} GFLOP/s")
     sync = device == "cuda"
-    rows = []
+    rows: list[list] = []
 
-    def ours() -> np.ndarray:
+    def add_row(name: str, seconds: float, tokens: int = real_tokens) -> None:
+        flops = forward_flops(model.config, tokens, mean_length)
+        row = [name, dtype_name, len(pairs) / seconds, tokens / seconds, seconds]
+        row.append(100 * flops / seconds / peak)
+        if device == "cuda":
+            row.append(100 * flops / seconds / H100_BF16_FLOPS)
+        rows.append(row)
+
+    def ours(ids: list[list[int]] = input_ids) -> np.ndarray:
         return classifier_probabilities(
-            model, input_ids, batch_size=config.batch_size, max_batch_tokens=config.max_batch_tokens
+            model, ids, batch_size=config.batch_size, max_batch_tokens=config.max_batch_tokens
         )
 
-    ours()  # warm-up
-    seconds = timed(ours, sync)
-    rows.append(
-        [
-            "ours: length-sorted dynamic batches",
-            len(pairs) / seconds,
-            real_tokens / seconds,
-            seconds,
-        ]
-    )
+    plain = ours()[:, 1]  # also the warm-up
+    name = "ours: length-sorted dynamic batches"
+    if baseline is not None:
+        name += f" (max |ΔP| vs {baseline[0]} {np.abs(plain - baseline[1]).max():.1e})"
+    add_row(name, timed(ours, sync))
 
     def ours_prefix() -> np.ndarray:
         return shared_prefix_classifier_probabilities(
             model, input_ids, encoded.prefix_lengths, batch_size=config.batch_size
         )
 
-    difference = float(np.abs(ours_prefix()[:, 1] - ours()[:, 1]).max())
-    seconds_prefix = timed(ours_prefix, sync)
-    rows.append(
-        [
-            f"ours + shared prefix (max |ΔP| {difference:.1e})",
-            len(pairs) / seconds_prefix,
-            real_tokens / seconds_prefix,
-            seconds_prefix,
-        ]
-    )
+    difference = float(np.abs(ours_prefix()[:, 1] - plain).max())
+    add_row(f"ours + shared prefix (max |ΔP| {difference:.1e})", timed(ours_prefix, sync))
 
-    @torch.inference_mode()
-    def paper() -> None:
-        for start in range(0, len(input_ids), 40):
-            batch = tokenizer.pad(
-                {"input_ids": input_ids[start : start + 40]},
-                padding="max_length",
-                max_length=512,
-                return_tensors="pt",
-            ).to(device)
-            model(**batch).logits.argmax(-1).cpu()
+    if baseline is None:
 
-    seconds_paper = timed(paper, sync)
-    rows.append(
-        [
-            "paper: padded to 512, batch 40, argmax",
-            len(pairs) / seconds_paper,
-            real_tokens / seconds_paper,
-            seconds_paper,
-        ]
-    )
+        @torch.inference_mode()
+        def paper() -> None:
+            for start in range(0, len(input_ids), 40):
+                batch = tokenizer.pad(
+                    {"input_ids": input_ids[start : start + 40]},
+                    padding="max_length",
+                    max_length=512,
+                    return_tensors="pt",
+                ).to(device)
+                model(**batch).logits.argmax(-1).cpu()
 
-    if not config.skip_pipeline:
+        add_row("paper: padded to 512, batch 40, argmax", timed(paper, sync))
+
+    if baseline is None and not config.skip_pipeline:
         from transformers import pipeline
 
         classify = pipeline(
             "text-classification", model=model, tokenizer=tokenizer, device=model.device
         )
         texts = encoded.texts
-        seconds_pipe = timed(
-            lambda: classify(texts, batch_size=config.batch_size, truncation=True, max_length=512),
-            sync,
-        )
-        rows.append(
-            [
-                "pipeline('text-classification')",
-                len(pairs) / seconds_pipe,
-                real_tokens / seconds_pipe,
-                seconds_pipe,
-            ]
+        add_row(
+            "pipeline('text-classification')",
+            timed(
+                lambda: classify(
+                    texts, batch_size=config.batch_size, truncation=True, max_length=512
+                ),
+                sync,
+            ),
         )
 
-    tokens = dict.fromkeys((row[0] for row in rows), real_tokens)
     if not config.skip_query_likelihood:
         from models.query_likelihood import pmi_scores, query_likelihood_format, split_inputs
 
@@ -214,53 +220,62 @@ def main(args: Sequence[str] | None = None) -> None:
             )
 
         query_likelihood()  # warm-up
-        seconds_ql = timed(query_likelihood, sync)
+        seconds = timed(query_likelihood, sync)
         split = split_inputs(tokenizer, ql_format, ql_ids)
-        name = f"ours: query likelihood (+ {len(split.prior_ids)} query priors)"
         # Its own inputs: the pairs in the query-likelihood template and each query's prior.
-        tokens[name] = sum(map(len, ql_ids)) + sum(map(len, split.prior_ids))
-        rows.append([name, len(pairs) / seconds_ql, tokens[name] / seconds_ql, seconds_ql])
-        del causal_lm
-
-    if device == "cuda":
-        mean_length = int(real_tokens / len(pairs))
-        for row in rows:
-            flops = forward_flops(model.config, tokens[row[0]], mean_length)
-            row.append(100 * flops / row[3] / H100_BF16_FLOPS)
-    header = ["path", "pairs/s", "real tokens/s", "seconds"] + (
-        ["MFU %"] if device == "cuda" else []
-    )
-    paper_row = next(row for row in rows if row[0].startswith("paper"))
-    for row in rows:
-        row.append(row[1] / paper_row[1])
-    header.append("× paper")
-    print_table(
-        f"Grading throughput ({config.model}, {len(pairs)} TREC DL pairs, mean {real_tokens / len(pairs):.0f} tokens)",
-        header,
-        rows,
-        machine(),
-    )
+        tokens = sum(map(len, ql_ids)) + sum(map(len, split.prior_ids))
+        add_row(f"ours: query likelihood (+ {len(split.prior_ids)} query priors)", seconds, tokens)
 
     latency_rows = []
     for hits in (10, 100):
-        subset = input_ids[:hits]
         times = [
-            timed(
-                lambda s=subset: classifier_probabilities(
-                    model, s, batch_size=config.batch_size, max_batch_tokens=config.max_batch_tokens
-                ),
-                sync,
-            )
+            timed(lambda ids=input_ids[:hits]: ours(ids), sync)
             for _ in range(config.latency_repeats)
         ]
         latency_rows.append(
             [
                 f"1 query, {hits} hits",
+                dtype_name,
                 1000 * statistics.median(times),
                 1000 * float(np.percentile(times, 95)),
             ]
         )
-    print_table("Latency of one request (ours)", ["request", "p50 ms", "p95 ms"], latency_rows)
+    return rows, latency_rows, plain, mean_length
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    (config,) = parse_config([BenchGradingConfig], args)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    pairs = (
+        trec_dl_query_pairs(config.pairs, config.hits_per_query)
+        if config.hits_per_query
+        else trec_dl_pairs(config.pairs)
+    )
+    rows, latency_rows = [], []
+    baseline: tuple[str, np.ndarray] | None = None
+    for dtype in bench_dtypes(config, device):
+        dtype_rows, dtype_latency, plain, mean_length = time_dtype(
+            config, device, dtype, pairs, baseline
+        )
+        rows += dtype_rows
+        latency_rows += dtype_latency
+        baseline = baseline or (dtype_rows[0][1], plain)
+
+    header = ["path", "dtype", "pairs/s", "real tokens/s", "seconds", "% of GEMM peak"]
+    header += ["MFU % (H100)"] if device == "cuda" else []
+    paper_row = next(row for row in rows if row[0].startswith("paper"))
+    for row in rows:
+        row.append(row[2] / paper_row[2])
+    header.append("× paper")
+    print_table(
+        f"Grading throughput ({config.model}, {len(pairs)} TREC DL pairs, mean {mean_length} tokens)",
+        header,
+        rows,
+        machine(),
+    )
+    print_table(
+        "Latency of one request (ours)", ["request", "dtype", "p50 ms", "p95 ms"], latency_rows
+    )
 
 
 if __name__ == "__main__":

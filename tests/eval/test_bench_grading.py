@@ -22,18 +22,36 @@ def test_every_grading_path_including_query_likelihood_is_timed_on_the_same_pair
             "1",
             "--skip_pipeline",
             "true",
+            "--dtype",
+            "float32,bfloat16",
         ]
     )
     out = capsys.readouterr().out
     assert "8 TREC DL pairs" in out
-    rows = {
-        line.split(" | ")[0].removeprefix("| "): line.split(" | ")
+    rows = [
+        line.removeprefix("| ").split(" | ")
         for line in out.splitlines()
         if line.startswith("| ours") or line.startswith("| paper")
+    ]
+    by_dtype = {
+        dtype: [cells[0] for cells in rows if cells[1] == dtype]
+        for dtype in ("float32", "bfloat16")
     }
-    assert any(name.startswith("ours: query likelihood (+ 2 query priors)") for name in rows)
-    assert any(name.startswith("paper:") for name in rows)
-    for cells in rows.values():
-        assert float(cells[1].replace(",", "")) > 0  # pairs/s
-    paper = next(cells for name, cells in rows.items() if name.startswith("paper"))
+    # Ours and the query-likelihood path in each dtype; the paper's method once, in the baseline.
+    assert [name.split(" (")[0] for name in by_dtype["float32"]] == [
+        "ours: length-sorted dynamic batches",
+        "ours + shared prefix",
+        "paper: padded to 512, batch 40, argmax",
+        "ours: query likelihood",
+    ]
+    assert by_dtype["bfloat16"][0].startswith(
+        "ours: length-sorted dynamic batches (max |ΔP| vs float32"
+    )
+    assert len(by_dtype["bfloat16"]) == 3
+    assert any("(+ 2 query priors)" in name for name in by_dtype["bfloat16"])
+    for cells in rows:
+        assert float(cells[2].replace(",", "")) > 0  # pairs/s
+        assert 0 < float(cells[5].replace(",", "")) < 100  # % of the measured GEMM peak
+    paper = next(cells for cells in rows if cells[0].startswith("paper"))
     assert paper[-1].removesuffix(" |") == "1.00"  # the ratio column is relative to the paper row
+    assert "GEMM peak" in out

@@ -233,6 +233,8 @@ def test_the_int8_benchmark_reads_a_query_likelihood_grader_with_every_layer_qua
     rows = {line.split(" | ")[0].removeprefix("| "): line.split(" | ") for line in table[1:]}
     assert set(rows) == {
         "float32",
+        "bfloat16",
+        "all but the head, per token × per channel (torch._int_mm)",
         "every linear layer, per tensor",
         "all but the head, per tensor",
         "all but the head, per channel",

@@ -127,6 +127,23 @@ def test_inference_dtype_choice(monkeypatch: pytest.MonkeyPatch):
     assert resolve.inference_dtype("cpu") == torch.float32
 
 
+@pytest.mark.parametrize(
+    ("flags", "fast"),
+    [
+        ("fpu sse2 avx2 fma avx512f avx512bw avx512_vnni", False),  # Zen 3 / Skylake: emulated
+        ("fpu sse2 avx2 avx512f avx512_bf16 avx512_vnni", True),  # Zen 4+, Cooper Lake
+        ("fpu sse2 avx2 avx512f amx_bf16 amx_tile amx_int8", True),  # Sapphire Rapids+
+        ("fpu sse2 avx2 amx_int8", False),  # no bf16 tiles
+    ],
+)
+def test_cpu_has_fast_bf16_reads_the_flags_line(flags: str, fast: bool):
+    # "avx512_bf16" on another line (a model name, a bug list) is not a flag.
+    cpuinfo = (
+        f"processor\t: 0\nmodel name\t: x avx512_bf16 x\nflags\t\t: {flags}\nbugs\t\t: amx_bf16\n"
+    )
+    assert resolve.cpu_has_fast_bf16(cpuinfo) is fast
+
+
 def test_bfloat16_scoring_agrees_with_float32(tiny_model_dir: Path, tmp_path: Path):
     from models.builder import GraderModelConfig, build_grader, grader_info, save_grader_config
     from models.grader import Grader
