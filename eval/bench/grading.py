@@ -125,12 +125,17 @@ def time_dtype(
     device: str,
     dtype: torch.dtype,
     pairs: list[tuple[str, str]],
-    baseline: tuple[str, np.ndarray] | None,
-) -> tuple[list[list], list[list], np.ndarray, int]:
+    baseline: tuple[str, np.ndarray, dict] | None,
+) -> tuple[list[list], list[list], np.ndarray, int, dict]:
     """Rows of every path in one dtype (the paper's and the pipeline's only for the baseline, when
-    ``baseline`` is None), latency rows, our path's probabilities and the mean input length."""
+    ``baseline`` is None), latency rows, our path's probabilities, the mean input length and the
+    classifier head's weights. Each dtype loads the model as a user would (a float32 model cast
+    with ``.to`` would also round RoPE's frequencies) and takes the baseline's head, which an
+    untrained checkpoint initialises at random."""
     dtype_name = str(dtype).removeprefix("torch.")
     model, tokenizer = load(config, device, dtype)
+    if baseline is not None:
+        model.score.load_state_dict(baseline[2])
     fmt = GraderInputFormat.from_tokenizer(tokenizer, max_length=config.max_length)
     encoded = format_pairs(tokenizer, fmt, [q for q, _ in pairs], [d for _, d in pairs])
     input_ids = encoded.input_ids
@@ -240,7 +245,7 @@ def time_dtype(
                 1000 * float(np.percentile(times, 95)),
             ]
         )
-    return rows, latency_rows, plain, mean_length
+    return rows, latency_rows, plain, mean_length, model.score.state_dict()
 
 
 def main(args: Sequence[str] | None = None) -> None:
@@ -252,14 +257,14 @@ def main(args: Sequence[str] | None = None) -> None:
         else trec_dl_pairs(config.pairs)
     )
     rows, latency_rows = [], []
-    baseline: tuple[str, np.ndarray] | None = None
+    baseline: tuple[str, np.ndarray, dict] | None = None
     for dtype in bench_dtypes(config, device):
-        dtype_rows, dtype_latency, plain, mean_length = time_dtype(
+        dtype_rows, dtype_latency, plain, mean_length, head = time_dtype(
             config, device, dtype, pairs, baseline
         )
         rows += dtype_rows
         latency_rows += dtype_latency
-        baseline = baseline or (dtype_rows[0][1], plain)
+        baseline = baseline or (dtype_rows[0][1], plain, head)
 
     header = ["path", "dtype", "pairs/s", "real tokens/s", "seconds", "% of GEMM peak"]
     header += ["MFU % (H100)"] if device == "cuda" else []
