@@ -152,18 +152,23 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
 
 # CPU flags of bf16 dot-product instructions: AMX tiles (Intel Sapphire Rapids and later) and
 # AVX512-BF16 (AMD Zen 4 and later, Intel Cooper Lake). Without them oneDNN emulates bf16 and a
-# bf16 GEMM is slower than a float32 one (BENCHMARKS.md, "bf16 on a CPU without AMX").
+# bf16 GEMM is slower than a float32 one (BENCHMARKS.md, "bf16 on a CPU with AVX512-BF16").
 FAST_BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
+
+
+def read_cpuinfo() -> str:
+    """``/proc/cpuinfo``, or an empty string where there is none (macOS, Windows)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            return handle.read()
+    except OSError:
+        return ""
 
 
 def cpu_has_fast_bf16(cpuinfo: str | None = None) -> bool:
     """True on CPUs with bf16 instructions, where bf16 inference is ~3x faster than float32."""
     if cpuinfo is None:
-        try:
-            with open("/proc/cpuinfo", encoding="utf-8") as handle:
-                cpuinfo = handle.read()
-        except OSError:
-            return False
+        cpuinfo = read_cpuinfo()
     flags = {
         flag
         for line in cpuinfo.splitlines()

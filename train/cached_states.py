@@ -94,7 +94,8 @@ def state_cache_key(model_name_or_path: str) -> str:
 
 
 def resolve_state_dtype(name: str, device: torch.device | str) -> torch.dtype:
-    """``auto``: bf16 where it is fast (GPU, CPU with bf16 instructions), else float32; or a dtype by name."""
+    """``auto``: bf16 where it is fast (GPU, CPU with bf16 instructions), else float32; or a dtype
+    by name."""
     from models.resolve import inference_dtype
 
     return inference_dtype(device) if name == "auto" else getattr(torch, name)

@@ -90,13 +90,11 @@ def matmul_peak(dtype: torch.dtype, device: str, size: int | None = None) -> flo
 
 
 def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    return line.partition(":")[2].strip()
-    except OSError:
-        pass
+    from models.resolve import read_cpuinfo
+
+    for line in read_cpuinfo().splitlines():
+        if line.startswith("model name"):
+            return line.partition(":")[2].strip()
     return platform.processor()
 
 

@@ -131,7 +131,8 @@ def time_dtype(
     ``baseline`` is None), latency rows, our path's probabilities, the mean input length and the
     classifier head's weights. Each dtype loads the model as a user would (a float32 model cast
     with ``.to`` would also round RoPE's frequencies) and takes the baseline's head, which an
-    untrained checkpoint initialises at random."""
+    untrained checkpoint initialises at random. The random 1B shape is built in float32 and cast,
+    so that its dtypes share weights."""
     dtype_name = str(dtype).removeprefix("torch.")
     model, tokenizer = load(config, device, dtype)
     if baseline is not None:
