@@ -200,6 +200,10 @@ def parse_config(
     if "--config" in args[:-1]:
         check_yaml_config(args[args.index("--config") + 1], dataclass_types)
     parser = TrlParser(list(dataclass_types))
+    parser.description = (
+        "--config FILE.yaml gives values for any of the flags below; flags given on the command "
+        "line override it."
+    )
     configs = parser.parse_args_and_config(args=args)
     for config in configs:  # configs without a __post_init__ check are bounded here
         if dataclasses.is_dataclass(config):

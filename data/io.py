@@ -13,7 +13,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
@@ -292,3 +292,14 @@ def fingerprint(*parts: str) -> str:
         digest.update(part.encode("utf-8"))
         digest.update(b"\0")
     return digest.hexdigest()[:16]
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """A GitHub-flavoured Markdown table (cells as given, ``|`` escaped), ending in a newline."""
+
+    def line(cells: Sequence[Any]) -> str:
+        return "| " + " | ".join(str(cell).replace("|", "\\|") for cell in cells) + " |"
+
+    lines = [line(header), "|" + "---|" * len(header)]
+    lines.extend(line(row) for row in rows)
+    return "\n".join(lines) + "\n"

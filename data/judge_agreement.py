@@ -22,7 +22,7 @@ import numpy as np
 
 from data.beir import graded_qrels, read_qrels
 from data.cli import parse_config, run_main
-from data.io import atomic_writer, read_records, write_json
+from data.io import atomic_writer, markdown_table, read_records, write_json
 from data.metrics import label_metrics
 from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, label_from_grade
 
@@ -104,36 +104,62 @@ def to_markdown(result: dict[str, Any], title: str) -> str:
     lines = [
         f"# Agreement: {title}",
         "",
-        "| pairs | accuracy | precision | recall | F1 | Cohen's κ | weighted κ (grades) | ROC-AUC |",
-        "|---|---|---|---|---|---|---|---|",
-        "| {pairs} | {accuracy:.3f} | {precision:.3f} | {recall:.3f} | {f1:.3f} | {kappa:.3f} | {qwk} | {auc} |".format(
-            **result,
-            qwk=f"{result['quadratic_weighted_kappa']:.3f}"
-            if "quadratic_weighted_kappa" in result
-            else "–",
-            auc=f"{result['roc_auc']:.3f}" if "roc_auc" in result else "–",
+        markdown_table(
+            [
+                "pairs",
+                "accuracy",
+                "precision",
+                "recall",
+                "F1",
+                "Cohen's κ",
+                "weighted κ (grades)",
+                "ROC-AUC",
+            ],
+            [
+                [
+                    result["pairs"],
+                    *(
+                        f"{result[m]:.3f}"
+                        for m in ("accuracy", "precision", "recall", "f1", "kappa")
+                    ),
+                    _optional(result, "quadratic_weighted_kappa"),
+                    _optional(result, "roc_auc"),
+                ]
+            ],
         ),
-        "",
         f"Reference positive rate {result['reference_positive_rate']:.3f}, judge positive rate "
         f"{result['judge_positive_rate']:.3f}; {result['skipped_errors']} error record(s) skipped.",
         "",
         "Confusion matrix (rows: reference not relevant / relevant; columns: judge):",
         "",
-        "| | judge 0 | judge 1 |",
-        "|---|---|---|",
+        markdown_table(
+            ["", "judge 0", "judge 1"],
+            [
+                [name, *row]
+                for name, row in zip(
+                    ("reference 0", "reference 1"), result["confusion_matrix"], strict=True
+                )
+            ],
+        ),
+        markdown_table(
+            ["query", "pairs", "accuracy", "reference relevant", "judge relevant"],
+            [
+                [
+                    qid,
+                    item["pairs"],
+                    f"{item['accuracy']:.2f}",
+                    item["reference_relevant"],
+                    item["judge_relevant"],
+                ]
+                for qid, item in result["per_query"].items()
+            ],
+        ),
     ]
-    for name, row in zip(("reference 0", "reference 1"), result["confusion_matrix"], strict=True):
-        lines.append(f"| {name} | {row[0]} | {row[1]} |")
-    lines += [
-        "",
-        "| query | pairs | accuracy | reference relevant | judge relevant |",
-        "|---|---|---|---|---|",
-    ]
-    for qid, item in result["per_query"].items():
-        lines.append(
-            f"| {qid} | {item['pairs']} | {item['accuracy']:.2f} | {item['reference_relevant']} | {item['judge_relevant']} |"
-        )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines)
+
+
+def _optional(result: dict[str, Any], key: str) -> str:
+    return f"{result[key]:.3f}" if key in result else "–"
 
 
 def run_agreement(config: AgreementConfig) -> dict[str, Any]:

@@ -98,21 +98,6 @@ def read_answers(path: str | os.PathLike[str]) -> dict[str, list[str]]:
     return answers
 
 
-def gold_documents(path: str | os.PathLike[str]) -> dict[str, str]:
-    """{query id: gold document id} from ``metadata.gold_doc`` in a ``queries.jsonl``."""
-    path = Path(path)
-    gold: dict[str, str] = {}
-    for number, obj in iter_json_lines(path):
-        if isinstance(obj, RecordError):
-            raise obj
-        doc = (obj.get("metadata") or {}).get("gold_doc")
-        if doc is not None:
-            if not isinstance(doc, str) or not doc:
-                raise RecordError(path, number, "metadata.gold_doc", "expected a document id")
-            gold[str(obj.get("_id"))] = doc
-    return gold
-
-
 def chunk_spans(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
     """Character windows of at most ``size`` over ``text``, each starting ``overlap`` characters
     before the previous one ended (as a 300/20 character splitter does), moved to whitespace

@@ -1,4 +1,4 @@
-"""Typed records shared by every stage (see DESIGN.md, "Records").
+"""Typed records shared by every stage (see docs/design.md, "Records").
 
 A *pair* is one query and one document. A *judgment* is a pair plus what a judge said about it.
 Both are plain JSON objects, one per line, so that `datasets.load_dataset("json", ...)` reads them

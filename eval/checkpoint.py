@@ -260,7 +260,7 @@ Scorer = Callable[[list[Judgment]], np.ndarray]
 
 def evaluate(config: CheckpointEvalConfig, scorer: Scorer | None = None) -> dict[str, Any]:
     """Metrics of ``config``'s model, judge or baseline; ``scorer`` (records -> P(relevant))
-    replaces the model's own scoring where a caller has a cheaper exact path (eval.study)."""
+    replaces the model's own scoring where a caller has a cheaper exact path (eval.jobs.study)."""
     records = [r for r in read_records(config.data, Judgment) if r.error is None]
     if not records:
         raise ValueError(f"{config.data}: no usable judgments")

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from data.cli import check_choices, choice, parse_config, run_main
-from data.io import atomic_writer, write_json
+from data.io import atomic_writer, markdown_table, write_json
 from data.metrics import SCALAR_METRICS
 
 COLUMNS = (*SCALAR_METRICS, "ece", "threshold")
@@ -59,19 +59,17 @@ def comparison_rows(results: Sequence[dict[str, Any]], labels: str) -> list[dict
 
 def to_markdown(rows: list[dict[str, Any]], labels: str) -> str:
     header = ["model", "pairs", *COLUMNS, "beats baselines (ROC-AUC)"]
-    lines = [
-        f"Against {labels} labels.",
-        "",
-        "| " + " | ".join(header) + " |",
-        "|" + "---|" * len(header),
-    ]
     verdicts = {None: "–", True: "yes", False: "**NO**"}
-    for row in rows:
-        name = f"baseline: {row['model']}" if row["baseline"] else str(row["model"])
-        cells = [name, str(row["pairs"])]
-        cells += ["–" if row[c] is None else f"{row[c]:.3f}" for c in COLUMNS]
-        cells.append("(baseline)" if row["baseline"] else verdicts[row["beats_baselines"]])
-        lines.append("| " + " | ".join(cells) + " |")
+    cells = [
+        [
+            f"baseline: {row['model']}" if row["baseline"] else str(row["model"]),
+            row["pairs"],
+            *("–" if row[c] is None else f"{row[c]:.3f}" for c in COLUMNS),
+            "(baseline)" if row["baseline"] else verdicts[row["beats_baselines"]],
+        ]
+        for row in rows
+    ]
+    lines = [f"Against {labels} labels.", "", markdown_table(header, cells).rstrip("\n")]
     losers = [r["model"] for r in rows if r["beats_baselines"] is False]
     if losers:
         lines += [

@@ -20,7 +20,7 @@ from typing import Any
 
 from data.beir import read_trec_run
 from data.cli import parse_config, run_main
-from data.io import write_json
+from data.io import markdown_table, write_json
 from eval.labelers import make_labeler
 from eval.search import SearchEvalConfig, label_runs, mean_metrics, pooled_metrics
 
@@ -91,19 +91,20 @@ def agreement(config: SystemAgreementConfig) -> dict[str, Any]:
     return result
 
 
+def scores_table(result: dict[str, Any], digits: int = 4) -> str:
+    """Each run's metric under each labeler, in the reference's order (Markdown)."""
+    labelers = list(result["scores"])
+    rows = [
+        [run, *(f"{result['scores'][spec][run]:.{digits}f}" for spec in labelers)]
+        for run in result["reference_ranking"]
+    ]
+    return markdown_table(["run", *labelers], rows)
+
+
 def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([SystemAgreementConfig], args)
     result = agreement(config)
-    names = result["reference_ranking"]
-    labelers = list(result["scores"])
-    print("| run | " + " | ".join(labelers) + " |")
-    print("|---|" + "---|" * len(labelers))
-    for name in names:
-        print(
-            f"| {name} | "
-            + " | ".join(f"{result['scores'][spec][name]:.4f}" for spec in labelers)
-            + " |"
-        )
+    print(scores_table(result), end="")
     for spec, entry in result["agreement"].items():
         print(
             f"{spec}: Kendall's τ = {entry['kendall_tau']:.3f} vs {config.reference} (Spearman's ρ = {entry['spearman_rho']:.3f})"

@@ -35,7 +35,7 @@ from data.beir import (
     write_trec_qrels,
 )
 from data.cli import bounded, parse_config, run_main
-from data.io import write_json
+from data.io import markdown_table, write_json
 from eval.labelers import Hit, HitLabel, Labeler, QrelsLabeler, make_labeler
 
 logger = logging.getLogger(__name__)
@@ -101,6 +101,13 @@ def _add_unretrieved_relevant(
     for i in range(max(0, num_relevant - found)):
         binary[qid][f"__unretrieved_{i}"] = 1
         graded[qid].setdefault(f"__unretrieved_{i}", 0)
+
+
+def metrics_table(mean: dict[str, dict[str, float]], digits: int = 4) -> str:
+    """One row per run of its mean metrics (Markdown)."""
+    names = sorted(next(iter(mean.values())))
+    rows = [[run, *(f"{values[m]:.{digits}f}" for m in names)] for run, values in mean.items()]
+    return markdown_table(["run", *names], rows)
 
 
 def evaluate_query(
@@ -328,11 +335,7 @@ def main(args: Sequence[str] | None = None) -> None:
     if len(runs) > 1:
         report["comparison"] = compare_runs(runs, graded, binary, config.k, config.stat_test)
     write_json(out / "metrics.json", report)
-    names = sorted(next(iter(summary.values())))
-    print("| run | " + " | ".join(names) + " |")
-    print("|---|" + "---|" * len(names))
-    for name, metrics in summary.items():
-        print(f"| {name} | " + " | ".join(f"{metrics[m]:.4f}" for m in names) + " |")
+    print(metrics_table(summary), end="")
     if "comparison" in report:
         for key, table in report["comparison"].items():
             if key.startswith("table_"):

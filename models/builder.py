@@ -1,18 +1,8 @@
 """One builder for every training mode, and the loader of what training saved.
 
-Modes (paper configurations in brackets):
-- ``full``: the causal LM with a classification head, everything trains [C];
-- ``frozen``: the same, only the head (``score``) trains [B];
-- ``top_layers``: only the last ``trainable_layers`` decoder layers, the final norm and the head
-  train; like ``frozen`` it trains on cached states of the layers below (far cheaper than ``full``
-  on a CPU, and it can move the features the head reads, which ``frozen`` cannot);
-- ``lora``: peft LoRA adapters on the backbone, the head trained and saved in ``modules_to_save``
-  (otherwise it is lost on reload: peft #310, #577, #876, #1070);
-- ``generative`` / ``generative-lora``: the causal LM itself, trained to answer yes/no after the
-  grader's prompt and scored by P(yes) [A, and the paper's LoRA-SFT runs];
-- ``query_likelihood``: the causal LM scores a pair by how much the document raises the query's
-  likelihood (``models.query_likelihood``); the last ``trainable_layers`` layers (0: none, only
-  the scale and bias of the score) train on cached states like ``top_layers``.
+The modes and the scoring family each belongs to are listed in ``models.families``: a mode says
+which parameters train (everything, the head on cached states, the top layers, LoRA adapters), the
+family how the model reads a pair. ``build_grader`` asks both instead of testing mode names.
 
 The head has two classes (``labels: binary``, relevant or not) or the four grades 0-3
 (``labels: graded``), so a graded teacher's grades give NDCG graded gains; either way P(relevant)
@@ -31,24 +21,16 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from data.cli import check_choices, choice
 from data.records import DEFAULT_RELEVANCE_THRESHOLD
+from models.families import (
+    MODES,
+    ScoringFamily,
+    TrainingMode,
+    family_of,
+    family_of_description,
+    training_mode,
+)
 from models.resolve import LABEL_NAMES, label_names, load_model
 
-MODES = (
-    "full",
-    "frozen",
-    "top_layers",
-    "lora",
-    "generative",
-    "generative-lora",
-    "query_likelihood",
-)
-GENERATIVE_MODES = ("generative", "generative-lora")
-QUERY_LIKELIHOOD = "query_likelihood"
-# Modes whose model is the causal LM itself (no classification head).
-CAUSAL_LM_MODES = (*GENERATIVE_MODES, QUERY_LIKELIHOOD)
-# Classifier modes whose lower layers never change: they train on cached states
-# (train.cached_states); query_likelihood does too, on its own objective.
-CACHED_STATE_MODES = ("frozen", "top_layers")
 DTYPES = ("float32", "bfloat16", "float16")
 PROMPT_FORMATS = ("auto", "chat", "plain")
 LABEL_SCHEMES = ("binary", "graded")
@@ -57,22 +39,12 @@ GRADER_CONFIG_FILE = "grader_config.json"
 LLAMA_LINEAR_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
-def is_generative(mode: str) -> bool:
-    """Whether a mode (or a stored grader's mode) scores by P(yes) rather than a classifier head."""
-    return mode in GENERATIVE_MODES
-
-
-def is_causal_lm(mode: str) -> bool:
-    """Whether a mode's model is a causal LM (P(yes) or query likelihood), not a classifier."""
-    return mode in CAUSAL_LM_MODES
-
-
 @dataclass
 class GraderModelConfig:
     model_name_or_path: str = field(
         default="smollm2-135m", metadata={"help": "Base model: embedded name, hub id or path."}
     )
-    mode: str = choice("full", MODES, "What trains (see models.builder).")
+    mode: str = choice("full", tuple(MODES), "What trains (see models.families).")
     trainable_layers: int = field(
         default=2,
         metadata={
@@ -111,21 +83,27 @@ class GraderModelConfig:
 
     def __post_init__(self) -> None:
         check_choices(self)
-        if self.labels == "graded" and is_causal_lm(self.mode):
+        if self.labels == "graded" and not self.family.supports_graded:
+            graded = [m for m in MODES if family_of(m).supports_graded]
             raise ValueError(
                 f"labels=graded: mode={self.mode} gives one relevance score; train a graded "
-                "grader with a classification head (full, frozen, top_layers or lora)"
+                f"grader with a classification head ({', '.join(graded)})"
             )
-        if self.mode == "top_layers" and self.trainable_layers < 1:
-            raise ValueError("trainable_layers: top_layers mode trains at least 1 layer")
+        minimum = self.training_mode.min_trainable_layers
+        if self.trainable_layers < minimum:
+            raise ValueError(f"trainable_layers: {self.mode} mode trains at least {minimum} layer")
         if self.trainable_layers < 0:
             raise ValueError(f"trainable_layers: expected >= 0, got {self.trainable_layers}")
         if self.max_length < 8:
             raise ValueError(f"max_length: expected at least 8 tokens, got {self.max_length}")
 
     @property
-    def generative(self) -> bool:
-        return is_generative(self.mode)
+    def family(self) -> ScoringFamily:
+        return family_of(self.mode)
+
+    @property
+    def training_mode(self) -> TrainingMode:
+        return training_mode(self.mode)
 
     @property
     def num_labels(self) -> int:
@@ -134,7 +112,7 @@ class GraderModelConfig:
     @property
     def trained_layers(self) -> int:
         """Decoder layers that train in the cached-state modes (0: frozen, head only)."""
-        return 0 if self.mode == "frozen" else self.trainable_layers
+        return self.training_mode.trained_layers(self.trainable_layers)
 
 
 def build_grader(config: GraderModelConfig) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -142,13 +120,11 @@ def build_grader(config: GraderModelConfig) -> tuple[PreTrainedModel, PreTrained
     kwargs: dict[str, Any] = {"dtype": getattr(torch, config.dtype)}
     if config.attn_implementation:
         kwargs["attn_implementation"] = config.attn_implementation
-    if is_causal_lm(config.mode):
-        model, tokenizer = load_model(config.model_name_or_path, task="causal-lm", **kwargs)
-    else:
-        model, tokenizer = load_model(
-            config.model_name_or_path, num_labels=config.num_labels, **kwargs
-        )
-    if config.mode in (*CACHED_STATE_MODES, QUERY_LIKELIHOOD):
+    family, mode = config.family, config.training_mode
+    model, tokenizer = load_model(
+        config.model_name_or_path, task=family.task, num_labels=config.num_labels, **kwargs
+    )
+    if mode.cached_states:
         from models.backbone import decoder, split_index
 
         trained = config.trained_layers
@@ -156,22 +132,20 @@ def build_grader(config: GraderModelConfig) -> tuple[PreTrainedModel, PreTrained
         stack = decoder(model)
         for parameter in model.parameters():
             parameter.requires_grad = False
-        # A classifier's head trains; query likelihood reads the LM head, which is tied to the
-        # (cached) input embeddings and stays frozen.
-        head = [] if config.mode == QUERY_LIKELIHOOD else [model.score]
-        for module in head + ([*list(stack.layers)[first:], stack.norm] if trained else []):
+        top = [*list(stack.layers)[first:], stack.norm] if trained else []
+        for module in family.trainable_head(model) + top:
             for parameter in module.parameters():
                 parameter.requires_grad = True
-    elif config.mode in ("lora", "generative-lora"):
+    elif mode.lora:
         from peft import LoraConfig, TaskType, get_peft_model
 
         lora = LoraConfig(
-            task_type=TaskType.CAUSAL_LM if config.generative else TaskType.SEQ_CLS,
+            task_type=TaskType.CAUSAL_LM if family.task == "causal-lm" else TaskType.SEQ_CLS,
             r=config.lora_r,
             lora_alpha=config.lora_alpha,
             lora_dropout=config.lora_dropout,
             target_modules=list(config.lora_target_modules),
-            modules_to_save=None if config.generative else ["score"],
+            modules_to_save=family.lora_modules_to_save(),
         )
         model = get_peft_model(model, lora)
     upcast_trainable(model)
@@ -223,7 +197,7 @@ def load_trained(
     """A trained checkpoint (full, frozen, LoRA adapter or generative) with its tokenizer."""
     path = Path(path)
     info = read_grader_config(path)
-    task = "causal-lm" if is_causal_lm(str(info.get("mode", ""))) else "classification"
+    task = family_of_description(info).task
     num_labels = len(info.get("label_names") or LABEL_NAMES)
     adapter = path / "adapter_config.json"
     if adapter.exists():

@@ -30,15 +30,10 @@ import torch
 
 from data.cli import parse_config, run_main
 from data.io import check_replaceable, replace_folder
-from data.records import DEFAULT_RELEVANCE_THRESHOLD
-from models.builder import (
-    GRADER_CONFIG_FILE,
-    QUERY_LIKELIHOOD,
-    is_causal_lm,
-    is_generative,
-    load_trained,
-    read_grader_config,
-)
+from models.builder import GRADER_CONFIG_FILE, load_trained, read_grader_config
+from models.card import model_card, relevant_grade
+from models.families import family_of_description
+from models.families.base import PlainExport
 from models.resolve import LABEL_NAMES
 
 logger = logging.getLogger(__name__)
@@ -103,18 +98,11 @@ class RoundTripError(ValueError):
     pass
 
 
-def fill_template(template: str, query: str, document: str) -> str:
-    """What a user of the export does with plain Python: put the texts into the stored template."""
-    import re
-
-    values = {"query": query, "document": document}
-    return re.sub(r"\{(query|document)\}", lambda m: values[m.group(1)], template)
-
-
 def plain_transformers_probabilities(
     export_dir: Path, pairs: Sequence[tuple[str, str]]
 ) -> np.ndarray:
-    """P(relevant) computed with plain transformers and the exported description only."""
+    """P(relevant) computed with plain transformers and the exported description only (each
+    family's reference scorer, written as a user of the export would)."""
     from transformers import (
         AutoConfig,
         AutoModelForCausalLM,
@@ -122,84 +110,14 @@ def plain_transformers_probabilities(
         AutoTokenizer,
     )
 
-    config = AutoConfig.from_pretrained(export_dir)
-    grader = config.grader
-    fmt = grader["input_format"]
+    description = AutoConfig.from_pretrained(export_dir).grader
+    family = family_of_description(description)
+    auto = (
+        AutoModelForCausalLM if family.task == "causal-lm" else AutoModelForSequenceClassification
+    )
+    model = auto.from_pretrained(export_dir, dtype=torch.float32).eval()
     tokenizer = AutoTokenizer.from_pretrained(export_dir)
-    generative = is_generative(str(grader.get("mode", "")))
-    causal = is_causal_lm(str(grader.get("mode", "")))
-    cls = AutoModelForCausalLM if causal else AutoModelForSequenceClassification
-    model = cls.from_pretrained(export_dir, dtype=torch.float32).eval()
-    if grader.get("mode") == QUERY_LIKELIHOOD:
-        return np.asarray(
-            [_plain_query_likelihood(model, tokenizer, grader, q, d) for q, d in pairs]
-        )
-    out = []
-    for query, document in pairs:
-        fixed = len(
-            tokenizer(
-                fill_template(fmt["template"], query, ""),
-                add_special_tokens=fmt["add_special_tokens"],
-            )["input_ids"]
-        )
-        budget = fmt["max_length"] - fixed
-        doc_ids = tokenizer(document, add_special_tokens=False)["input_ids"]
-        while True:
-            text = fill_template(fmt["template"], query, tokenizer.decode(doc_ids[:budget]))
-            ids = tokenizer(text, add_special_tokens=fmt["add_special_tokens"], return_tensors="pt")
-            if ids["input_ids"].shape[1] <= fmt["max_length"]:
-                break
-            budget -= ids["input_ids"].shape[1] - fmt["max_length"]
-        with torch.no_grad():
-            if generative:
-                yes_no = [
-                    tokenizer(fmt["answer_prefix"] + w, add_special_tokens=False)["input_ids"][0]
-                    for w in fmt["label_words"]
-                ]
-                logits = model(**ids).logits[0, -1, yes_no]
-            else:
-                logits = model(**ids).logits[0]
-        relevant_from = grader.get("relevant_from", 1)
-        out.append(torch.softmax(logits.float(), -1)[relevant_from:].sum().item())
-    return np.asarray(out)
-
-
-def plain_query_log_likelihood(
-    model: Any, tokenizer: Any, text: str, marker: str, add_special_tokens: bool
-) -> float:
-    """log P(tokens after the last ``marker`` | everything before), from one unbatched forward
-    pass over all logits: the query-likelihood read-out as a user would write it."""
-    ids = tokenizer(text, add_special_tokens=add_special_tokens)["input_ids"]
-    marker_ids = tokenizer(marker, add_special_tokens=False)["input_ids"]
-    start = max(
-        i + len(marker_ids)
-        for i in range(len(ids) - len(marker_ids) + 1)
-        if ids[i : i + len(marker_ids)] == marker_ids
-    )
-    with torch.no_grad():
-        log_p = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), -1)
-    return sum(log_p[t - 1, ids[t]].item() for t in range(start, len(ids)))
-
-
-def _plain_query_likelihood(
-    model: Any, tokenizer: Any, grader: dict[str, Any], query: str, document: str
-) -> float:
-    """Uncalibrated P(relevant) of a query-likelihood export, from its description alone."""
-    fmt, ql = grader["input_format"], grader["query_likelihood"]
-    special = fmt["add_special_tokens"]
-    fixed = len(
-        tokenizer(fill_template(fmt["template"], query, ""), add_special_tokens=special)[
-            "input_ids"
-        ]
-    )
-    doc_ids = tokenizer(document, add_special_tokens=False)["input_ids"]
-    doc = tokenizer.decode(doc_ids[: fmt["max_length"] - fixed])
-    pmi = plain_query_log_likelihood(
-        model, tokenizer, fill_template(fmt["template"], query, doc), ql["marker"], special
-    ) - plain_query_log_likelihood(
-        model, tokenizer, fill_template(fmt["template"], query, ""), ql["marker"], special
-    )
-    return float(torch.sigmoid(torch.tensor(ql["scale"] * pmi + ql["bias"])))
+    return family.reference_probabilities(PlainExport(model, tokenizer, description), pairs)
 
 
 def _sample_pairs(config: ExportConfig) -> list[tuple[str, str]]:
@@ -214,13 +132,6 @@ def _sample_pairs(config: ExportConfig) -> list[tuple[str, str]]:
         if len(pairs) >= config.sample_size:
             break
     return pairs
-
-
-def relevant_grade(info: dict[str, Any]) -> int:
-    """The 0-3 grade from which the training pairs counted as relevant."""
-    if len(info.get("label_names") or LABEL_NAMES) > len(LABEL_NAMES):
-        return int(info["relevant_from"])  # a graded head's first relevant class is that grade
-    return DEFAULT_RELEVANCE_THRESHOLD
 
 
 def _check_out(checkpoint: Path, out: Path, overwrite: bool) -> None:
@@ -249,7 +160,7 @@ def export(config: ExportConfig) -> dict[str, Any]:
     model, tokenizer = load_trained(checkpoint, dtype=dtype)
     if hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()  # LoRA into the base weights; the saved head copy is kept
-    causal = is_causal_lm(str(info.get("mode", "")))
+    causal = family_of_description(info).task == "causal-lm"
     model.config.pad_token_id = tokenizer.pad_token_id
     names = list(info.get("label_names") or LABEL_NAMES)
     if not causal:
@@ -277,7 +188,8 @@ def export(config: ExportConfig) -> dict[str, Any]:
         (staging / GRADER_CONFIG_FILE).write_text(
             json.dumps(description, indent=2, ensure_ascii=False) + "\n"
         )
-        (staging / "README.md").write_text(model_card(description, config))
+        name = config.model_name or out.name
+        (staging / "README.md").write_text(model_card(description, name, config.license))
 
         # Round trip: plain transformers on the export vs our inference path on the checkpoint;
         # a failure leaves the previous export in place.
@@ -300,224 +212,6 @@ def export(config: ExportConfig) -> dict[str, Any]:
         }
         (staging / EXPORT_MARKER).write_text(json.dumps(report, indent=2) + "\n")
     return report
-
-
-def _metrics_table(description: dict[str, Any]) -> str:
-    evaluation = description.get("evaluation", {}).get("metrics", {})
-    if not evaluation:
-        return "No evaluation results were attached to this export (`--metrics`).\n"
-    lines = [
-        "| labels | pairs | accuracy | precision | recall | F1 | κ | ROC-AUC | threshold |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
-    for source, entry in evaluation.items():
-        m = entry.get("at_validation_threshold", entry["at_0.5"])
-        auc = "–" if m.get("roc_auc") is None else f"{m['roc_auc']:.3f}"
-        lines.append(
-            f"| {source} | {m['pairs']} | {m['accuracy']:.3f} | {m['precision']:.3f} | {m['recall']:.3f} | "
-            f"{m['f1']:.3f} | {m['kappa']:.3f} | {auc} | {m['threshold']:.3f} |"
-        )
-    return "\n".join(lines) + "\n"
-
-
-QUERY_LIKELIHOOD_SNIPPET = """import re, torch
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
-
-path = "{path}"
-grader = AutoConfig.from_pretrained(path).grader
-fmt, ql = grader["input_format"], grader["query_likelihood"]
-tokenizer = AutoTokenizer.from_pretrained(path)
-model = AutoModelForCausalLM.from_pretrained(path).eval()
-marker = tokenizer(ql["marker"], add_special_tokens=False)["input_ids"]
-
-def fill(query, document):
-    slots = {{"query": query, "document": document}}
-    return re.sub(r"\\{{(query|document)\\}}", lambda m: slots[m.group(1)], fmt["template"])
-
-def query_log_likelihood(text):
-    # log P(query tokens | everything before them): the tokens after the template's marker.
-    ids = tokenizer(text, add_special_tokens=fmt["add_special_tokens"])["input_ids"]
-    start = max(i + len(marker) for i in range(len(ids) - len(marker) + 1)
-                if ids[i:i + len(marker)] == marker)
-    with torch.no_grad():
-        log_p = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), -1)
-    return sum(log_p[t - 1, ids[t]].item() for t in range(start, len(ids)))
-
-def p_relevant(query, document):
-    fixed = len(tokenizer(fill(query, ""), add_special_tokens=fmt["add_special_tokens"])["input_ids"])
-    doc_ids = tokenizer(document, add_special_tokens=False)["input_ids"]
-    doc = tokenizer.decode(doc_ids[: fmt["max_length"] - fixed])
-    # How much the document raises the query's likelihood over an empty passage (PMI).
-    pmi = query_log_likelihood(fill(query, doc)) - query_log_likelihood(fill(query, ""))
-    temperature = grader["calibration"].get("temperature", 1.0)
-    return torch.sigmoid(torch.tensor((ql["scale"] * pmi + ql["bias"]) / temperature)).item()
-
-p = p_relevant("what is an axon terminal", "Axon terminals are the ends of an axon's branches.")
-print(p, p >= grader["threshold"])
-"""
-
-
-def usage_snippet(path: str, generative: bool, query_likelihood: bool = False) -> str:
-    """The model card's plain-transformers example (run by the tests against stored scores)."""
-    if query_likelihood:
-        return QUERY_LIKELIHOOD_SNIPPET.format(path=path)
-    if generative:
-        load = "AutoModelForCausalLM"
-        read_out = (
-            "    answers = [tokenizer(fmt['answer_prefix'] + w, add_special_tokens=False)['input_ids'][0]\n"
-            "               for w in fmt['label_words']]\n"
-            "    with torch.no_grad():\n"
-            "        logits = model(**inputs).logits[0, -1, answers]\n"
-        )
-    else:
-        load = "AutoModelForSequenceClassification"
-        read_out = "    with torch.no_grad():\n        logits = model(**inputs).logits[0]\n"
-    return f"""import re, torch
-from transformers import AutoConfig, {load}, AutoTokenizer
-
-path = "{path}"
-grader = AutoConfig.from_pretrained(path).grader
-fmt = grader["input_format"]
-tokenizer = AutoTokenizer.from_pretrained(path)
-model = {load}.from_pretrained(path).eval()
-
-def fill(query, document):
-    slots = {{"query": query, "document": document}}
-    return re.sub(r"\\{{(query|document)\\}}", lambda m: slots[m.group(1)], fmt["template"])
-
-def p_relevant(query, document):
-    special = fmt["add_special_tokens"]
-    fixed = len(tokenizer(fill(query, ""), add_special_tokens=special)["input_ids"])
-    doc_ids = tokenizer(document, add_special_tokens=False)["input_ids"]
-    doc = tokenizer.decode(doc_ids[: fmt["max_length"] - fixed])
-    inputs = tokenizer(fill(query, doc), add_special_tokens=special, return_tensors="pt")
-{read_out}    # P(relevant): the relevant classes' mass (relevant_from is 1 for a binary head, 2 for
-    # the grades 0-3), calibrated by temperature on its log-odds.
-    p = torch.softmax(logits.float(), -1)[grader.get("relevant_from", 1):].sum()
-    temperature = grader["calibration"].get("temperature", 1.0)
-    return torch.sigmoid(torch.logit(p, eps=1e-7) / temperature).item()
-
-p = p_relevant("what is an axon terminal", "Axon terminals are the ends of an axon's branches.")
-print(p, p >= grader["threshold"])
-"""
-
-
-def base_model_license(base_model: str) -> str:
-    """The model card's licence id: a fine-tuned model stays under its base model's licence."""
-    name = base_model.lower()
-    for marker, license_id in (
-        ("llama-3.2", "llama3.2"),
-        ("llama-3.1", "llama3.1"),
-        ("llama-3", "llama3"),
-        ("gemma", "gemma"),
-    ):
-        if marker in name:
-            return license_id
-    return "apache-2.0"  # SmolLM2, Qwen2.5 and the other Apache-licensed bases
-
-
-def vllm_section(
-    name: str,
-    generative: bool,
-    threshold: float,
-    temperature: float,
-    add_special_tokens: bool,
-    relevant_from: int = 1,
-) -> str:
-    if generative:
-        return ""
-    return f"""
-## Serving with vLLM
-
-The export is a standard `LlamaForSequenceClassification`, which vLLM serves as a classifier
-(`/classify`; older vLLM versions need `--task classify`):
-
-```bash
-vllm serve {name}
-curl localhost:8000/classify -H 'Content-Type: application/json' -d '{{"model": "{name}",
-  "input": ["<the prompt, filled as fill() does above>"],
-  "add_special_tokens": {"true" if add_special_tokens else "false"}}}'
-```
-
-vLLM returns softmax(logits) as `probs` and applies nothing that the grader stores beside the
-weights: fill the prompt template yourself (`fill` above; the template already holds any special
-tokens, hence `add_special_tokens` as shown), sum `probs[{relevant_from}:]` (the relevant
-classes) into P(relevant), divide its log-odds by the temperature ({temperature:.3f}) before the
-sigmoid, and compare with the threshold ({threshold:.3f}). That sum alone is the uncalibrated
-P(relevant), meant for threshold 0.5.
-"""
-
-
-def model_card(description: dict[str, Any], config: ExportConfig) -> str:
-    fmt = description["input_format"]
-    data = description.get("data", {})
-    base = description.get("base_model", "")
-    hub_base = "HuggingFaceTB/SmolLM2-135M-Instruct" if base == "smollm2-135m" else base
-    generative = is_generative(str(description.get("mode", "")))
-    query_likelihood = description.get("mode") == QUERY_LIKELIHOOD
-    name = config.model_name or Path(config.out).name
-    threshold = description["threshold"]
-    temperature = description["calibration"].get("temperature", 1.0)
-    license_id = config.license or base_model_license(hub_base)
-    graded_note = (
-        "; the head predicts the grade itself (classes "
-        + ", ".join(f"{i} {n}" for i, n in enumerate(description["label_names"]))
-        + "), and P(relevant) is the mass of the relevant grades"
-        if len(description["label_names"]) > len(LABEL_NAMES)
-        else ""
-    )
-    return f"""---
-license: {license_id}
-library_name: transformers
-pipeline_tag: {"text-generation" if generative or query_likelihood else "text-classification"}
-base_model: {hub_base}
-tags:
-- relevance
-- reranking
-- retrieval-evaluation
-- llm-judge-distillation
----
-
-# {name}: a relevance grader
-
-Says whether a document answers a search query: P(relevant) for a (query, document) pair. It was
-distilled from a relevance judge into `{hub_base}` ({description.get("mode")} fine-tuning,
-loss `{description.get("loss", {}).get("loss", "generative")}`) to label retrieval results for
-search and RAG evaluation (NDCG, MAP, MRR) at a fraction of a large judge's cost.
-
-## Results
-
-{_metrics_table(description)}
-Evaluated on held-out queries; the decision threshold ({threshold:.3f}) and the temperature
-({temperature:.3f}) were fitted on the validation split, never on the test split.
-
-## Training data and teacher
-
-- training pairs: {data.get("train_pairs", "unknown")} (positive rate {data.get("train_positive_rate", float("nan")):.3f}),
-  validation pairs: {data.get("validation_pairs", "unknown")}; dataset: `{data.get("dataset", "")}`
-- relevant means grade ≥ {relevant_grade(description)} on a 0–3 scale (TREC's convention){graded_note}
-- the teacher is recorded per judgment in the training data (`judge` field)
-
-## Usage with plain transformers
-
-The input format `{fmt["name"]}@{fmt["version"]}` is stored in `config.json` (key `grader`): a
-template with `{{query}}` and `{{document}}` slots, at most {fmt["max_length"]} tokens; long
-documents are cut at the end, never the query.
-
-```python
-{usage_snippet(name, generative, query_likelihood)}```
-
-With this repository: `Grader.from_pretrained(path).score(query, documents)`.
-{vllm_section(name, generative or query_likelihood, threshold, temperature, bool(fmt.get("add_special_tokens")), description["relevant_from"])}
-## Intended use and limitations
-
-- Intended for labeling retrieved passages to compute retrieval metrics and to compare retrieval
-  systems offline; not for ranking in production without checking latency and quality.
-- It inherits the teacher's biases and the training collection's domain and language (English).
-  Expect lower agreement on other domains; re-check against a few hundred human judgments.
-- Scores are calibrated on one validation split; recalibrate for a different collection.
-- Licence: {license_id}, the base model's{" (Llama 3.2 Community License: attribution and its acceptable use policy apply)" if license_id == "llama3.2" else ""}.
-"""
 
 
 def main(args: Sequence[str] | None = None) -> None:

@@ -6,11 +6,9 @@
     grader.grade("what is an axon terminal", [...])          # 0-3 grades (graded graders)
     Grader.from_pretrained("smollm2-135m", zero_shot=True)   # any causal LM, judged by P(yes)
 
-Classifier checkpoints are read through their softmax (P(relevant) is the mass of the relevant
-classes: the second of two, or grades >= 2 of a graded 0-3 head, which also gives each pair a
-grade); generative checkpoints and zero-shot causal LMs through P(yes) / (P(yes) + P(no)) at the
-answer position; query-likelihood graders through sigmoid(scale * PMI + bias), PMI being how
-much the document raises the query's log-likelihood (models.query_likelihood). Inputs are built by
+The grader's scoring family (``models.families``: a classifier head, the answer token's
+probability, query likelihood; zero-shot causal LMs read P(yes)) turns a batch into class
+probabilities; P(relevant) is the mass of the relevant classes. Inputs are built by
 models.input_format with the format stored beside the weights, batched and length-sorted.
 A stored calibration (temperature) and decision threshold are applied when present.
 """
@@ -27,7 +25,9 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from models.builder import is_generative, load_trained, read_grader_config
+from models.builder import load_trained, read_grader_config
+from models.families import CLASSIFIER, ZERO_SHOT, ScoringFamily, family_of_description
+from models.families.base import PairBatch
 from models.input_format import (
     FormattedPairs,
     GraderInputFormat,
@@ -35,14 +35,7 @@ from models.input_format import (
     use_chat_template,
 )
 from models.resolve import inference_dtype, load_model
-from models.scoring import (
-    answer_token_probabilities,
-    apply_temperature,
-    classifier_probabilities,
-    decided_grades,
-    relevant_probability,
-    shared_prefix_classifier_probabilities,
-)
+from models.scoring import apply_temperature, decided_grades, relevant_probability
 
 
 def resolve_device_and_dtype(
@@ -62,7 +55,9 @@ class Grader:
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
     input_format: GraderInputFormat
-    generative: bool = False
+    # How a pair becomes P(relevant) (models.families): classifier head, answer token, query
+    # likelihood.
+    family: ScoringFamily = CLASSIFIER
     threshold: float = 0.5
     temperature: float = 1.0
     name: str = ""
@@ -76,8 +71,6 @@ class Grader:
     # The first class counted as relevant: 1 for a binary head, the grade threshold (2) for a
     # graded one.
     relevant_from: int = 1
-    # (scale, bias) of a query-likelihood grader: P(relevant) = sigmoid(scale * PMI + bias).
-    query_likelihood: tuple[float, float] | None = None
 
     @classmethod
     def from_pretrained(
@@ -94,8 +87,7 @@ class Grader:
         name = str(path_or_name)
         if zero_shot:
             model, tokenizer = load_model(name, task="causal-lm", dtype=dtype)
-            info: dict[str, Any] = {"mode": "zero-shot", "base_model": name}
-            generative = True
+            info: dict[str, Any] = {"mode": ZERO_SHOT, "base_model": name}
         else:
             info = read_grader_config(name)
             if not info:
@@ -103,7 +95,6 @@ class Grader:
                     f"{name}: no grader_config.json; give a trained grader, or zero_shot=True for a causal LM"
                 )
             model, tokenizer = load_trained(name, dtype=dtype)
-            generative = is_generative(str(info.get("mode", "")))
         if "input_format" in info:
             fmt = GraderInputFormat.from_dict(info["input_format"])
         else:
@@ -111,29 +102,23 @@ class Grader:
                 tokenizer, max_length=max_length, use_chat_template=use_chat_template("auto", name)
             )
         calibration = info.get("calibration") or {}
-        ql = info.get("query_likelihood")
         return cls(
             model=model.to(device).eval(),
             tokenizer=tokenizer,
             input_format=fmt,
-            generative=generative,
+            family=family_of_description(info),
             threshold=float(info.get("threshold", 0.5)),
             temperature=float(calibration.get("temperature", 1.0)),
             name=name,
             info=info,
             batch_size=batch_size,
             relevant_from=int(info.get("relevant_from", 1)),
-            query_likelihood=(float(ql["scale"]), float(ql["bias"])) if ql else None,
         )
 
     @property
     def graded(self) -> bool:
         """Whether the head predicts the 0-3 grades (not only relevant or not)."""
-        return (
-            not self.generative
-            and self.query_likelihood is None
-            and self.model.config.num_labels > 2
-        )
+        return self.family.supports_graded and self.model.config.num_labels > 2
 
     def encode(
         self,
@@ -185,41 +170,8 @@ class Grader:
         0-3 of a graded head."""
         if not len(input_ids):
             return np.zeros((0, 2), dtype=np.float32)
-        if self.query_likelihood is not None:
-            from models.query_likelihood import pmi_probabilities, pmi_scores
-
-            pmi = pmi_scores(
-                self.model,
-                self.tokenizer,
-                self.input_format,
-                input_ids,
-                batch_size=self.batch_size,
-                max_batch_tokens=self.max_batch_tokens,
-                show_progress=show_progress,
-            )
-            return pmi_probabilities(pmi, *self.query_likelihood)
-        if self.prefix_cache and prefix_lengths is not None and not self.generative:
-            return shared_prefix_classifier_probabilities(
-                self.model, input_ids, prefix_lengths, batch_size=self.batch_size
-            )
-        if self.generative:
-            probabilities, _ = answer_token_probabilities(
-                self.model,
-                input_ids,
-                self.input_format.label_token_ids(self.tokenizer),
-                pad_token_id=self.tokenizer.pad_token_id,
-                batch_size=self.batch_size,
-                max_batch_tokens=self.max_batch_tokens,
-                show_progress=show_progress,
-            )
-            return probabilities
-        return classifier_probabilities(
-            self.model,
-            input_ids,
-            batch_size=self.batch_size,
-            max_batch_tokens=self.max_batch_tokens,
-            show_progress=show_progress,
-        )
+        batch = PairBatch(input_ids, prefix_lengths, show_progress)
+        return self.family.class_probabilities(self, batch)
 
     def grades_and_scores_of_ids(
         self, input_ids: Sequence[list[int]], prefix_lengths: Sequence[int] | None = None

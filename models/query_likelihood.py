@@ -9,7 +9,7 @@ summed over the query's tokens (the query-likelihood rankers of Sachan et al. 20
 Zhuang et al. 2023, with the query's own prior subtracted so that scores of different queries are
 comparable). P(relevant) = sigmoid(scale * PMI + bias); ``scale`` and ``bias`` are fitted on the
 training pairs, and in ``query_likelihood`` mode the top decoder layers also train on that
-objective (``train.cached_states``). Measured on TREC DL 2019 (README), the untrained SmolLM2-135M
+objective (``train.cached_states``). Measured on TREC DL 2019 (docs/results.md), the untrained SmolLM2-135M
 separates relevant from non-relevant pairs this way about as well as the MiniLM cosine, where its
 yes/no answer and a classifier head on its last token stay near chance.
 
@@ -42,10 +42,6 @@ def query_likelihood_format(max_length: int = DEFAULT_MAX_LENGTH) -> GraderInput
     return GraderInputFormat(
         FORMAT_NAME, FORMAT_VERSION, TEMPLATE, max_length, add_special_tokens=True
     )
-
-
-def is_query_likelihood_format(fmt: GraderInputFormat) -> bool:
-    return fmt.name == FORMAT_NAME
 
 
 @dataclass

@@ -24,15 +24,6 @@ REPO = Path(__file__).resolve().parents[1]
 COLLECTIONS = REPO / "data" / "collections"
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if torch.cuda.is_available():
-        return
-    skip_gpu = pytest.mark.skip(reason="needs a CUDA device")
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip_gpu)
-
-
 @pytest.fixture(scope="session")
 def tiny_tokenizer():
     from models.resolve import load_tokenizer

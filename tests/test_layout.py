@@ -1,8 +1,12 @@
-"""Repository contracts: stage imports point one way, every step answers --help, configs load."""
+"""Repository contracts: stage imports point one way, every step answers --help, the commands in
+the README and docs/ name real modules and flags, configs load."""
 
 from __future__ import annotations
 
 import ast
+import functools
+import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -11,8 +15,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 STAGES = ("data", "models", "train", "eval")
-# DESIGN.md: train and eval may import data and models; models and data import neither.
+# docs/design.md: train and eval may import data and models; models and data import neither.
 FORBIDDEN = {"data": {"train", "eval"}, "models": {"train", "eval"}}
+# Inside eval, only the jobs that train and the training benchmarks import train.
+EVAL_MAY_TRAIN = ("eval/jobs/", "eval/bench/training.py", "eval/bench/frozen.py")
 
 
 def stage_files(stage: str) -> list[Path]:
@@ -40,6 +46,36 @@ def test_imports_point_one_way(stage: str):
     assert offenders == {}
 
 
+def test_only_the_jobs_that_train_import_train():
+    offenders = sorted(
+        str(path.relative_to(REPO))
+        for path in stage_files("eval")
+        if "train" in imported_stages(path)
+        and not str(path.relative_to(REPO)).startswith(EVAL_MAY_TRAIN)
+    )
+    assert offenders == []
+
+
+def test_no_module_outside_the_families_tests_a_mode_name():
+    """A mode's meaning lives in models/families (the registry) and its family's modules; the rest
+    asks the family. A mode name compared or matched elsewhere is a new branch to find."""
+    from models.families import MODES
+
+    quoted = "|".join(f"[\"']{re.escape(name)}[\"']" for name in MODES)
+    comparison = re.compile(
+        rf"(==|!=|\bin)\s*[(\[{{]?\s*({quoted})|({quoted})\s*(==|!=|\bin\b|\bnot in\b)"
+    )
+    offenders = [
+        f"{path.relative_to(REPO)}:{number}: {line.strip()}"
+        for stage in STAGES
+        for path in stage_files(stage)
+        if "families" not in path.parts
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if comparison.search(line)
+    ]
+    assert offenders == []
+
+
 def step_modules() -> list[str]:
     modules = []
     for stage in STAGES:
@@ -54,17 +90,110 @@ def test_there_are_steps():
     assert {"data.validate", "models.prepare"} <= set(step_modules())
 
 
-@pytest.mark.parametrize("module", step_modules())
-def test_every_step_prints_help(module: str):
-    result = subprocess.run(
+@functools.cache
+def help_text(module: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
         [sys.executable, "-m", module, "--help"],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=120,
     )
+
+
+@pytest.mark.parametrize("module", step_modules())
+def test_every_step_prints_help(module: str):
+    result = help_text(module)
     assert result.returncode == 0, result.stderr[-2000:]
     assert "usage:" in result.stdout
+
+
+DOCUMENTS = ["README.md", *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))]
+
+
+def documented_commands(text: str) -> list[list[str]]:
+    """Command lines of a Markdown text: the lines of its shell code blocks (continuations joined)
+    and inline code that starts a command."""
+    lines, block, language = [], None, ""
+    for line in text.splitlines():
+        if line.startswith("```"):
+            if block is None:
+                block, language = [], line[3:].strip()
+            else:
+                if language in ("", "bash", "sh"):
+                    lines += "\n".join(block).replace("\\\n", " ").splitlines()
+                block = None
+        elif block is not None:
+            block.append(line)
+    lines += re.findall(r"`((?:python -m|relevance-grader|accelerate launch) [^`]+)`", text)
+    commands = []
+    for line in lines:
+        try:
+            tokens = shlex.split(line.replace("\\|", "|"), comments=True)
+        except ValueError:
+            continue
+        if tokens:
+            commands.append(tokens)
+    return commands
+
+
+def command_module(tokens: list[str]) -> tuple[str, list[str]] | None:
+    """(module, its arguments) of ``python -m MODULE ...``, ``accelerate launch ... -m MODULE ...``
+    or ``relevance-grader COMMAND ...``; None for any other line."""
+    from eval.commands import COMMANDS
+
+    for i, token in enumerate(tokens):
+        if token == "-m" and i + 1 < len(tokens) and (i == 0 or tokens[i - 1] != "pip"):
+            return tokens[i + 1], tokens[i + 2 :]
+        if token == "relevance-grader" and i + 1 < len(tokens) and tokens[i + 1] in COMMANDS:
+            return COMMANDS[tokens[i + 1]][0], tokens[i + 2 :]
+    return None
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_documented_commands_name_real_modules_and_flags(document: str):
+    """Every command in the README and docs/ is a step module whose --help lists each flag used."""
+    problems = []
+    found = 0
+    for tokens in documented_commands((REPO / document).read_text(encoding="utf-8")):
+        parsed = command_module(tokens)
+        if parsed is None or parsed[0] in ("pytest", "pip"):
+            continue
+        found += 1
+        module, args = parsed
+        if module.isupper():  # a placeholder such as MODULE
+            continue
+        if module not in step_modules():
+            problems.append(f"{module}: not a step module ({' '.join(tokens)[:80]})")
+            continue
+        usage = help_text(module).stdout
+        # A quoted value such as "--concurrency 32" is passed through to another command.
+        for flag in (a.split("=")[0] for a in args if re.fullmatch(r"--[\w-]+(=.*)?", a)):
+            if not re.search(rf"{re.escape(flag)}\b", usage):
+                problems.append(f"{module} {flag}: not in --help")
+    assert problems == []
+    if document == "README.md":
+        assert found >= 5
+
+
+def test_the_console_script_lists_and_runs_every_command():
+    from eval.commands import COMMANDS, usage
+
+    assert set(module for module, _ in COMMANDS.values()) <= set(step_modules())
+    assert all(name in usage() for name in COMMANDS)
+    result = subprocess.run(
+        [sys.executable, "-m", "eval.commands", "build", "--help"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith("usage: relevance-grader build")
+    unknown = subprocess.run(
+        [sys.executable, "-m", "eval.commands", "nosuch"], cwd=REPO, capture_output=True, text=True
+    )
+    assert unknown.returncode == 2 and "unknown command 'nosuch'" in unknown.stderr
 
 
 # Each YAML location and the test that loads every file in it.

@@ -32,7 +32,8 @@ def test_teacher_faults_and_a_kill_lose_nothing_pay_nothing_twice_and_mislabel_n
 ):
     figures = teacher_faults(tmp_path, kill_after=20)
     assert figures["resume_exit"] == 0 and figures["finished_before_kill"] >= 20
-    assert figures["pairs_lost"] == 0
+    assert not figures["output_written_before_the_end"]
+    assert figures["pairs_lost"] == 0 and figures["finished_pairs_cached_twice"] == 0
     assert figures["completed_pairs_paid_twice"] == 0
     assert figures["labels_from_unusable_replies"] == 0
     assert figures["error_records"] == figures["unusable_pairs"]

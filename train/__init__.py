@@ -1,1 +1,2 @@
-"""Training stage: fine-tune the grader (full, frozen backbone, LoRA; cross-entropy, contrastive)."""
+"""Training stage: ``python -m train`` fine-tunes a grader in any mode through one ``Trainer``
+(``train.trainer``), set up by its scoring family's recipe (``train.recipes``)."""

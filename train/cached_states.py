@@ -132,6 +132,11 @@ class StateCache:
         partial.replace(path)  # atomic: a killed run never leaves a torn state behind
 
 
+def state_cache_for(folder: str | None, model_name_or_path: str) -> StateCache | None:
+    """The on-disk state cache of ``--state_cache`` (None: states live in memory only)."""
+    return StateCache(folder, state_cache_key(model_name_or_path)) if folder else None
+
+
 @torch.inference_mode()
 def compute_states(
     model: PreTrainedModel,

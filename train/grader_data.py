@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ from datasets import Dataset, load_dataset
 from transformers import PreTrainedTokenizerBase
 
 from data.metrics import classification_metrics
+from data.records import DEFAULT_RELEVANCE_THRESHOLD
 from models.input_format import GraderInputFormat, format_pairs
 from models.scoring import pad_right, relevant_probability
 
@@ -122,3 +124,24 @@ def compute_metrics(prediction, relevant_from: int = 1) -> dict[str, float]:
         metrics["grade_accuracy"] = float(np.mean(probabilities.argmax(axis=1) == targets))
         metrics["grade_mae"] = float(np.mean(np.abs(expected - targets)))
     return metrics
+
+
+def label_threshold(dataset_dir: str) -> int:
+    """The grade from which the dataset's pairs are relevant (data.build's label_threshold)."""
+    path = Path(dataset_dir) / "manifest.json"
+    if not path.exists():
+        return DEFAULT_RELEVANCE_THRESHOLD
+    config = json.loads(path.read_text()).get("config") or {}
+    return int(config.get("label_threshold", DEFAULT_RELEVANCE_THRESHOLD))
+
+
+def manifest_summary(dataset_dir: str) -> dict[str, Any]:
+    path = Path(dataset_dir) / "manifest.json"
+    if not path.exists():
+        return {}
+    manifest = json.loads(path.read_text())
+    return {
+        "counts": manifest.get("counts"),
+        "sources": manifest.get("sources"),
+        "seed": manifest.get("seed"),
+    }

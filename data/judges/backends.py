@@ -29,44 +29,23 @@ from data.beir import graded_qrels, read_qrels
 from data.cli import bounded, choice
 from data.judges.prompts import ParseError, Prompt, Verdict, parse_reply
 from data.records import JudgeInfo, Judgment, Pair, Usage, document_text
+from models.llm_client import (
+    MalformedResponse,
+    ServingSettings,
+    endpoint_api_key,
+    first_choice,
+    first_token_logprobs,
+    local_chat_model,
+    openai_client,
+    vllm_engine_for,
+    vllm_first_logprobs,
+)
 
 logger = logging.getLogger(__name__)
 BACKENDS = ("openai", "azure", "hf", "vllm", "qrels")
 # OpenAI's reasoning models reject temperature and max_tokens (o1, o3, o3-mini, o4-mini, gpt-5...).
 REASONING_MODEL = re.compile(r"^(o\d|gpt-5)")
 OnResult = Callable[[Judgment], None]
-
-
-@dataclass
-class ServingSettings:
-    """How an LLM is reached, shared by the judge (JudgeConfig) and the RAG reader
-    (eval.reader.ReaderConfig): an OpenAI-compatible endpoint, or a local hf / vLLM model."""
-
-    # OpenAI-compatible endpoints
-    base_url: str | None = field(
-        default=None, metadata={"help": "Endpoint base URL (default: the SDK's)."}
-    )
-    api_key_env: str = field(
-        default="OPENAI_API_KEY", metadata={"help": "Environment variable with the key."}
-    )
-    concurrency: int = bounded(8, 1, help="Requests in flight at once.")
-    max_retries: int = bounded(6, 0, help="Retries on 429/5xx/connection errors/timeouts.")
-    request_timeout: float = bounded(60.0, 0, help="Seconds per request.", open_low=True)
-    # Local models
-    dtype: str = field(default="auto", metadata={"help": "float32, bfloat16, float16 or auto."})
-    device: str | None = field(
-        default=None, metadata={"help": "cpu or cuda (default: cuda when available)."}
-    )
-    # vLLM
-    tensor_parallel_size: int = bounded(
-        1, 1, help="GPUs one vLLM model is split over (a 70B: 4-8)."
-    )
-    max_model_len: int | None = bounded(
-        None, 1, help="vLLM context length (default: the model's; lower it to fit the KV cache)."
-    )
-    gpu_memory_utilization: float = bounded(
-        0.9, 0, 1, help="Share of each GPU's memory vLLM may take.", open_low=True
-    )
 
 
 @dataclass
@@ -335,30 +314,6 @@ class QrelsBackend(Backend):
             )
 
 
-class MalformedResponse(ValueError):
-    """A 200 reply whose body is not a chat completion (invalid JSON, text/plain, no choices)."""
-
-
-def _first_choice(response: Any) -> tuple[str, bool]:
-    """(text, finished) of a chat completion's first choice; MalformedResponse for anything else."""
-    choices = getattr(response, "choices", None)
-    if not isinstance(choices, list) or not choices:
-        shown = response if isinstance(response, str) else type(response).__name__
-        raise MalformedResponse(f"malformed response body: {str(shown)[:120]!r}")
-    message = getattr(choices[0], "message", None)
-    text = getattr(message, "content", None) or ""
-    return text, getattr(choices[0], "finish_reason", "stop") != "length"
-
-
-def _first_token_logprobs(response: Any) -> dict[str, float]:
-    """{token text: log-probability} of the first answer token's alternatives ({} if absent)."""
-    try:
-        first = response.choices[0].logprobs.content[0]
-    except (AttributeError, IndexError, TypeError):
-        return {}
-    return {alt.token: alt.logprob for alt in (first.top_logprobs or [])}
-
-
 def answer_probability(prompt: Prompt, logprobs: Mapping[str, float]) -> float | None:
     """P(relevant) from the first answer token's alternatives, renormalised over the prompt's
     answers (yes/no, or grades 0-3 where relevant means >= 2); None when no answer is among them."""
@@ -369,15 +324,6 @@ def answer_probability(prompt: Prompt, logprobs: Mapping[str, float]) -> float |
             value = prompt.answers[word]
             mass[value] = mass.get(value, 0.0) + math.exp(logprob)
     return prompt.relevant_share(mass)
-
-
-def endpoint_api_key(api_key_env: str, base_url: str | None) -> str:
-    """The key for an OpenAI-compatible endpoint: from ``$api_key_env``; a local server
-    (``base_url`` given) takes any key, and the SDK refuses to start without one."""
-    api_key = os.environ.get(api_key_env) or ("not-needed" if base_url else None)
-    if api_key is None:
-        raise ValueError(f"api_key_env: set ${api_key_env} to the endpoint's key")
-    return api_key
 
 
 class OpenAIBackend(Backend):
@@ -397,28 +343,22 @@ class OpenAIBackend(Backend):
             )
         self.openai = openai
         self.headers = _json_option(config.extra_headers, "extra_headers")
-        api_key = endpoint_api_key(config.api_key_env, config.base_url)
-        common = {
-            "max_retries": config.max_retries,
-            "timeout": config.request_timeout,
-            "default_headers": self.headers,
-        }
         if config.backend == "azure":
             if not config.azure_endpoint:
                 raise ValueError("azure_endpoint: the azure backend needs --azure_endpoint")
             self.name = "azure"
-        self._client_options = {"api_key": api_key, **common}
+        endpoint_api_key(config.api_key_env, config.base_url)  # a missing key fails before any work
         self.client: Any = None
 
     def _new_client(self) -> Any:
         # A client per run: its connections belong to that run's event loop (asyncio.run).
-        if self.config.backend == "azure":
-            return self.openai.AsyncAzureOpenAI(
-                azure_endpoint=self.config.azure_endpoint,
-                api_version=self.config.azure_api_version,
-                **self._client_options,
-            )
-        return self.openai.AsyncOpenAI(base_url=self.config.base_url, **self._client_options)
+        azure = self.config.backend == "azure"
+        return openai_client(
+            self.config,
+            headers=self.headers,
+            azure_endpoint=self.config.azure_endpoint if azure else None,
+            azure_api_version=self.config.azure_api_version,
+        )
 
     def _request(self, pair: Pair) -> dict[str, Any]:
         request: dict[str, Any] = {
@@ -458,7 +398,7 @@ class OpenAIBackend(Backend):
                 for _attempt in range(self.config.parse_retries + 1):
                     try:
                         response = await self.client.chat.completions.create(**self._request(pair))
-                        choice, finished = _first_choice(response)
+                        choice, finished = first_choice(response)
                     except self.openai.APIError as exc:
                         # The SDK already retried what is retryable; this pair failed.
                         status = getattr(exc, "status_code", None)
@@ -488,7 +428,7 @@ class OpenAIBackend(Backend):
                     except ParseError as exc:
                         problem = str(exc)
                         continue
-                    p_relevant = answer_probability(self.prompt, _first_token_logprobs(response))
+                    p_relevant = answer_probability(self.prompt, first_token_logprobs(response))
                     if p_relevant is not None:
                         verdict = dataclasses.replace(verdict, p_relevant=p_relevant)
                     verdicts.append(verdict)
@@ -525,18 +465,9 @@ class HFBackend(Backend):
 
     def __init__(self, config: JudgeConfig, prompt: Prompt) -> None:
         super().__init__(config, prompt)
-        import torch
-
-        from models.resolve import inference_dtype, load_model
-
         if not config.model:
             raise ValueError("model: the hf backend needs a model (e.g. smollm2-135m)")
-        device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
-        dtype = inference_dtype(device) if config.dtype == "auto" else getattr(torch, config.dtype)
-        self.model, self.tokenizer = load_model(config.model, task="causal-lm", dtype=dtype)
-        self.model.to(device).eval()
-        if self.tokenizer.chat_template is None:
-            raise ValueError(f"model {config.model!r} has no chat template; use an instruct model")
+        self.model, self.tokenizer, _ = local_chat_model(config, config.model)
 
     def encode(self, pair: Pair) -> list[int]:
         from models.generation import chat_input_ids
@@ -624,15 +555,7 @@ class VLLMBackend(Backend):
 
     def __init__(self, config: JudgeConfig, prompt: Prompt) -> None:
         super().__init__(config, prompt)
-        from models.generation import vllm_engine
-
-        self.vllm, self.llm = vllm_engine(
-            config.model,
-            dtype=config.dtype,
-            tensor_parallel_size=config.tensor_parallel_size,
-            max_model_len=config.max_model_len,
-            gpu_memory_utilization=config.gpu_memory_utilization,
-        )
+        self.vllm, self.llm = vllm_engine_for(config, config.model)
         self.want_logprobs = config.logprobs and prompt.direct_answer
 
     def run(self, pairs: Sequence[Pair], on_result: OnResult) -> None:
@@ -659,21 +582,13 @@ class VLLMBackend(Backend):
                     [c.finish_reason != "length" for c in output.outputs],
                 )
                 probabilities = [
-                    answer_probability(self.prompt, _vllm_first_logprobs(c)) for c in output.outputs
+                    answer_probability(self.prompt, vllm_first_logprobs(c)) for c in output.outputs
                 ]
                 if judgment.error is None and all(p is not None for p in probabilities):
                     judgment = judgment.model_copy(
                         update={"p_relevant": sum(probabilities) / len(probabilities)}  # type: ignore[arg-type]
                     )
                 on_result(judgment)
-
-
-def _vllm_first_logprobs(completion: Any) -> dict[str, float]:
-    """{decoded token: log-probability} at a vLLM completion's first position ({} if absent)."""
-    steps = getattr(completion, "logprobs", None) or []
-    if not steps:
-        return {}
-    return {(entry.decoded_token or ""): entry.logprob for entry in steps[0].values()}
 
 
 def make_backend(config: JudgeConfig, prompt: Prompt) -> Backend:

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from data.cli import parse_config, run_main
+from data.io import markdown_table
 
 
 @dataclass
@@ -94,12 +95,16 @@ def main(args: Sequence[str] | None = None) -> None:
     peak_mib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     size_mib = source.stat().st_size / 2**20
     print()
-    print("| judgments | file MiB | build s | judgments/s | peak RSS MiB | machine |")
-    print("|---|---|---|---|---|---|")
-    print(
-        f"| {config.n:,} | {size_mib:.0f} | {elapsed:.1f} | {config.n / elapsed:,.0f} | {peak_mib:,.0f} "
-        f"| {platform.machine()}, {platform.python_version()} |"
-    )
+    header = ["judgments", "file MiB", "build s", "judgments/s", "peak RSS MiB", "machine"]
+    row = [
+        f"{config.n:,}",
+        f"{size_mib:.0f}",
+        f"{elapsed:.1f}",
+        f"{config.n / elapsed:,.0f}",
+        f"{peak_mib:,.0f}",
+        f"{platform.machine()}, {platform.python_version()}",
+    ]
+    print(markdown_table(header, [row]), end="")
     print(f"(generating the input took {generated:.1f} s; command: {' '.join(command)})")
 
 

@@ -6,13 +6,14 @@ import json
 import platform
 import random
 import time
-from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[2]
-TREC_DL = REPO / "data" / "collections" / "trec-dl-2019-passage"
-# H100 SXM bf16 dense peak as measured in practice (REFERENCES.md: ~790 TFLOP/s).
+from data import COLLECTIONS
+from data.io import markdown_table
+
+TREC_DL = COLLECTIONS / "trec-dl-2019-passage"
+# H100 SXM bf16 dense peak as measured in practice (~790 TFLOP/s).
 H100_BF16_FLOPS = 790e12
 
 
@@ -73,7 +74,9 @@ def forward_flops(config, tokens: int, seq_len: int) -> float:
 
 def matmul_peak(dtype: torch.dtype, device: str, size: int | None = None) -> float:
     """FLOP/s of a plain square GEMM in ``dtype`` on ``device``, best of five: the machine's
-    practical matmul peak, measured in the same run as the paths it is compared with."""
+    practical matmul peak, measured in the same run as the paths it is compared with. It goes
+    through ``F.linear``, the kernel a model's layers use: on a CPU without bf16 instructions a
+    bf16 ``a @ b`` takes a fallback about 20 times slower than that."""
     size = size or (8192 if device == "cuda" else 2048)
     a = torch.randn(size, size, device=device).to(dtype)
     b = torch.randn(size, size, device=device).to(dtype)
@@ -82,7 +85,7 @@ def matmul_peak(dtype: torch.dtype, device: str, size: int | None = None) -> flo
         if device == "cuda":
             torch.cuda.synchronize()
         start = time.perf_counter()
-        a @ b
+        torch.nn.functional.linear(a, b)
         if device == "cuda":
             torch.cuda.synchronize()
         best = min(best, time.perf_counter() - start)
@@ -119,11 +122,7 @@ def machine() -> dict:
 
 def print_table(title: str, header: list[str], rows: list[list], info: dict | None = None) -> None:
     print(f"\n### {title}\n")
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for row in rows:
-        print(
-            "| " + " | ".join(f"{x:,.2f}" if isinstance(x, float) else str(x) for x in row) + " |"
-        )
+    cells = [[f"{x:,.2f}" if isinstance(x, float) else x for x in row] for row in rows]
+    print(markdown_table(header, cells), end="")
     if info:
         print(f"\n{json.dumps(info)}")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import torch
 
 from data.cli import parse_config, run_main
+from data.io import markdown_table
 from models.builder import GraderModelConfig
 from train.train import DataConfig, GraderTrainingArguments, LossConfig, train
 
@@ -75,12 +76,9 @@ def main(args: Sequence[str] | None = None) -> None:
         )
     fast, plain = rows[0][1], rows[1][1]
     print()
-    print(
-        f"| path | seconds ({config.epochs} epochs, {config.train_pairs} train / {config.eval_pairs} val pairs) | validation F1 |"
-    )
-    print("|---|---|---|")
-    for name, seconds, f1 in rows:
-        print(f"| {name} | {seconds:.1f} | {f1:.3f} |")
+    seconds = f"seconds ({config.epochs} epochs, {config.train_pairs} train / {config.eval_pairs} val pairs)"
+    table = [[name, f"{s:.1f}", f"{f1:.3f}"] for name, s, f1 in rows]
+    print(markdown_table(["path", seconds, "validation F1"], table), end="")
     print(
         f"speed-up: {plain / fast:.2f}x on {platform.machine()} with {torch.get_num_threads()} threads"
     )

@@ -18,7 +18,7 @@ from pathlib import Path
 from data.beir import Collection
 from data.cli import bounded, parse_config, run_main
 from eval.bench.common import machine, print_table
-from eval.downstream import chunk_corpus
+from eval.downstream.experiment import chunk_corpus
 from eval.labelers import GraderLabeler, Hit, JudgeLabeler
 
 

@@ -31,10 +31,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from data import COLLECTIONS
+from data.io import markdown_table
 from models.assets import TINY_TOKENIZER
 
-REPO = Path(__file__).resolve().parents[2]
-ADI = REPO / "data" / "collections" / "adi"
+ADI = COLLECTIONS / "adi"
 
 
 @dataclass(frozen=True)
@@ -256,18 +257,19 @@ def campaign(selected: list[Case] | None = None) -> list[Outcome]:
 
 
 def report(outcomes: list[Outcome]) -> str:
-    lines = [
-        "| case | command | exit | clear one-line error | inputs unchanged |",
-        "|---|---|---|---|---|",
+    rows = [
+        [
+            o.case.name,
+            o.case.module,
+            o.exit_code,
+            "yes" if o.clear and not o.traceback else "NO: " + o.last_line,
+            "yes" if o.inputs_unchanged else "NO",
+        ]
+        for o in outcomes
     ]
-    for o in outcomes:
-        lines.append(
-            f"| {o.case.name} | {o.case.module} | {o.exit_code} | "
-            f"{'yes' if o.clear and not o.traceback else 'NO: ' + o.last_line.replace('|', '/')} | "
-            f"{'yes' if o.inputs_unchanged else 'NO'} |"
-        )
+    header = ["case", "command", "exit", "clear one-line error", "inputs unchanged"]
     passed = sum(o.passed for o in outcomes)
-    lines.append("")
+    lines = [markdown_table(header, rows)]
     lines.append(
         f"{passed}/{len(outcomes)} bad inputs: clear one-line error, non-zero exit, inputs kept; "
         f"{sum(o.traceback for o in outcomes)} tracebacks"
@@ -300,7 +302,7 @@ def kill_when_cached(
     import subprocess
 
     process = subprocess.Popen(
-        command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     deadline = time.time() + timeout
     while time.time() < deadline and process.poll() is None:
@@ -353,20 +355,26 @@ def teacher_faults(root: Path, kill_after: int = 30) -> dict[str, int]:
             ),
         ]
         kill_when_cached(command, cache, kill_after, env)
+        written_before_end = out.exists()  # the final file is only written at the end
         finished = {
             json.loads(line)["doc_id"]
             for line in cache.read_text().splitlines()
             if line.endswith("}") and json.loads(line).get("error") is None
         }
         paid_before = dict(server.requests)
-        resumed = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+        resumed = subprocess.run(command, env=env, capture_output=True, text=True)
         paid_twice = sum(server.requests[d] > paid_before.get(d, 0) for d in finished)
     judged = {j.doc_id: j for j in read_records(out, Judgment)} if out.exists() else {}
+    cached = [json.loads(line) for line in cache.read_text().splitlines()]
+    # A failed pair is retried and cached again; a finished pair is cached once.
+    keys = [entry["cache_key"] for entry in cached if entry.get("error") is None]
     by_id = {row["doc_id"]: mode for row, mode in zip(rows, modes, strict=True)}
     return {
         "pairs": len(rows),
         "finished_before_kill": len(finished),
         "resume_exit": resumed.returncode,
+        "output_written_before_the_end": written_before_end,
+        "finished_pairs_cached_twice": len(keys) - len(set(keys)),
         "pairs_lost": len(rows) - len(judged),
         "completed_pairs_paid_twice": paid_twice,
         "labels_from_unusable_replies": sum(

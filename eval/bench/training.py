@@ -51,10 +51,12 @@ def run_variant(config: BenchTrainingConfig) -> dict:
     from datasets import Dataset
 
     from models.builder import GraderModelConfig, build_grader
+    from models.families import training_mode
     from models.input_format import GraderInputFormat, format_pairs
     from models.losses import build_loss
+    from train.config import GraderTrainingArguments
     from train.grader_data import GraderCollator
-    from train.train import GraderTrainer, GraderTrainingArguments
+    from train.trainer import GraderTrainer
 
     ours, mode = config.variant.split("-")[0] == "ours", config.variant.split("-")[1]
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -70,7 +72,7 @@ def run_variant(config: BenchTrainingConfig) -> dict:
         torch.manual_seed(0)
         model = LlamaForSequenceClassification(llama_1b_config())
         model.config.pad_token_id = tokenizer.pad_token_id
-        if mode == "lora":
+        if training_mode(mode).lora:
             from peft import LoraConfig, TaskType, get_peft_model
 
             model = get_peft_model(

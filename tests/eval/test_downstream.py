@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau, spearmanr
 
-from eval.downstream import (
+from eval.downstream.experiment import (
     DownstreamConfig,
     DownstreamRun,
     chunk_corpus,
@@ -19,8 +19,8 @@ from eval.downstream import (
     list_metrics,
     main,
 )
+from eval.downstream.reader import CachedReader, Reader, ReaderConfig, ReaderOutput
 from eval.labelers import AnswersLabeler, ERAGLabeler, GoldDocLabeler, Hit, make_labeler
-from eval.reader import CachedReader, Reader, ReaderConfig, ReaderOutput
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -85,7 +85,7 @@ class ScriptedReader(Reader):
 
 
 def test_erag_answers_and_gold_doc_labels(tmp_path: Path, monkeypatch):
-    monkeypatch.setattr("eval.reader.make_reader", lambda config: ScriptedReader(config))
+    monkeypatch.setattr("eval.downstream.reader.make_reader", lambda config: ScriptedReader(config))
     ScriptedReader.calls = []
     reader = CachedReader(ReaderConfig(batch_size=2), tmp_path / "reader.jsonl")
     answers = {"q": ["Denver Broncos", "Broncos"]}
@@ -120,12 +120,14 @@ def test_reader_cache_resumes_after_a_kill_without_asking_again(tmp_path: Path, 
     items = [(f"question {i}", [f"answer{i} passage"]) for i in range(7)]
     path = tmp_path / "reader.jsonl"
     ScriptedReader.calls = []
-    monkeypatch.setattr("eval.reader.make_reader", lambda config: DiesOnThirdBatch(config))
+    monkeypatch.setattr(
+        "eval.downstream.reader.make_reader", lambda config: DiesOnThirdBatch(config)
+    )
     with pytest.raises(KeyboardInterrupt):
         CachedReader(ReaderConfig(batch_size=3), path).answer(items)
     assert len(path.read_text().splitlines()) == 6  # two finished batches kept
     ScriptedReader.calls = []
-    monkeypatch.setattr("eval.reader.make_reader", lambda config: ScriptedReader(config))
+    monkeypatch.setattr("eval.downstream.reader.make_reader", lambda config: ScriptedReader(config))
     outputs = CachedReader(ReaderConfig(batch_size=3), path).answer(items)
     assert ScriptedReader.calls == [1]  # only the missing item was asked
     assert [o.answer for o in outputs] == [f"answer{i}" for i in range(7)]
@@ -224,7 +226,7 @@ def test_downstream_end_to_end_on_tiny_models(
     def no_model(*args, **kwargs):
         raise AssertionError("a cached run loaded a model")
 
-    monkeypatch.setattr("eval.reader.make_reader", no_model)
+    monkeypatch.setattr("eval.downstream.reader.make_reader", no_model)
     monkeypatch.setattr("eval.labelers.GraderLabeler.label_many", no_model)
     monkeypatch.setattr("data.judges.backends.make_backend", no_model)
     main(args)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from data.cli import parse_config
-from eval.pipeline import Pipeline, PipelineConfig, StageFailed
+from eval.jobs.pipeline import Pipeline, PipelineConfig, StageFailed
 
 REPO = Path(__file__).resolve().parents[2]
 

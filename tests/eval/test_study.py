@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from data.cli import parse_config
-from eval.study import Study, StudyConfig, judged_pool, query_folds
+from eval.jobs.study import Study, StudyConfig, judged_pool, query_folds
 from tests.eval.test_pipeline import small_trec_dl
 
 REPO = Path(__file__).resolve().parents[2]

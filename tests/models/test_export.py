@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from models import export as export_module
-from models.export import ExportConfig, RoundTripError, export, fill_template
+from models.export import ExportConfig, RoundTripError, export
+from models.families.plain import fill_template
 from models.grader import Grader
 from models.push import PushConfig, push
 from tests.train.conftest import args_for
@@ -96,7 +97,7 @@ def test_export_is_a_self_describing_standard_classifier(exported: Path):
 
 
 def test_the_card_licence_follows_the_base_model():
-    from models.export import base_model_license
+    from models.card import base_model_license
 
     assert base_model_license("meta-llama/Llama-3.2-1B-Instruct") == "llama3.2"
     assert base_model_license("meta-llama/Llama-3.1-70B-Instruct") == "llama3.1"

@@ -26,7 +26,7 @@ def test_generative_training_sees_the_scoring_tokens_plus_the_answer(
 ):
     from models.builder import GraderModelConfig, build_grader
     from tests.train.conftest import args_for
-    from train.generative import generative_trainer
+    from train.recipes.answer_token import generative_trainer
 
     config = GraderModelConfig(
         model_name_or_path=str(llama3_model_dir), mode="generative", max_length=256

@@ -58,17 +58,17 @@ def test_shared_prefix_scores_equal_the_plain_forward_pass(classifier, batch_siz
 
 
 def test_the_grader_and_its_labeler_use_the_shared_prefix(tiny_grader_dir: Path, monkeypatch):
-    import models.grader as grader_module
+    import models.scoring as scoring_module
     from eval.labelers import GraderLabeler, Hit
 
     calls = []
-    real = grader_module.shared_prefix_classifier_probabilities
+    real = scoring_module.shared_prefix_classifier_probabilities
 
     def counting(*args, **kwargs):
         calls.append(len(args[1]))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(grader_module, "shared_prefix_classifier_probabilities", counting)
+    monkeypatch.setattr(scoring_module, "shared_prefix_classifier_probabilities", counting)
     labeler = GraderLabeler(str(tiny_grader_dir))
     labeler.grader.prefix_cache = True
     hits = [Hit(f"d{i}", text) for i, text in enumerate(DOCUMENTS[:4])]

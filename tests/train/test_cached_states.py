@@ -200,7 +200,9 @@ def test_state_cache_reads_back_what_it_stored_and_computes_only_new_pairs(
 def test_the_head_can_train_at_its_own_learning_rate(
     tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
 ):
-    from train.train import classifier_trainer, load_split
+    from train.grader_data import load_split
+    from train.recipes import TrainingJob, TrainingSettings
+    from train.recipes.classifier import classifier_trainer
 
     model_config = GraderModelConfig(
         model_name_or_path=str(tiny_model_dir),
@@ -211,16 +213,11 @@ def test_the_head_can_train_at_its_own_learning_rate(
     model, tokenizer = build_grader(model_config)
     fmt = GraderInputFormat.from_tokenizer(tokenizer, max_length=256)
     args = args_for(tmp_path, learning_rate=1e-4, head_learning_rate=1e-2, eval_strategy="no")
+    settings = TrainingSettings(
+        model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args
+    )
     trainer = classifier_trainer(
-        model,
-        tokenizer,
-        fmt,
-        model_config,
-        DataConfig(dataset=str(tiny_dataset)),
-        LossConfig(),
-        args,
-        load_split(tiny_dataset, "train"),
-        None,
+        TrainingJob(settings, model, tokenizer, fmt, load_split(tiny_dataset, "train"), None)
     )
     optimizer = trainer.create_optimizer()
     head = {id(p) for p in model.score.parameters()}

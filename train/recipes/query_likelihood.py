@@ -1,4 +1,4 @@
-"""Training a query-likelihood grader on cached states, inside the same ``Trainer``.
+"""The query-likelihood recipe: the grader trains on cached states, inside the same ``Trainer``.
 
 The bottom of the causal LM runs once per pair and once per query's empty-passage prior
 (``train.cached_states.compute_states``); :class:`QueryLikelihoodTop` runs the trained top
@@ -16,17 +16,20 @@ from typing import Any
 
 import torch
 from datasets import Dataset
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer
 from transformers.modeling_outputs import SequenceClassifierOutput
 
 from models.input_format import GraderInputFormat
+from models.losses import build_loss
 from models.query_likelihood import (
+    MARKER,
     QueryLikelihoodInputs,
     fit_scale_and_bias,
     split_inputs,
     target_log_likelihood,
 )
 from train.cached_states import DecoderTop, compute_states, pad_states
+from train.recipes import TrainingJob, TrainingRecipe, TrainingSettings
 
 
 class QueryLikelihoodTop(DecoderTop):
@@ -188,3 +191,59 @@ def initial_scale_and_bias(
         batch.pop("labels")
         pmi.append(top.pmi(batch))
     return fit_scale_and_bias(torch.cat(pmi).numpy(), np.asarray(data.labels), class_weights)
+
+
+class QueryLikelihoodRecipe(TrainingRecipe):
+    family = "query_likelihood"
+
+    def check(self, settings: TrainingSettings) -> None:
+        loss, soft_targets = settings.loss.loss, settings.data.soft_targets
+        if loss != "cross_entropy" or soft_targets != "none":
+            raise ValueError(
+                f"mode={settings.model.mode} fits sigmoid(scale * PMI + bias) with the "
+                f"cross_entropy loss on hard labels (got loss={loss}, soft_targets={soft_targets})"
+            )
+
+    def trainer(self, job: TrainingJob) -> Trainer:
+        """The grader's top (or only its scale and bias) on cached states of every pair and
+        query prior."""
+        from models.backbone import split_index
+        from train.cached_states import resolve_state_dtype, state_cache_for
+        from train.grader_data import tokenize
+        from train.trainer import grader_trainer
+
+        model, model_config, args = job.model, job.settings.model, job.settings.args
+        class_weights = job.settings.loss.class_weights
+        first = split_index(model, model_config.trained_layers)
+        model.to(args.device).eval()
+        splits = [
+            tokenize(raw, job.tokenizer, job.fmt) if raw is not None else None
+            for raw in (job.train_raw, job.eval_raw)
+        ]
+        train_states, eval_states = query_likelihood_datasets(
+            model,
+            job.tokenizer,
+            job.fmt,
+            first,
+            splits,
+            batch_size=args.per_device_eval_batch_size,
+            dtype=resolve_state_dtype(args.state_dtype, args.device),
+            cache=state_cache_for(args.state_cache, model_config.model_name_or_path),
+        )
+        assert train_states is not None
+        top = QueryLikelihoodTop(model, first).eval()
+        top.set_scale_and_bias(*initial_scale_and_bias(top, train_states, class_weights))
+        args.train_sampling_strategy = "random"  # the cached states fix the lengths
+        return grader_trainer(
+            top.train(),
+            args,
+            train_states,
+            eval_states,
+            collate_query_likelihood,
+            job.tokenizer,
+            build_loss("cross_entropy", class_weights=class_weights),
+        )
+
+    def finish(self, trainer: Trainer, job: TrainingJob, info: dict, metrics: dict) -> None:
+        scale, bias = trainer.model.scale_and_bias
+        info["query_likelihood"] = {"scale": scale, "bias": bias, "marker": MARKER}

@@ -1,9 +1,10 @@
-"""The generative objective (paper config A and its LoRA-SFT runs) with TRL's SFTTrainer.
+"""The answer-token recipe: the generative objective (paper config A and its LoRA-SFT runs) with
+TRL's SFTTrainer.
 
 The model reads the grader's prompt and learns to answer "yes" or "no" (loss on the answer
 only); it is scored by P(yes) at the answer position, renormalised over yes/no
 (models.scoring.answer_token_probabilities) - the same read-out as zero-shot baselines.
-Training and saving go through train.train like every other mode.
+Training and saving go through train.train like every other recipe.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, Trai
 from data.metrics import classification_metrics
 from models.input_format import GraderInputFormat, format_pairs
 from models.scoring import answer_token_probabilities
+from train.recipes import TrainingJob, TrainingRecipe, TrainingSettings
 
 
 def prompt_completion(
@@ -112,3 +114,26 @@ def generative_trainer(
         eval_dataset=prompt_completion(eval_raw, tokenizer, fmt) if eval_raw is not None else None,
         processing_class=tokenizer,
     )
+
+
+class AnswerTokenRecipe(TrainingRecipe):
+    family = "answer_token"
+    evaluates_in_trainer = False  # SFT's evaluation is a token loss; P(yes) metrics come after
+
+    def check(self, settings: TrainingSettings) -> None:
+        if not settings.loss.is_default or settings.data.soft_targets != "none":
+            raise ValueError(
+                f"mode={settings.model.mode} trains with TRL's answer-token loss: loss, "
+                "class_weights, label_smoothing, margin and soft_targets do not apply (leave "
+                "them at their defaults)"
+            )
+
+    def trainer(self, job: TrainingJob) -> Trainer:
+        return generative_trainer(
+            job.model, job.tokenizer, job.fmt, job.train_raw, job.eval_raw, job.settings.args
+        )
+
+    def finish(self, trainer: Trainer, job: TrainingJob, info: dict, metrics: dict) -> None:
+        if job.eval_raw is not None:
+            args = job.settings.args
+            metrics.update(p_yes_metrics(trainer.model, job.tokenizer, job.fmt, job.eval_raw, args))

@@ -43,8 +43,9 @@ from tqdm.auto import tqdm
 
 from data.beir import Collection, Document, ranked, write_trec_run
 from data.cli import bounded, parse_config, run_main
-from data.io import write_json, write_jsonl
+from data.io import markdown_table, write_json, write_jsonl
 from data.qa import chunk_spans, exact_match, read_answers, token_f1
+from eval.downstream.reader import CachedReader, ReaderConfig, ReaderOutput
 from eval.labelers import (
     AnswersLabeler,
     ERAGLabeler,
@@ -55,7 +56,6 @@ from eval.labelers import (
     Labeler,
     make_labeler,
 )
-from eval.reader import CachedReader, ReaderConfig, ReaderOutput
 
 logger = logging.getLogger(__name__)
 RETRIEVERS = ("bm25", "dense")
@@ -505,75 +505,81 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 def render_tables(results: dict[str, Any]) -> str:
     systems = results["systems"]
     k = results["config"]["k"]
+    correlation_rows = []
+    for key, row in results["correlation"].items():
+        name, metric = key.split(" | ")
+        correlation_rows.append(
+            [
+                name,
+                f"{metric}@{k}",
+                _fmt(row["f1:all"]["tau"]),
+                _fmt(row["f1:all"]["rho"]),
+                *(_fmt(row[f"f1:{s}"]["tau"]) for s in systems),
+                _fmt(row["em:all"]["tau"]),
+                _fmt(row["em:all"]["rho"]),
+                _fmt(row["f1:systems"]["tau"]),
+            ]
+        )
+    names = [n for n in next(iter(results["means"].values())) if n != "end_to_end"]
+    mean_rows = [
+        [
+            system,
+            f"{means['end_to_end']['em']:.3f}",
+            f"{means['end_to_end']['f1']:.3f}",
+            *(f"{means[n]['precision']:.3f}" for n in names),
+        ]
+        for system, means in results["means"].items()
+    ]
+    columns = ["P(Doc)", "P(Word)", "P(Doc ∩ Word)", "P(Doc | Word)", "P(Word | Doc)"]
+    dual_rows = [
+        [*key.rsplit(" ", 1), *(_fmt(probs[c]) for c in columns), probs["chunks"]]
+        for key, probs in results["dual_labels"].items()
+    ]
     lines = [
         f"Correlation with end-to-end quality ({results['queries']} queries × {len(systems)} "
         f"systems, top-{k}; τ = Kendall's τ-b, ρ = Spearman's ρ; 'all' pools every "
         "(system, query) list)",
         "",
-        "| labeler | metric | τ F1 all | ρ F1 all | "
-        + " | ".join(f"τ F1 {s}" for s in systems)
-        + " | τ EM all | ρ EM all | τ F1 across systems |",
-        "|---|---|" + "---|" * (len(systems) + 5),
-    ]
-    for key, row in results["correlation"].items():
-        name, metric = key.split(" | ")
-        cells = [
-            _fmt(row["f1:all"]["tau"]),
-            _fmt(row["f1:all"]["rho"]),
-            *(_fmt(row[f"f1:{s}"]["tau"]) for s in systems),
-            _fmt(row["em:all"]["tau"]),
-            _fmt(row["em:all"]["rho"]),
-            _fmt(row["f1:systems"]["tau"]),
-        ]
-        lines.append(f"| {name} | {metric}@{k} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
+        markdown_table(
+            [
+                "labeler",
+                "metric",
+                "τ F1 all",
+                "ρ F1 all",
+                *(f"τ F1 {s}" for s in systems),
+                "τ EM all",
+                "ρ EM all",
+                "τ F1 across systems",
+            ],
+            correlation_rows,
+        ),
         "Means per system (end-to-end EM/F1 and each labeler's P@k)",
         "",
-        "| system | EM | F1 | "
-        + " | ".join(
-            f"P@{k} {n}" for n in next(iter(results["means"].values())) if n != "end_to_end"
-        )
-        + " |",
+        markdown_table(["system", "EM", "F1", *(f"P@{k} {n}" for n in names)], mean_rows),
+        "Document- and word-level labels of the retrieved chunks",
+        "",
+        markdown_table(["retriever", "depth", *columns, "chunks"], dual_rows),
     ]
-    names = [n for n in next(iter(results["means"].values())) if n != "end_to_end"]
-    lines.append("|---|---|---|" + "---|" * len(names))
-    for system, means in results["means"].items():
-        lines.append(
-            f"| {system} | {means['end_to_end']['em']:.3f} | {means['end_to_end']['f1']:.3f} | "
-            + " | ".join(f"{means[n]['precision']:.3f}" for n in names)
-            + " |"
-        )
-    columns = ["P(Doc)", "P(Word)", "P(Doc ∩ Word)", "P(Doc | Word)", "P(Word | Doc)"]
-    lines += ["", "Document- and word-level labels of the retrieved chunks", ""]
-    escaped = [c.replace("|", "\\|") for c in columns]  # a bare | would split the cell
-    lines.append("| retriever | depth | " + " | ".join(escaped) + " | chunks |")
-    lines.append("|---|---|" + "---|" * (len(columns) + 1))
-    for key, probs in results["dual_labels"].items():
-        system, depth = key.rsplit(" ", 1)
-        lines.append(
-            f"| {system} | {depth} | "
-            + " | ".join(_fmt(probs[c]) for c in columns)
-            + f" | {probs['chunks']} |"
-        )
     if results["cost"]:
+        cost_rows = [
+            [
+                WAYS[way],
+                cost["prompts"],
+                f"{cost['seconds']:.1f}",
+                f"{cost['seconds_per_list']:.2f}",
+                f"{cost['input_tokens_per_list']:.0f}",
+                cost["output_tokens"],
+                f"{cost['peak_memory_mib']:.0f}",
+            ]
+            for way, cost in results["cost"].items()
+        ]
+        header = ["way", "prompts", "seconds", "s / list", "input tokens / list"]
         lines += [
-            "",
             "Reader cost, eRAG (each chunk alone) against end to end (top-k together)",
             "",
+            markdown_table([*header, "output tokens", "peak MiB / batch"], cost_rows),
         ]
-        lines.append(
-            "| way | prompts | seconds | s / list | input tokens / list | output tokens | "
-            "peak MiB / batch |"
-        )
-        lines.append("|---|---|---|---|---|---|---|")
-        for way, cost in results["cost"].items():
-            lines.append(
-                f"| {WAYS[way]} | {cost['prompts']} | {cost['seconds']:.1f} | "
-                f"{cost['seconds_per_list']:.2f} | {cost['input_tokens_per_list']:.0f} | "
-                f"{cost['output_tokens']} | {cost['peak_memory_mib']:.0f} |"
-            )
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines)
 
 
 def plot_correlations(results: dict[str, Any], path: Path) -> None:

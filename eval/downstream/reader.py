@@ -29,8 +29,16 @@ from tqdm.auto import tqdm
 
 from data.cli import bounded, choice
 from data.io import JsonlAppender, fingerprint, iter_json_lines
-from data.judges.backends import ServingSettings
 from data.qa import extract_short_answer
+from models.llm_client import (
+    MalformedResponse,
+    ServingSettings,
+    endpoint_api_key,
+    first_choice,
+    local_chat_model,
+    openai_client,
+    vllm_engine_for,
+)
 
 READER_BACKENDS = ("hf", "openai", "vllm")
 
@@ -198,18 +206,7 @@ def _output(reply: str, input_tokens: int, output_tokens: int) -> ReaderOutput:
 class HFReader(Reader):
     def __init__(self, config: ReaderConfig) -> None:
         super().__init__(config)
-        import torch
-
-        from models.resolve import inference_dtype, load_model
-
-        self.device = config.device or ("cuda" if torch.cuda.is_available() else "cpu")
-        dtype = (
-            inference_dtype(self.device) if config.dtype == "auto" else getattr(torch, config.dtype)
-        )
-        self.model, self.tokenizer = load_model(config.model, task="causal-lm", dtype=dtype)
-        self.model.to(self.device).eval()
-        if self.tokenizer.chat_template is None:
-            raise ValueError(f"reader model {config.model!r} has no chat template")
+        self.model, self.tokenizer, self.device = local_chat_model(config, config.model)
         # One-time set-up (thread pools, lazy buffers) kept out of the first batch's cost.
         self._answer([("warm up", ["warm up"])])
 
@@ -242,19 +239,10 @@ class OpenAIReader(Reader):
         super().__init__(config)
         import openai
 
-        from data.judges.backends import endpoint_api_key
-
         self.openai = openai
-        self.client_options = {
-            "api_key": endpoint_api_key(config.api_key_env, config.base_url),
-            "base_url": config.base_url,
-            "max_retries": config.max_retries,
-            "timeout": config.request_timeout,
-        }
+        endpoint_api_key(config.api_key_env, config.base_url)  # a missing key fails now
 
     def _answer(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[ReaderOutput]:
-        from data.judges.backends import MalformedResponse, _first_choice
-
         async def ask(client: Any, semaphore: asyncio.Semaphore, item: tuple) -> ReaderOutput:
             async with semaphore:
                 response = await client.chat.completions.create(
@@ -263,7 +251,7 @@ class OpenAIReader(Reader):
                     temperature=self.config.temperature,
                     max_tokens=self.config.max_new_tokens,
                 )
-            text, _finished = _first_choice(response)
+            text, _finished = first_choice(response)
             usage = response.usage
             return _output(
                 text,
@@ -272,7 +260,7 @@ class OpenAIReader(Reader):
             )
 
         async def main() -> list[ReaderOutput]:
-            client = self.openai.AsyncOpenAI(**self.client_options)
+            client = openai_client(self.config)
             semaphore = asyncio.Semaphore(self.config.concurrency)
             try:
                 return list(await asyncio.gather(*(ask(client, semaphore, i) for i in items)))
@@ -290,15 +278,7 @@ class VLLMReader(Reader):
 
     def __init__(self, config: ReaderConfig) -> None:
         super().__init__(config)
-        from models.generation import vllm_engine
-
-        self.vllm, self.llm = vllm_engine(
-            config.model,
-            dtype=config.dtype,
-            tensor_parallel_size=config.tensor_parallel_size,
-            max_model_len=config.max_model_len,
-            gpu_memory_utilization=config.gpu_memory_utilization,
-        )
+        self.vllm, self.llm = vllm_engine_for(config, config.model)
 
     def _answer(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[ReaderOutput]:
         params = self.vllm.SamplingParams(

@@ -1,0 +1,189 @@
+"""The FastAPI application: authentication, body limits, the eval_search route and health."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from eval.api.batcher import MicroBatcher, QueueFull
+from eval.api.schemas import HitOut, SearchEvalRequest, SearchEvalResponse, Usage, limit_problems
+from eval.api.settings import ApiSettings
+from eval.labelers import Hit, Labeler
+from eval.search import evaluate_query
+
+
+def _printable(value: Any) -> Any:
+    """A JSON-safe copy: strings with lone surrogates are escaped rather than failing the reply."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(value, list | tuple):
+        return [_printable(item) for item in value]
+    if isinstance(value, dict):
+        return {_printable(k): _printable(v) for k, v in value.items()}
+    return value
+
+
+def create_app(
+    labeler: Labeler | None = None,
+    token: str | None = None,
+    settings: ApiSettings | None = None,
+) -> FastAPI:
+    """The API; ``labeler`` defaults to the grader at ``settings.model``, loaded once at start-up.
+
+    ``token`` overrides ``settings.token`` ("" turns authentication off).
+    """
+    settings = settings or ApiSettings()
+    token = (token if token is not None else settings.token) or None
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        nonlocal labeler
+        if labeler is None:
+            from eval.labelers import GraderLabeler
+
+            if not settings.model:
+                raise RuntimeError("set GRADER_MODEL (or ApiSettings.model) to an exported grader")
+            labeler = GraderLabeler(settings.model)
+        batcher = MicroBatcher(
+            labeler,
+            wait_ms=settings.batch_wait_ms,
+            max_pairs=settings.batch_pairs,
+            max_queued=settings.max_queued_pairs,
+        )
+        await batcher.warm_up()
+        batcher.start()
+        app.state.batcher = batcher
+        app.state.labeler = labeler
+        yield
+        await batcher.stop()
+
+    app = FastAPI(title="relevance-grader", version="1", lifespan=lifespan)
+
+    @app.middleware("http")
+    async def limit_body(request: Request, call_next):
+        length = request.headers.get("content-length", "")
+        if length.isdigit() and int(length) > settings.max_body_bytes:
+            return JSONResponse(
+                status_code=413,
+                content={
+                    "detail": f"body of {length} bytes; the limit is {settings.max_body_bytes}"
+                },
+            )
+        return await call_next(request)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own handler echoes the input, which fails on undecodable text (a 500).
+        errors = [
+            {key: error[key] for key in ("type", "loc", "msg") if key in error}
+            for error in exc.errors()
+        ]
+        return JSONResponse(status_code=422, content={"detail": _printable(errors)})
+
+    def authorize(request: Request) -> None:
+        if token is None:
+            return
+        if request.headers.get("authorization", "") != f"Bearer {token}":
+            raise HTTPException(status_code=401, detail="missing or wrong bearer token")
+
+    @app.get("/healthz")
+    async def healthz(request: Request) -> dict[str, Any]:
+        labeler_ = getattr(request.app.state, "labeler", None)
+        return {
+            "status": "ok" if labeler_ is not None else "loading",
+            "labeler": getattr(labeler_, "name", None),
+        }
+
+    @app.post(
+        "/v1/eval/search", response_model=SearchEvalResponse, response_model_exclude_none=True
+    )
+    async def eval_search(
+        body: SearchEvalRequest, request: Request, _: None = Depends(authorize)
+    ) -> SearchEvalResponse:
+        started = time.perf_counter()
+        problems = limit_problems(body, settings)
+        if problems:
+            raise RequestValidationError(problems)
+        hits = [
+            Hit(
+                doc_id=hit.id,
+                text="\n".join(hit.fields[name] for name in body.eval.fields if hit.fields[name]),
+            )
+            for hit in body.hits
+        ]
+        labeler = request.app.state.labeler
+        tokens = labeler.input_tokens(body.query.inputs.text, hits)
+        if tokens is not None and tokens > settings.max_request_tokens:
+            raise RequestValidationError(
+                [
+                    {
+                        "type": "value_error",
+                        "loc": ["body", "hits"],
+                        "msg": f"{tokens} grader input tokens; the limit per request is "
+                        f"{settings.max_request_tokens}: send fewer or shorter hits",
+                    }
+                ]
+            )
+        labelling = asyncio.ensure_future(
+            request.app.state.batcher.label(body.query.inputs.text, hits)
+        )
+        try:
+            while True:
+                done, _ = await asyncio.wait({labelling}, timeout=0.25)
+                if done:
+                    labels = labelling.result()
+                    break
+                if await request.is_disconnected():
+                    labelling.cancel()  # the batcher drops it if it has not started
+                    return JSONResponse(status_code=499, content={"detail": "client went away"})
+        except QueueFull as exc:
+            raise HTTPException(
+                status_code=503, detail=str(exc), headers={"Retry-After": "1"}
+            ) from None
+        labelled = time.perf_counter()
+        k = body.eval.k or len(hits)
+        result = evaluate_query(
+            body.query.inputs.text, hits, request.app.state.labeler, k=k, labels=labels
+        )
+        response = SearchEvalResponse(
+            metrics={
+                "ndcg": result["metrics"][f"ndcg@{k}"],
+                "map": result["metrics"]["map"],
+                "mrr": result["metrics"]["mrr"],
+                f"precision@{k}": result["metrics"][f"precision@{k}"],
+                f"hit@{k}": result["metrics"][f"hit@{k}"],
+            },
+            hits=[
+                HitOut(
+                    index=i,
+                    id=hit.id,
+                    fields={name: hit.fields[name] for name in body.eval.fields},
+                    relevant=label.relevant,
+                    relevance=label.relevance,
+                    justification=label.justification,
+                    score=label.score,
+                    grade=label.grade,
+                )
+                for i, (hit, label) in enumerate(zip(body.hits, labels, strict=True))
+            ],
+            usage=Usage(evaluation_input_tokens=result["usage"]["evaluation_input_tokens"]),
+            warnings=request.app.state.labeler.query_warnings(body.query.inputs.text) or None,
+        )
+        if body.eval.debug:
+            response.debug = {
+                "probabilities": [label.score for label in labels],
+                "timings_ms": {
+                    "labelling": round((labelled - started) * 1000, 2),
+                    "total": round((time.perf_counter() - started) * 1000, 2),
+                },
+                "labeler": request.app.state.labeler.name,
+            }
+        return response
+
+    return app

@@ -1,0 +1,43 @@
+"""What the API serves and its limits; the ``GRADER_*`` environment variables give the defaults."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+
+def _env_int(name: str, default: int) -> int:
+    return int(os.environ.get(name, default))
+
+
+@dataclass
+class ApiSettings:
+    """What the API serves and its limits (defaults from the ``GRADER_*`` environment variables)."""
+
+    model: str | None = field(default_factory=lambda: os.environ.get("GRADER_MODEL"))
+    token: str | None = field(default_factory=lambda: os.environ.get("GRADER_API_TOKEN") or None)
+    max_hits: int = field(default_factory=lambda: _env_int("GRADER_MAX_HITS", 100))
+    max_text_chars: int = field(default_factory=lambda: _env_int("GRADER_MAX_TEXT_CHARS", 20000))
+    batch_wait_ms: float = field(
+        default_factory=lambda: float(os.environ.get("GRADER_BATCH_WAIT_MS", "5"))
+    )
+    batch_pairs: int = field(default_factory=lambda: _env_int("GRADER_BATCH_PAIRS", 256))
+    max_body_bytes: int = field(
+        default_factory=lambda: _env_int("GRADER_MAX_BODY_BYTES", 4 * 1024 * 1024)
+    )
+    max_request_tokens: int = field(
+        default_factory=lambda: _env_int("GRADER_MAX_REQUEST_TOKENS", 65536)
+    )
+    max_queued_pairs: int = field(default_factory=lambda: _env_int("GRADER_MAX_QUEUED_PAIRS", 1024))
+
+    def __post_init__(self) -> None:
+        for name in (
+            "max_hits",
+            "max_text_chars",
+            "batch_pairs",
+            "max_body_bytes",
+            "max_request_tokens",
+            "max_queued_pairs",
+        ):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}: expected >= 1, got {getattr(self, name)}")

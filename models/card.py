@@ -1,0 +1,151 @@
+"""The exported grader's model card (``README.md`` with hub metadata).
+
+The usage snippet and the serving section come from the grader's scoring family
+(``models.families``); the card names the model by the name it will have on a hub, never by the
+local export folder.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from data.io import markdown_table
+from data.records import DEFAULT_RELEVANCE_THRESHOLD
+from models.families import family_of_description
+from models.resolve import LABEL_NAMES
+
+# Hub ids of the embedded defaults, for the card's ``base_model``.
+HUB_IDS = {"smollm2-135m": "HuggingFaceTB/SmolLM2-135M-Instruct"}
+
+
+def relevant_grade(description: dict[str, Any]) -> int:
+    """The 0-3 grade from which the training pairs counted as relevant."""
+    if len(description.get("label_names") or LABEL_NAMES) > len(LABEL_NAMES):
+        return int(description["relevant_from"])  # a graded head's first relevant class
+    return DEFAULT_RELEVANCE_THRESHOLD
+
+
+def base_model_license(base_model: str) -> str:
+    """The model card's licence id: a fine-tuned model stays under its base model's licence."""
+    name = base_model.lower()
+    for marker, license_id in (
+        ("llama-3.2", "llama3.2"),
+        ("llama-3.1", "llama3.1"),
+        ("llama-3", "llama3"),
+        ("gemma", "gemma"),
+    ):
+        if marker in name:
+            return license_id
+    return "apache-2.0"  # SmolLM2, Qwen2.5 and the other Apache-licensed bases
+
+
+def metrics_table(description: dict[str, Any]) -> str:
+    evaluation = description.get("evaluation", {}).get("metrics", {})
+    if not evaluation:
+        return "No evaluation results were attached to this export (`--metrics`).\n"
+    rows = []
+    for source, entry in evaluation.items():
+        m = entry.get("at_validation_threshold", entry["at_0.5"])
+        auc = "–" if m.get("roc_auc") is None else f"{m['roc_auc']:.3f}"
+        rows.append(
+            [
+                source,
+                m["pairs"],
+                f"{m['accuracy']:.3f}",
+                f"{m['precision']:.3f}",
+                f"{m['recall']:.3f}",
+                f"{m['f1']:.3f}",
+                f"{m['kappa']:.3f}",
+                auc,
+                f"{m['threshold']:.3f}",
+            ]
+        )
+    header = [
+        "labels",
+        "pairs",
+        "accuracy",
+        "precision",
+        "recall",
+        "F1",
+        "κ",
+        "ROC-AUC",
+        "threshold",
+    ]
+    return markdown_table(header, rows)
+
+
+def model_card(description: dict[str, Any], name: str, license_id: str | None = None) -> str:
+    """The card of an export described by ``description`` and published as ``name``."""
+    family = family_of_description(description)
+    fmt = description["input_format"]
+    data = description.get("data", {})
+    base = description.get("base_model", "")
+    hub_base = HUB_IDS.get(base, base)
+    threshold = description["threshold"]
+    temperature = description["calibration"].get("temperature", 1.0)
+    license_id = license_id or base_model_license(hub_base)
+    graded_note = (
+        "; the head predicts the grade itself (classes "
+        + ", ".join(f"{i} {n}" for i, n in enumerate(description["label_names"]))
+        + "), and P(relevant) is the mass of the relevant grades"
+        if len(description["label_names"]) > len(LABEL_NAMES)
+        else ""
+    )
+    llama_terms = (
+        " (Llama 3.2 Community License: attribution and its acceptable use policy apply)"
+        if license_id == "llama3.2"
+        else ""
+    )
+    return f"""---
+license: {license_id}
+library_name: transformers
+pipeline_tag: {family.pipeline_tag}
+base_model: {hub_base}
+tags:
+- relevance
+- reranking
+- retrieval-evaluation
+- llm-judge-distillation
+---
+
+# {name}: a relevance grader
+
+Says whether a document answers a search query: P(relevant) for a (query, document) pair. It was
+distilled from a relevance judge into `{hub_base}` ({description.get("mode")} fine-tuning,
+scored by {family.summary}, loss `{description.get("loss", {}).get("loss", "generative")}`) to
+label retrieval results for search and RAG evaluation (NDCG, MAP, MRR) at a fraction of a large
+judge's cost.
+
+## Results
+
+{metrics_table(description)}
+Evaluated on held-out queries; the decision threshold ({threshold:.3f}) and the temperature
+({temperature:.3f}) were fitted on the validation split, never on the test split.
+
+## Training data and teacher
+
+- training pairs: {data.get("train_pairs", "unknown")} (positive rate {data.get("train_positive_rate", float("nan")):.3f}),
+  validation pairs: {data.get("validation_pairs", "unknown")}; dataset: `{data.get("dataset", "")}`
+- relevant means grade ≥ {relevant_grade(description)} on a 0–3 scale (TREC's convention){graded_note}
+- the teacher is recorded per judgment in the training data (`judge` field)
+
+## Usage with plain transformers
+
+The input format `{fmt["name"]}@{fmt["version"]}` is stored in `config.json` (key `grader`): a
+template with `{{query}}` and `{{document}}` slots, at most {fmt["max_length"]} tokens; long
+documents are cut at the end, never the query.
+
+```python
+{family.usage_snippet(name)}```
+
+With this repository: `Grader.from_pretrained(path).score(query, documents)`.
+{family.serving_section(name, description)}
+## Intended use and limitations
+
+- Intended for labeling retrieved passages to compute retrieval metrics and to compare retrieval
+  systems offline; not for ranking in production without checking latency and quality.
+- It inherits the teacher's biases and the training collection's domain and language (English).
+  Expect lower agreement on other domains; re-check against a few hundred human judgments.
+- Scores are calibrated on one validation split; recalibrate for a different collection.
+- Licence: {license_id}, the base model's{llama_terms}.
+"""

@@ -1,0 +1,121 @@
+"""What a scoring family is: the interface the rest of the code asks instead of testing modes.
+
+A scoring family is how a grader turns a (query, document) pair into P(relevant). The three
+families (``classifier``, ``answer_token``, ``query_likelihood``) differ in the model they load,
+the prompt they read, how a batch is scored, how a user of the export scores a pair with plain
+transformers, and how the export is served; everything else (batching, calibration, thresholds,
+the metric pipeline) is shared. Training modes (``models.families.MODES``) say which parameters
+train; each belongs to one family.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from models.grader import Grader
+    from models.input_format import GraderInputFormat
+
+
+# (query, document) texts.
+Pairs = Sequence[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class PairBatch:
+    """Token ids that the grader built for a batch of pairs (``Grader.encode_pairs``)."""
+
+    input_ids: Sequence[list[int]]
+    # Leading tokens each input shares with the others of its query (shared-prefix scoring).
+    prefix_lengths: Sequence[int] | None = None
+    show_progress: bool = False
+
+
+@dataclass(frozen=True)
+class PlainExport:
+    """An export as its user loads it with plain transformers: model, tokenizer, description."""
+
+    model: Any
+    tokenizer: Any
+    description: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TrainingMode:
+    """One way of training a family's model: which parameters change, and how."""
+
+    name: str
+    family: str
+    # peft LoRA adapters on the backbone (merged into the weights at export).
+    lora: bool = False
+    # The untrained bottom of the network runs once per pair and the top trains on its states.
+    cached_states: bool = False
+    # The mode cannot run the whole network at every step (cache_states false is refused).
+    requires_cached_states: bool = False
+    # Decoder layers that train on cached states: a fixed number, else ``trainable_layers``.
+    fixed_trained_layers: int | None = None
+    min_trainable_layers: int = 0
+    description: str = ""
+
+    def trained_layers(self, trainable_layers: int) -> int:
+        if self.fixed_trained_layers is not None:
+            return self.fixed_trained_layers
+        return trainable_layers
+
+
+class ScoringFamily:
+    """Base class of the three families; each subclass lives in its own module."""
+
+    name: str = ""
+    # Which transformers auto class holds the model: "classification" or "causal-lm".
+    task: str = "classification"
+    # Whether a head can predict the four grades 0-3 (graded NDCG gains).
+    supports_graded: bool = False
+    # The hub's pipeline tag in the model card.
+    pipeline_tag: str = "text-generation"
+    # A short phrase for docs and the model card.
+    summary: str = ""
+
+    def trainable_head(self, model: PreTrainedModel) -> list[torch.nn.Module]:
+        """The new modules that always train (a classification head); none for causal LMs."""
+        return []
+
+    def lora_modules_to_save(self) -> list[str] | None:
+        """Modules trained in full beside LoRA adapters and saved with them."""
+        return None
+
+    def input_format(
+        self, tokenizer: PreTrainedTokenizerBase, max_length: int, prompt_format: str, model: str
+    ) -> GraderInputFormat:
+        """The prompt the family's grader reads (stored beside the weights)."""
+        from models.input_format import GraderInputFormat, use_chat_template
+
+        return GraderInputFormat.from_tokenizer(
+            tokenizer,
+            max_length=max_length,
+            use_chat_template=use_chat_template(prompt_format, model),
+        )
+
+    def class_probabilities(self, grader: Grader, batch: PairBatch) -> np.ndarray:
+        """Uncalibrated class probabilities (n, classes) of token ids built by the grader."""
+        raise NotImplementedError
+
+    def reference_probabilities(self, export: PlainExport, pairs: Pairs) -> np.ndarray:
+        """Uncalibrated P(relevant) of each pair written as a user of the export would, with
+        plain transformers and the stored description only (the export's round-trip check)."""
+        raise NotImplementedError
+
+    def usage_snippet(self, path: str) -> str:
+        """The model card's plain-transformers example (run by the tests)."""
+        raise NotImplementedError
+
+    def serving_section(self, name: str, description: dict[str, Any]) -> str:
+        """The model card's section on serving the export with vLLM ("" where it cannot)."""
+        return ""

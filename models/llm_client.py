@@ -1,0 +1,138 @@
+"""How the project reaches an LLM, for the teacher's judge backends (``data.judges.backends``)
+and the RAG reader (``eval.downstream.reader``) alike: the serving settings, an OpenAI-compatible
+(or Azure) client, a local transformers chat model, a vLLM engine, and the reading of a chat
+completion's reply and log-probabilities."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from data.cli import bounded
+
+
+@dataclass
+class ServingSettings:
+    """How an LLM is reached, shared by the judge (JudgeConfig) and the RAG reader
+    (eval.downstream.reader.ReaderConfig): an OpenAI-compatible endpoint, or a local hf / vLLM model."""
+
+    # OpenAI-compatible endpoints
+    base_url: str | None = field(
+        default=None, metadata={"help": "Endpoint base URL (default: the SDK's)."}
+    )
+    api_key_env: str = field(
+        default="OPENAI_API_KEY", metadata={"help": "Environment variable with the key."}
+    )
+    concurrency: int = bounded(8, 1, help="Requests in flight at once.")
+    max_retries: int = bounded(6, 0, help="Retries on 429/5xx/connection errors/timeouts.")
+    request_timeout: float = bounded(60.0, 0, help="Seconds per request.", open_low=True)
+    # Local models
+    dtype: str = field(default="auto", metadata={"help": "float32, bfloat16, float16 or auto."})
+    device: str | None = field(
+        default=None, metadata={"help": "cpu or cuda (default: cuda when available)."}
+    )
+    # vLLM
+    tensor_parallel_size: int = bounded(
+        1, 1, help="GPUs one vLLM model is split over (a 70B: 4-8)."
+    )
+    max_model_len: int | None = bounded(
+        None, 1, help="vLLM context length (default: the model's; lower it to fit the KV cache)."
+    )
+    gpu_memory_utilization: float = bounded(
+        0.9, 0, 1, help="Share of each GPU's memory vLLM may take.", open_low=True
+    )
+
+
+class MalformedResponse(ValueError):
+    """A 200 reply whose body is not a chat completion (invalid JSON, text/plain, no choices)."""
+
+
+def first_choice(response: Any) -> tuple[str, bool]:
+    """(text, finished) of a chat completion's first choice; MalformedResponse for anything else."""
+    choices = getattr(response, "choices", None)
+    if not isinstance(choices, list) or not choices:
+        shown = response if isinstance(response, str) else type(response).__name__
+        raise MalformedResponse(f"malformed response body: {str(shown)[:120]!r}")
+    message = getattr(choices[0], "message", None)
+    text = getattr(message, "content", None) or ""
+    return text, getattr(choices[0], "finish_reason", "stop") != "length"
+
+
+def first_token_logprobs(response: Any) -> dict[str, float]:
+    """{token text: log-probability} of the first answer token's alternatives ({} if absent)."""
+    try:
+        first = response.choices[0].logprobs.content[0]
+    except (AttributeError, IndexError, TypeError):
+        return {}
+    return {alt.token: alt.logprob for alt in (first.top_logprobs or [])}
+
+
+def endpoint_api_key(api_key_env: str, base_url: str | None) -> str:
+    """The key for an OpenAI-compatible endpoint: from ``$api_key_env``; a local server
+    (``base_url`` given) takes any key, and the SDK refuses to start without one."""
+    api_key = os.environ.get(api_key_env) or ("not-needed" if base_url else None)
+    if api_key is None:
+        raise ValueError(f"api_key_env: set ${api_key_env} to the endpoint's key")
+    return api_key
+
+
+def openai_client(
+    settings: ServingSettings,
+    *,
+    headers: dict[str, str] | None = None,
+    azure_endpoint: str | None = None,
+    azure_api_version: str | None = None,
+) -> Any:
+    """An async OpenAI (or, with ``azure_endpoint``, Azure OpenAI) client; the SDK retries 429,
+    5xx, connection errors and timeouts with backoff and honours Retry-After."""
+    import openai
+
+    options: dict[str, Any] = {
+        "api_key": endpoint_api_key(settings.api_key_env, settings.base_url),
+        "max_retries": settings.max_retries,
+        "timeout": settings.request_timeout,
+        "default_headers": headers or None,
+    }
+    if azure_endpoint:
+        return openai.AsyncAzureOpenAI(
+            azure_endpoint=azure_endpoint, api_version=azure_api_version, **options
+        )
+    return openai.AsyncOpenAI(base_url=settings.base_url, **options)
+
+
+def local_chat_model(settings: ServingSettings, model: str) -> tuple[Any, Any, str]:
+    """(model, tokenizer, device) of a local transformers instruct model, in eval mode on the
+    settings' device (CUDA when present) and dtype (``auto``: bf16 where fast)."""
+    import torch
+
+    from models.resolve import inference_dtype, load_model
+
+    device = settings.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    dtype = inference_dtype(device) if settings.dtype == "auto" else getattr(torch, settings.dtype)
+    loaded, tokenizer = load_model(model, task="causal-lm", dtype=dtype)
+    loaded.to(device).eval()
+    if tokenizer.chat_template is None:
+        raise ValueError(f"model {model!r} has no chat template; use an instruct model")
+    return loaded, tokenizer, device
+
+
+def vllm_engine_for(settings: ServingSettings, model: str) -> tuple[Any, Any]:
+    """(the vllm module, an offline engine) for ``model`` with the settings' parallelism."""
+    from models.generation import vllm_engine
+
+    return vllm_engine(
+        model,
+        dtype=settings.dtype,
+        tensor_parallel_size=settings.tensor_parallel_size,
+        max_model_len=settings.max_model_len,
+        gpu_memory_utilization=settings.gpu_memory_utilization,
+    )
+
+
+def vllm_first_logprobs(completion: Any) -> dict[str, float]:
+    """{decoded token: log-probability} at a vLLM completion's first position ({} if absent)."""
+    steps = getattr(completion, "logprobs", None) or []
+    if not steps:
+        return {}
+    return {(entry.decoded_token or ""): entry.logprob for entry in steps[0].values()}

@@ -1,0 +1,75 @@
+"""The registry of scoring families and training modes, and what each mode makes trainable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from models.builder import GraderModelConfig, build_grader
+from models.families import (
+    ANSWER_TOKEN,
+    CLASSIFIER,
+    FAMILIES,
+    MODES,
+    QUERY_LIKELIHOOD,
+    family_of,
+    family_of_description,
+    training_mode,
+)
+from train.recipes import recipe_for
+
+
+def test_every_mode_has_a_registered_family_and_every_family_a_recipe():
+    assert set(FAMILIES) == {"classifier", "answer_token", "query_likelihood"}
+    assert {training_mode(name).family for name in MODES} == set(FAMILIES)
+    for family in FAMILIES.values():
+        assert recipe_for(family).family == family.name
+    assert family_of("generative-lora") is ANSWER_TOKEN
+    assert family_of("zero-shot") is ANSWER_TOKEN  # a zero-shot causal LM reads P(yes)
+    assert family_of_description({}) is CLASSIFIER  # a description from before the modes
+    with pytest.raises(ValueError, match="mode: unknown mode 'nosuch'"):
+        family_of("nosuch")
+
+
+def test_only_the_classifier_family_takes_graded_labels():
+    for name in MODES:
+        if family_of(name).supports_graded:
+            assert GraderModelConfig(mode=name, labels="graded", trainable_layers=1).num_labels == 4
+        else:
+            with pytest.raises(ValueError, match="labels=graded"):
+                GraderModelConfig(mode=name, labels="graded")
+
+
+def trainable(model: torch.nn.Module) -> set[str]:
+    return {name for name, p in model.named_parameters() if p.requires_grad}
+
+
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_each_mode_builds_its_familys_model_with_the_right_parameters_trainable(
+    mode: str, tiny_model_dir: Path
+):
+    config = GraderModelConfig(
+        model_name_or_path=str(tiny_model_dir), mode=mode, trainable_layers=1, max_length=64
+    )
+    model, _ = build_grader(config)
+    family, spec = family_of(mode), training_mode(mode)
+    is_classifier = type(model).__name__.endswith("ForSequenceClassification") or hasattr(
+        model.base_model, "score"
+    )
+    assert is_classifier == (family is CLASSIFIER)
+    names = trainable(model)
+    last = model.config.num_hidden_layers - 1
+    if spec.lora:
+        assert names and all("lora_" in n or "modules_to_save" in n for n in names)
+        assert any("score" in n for n in names) == (family is CLASSIFIER)
+    elif spec.cached_states:
+        top = {n for n in names if ".layers." in n}
+        assert all(f".layers.{last}." in n for n in top)
+        assert bool(top) == (mode != "frozen")  # frozen trains the head alone
+        assert any(n.startswith("score") for n in names) == (family is CLASSIFIER)
+        if family is QUERY_LIKELIHOOD:
+            assert "lm_head.weight" not in names  # the read-out stays the language model's
+    else:
+        assert names == {n for n, _ in model.named_parameters()}

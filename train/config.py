@@ -1,0 +1,172 @@
+"""The training configuration: data, loss and ``TrainingArguments`` dataclasses (YAML plus
+command-line overrides through ``data.cli.parse_config``), and the checks every mode shares."""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+
+import torch
+from transformers import TrainingArguments
+
+from data.cli import check_choices, choice
+from models.builder import GraderModelConfig
+from models.losses import LOSSES
+from train.grader_data import SOFT_TARGETS
+
+logger = logging.getLogger(__name__)
+STATE_DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+@dataclass
+class DataConfig:
+    dataset: str = field(
+        default="runs/dataset", metadata={"help": "Folder from `python -m data.build`."}
+    )
+    max_train_samples: int | None = field(
+        default=None, metadata={"help": "Cap on training pairs (debugging)."}
+    )
+    max_eval_samples: int | None = field(default=None)
+    soft_targets: str = choice(
+        "none", SOFT_TARGETS, "Train on the teacher's P(relevant) or grade (cross-entropy only)."
+    )
+
+    def __post_init__(self) -> None:
+        check_choices(self)
+
+
+@dataclass
+class LossConfig:
+    loss: str = choice("cross_entropy", sorted(LOSSES), "Loss on the classifier's logits.")
+    class_weights: list[float] | None = field(
+        default=None,
+        metadata={"help": "A weight per class: labels 0 and 1, or grades 0-3 (labels: graded)."},
+    )
+    label_smoothing: float = field(default=0.0)
+    margin: float = field(default=1.0, metadata={"help": "Contrastive margin m."})
+
+    def __post_init__(self) -> None:
+        check_choices(self)
+        if self.class_weights is not None and min(self.class_weights) <= 0:
+            raise ValueError(f"class_weights: expected positive weights, got {self.class_weights}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing: expected 0 <= x < 1, got {self.label_smoothing}")
+        if self.margin <= 0:
+            raise ValueError(f"margin: expected > 0, got {self.margin}")
+
+    @property
+    def is_default(self) -> bool:
+        return self == LossConfig()
+
+
+@dataclass
+class GraderTrainingArguments(TrainingArguments):
+    """TrainingArguments with the paper's defaults (AdamW, lr 2e-5, cosine to 10% of peak)."""
+
+    output_dir: str = field(default="runs/grader")
+    learning_rate: float = field(default=2e-5)
+    lr_scheduler_type: str = field(default="cosine_with_min_lr")
+    lr_scheduler_kwargs: dict | str | None = field(default_factory=lambda: {"min_lr_rate": 0.1})
+    num_train_epochs: float = field(default=1.0)
+    per_device_train_batch_size: int = field(default=8)
+    per_device_eval_batch_size: int = field(default=16)
+    eval_strategy: str = field(default="epoch")
+    save_strategy: str = field(default="epoch")
+    save_total_limit: int | None = field(default=2)
+    logging_steps: float = field(default=10)
+    metric_for_best_model: str | None = field(default="f1")
+    greater_is_better: bool | None = field(default=True)
+    load_best_model_at_end: bool = field(default=True)
+    report_to: None | str | list[str] = field(default="tensorboard")  # noqa: RUF036 - as in the parent
+    train_sampling_strategy: str = field(default="group_by_length")
+    remove_unused_columns: bool = field(default=False)
+    seed: int = field(default=42)
+    early_stopping_patience: int | None = field(
+        default=None, metadata={"help": "Stop after this many evaluations without improvement."}
+    )
+    head_learning_rate: float | None = field(
+        default=None,
+        metadata={"help": "Learning rate of the new classification head (default: learning_rate)."},
+    )
+    cache_states: bool = field(
+        default=True,
+        metadata={
+            "help": "frozen / top_layers: compute the untrained bottom layers once per pair."
+        },
+    )
+    state_dtype: str = choice(
+        "auto",
+        STATE_DTYPES,
+        "Dtype of the cached-state pass (auto: bf16 on GPU and on CPUs with bf16 instructions).",
+    )
+    state_cache: str | None = field(
+        default=None,
+        metadata={
+            "help": "Folder that keeps cached states across runs (folds, resumes); none: memory only."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        self.bf16, self.fp16 = supported_precision(self.bf16, self.fp16, self.use_cpu)
+        super().__post_init__()
+        check_choices(self, names=["state_dtype"])
+
+
+def supported_precision(bf16: bool, fp16: bool, use_cpu: bool = False) -> tuple[bool, bool]:
+    """(bf16, fp16) that the GPU can run: a config written for an H100 (``bf16: true``) falls
+    back to float16 autocast on a GPU without bf16 (T4, V100), with a warning, instead of failing."""
+    if bf16 and not use_cpu and torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
+        logger.warning(
+            "bf16: %s has no bfloat16; training with float16 autocast instead",
+            torch.cuda.get_device_name(),
+        )
+        return False, True
+    return bf16, fp16
+
+
+def check_combination(
+    model_config: GraderModelConfig,
+    data_config: DataConfig,
+    loss_config: LossConfig,
+    args: GraderTrainingArguments,
+) -> None:
+    """Refuse settings that would be silently ignored, before any model loads: the checks that
+    hold for every family (each recipe adds its own, ``train.recipes``)."""
+    mode = model_config.training_mode
+    if model_config.dtype != "float32" and mode.lora and not (args.bf16 or args.fp16):
+        # LoRA keeps the base in dtype and trains float32 adapters: the mix needs autocast.
+        raise ValueError(
+            f"dtype={model_config.dtype} with mode={model_config.mode} trains float32 adapters "
+            "on a low-precision base, which needs autocast: set bf16: true (or dtype: float32)"
+        )
+    if mode.requires_cached_states and not args.cache_states:
+        raise ValueError(
+            f"mode={model_config.mode} trains on cached states only (cache_states: true); for a "
+            "fully fine-tuned grader use mode full, lora or generative"
+        )
+    if mode.cached_states and (
+        args.fsdp or os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true"
+    ):
+        raise ValueError(
+            f"mode={model_config.mode} trains a small top on cached states, which FSDP would "
+            "shard for nothing: run it on one GPU or under DDP (train/configs/accelerate/ddp.yaml)"
+        )
+    classes = model_config.num_labels
+    if loss_config.class_weights is not None and len(loss_config.class_weights) != classes:
+        raise ValueError(
+            f"class_weights: labels={model_config.labels} has {classes} classes, got "
+            f"{len(loss_config.class_weights)} weights ({loss_config.class_weights})"
+        )
+    if model_config.labels == "graded" and (
+        loss_config.loss != "cross_entropy" or data_config.soft_targets != "none"
+    ):
+        raise ValueError(
+            "labels=graded trains on the teacher's grades with the cross_entropy loss and hard "
+            f"targets (got loss={loss_config.loss}, soft_targets={data_config.soft_targets})"
+        )
+    if data_config.soft_targets != "none" and loss_config.loss != "cross_entropy":
+        raise ValueError(
+            f"soft_targets={data_config.soft_targets}: only the cross_entropy loss uses soft "
+            f"targets, not {loss_config.loss}"
+        )

@@ -1,0 +1,94 @@
+"""The classifier recipe: a classification head trained with a swappable loss
+(``models.losses``), on token ids or, in the cached-state modes, on states of the frozen bottom
+layers computed once per pair (``train.cached_states``). A graded head (``relevant_from`` > 1)
+trains on the grades and is evaluated on P(relevant)."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import torch
+from datasets import Dataset
+from transformers import Trainer
+
+from models.losses import build_loss
+from train.cached_states import state_cache_for
+from train.grader_data import GraderCollator, compute_metrics, tokenize
+from train.recipes import TrainingJob, TrainingRecipe
+from train.trainer import grader_trainer
+
+
+class ClassifierRecipe(TrainingRecipe):
+    family = "classifier"
+
+    def trainer(self, job: TrainingJob) -> Trainer:
+        return classifier_trainer(job)
+
+
+def classifier_trainer(job: TrainingJob) -> Trainer:
+    """The Trainer for a classifier grader: on token ids, or on cached states of the bottom layers."""
+    settings = job.settings
+    loss, data, args = settings.loss, settings.data, settings.args
+    loss_fn = build_loss(
+        loss.loss,
+        class_weights=loss.class_weights,
+        label_smoothing=loss.label_smoothing,
+        soft_targets=data.soft_targets != "none",
+        margin=loss.margin,
+    )
+    target = "grade" if settings.model.labels == "graded" else "label"
+    train_ds, eval_ds = (
+        tokenize(raw, job.tokenizer, job.fmt, data.soft_targets, target=target)
+        if raw is not None
+        else None
+        for raw in (job.train_raw, job.eval_raw)
+    )
+    trained: torch.nn.Module = job.model
+    collator: Any = GraderCollator(job.tokenizer.pad_token_id)
+    if settings.model.training_mode.cached_states and args.cache_states:
+        from train.cached_states import collate_states
+
+        trained, train_ds, eval_ds = cached_state_datasets(job, train_ds, eval_ds)
+        collator = collate_states
+    return grader_trainer(
+        trained,
+        args,
+        train_ds,
+        eval_ds,
+        collator,
+        job.tokenizer,
+        loss_fn,
+        partial(compute_metrics, relevant_from=job.relevant_from),
+    )
+
+
+def cached_state_datasets(
+    job: TrainingJob, train_ds: Dataset, eval_ds: Dataset | None
+) -> tuple[torch.nn.Module, Any, Any]:
+    """The trained top and the cached states of the frozen layers below it, per split."""
+    from models.backbone import split_index
+    from train.cached_states import CachedStates, GraderTop, compute_states, resolve_state_dtype
+
+    model, model_config, args = job.model, job.settings.model, job.settings.args
+    first = split_index(model, model_config.trained_layers)
+    dtype = resolve_state_dtype(args.state_dtype, args.device)
+    model.to(args.device).eval()
+    cache = state_cache_for(args.state_cache, model_config.model_name_or_path)
+
+    def states(ds: Dataset) -> CachedStates:
+        hidden = compute_states(
+            model,
+            ds["input_ids"],
+            first,
+            batch_size=args.per_device_eval_batch_size,
+            dtype=dtype,
+            cache=cache,
+        )
+        return CachedStates(hidden, ds["labels"], ds["soft_targets"])
+
+    train_states = states(train_ds)
+    eval_states = states(eval_ds) if eval_ds is not None else None
+    # The cached states fix the sequence lengths; the Trainer's length grouping reads input_ids.
+    args.train_sampling_strategy = "random"
+    return GraderTop(model, first).train(), train_states, eval_states
