@@ -31,6 +31,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "search": ("eval.search", "retrieval metrics of runs under a labeler, paired tests"),
     "rerank": ("eval.rerank", "rerank a run's top-k by the grader"),
     "ranking-agreement": ("eval.ranking_agreement", "Kendall's tau between system rankings"),
+    "ppi": ("eval.ppi", "draw the queries to have judged (PPI++ estimates in search)"),
+    "recalibrate": ("eval.recalibrate", "refit an export's threshold on your judged queries"),
     "serve": ("eval.api", "the eval_search REST API"),
     "pipeline": ("eval.pipeline", "the main job, every stage end to end"),
     "study": ("eval.study", "baselines and graders over query-grouped folds"),

@@ -28,13 +28,15 @@ from data.beir import (
     Collection,
     Qrels,
     Run,
+    graded_qrels,
     ranked,
     read_corpus,
+    read_qrels,
     read_queries,
     read_trec_run,
     write_trec_qrels,
 )
-from data.cli import bounded, parse_config, run_main
+from data.cli import bounded, choice, parse_config, run_main
 from data.io import markdown_table, write_json
 from eval.labelers import Hit, HitLabel, Labeler, QrelsLabeler, make_labeler
 
@@ -179,6 +181,24 @@ class SearchEvalConfig:
     label_cache: str | None = field(
         default=None, metadata={"help": "Label cache folder (default: OUT/labels)."}
     )
+    human: str | None = field(
+        default=None,
+        metadata={
+            "help": "Human qrels for a random subset of the queries: prediction-powered (PPI++) "
+            "estimates and confidence intervals of every metric and paired difference."
+        },
+    )
+    human_pairs: str | None = field(
+        default=None,
+        metadata={
+            "help": "Human labels of a random sample of hits (judgments JSONL): PPI++ estimates of "
+            "each run's share of relevant hits in its top k."
+        },
+    )
+    alpha: float = bounded(
+        0.05, 0, 1, help="1 - confidence level of the intervals.", open_low=True, open_high=True
+    )
+    interval: str = choice("t", ("t", "normal"), "Interval: Student's t (n - 1 df) or normal.")
 
 
 def _load_texts(config: SearchEvalConfig) -> tuple[dict, dict[str, str]]:
@@ -277,6 +297,162 @@ def inferred_qrels(results: dict[str, dict[str, Any]]) -> tuple[Qrels, Qrels]:
     return graded, binary
 
 
+def human_metrics(
+    path: str, runs: dict[str, Run], k: int
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Per-run, per-query metrics of the queries that ``path`` judges, under those judgments as
+    trec_eval reads them (every judged document counts towards the ideal ranking; an unjudged hit
+    is not relevant)."""
+    from data.records import label_from_grade
+
+    qrels = graded_qrels(read_qrels(path), path)
+    if len(qrels) < 2:
+        raise ValueError(f"human: {path} judges {len(qrels)} queries; an interval needs at least 2")
+    out = {}
+    for name, run in runs.items():
+        missing = sorted(set(qrels) - set(run))
+        if missing:
+            raise ValueError(
+                f"human: {path} judges {len(missing)} queries that {name} does not have "
+                f"(first: {missing[0]}); give judgments for queries of the run"
+            )
+        top = {qid: dict(ranked(run[qid])[:k]) for qid in qrels}
+        graded = {qid: dict(qrels[qid]) for qid in top}
+        binary = {qid: {d: label_from_grade(g) for d, g in qrels[qid].items()} for qid in top}
+        out[name] = _ranx_metrics(graded, binary, top, k, recall=False)
+    return out
+
+
+def ppi_estimates(
+    config: SearchEvalConfig,
+    per_run: dict[str, dict[str, dict[str, float]]],
+    human: dict[str, dict[str, dict[str, float]]],
+) -> dict[str, Any]:
+    """For every run and metric, and every compared run's paired difference with the first: the
+    labeler's mean over all queries, the human-only interval and the PPI++ interval (``human``:
+    :func:`human_metrics`)."""
+    from eval.ppi import estimate_metric, paired_difference
+
+    def estimates(
+        labeler: dict[str, dict[str, float]],
+        truth: dict[str, dict[str, float]],
+        bounds: tuple[float, float],
+    ) -> dict[str, Any]:
+        return {
+            metric: estimate_metric(
+                values, truth[metric], config.alpha, config.interval, bounds
+            ).to_dict()
+            for metric, values in labeler.items()
+            if metric in truth
+        }
+
+    first, *others = per_run
+    report: dict[str, Any] = {
+        "human": config.human,
+        "judged_queries": len(next(iter(next(iter(human.values())).values()))),
+        "estimator": f"PPI++ with a power-tuned lambda, {config.interval} interval",
+        "confidence": 1 - config.alpha,
+        # Every metric lies in [0, 1], a difference of two in [-1, 1].
+        "runs": {name: estimates(per_run[name], human[name], (0.0, 1.0)) for name in per_run},
+        "differences": {},
+    }
+    for other in others:
+        labeler_diff = {
+            m: paired_difference(per_run[other][m], per_run[first][m]) for m in per_run[first]
+        }
+        human_diff = {
+            m: paired_difference(human[other][m], human[first][m])
+            for m in human[first]
+            if m in human[other]
+        }
+        report["differences"][f"{other} - {first}"] = estimates(
+            labeler_diff, human_diff, (-1.0, 1.0)
+        )
+    return report
+
+
+def read_human_pairs(path: str) -> dict[tuple[str, str], int]:
+    """{(qid, doc_id): 0/1} from a judgments JSONL of human labels (error records refused)."""
+    from data.io import read_records
+    from data.records import Judgment
+
+    labels: dict[tuple[str, str], int] = {}
+    for record in read_records(path, Judgment):
+        if record.error is not None or record.label is None:
+            raise ValueError(
+                f"human_pairs: {path}: the pair {record.qid}/{record.doc_id} has no label"
+            )
+        labels[(record.qid, record.doc_id)] = int(record.label)
+    if len(labels) < 2:
+        raise ValueError(f"human_pairs: {path} labels {len(labels)} pairs; at least 2 are needed")
+    return labels
+
+
+def pair_estimates(
+    config: SearchEvalConfig,
+    results: dict[str, dict[str, Any]],
+    human: dict[tuple[str, str], int],
+) -> dict[str, Any]:
+    """Each run's share of relevant hits in its top k, from the labeler's label of every hit and
+    the human labels of a random sample of hits (PPI++ over pairs)."""
+    from eval.ppi import estimate_metric
+
+    out = {}
+    for name, per_query in results.items():
+        labeler = {
+            f"{qid}\t{hit['id']}": float(hit["relevant"])
+            for qid, result in per_query.items()
+            for hit in result["hits"]
+        }
+        truth = {
+            key: float(human[tuple(key.split("\t"))])
+            for key in labeler
+            if tuple(key.split("\t")) in human
+        }
+        if len(truth) < 2:
+            raise ValueError(
+                f"human_pairs: {config.human_pairs} labels {len(truth)} of {name}'s top-{config.k} "
+                "hits; at least 2 are needed"
+            )
+        estimates = estimate_metric(labeler, truth, config.alpha, config.interval, (0.0, 1.0))
+        out[name] = {"relevant share": estimates.to_dict()}
+    return out
+
+
+def ppi_table(report: dict[str, Any]) -> str:
+    """The PPI report as one Markdown table."""
+
+    def cell(interval: dict[str, float]) -> str:
+        return f"{interval['estimate']:.3f} [{interval['low']:.3f}, {interval['high']:.3f}]"
+
+    rows = [
+        [
+            system,
+            metric,
+            f"{entry['labeler_mean']:.3f}",
+            cell(entry["human_only"]),
+            cell(entry["ppi"]),
+            f"{entry['ppi']['lam']:.2f}",
+            f"{entry['effective_human_queries']:.1f}",
+        ]
+        for group in ("runs", "differences", "pairs")
+        if group in report
+        for system, metrics in report[group].items()
+        for metric, entry in metrics.items()
+    ]
+    confidence = f"{report['confidence']:.0%}"
+    header = [
+        "system",
+        "metric",
+        "labeler mean",
+        f"human only ({confidence})",
+        f"PPI++ ({confidence})",
+        "λ",
+        "worth (human queries)",
+    ]
+    return markdown_table(header, rows)
+
+
 def compare_runs(
     runs: dict[str, Run], graded: Qrels, binary: Qrels, k: int, stat_test: str
 ) -> dict[str, Any]:
@@ -319,6 +495,9 @@ def main(args: Sequence[str] | None = None) -> None:
     labeler = make_labeler(config.labeler, cache_dir=config.label_cache or out / "labels")
     run_paths = [config.run, *config.compare]
     runs = {Path(p).stem: read_trec_run(p) for p in run_paths}
+    # Human judgments are checked against the runs before any hit is labelled.
+    human = human_metrics(config.human, runs, config.k) if config.human else None
+    human_pairs = read_human_pairs(config.human_pairs) if config.human_pairs else None
     results = label_runs(config, labeler, runs)
     counts = QrelsLabeler(config.num_relevant_from) if config.num_relevant_from else None
     per_run = pooled_metrics(runs, results, config.k, counts)
@@ -334,12 +513,34 @@ def main(args: Sequence[str] | None = None) -> None:
     report: dict[str, Any] = {"labeler": config.labeler, "k": config.k, "mean": summary}
     if len(runs) > 1:
         report["comparison"] = compare_runs(runs, graded, binary, config.k, config.stat_test)
+    if human is not None:
+        report["ppi"] = ppi_estimates(config, per_run, human)
+    if human_pairs is not None:
+        pairs = pair_estimates(config, results, human_pairs)
+        report.setdefault(
+            "ppi",
+            {
+                "runs": {},
+                "differences": {},
+                "judged_queries": 0,
+                "confidence": 1 - config.alpha,
+                "estimator": f"PPI++ with a power-tuned lambda, {config.interval} interval",
+            },
+        )
+        report["ppi"]["pairs"] = pairs
+        report["ppi"]["judged_pairs"] = len(human_pairs)
     write_json(out / "metrics.json", report)
     print(metrics_table(summary), end="")
     if "comparison" in report:
         for key, table in report["comparison"].items():
             if key.startswith("table_"):
                 print(table)
+    if "ppi" in report:
+        print(
+            f"\nWith human judgments for {report['ppi']['judged_queries']} queries and "
+            f"{report['ppi'].get('judged_pairs', 0)} sampled hits ({report['ppi']['estimator']}):\n"
+        )
+        print(ppi_table(report["ppi"]), end="")
     print(f"wrote {out}/metrics.json, per_query.json, inferred_qrels.txt (TREC format)")
     logger.debug(json.dumps(summary))
 

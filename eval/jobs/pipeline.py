@@ -42,13 +42,21 @@ from typing import Any
 
 from data.build import BALANCE_MODES
 from data.candidates import POOL_FILE, RETRIEVERS
-from data.cli import check_choices, choice, cli_args, parse_config, run_main, split_flags
+from data.cli import (
+    bounded,
+    check_choices,
+    choice,
+    cli_args,
+    parse_config,
+    run_main,
+    split_flags,
+)
 from data.io import atomic_writer, fingerprint, sha256_path, write_json
 from data.judges.backends import BACKENDS
 from eval.baselines import BASELINES
 from eval.compare import comparison_rows, to_markdown
 from eval.ranking_agreement import scores_table
-from eval.search import metrics_table
+from eval.search import metrics_table, ppi_table
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +132,14 @@ class PipelineConfig:
     # Runs and the metric pipeline
     retrievers: list[str] = field(default_factory=lambda: ["bm25", "dense"])
     k: int = field(default=10, metadata={"help": "Hits per query labelled and scored."})
+    human_queries: int = bounded(
+        10,
+        0,
+        help="Queries whose human judgments the metric pipeline corrects the grader's metrics "
+        "with (PPI++ estimates and intervals in the report), drawn at random from the judged "
+        "ones; the other queries count as unjudged. 0: none.",
+    )
+    human_seed: int = field(default=0, metadata={"help": "Seed of that draw."})
     rerank: str = field(
         default="dense", metadata={"help": "Which run the grader reranks (empty: none)."}
     )
@@ -195,6 +211,7 @@ class Pipeline:
         self.config = config
         self.root = Path(config.run_dir)
         self.timings: dict[str, float] = {}
+        self.search_runs: list[str] = []  # the metric pipeline's runs, set by stages()
         from train.cached_states import default_state_cache
 
         cache = config.state_cache or str(default_state_cache())
@@ -427,6 +444,7 @@ class Pipeline:
         if c.qrels:
             stages.append(retrieval)
         label_cache = self.path("label-cache")
+        human_sample = self.human_sample()
         if c.rerank:
             reranked = candidates / f"{c.rerank}-grader.trec"
             stages.append(
@@ -447,6 +465,7 @@ class Pipeline:
                 )
             )
             runs.append(str(reranked))
+        self.search_runs = runs
         stages += [
             Stage(
                 "metric pipeline",
@@ -460,8 +479,14 @@ class Pipeline:
                     k=c.k,
                     out=self.path("search"),
                     label_cache=label_cache,
+                    human=human_sample,
                 ),
-                inputs=[*runs, c.collection, str(export)],
+                inputs=[
+                    *runs,
+                    c.collection,
+                    str(export),
+                    *([human_sample] if human_sample else []),
+                ],
             ),
             Stage(
                 "ranking agreement",
@@ -487,6 +512,38 @@ class Pipeline:
             ),
         ]
         return stages
+
+    def human_sample(self) -> str | None:
+        """The qrels of ``human_queries`` judged queries drawn at random: the human-judged subset
+        of the report's PPI estimates (None without qrels or with human_queries 0)."""
+        c = self.config
+        if not c.qrels or not c.human_queries:
+            return None
+        from data.beir import read_qrels, write_trec_qrels
+        from eval.ppi import draw_queries
+
+        qrels = read_qrels(c.qrels)  # as judged: eval.search reads the sample like the original
+        if len(qrels) < c.human_queries + 2:
+            raise ValueError(
+                f"human_queries: {c.qrels} judges {len(qrels)} queries; leave at least 2 unjudged "
+                f"(got {c.human_queries})"
+            )
+        chosen = draw_queries(sorted(qrels), c.human_queries, c.human_seed)
+        path = self.path("ppi", "human-sample.qrels")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_trec_qrels(path, {qid: qrels[qid] for qid in chosen})
+        return str(path)
+
+    def human_all_queries(self) -> dict[str, dict[str, float]]:
+        """Each run's mean metrics under all of the human judgments: what the PPI estimates of
+        the report, made from a sample of them, estimate."""
+        from data.beir import read_trec_run
+        from eval.search import human_metrics, mean_metrics
+
+        assert self.config.qrels is not None
+        runs = {Path(p).stem: read_trec_run(p) for p in self.search_runs}
+        human = human_metrics(self.config.qrels, runs, self.config.k)
+        return {name: mean_metrics(per_metric) for name, per_metric in human.items()}
 
     def run(self) -> dict[str, Any]:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -518,6 +575,8 @@ class Pipeline:
             "classification": {source: comparison_rows(results, source) for source in sources},
             "search": search["mean"],
             "agreement": agreement,
+            "ppi": search.get("ppi"),
+            "human_all_queries": self.human_all_queries() if search.get("ppi") else None,
             "export": str(self.path("export")),
         }
 
@@ -564,6 +623,23 @@ def report_markdown(summary: dict[str, Any]) -> str:
         lines.append(
             f"\nKendall's τ ({spec} vs {agreement['reference']}): {entry['kendall_tau']:.3f}"
         )
+    if summary.get("ppi"):
+        ppi = summary["ppi"]
+        metric = agreement["metric"]
+        truth = ", ".join(
+            f"{run} {values[metric]:.3f}" for run, values in summary["human_all_queries"].items()
+        )
+        lines += [
+            "",
+            f"## The grader's metrics corrected by {ppi['judged_queries']} human-judged queries",
+            "",
+            f"The grader labels every query; {ppi['judged_queries']} queries drawn at random also "
+            f"keep their human judgments ({ppi['estimator']}). What the estimates estimate, "
+            f"{metric} under all of the human judgments (every judged passage in the ideal "
+            f"ranking): {truth}.",
+            "",
+            ppi_table(ppi).rstrip("\n"),
+        ]
     lines += ["", "## Stage times (s)", ""]
     lines += [f"- {name}: {seconds}" for name, seconds in summary["stage_seconds"].items()]
     return "\n".join(lines) + "\n"

@@ -62,18 +62,21 @@ def results_table(summary: dict[str, Any], labels: str = "human") -> str:
     ndcg = next(m for m in next(iter(summary["search"].values())) if m.startswith("ndcg@"))
     runs = ", ".join(f"{run} {values[ndcg]:.3f}" for run, values in summary["search"].items())
     agreement = summary["agreement"]
+    reference = agreement["reference"]
+    truth = ", ".join(f"{run} {v:.3f}" for run, v in agreement["scores"][reference].items())
     taus = "; ".join(
         f"{spec.split(':')[0]} {entry['kendall_tau']:.2f}"
         for spec, entry in agreement["agreement"].items()
     )
     counts = summary["dataset"]
     return (
-        f"Held-out queries of TREC DL 2019 ({counts['train']['queries']} train / "
+        f"Held-out queries ({counts['train']['queries']} train / "
         f"{counts['validation']['queries']} validation / {counts['test']['queries']} test), "
-        f"against the NIST judgments ({labels} labels); thresholds fitted on validation:\n\n"
+        f"against {labels} labels; thresholds fitted on validation:\n\n"
         + markdown_table(header, table)
-        + f"\n{ndcg} of the retrieval runs under the grader's labels: {runs}. Kendall's τ of the "
-        f"system ranking against the {agreement['reference'].split(':')[0]} ranking: {taus}.\n"
+        + f"\n{ndcg} of the retrieval runs under the grader's labels: {runs}; under "
+        f"`{reference.split(':')[0]}` (all queries): {truth}. Kendall's τ between the two "
+        f"system rankings: {taus}.\n"
     )
 
 

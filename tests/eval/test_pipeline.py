@@ -61,6 +61,7 @@ def test_main_job_end_to_end_reduced(
         retrievers=["bm25"],
         rerank="bm25",
         k=5,
+        human_queries=4,
         state_cache=str(tmp_path / "states"),
     )
     broken = dataclasses.replace(config, train_args=["--mode", "frozne"])
@@ -101,6 +102,18 @@ def test_main_job_end_to_end_reduced(
     assert "baseline: BM25 score" in report and "beats baselines" in report
     assert set(summary["search"]) == {"bm25", "bm25-grader"}
     assert "Kendall" in (run / "report.md").read_text()
+    # Four queries keep their human judgments: PPI estimates of every run and of the difference.
+    assert summary["ppi"]["judged_queries"] == 4
+    assert set(summary["ppi"]["runs"]) == {"bm25", "bm25-grader"}
+    assert "bm25-grader - bm25" in summary["ppi"]["differences"]
+    assert "corrected by 4 human-judged queries" in report
+    # The README's results table comes from this summary, between its markers.
+    from eval.jobs.readme import END, START, replace_between_markers, results_table
+
+    table = results_table(summary)
+    assert f"| {tiny_model_dir.name} grader (ours) | " in table and "BM25 score (baseline)" in table
+    readme = replace_between_markers(f"intro\n{START}\nold\n{END}\nrest\n", table)
+    assert readme == f"intro\n{START}\n{table}{END}\nrest\n"
     assert (
         json.loads((run / "export" / "export_check.json").read_text())["max_abs_difference"] <= 1e-4
     )

@@ -1,0 +1,272 @@
+"""Prediction-powered inference (PPI++) for retrieval metrics: a labeler's metric on every query,
+corrected by human judgments on a random few, with a confidence interval that holds whatever the
+labeler's quality.
+
+The unit is the query. For a metric (NDCG@k, P@k, MAP, ...) let f_i be query i's value under the
+labeler (a grader, an LLM judge) and Y_i its value under human judgments. With human judgments
+for n randomly chosen queries and the labeler's values f̃_j for the N other queries,
+
+    θ̂(λ) = λ · mean(f̃) + mean(Y − λ·f)                    (Angelopoulos et al., Science 2023)
+    Var θ̂(λ) = λ² Var(f̃) / N + Var(Y − λ·f) / n
+
+λ = 1 is PPI; λ = 0 the classical mean of the n human values; power tuning (PPI++, Angelopoulos,
+Duchi and Zrnic 2023) picks λ̂ = Cov(Y, f) / ((1 + n/N) Var(f)), clipped to [0, 1], so a labeler
+that carries nothing falls back to the classical interval instead of widening it. A difference
+between two systems on the same queries is the same estimator on the per-query differences
+(paired). The interval is Student's t with n − 1 degrees of freedom (``interval="t"``), which holds
+its coverage at n = 5–10 where the normal interval of the PPI papers falls short; ``"normal"``
+with population variances reproduces ``ppi_py``'s ``ppi_mean_ci``.
+
+    python -m eval.ppi --run runs/main/candidates/bm25.trec --n 20 --seed 0   # queries to judge
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from data.cli import bounded, choice, parse_config, run_main
+
+INTERVALS = ("t", "normal")
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A mean's point estimate and two-sided confidence interval."""
+
+    estimate: float
+    low: float
+    high: float
+    n: int  # human-judged queries
+    unjudged: int  # queries with the labeler's value only
+    lam: float  # 0: classical (human only); 1: plain PPI
+    method: str
+
+    @property
+    def width(self) -> float:
+        return self.high - self.low
+
+    def clipped(self, low: float, high: float) -> Interval:
+        """The interval cut to the range the quantity can take (coverage is kept)."""
+        return replace(self, low=max(self.low, low), high=min(self.high, high))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "width": self.width}
+
+
+def _quantile(alpha: float, n: int, interval: str) -> float:
+    if interval == "t":
+        return float(stats.t.ppf(1 - alpha / 2, df=n - 1))
+    return float(stats.norm.ppf(1 - alpha / 2))
+
+
+def _check(human: np.ndarray, judged: np.ndarray, alpha: float, interval: str) -> None:
+    if interval not in INTERVALS:
+        raise ValueError(f"interval: expected one of {', '.join(INTERVALS)}, got {interval!r}")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha: expected 0 < alpha < 1, got {alpha}")
+    if len(human) < 2:
+        raise ValueError(f"human judgments: at least 2 judged queries are needed, got {len(human)}")
+    if len(judged) != len(human):
+        raise ValueError(
+            "the labeler's and the human values of the judged queries differ in number"
+        )
+
+
+def classical_mean(human: Sequence[float], alpha: float = 0.05, interval: str = "t") -> Interval:
+    """The mean of the human values alone and its interval."""
+    y = np.asarray(human, dtype=np.float64)
+    _check(y, y, alpha, interval)
+    ddof = 1 if interval == "t" else 0
+    half = _quantile(alpha, len(y), interval) * y.std(ddof=ddof) / math.sqrt(len(y))
+    mean = float(y.mean())
+    return Interval(mean, mean - half, mean + half, len(y), 0, 0.0, f"classical ({interval})")
+
+
+def power_tuned_lambda(
+    human: Sequence[float], judged: Sequence[float], unjudged: Sequence[float]
+) -> float:
+    """PPI++'s variance-minimising λ for a mean, clipped to [0, 1]."""
+    y, f, f_tilde = (np.asarray(v, dtype=np.float64) for v in (human, judged, unjudged))
+    n, big_n = len(y), len(f_tilde)
+    if big_n == 0:
+        return 0.0
+    covariance = float(np.mean((y - y.mean()) * (f - f.mean())))
+    variance = float(np.var(np.concatenate([f, f_tilde]), ddof=1))
+    if variance == 0.0:
+        return 0.0  # a constant labeler carries nothing
+    return float(np.clip(covariance / ((1 + n / big_n) * variance), 0.0, 1.0))
+
+
+def ppi_mean(
+    human: Sequence[float],
+    judged: Sequence[float],
+    unjudged: Sequence[float],
+    alpha: float = 0.05,
+    lam: float | None = None,
+    interval: str = "t",
+) -> Interval:
+    """The prediction-powered mean: ``human`` and ``judged`` are the human and labeler values of
+    the judged queries (same order), ``unjudged`` the labeler's values of the other queries.
+    ``lam`` None tunes λ (PPI++); 1 is PPI; 0 is the classical interval."""
+    y, f, f_tilde = (np.asarray(v, dtype=np.float64) for v in (human, judged, unjudged))
+    _check(y, f, alpha, interval)
+    if len(f_tilde) == 0:
+        return classical_mean(y, alpha, interval)  # every query is judged: nothing to add
+    tuned = lam is None
+    lam = power_tuned_lambda(y, f, f_tilde) if lam is None else float(lam)
+    n, big_n = len(y), len(f_tilde)
+    ddof = 1 if interval == "t" else 0
+    estimate = float(lam * f_tilde.mean() + (y - lam * f).mean())
+    variance = (lam * f_tilde).var(ddof=min(ddof, big_n - 1)) / big_n + (y - lam * f).var(
+        ddof=ddof
+    ) / n
+    half = _quantile(alpha, n, interval) * math.sqrt(variance)
+    method = f"PPI++ ({interval})" if tuned else f"PPI λ={lam:g} ({interval})"
+    return Interval(estimate, estimate - half, estimate + half, n, big_n, lam, method)
+
+
+def effective_queries(n: int, classical: Interval, ppi: Interval) -> float:
+    """How many human-judged queries the PPI interval is worth: the n at which the classical
+    interval would be as narrow (widths scale as 1/sqrt(n))."""
+    if ppi.width == 0:
+        return math.inf
+    return n * (classical.width / ppi.width) ** 2
+
+
+def queries_for_width(pilot: Interval, target_width: float) -> int:
+    """Judged queries needed for an interval of ``target_width``, from a pilot interval on
+    ``pilot.n`` queries (widths scale as 1/sqrt(n))."""
+    if target_width <= 0:
+        raise ValueError(f"target_width: expected > 0, got {target_width}")
+    return max(2, math.ceil(pilot.n * (pilot.width / target_width) ** 2))
+
+
+@dataclass
+class MetricEstimates:
+    """One metric of one system (or one paired difference): the labeler's plain mean over every
+    query, the human-only classical interval and the PPI++ interval."""
+
+    labeler_mean: float
+    classical: Interval
+    ppi: Interval
+    queries: int
+    # The range the quantity can take: reported intervals are cut to it (the effective number of
+    # queries is read off the uncut widths).
+    bounds: tuple[float, float] = (-math.inf, math.inf)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "labeler_mean": self.labeler_mean,
+            "queries": self.queries,
+            "human_only": self.classical.clipped(*self.bounds).to_dict(),
+            "ppi": self.ppi.clipped(*self.bounds).to_dict(),
+            "effective_human_queries": effective_queries(
+                self.classical.n, self.classical, self.ppi
+            ),
+        }
+
+
+def estimate_metric(
+    labeler: dict[str, float],
+    human: dict[str, float],
+    alpha: float = 0.05,
+    interval: str = "t",
+    bounds: tuple[float, float] = (-math.inf, math.inf),
+) -> MetricEstimates:
+    """Per-query values under the labeler (every query) and under human judgments (the judged
+    queries) → the three estimates, their intervals cut to ``bounds`` (a metric's range). Every
+    judged query must have a labeler value."""
+    missing = sorted(set(human) - set(labeler))
+    if missing:
+        raise ValueError(
+            f"human judgments for {len(missing)} queries the run does not have (first: {missing[0]})"
+        )
+    judged = sorted(human)
+    unjudged = sorted(set(labeler) - set(human))
+    y = [human[q] for q in judged]
+    f = [labeler[q] for q in judged]
+    f_tilde = [labeler[q] for q in unjudged]
+    return MetricEstimates(
+        labeler_mean=float(np.mean(list(labeler.values()))),
+        classical=classical_mean(y, alpha, interval),
+        ppi=ppi_mean(y, f, f_tilde, alpha, interval=interval),
+        queries=len(labeler),
+        bounds=bounds,
+    )
+
+
+def paired_difference(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+    """Per-query a − b over the queries both have."""
+    return {q: a[q] - b[q] for q in sorted(set(a) & set(b))}
+
+
+def draw_queries(qids: Sequence[str], n: int, seed: int = 0) -> list[str]:
+    """A seeded simple random sample of the queries to have judged (PPI needs a random sample)."""
+    if n > len(qids):
+        raise ValueError(f"n: {n} queries asked for, the run has {len(qids)}")
+    return sorted(random.Random(seed).sample(sorted(qids), n))
+
+
+@dataclass
+class DrawConfig:
+    run: str = field(default="", metadata={"help": "TREC run (or queries.jsonl) to draw from."})
+    n: int = bounded(20, 2, help="Queries to have judged.")
+    seed: int = field(default=0)
+    pilot: str | None = field(
+        default=None,
+        metadata={"help": "metrics.json of an eval.search run with --human: size n for a width."},
+    )
+    metric: str = field(default="ndcg@10", metadata={"help": "Metric whose width --pilot sizes."})
+    target_width: float | None = bounded(
+        None, 0, help="With --pilot: the PPI++ interval width to reach.", open_low=True
+    )
+    interval: str = choice("t", INTERVALS, "Interval of the pilot.")
+
+
+def _run_queries(path: str) -> list[str]:
+    from pathlib import Path
+
+    from data.beir import read_queries, read_trec_run
+
+    if path.endswith(".jsonl"):
+        return sorted(read_queries(path))
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"run: {path} not found")
+    return sorted(read_trec_run(path))
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    import json
+    from pathlib import Path
+
+    (config,) = parse_config([DrawConfig], args)
+    if not config.run:
+        raise ValueError("run: give --run RUN.trec (or a queries.jsonl) to draw queries from")
+    qids = _run_queries(config.run)
+    n = config.n
+    if config.pilot:
+        if config.target_width is None:
+            raise ValueError("target_width: give the interval width to reach with --pilot")
+        report = json.loads(Path(config.pilot).read_text())
+        first = next(iter(report.get("ppi", {}).get("runs", {}).values()), None)
+        if first is None or config.metric not in first:
+            raise ValueError(
+                f"{config.pilot}: no PPI estimate of {config.metric} (run with --human)"
+            )
+        ppi = first[config.metric]["ppi"]
+        pilot = Interval(ppi["estimate"], ppi["low"], ppi["high"], ppi["n"], 0, ppi["lam"], "")
+        n = min(len(qids), queries_for_width(pilot, config.target_width))
+        print(f"{n} judged queries for a {config.metric} interval of width {config.target_width}")
+    for qid in draw_queries(qids, n, config.seed):
+        print(qid)
+
+
+if __name__ == "__main__":
+    run_main(main)

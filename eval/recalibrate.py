@@ -1,0 +1,168 @@
+"""Fit an exported grader's threshold and temperature to a new collection, on a few judged queries.
+
+    # human labels for the top hits of a few queries of your collection (any judgments JSONL,
+    # e.g. from `python -m data.label --backend qrels` over your qrels)
+    python -m eval.recalibrate --export runs/main/export --judgments my-judged.jsonl \\
+        --out runs/export-mine
+
+A grader's threshold and temperature are fitted on one collection's validation queries and do not
+travel: where relevance is more common or the texts differ, the stored threshold can call almost
+every pair relevant. The judged queries are split by query (``fit_share`` of them, seeded): the
+temperature and the best-F1 threshold are fitted on one part, and F1 and Cohen's κ before and after
+are measured on the other. The export is copied to ``--out`` with the new threshold and
+temperature in its description and model card; the weights are untouched, and the copy passes the
+export's round-trip check with plain transformers again.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from data.cli import bounded, parse_config, run_main
+from data.io import check_replaceable, markdown_table, read_records, replace_folder
+from data.records import Judgment, document_text
+from eval.metrics import best_f1_threshold, binary_metrics, fit_temperature
+
+RECALIBRATED = "recalibration.json"  # written last: the folder is a finished recalibrated copy
+
+
+@dataclass
+class RecalibrateConfig:
+    export: str = field(default="", metadata={"help": "An exported grader (models.export)."})
+    judgments: str = field(
+        default="", metadata={"help": "Judgments JSONL with human labels of a few queries' hits."}
+    )
+    out: str = field(default="", metadata={"help": "Where the recalibrated copy is written."})
+    fit_share: float = bounded(
+        0.5, 0, 1, help="Share of the judged queries the fit uses.", open_low=True, open_high=True
+    )
+    seed: int = field(default=0)
+    overwrite: bool = field(default=False, metadata={"help": "Replace a non-empty --out."})
+
+
+def split_queries(qids: Sequence[str], share: float, seed: int) -> tuple[set[str], set[str]]:
+    """(fit, held-out) queries: a seeded shuffle, at least one query on each side."""
+    order = sorted(set(qids))
+    if len(order) < 2:
+        raise ValueError(f"judgments: {len(order)} judged queries; at least 2 are needed")
+    random.Random(seed).shuffle(order)
+    cut = min(len(order) - 1, max(1, round(share * len(order))))
+    return set(order[:cut]), set(order[cut:])
+
+
+def _metrics(probabilities: np.ndarray, labels: np.ndarray, threshold: float) -> dict[str, Any]:
+    m = binary_metrics(probabilities, labels, threshold)
+    return {k: m[k] for k in ("pairs", "f1", "kappa", "precision", "recall")} | {
+        "threshold": threshold,
+        "predicted_relevant": float(np.mean(probabilities >= threshold)),
+    }
+
+
+def recalibrate(config: RecalibrateConfig) -> dict[str, Any]:
+    from models.builder import GRADER_CONFIG_FILE, read_grader_config
+    from models.card import model_card
+    from models.export import EXPORT_MARKER, plain_transformers_probabilities
+    from models.grader import Grader
+
+    export, out = Path(config.export), Path(config.out)
+    if not (export / EXPORT_MARKER).is_file():
+        raise FileNotFoundError(f"export: {export} is not a finished export (no {EXPORT_MARKER})")
+    if not config.out:
+        raise ValueError("out: give the folder for the recalibrated copy")
+    if out.resolve() == export.resolve() or out.resolve().is_relative_to(export.resolve()):
+        raise ValueError(f"out: {out} overlaps the export {export}; write the copy elsewhere")
+    check_replaceable(out, RECALIBRATED, config.overwrite, "recalibrated export")
+    records = [r for r in read_records(config.judgments, Judgment) if r.error is None]
+    fit, held_out = split_queries([r.qid for r in records], config.fit_share, config.seed)
+    labels = np.array([r.label for r in records])
+    for name, part in (("fit", fit), ("held-out", held_out)):
+        part_labels = {int(r.label) for r in records if r.qid in part}
+        if part_labels != {0, 1}:
+            raise ValueError(
+                f"judgments: the {name} queries need relevant and non-relevant pairs "
+                f"({config.judgments}); judge more queries or change --seed"
+            )
+
+    grader = Grader.from_pretrained(export, device="cpu", dtype="float32")
+    raw = grader.raw_probabilities(
+        [r.query for r in records], [document_text(r.text, r.title) for r in records]
+    )
+    in_fit = np.array([r.qid in fit for r in records])
+    calibration = fit_temperature(raw[in_fit], labels[in_fit])
+    threshold = best_f1_threshold(calibration.apply(raw[in_fit]), labels[in_fit])
+    before = _metrics(grader.calibrate(raw)[~in_fit], labels[~in_fit], grader.threshold)
+    after = _metrics(calibration.apply(raw)[~in_fit], labels[~in_fit], threshold)
+
+    description = read_grader_config(export)
+    report = {
+        "export": str(export),
+        "judgments": config.judgments,
+        "fit_queries": sorted(fit),
+        "held_out_queries": sorted(held_out),
+        "before": before,
+        "after": after,
+        "calibration": calibration.to_dict(),
+    }
+    description = description | {
+        "threshold": threshold,
+        "calibration": calibration.to_dict(),
+        "recalibration": {k: v for k, v in report.items() if k != "export"},
+    }
+    sample = [(r.query, document_text(r.text, r.title)) for r in records[:8]]
+    with replace_folder(out) as staging:
+        shutil.copytree(export, staging, dirs_exist_ok=True)
+        config_file = staging / "config.json"
+        model_config = json.loads(config_file.read_text())
+        model_config["grader"] = description
+        config_file.write_text(json.dumps(model_config, indent=2, ensure_ascii=False) + "\n")
+        (staging / GRADER_CONFIG_FILE).write_text(
+            json.dumps(description, indent=2, ensure_ascii=False) + "\n"
+        )
+        (staging / "README.md").write_text(model_card(description, out.name))
+        # The weights are the export's: plain transformers must still give its raw scores.
+        reloaded = plain_transformers_probabilities(staging, sample)
+        expected = grader.raw_probabilities([q for q, _ in sample], [d for _, d in sample])
+        report["round_trip_max_abs_difference"] = float(np.max(np.abs(reloaded - expected)))
+        if report["round_trip_max_abs_difference"] > 1e-4:
+            raise RuntimeError(f"{out}: the copy does not reproduce {export}'s scores")
+        (staging / RECALIBRATED).write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    (config,) = parse_config([RecalibrateConfig], args)
+    if not config.export or not config.judgments:
+        raise ValueError("give --export and --judgments")
+    report = recalibrate(config)
+    rows = [
+        [
+            when,
+            m["pairs"],
+            f"{m['threshold']:.3f}",
+            f"{m['predicted_relevant']:.2f}",
+            f"{m['precision']:.3f}",
+            f"{m['recall']:.3f}",
+            f"{m['f1']:.3f}",
+            f"{m['kappa']:.3f}",
+        ]
+        for when, m in (("stored", report["before"]), ("refitted", report["after"]))
+    ]
+    print(
+        f"{len(report['held_out_queries'])} held-out queries (fitted on "
+        f"{len(report['fit_queries'])}; temperature {report['calibration']['temperature']:.3f}):\n"
+    )
+    header = ["threshold from", "pairs", "threshold", "called relevant", "precision", "recall"]
+    print(markdown_table([*header, "F1", "κ"], rows), end="")
+    print(f"wrote {config.out}")
+
+
+if __name__ == "__main__":
+    run_main(main)

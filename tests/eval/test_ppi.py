@@ -1,0 +1,277 @@
+"""Prediction-powered estimates: hand-worked values, ppi_py's reference implementation, coverage
+in a simulation with known truth, and eval.search --human end to end."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from data.beir import read_qrels, read_trec_run, write_trec_qrels
+from eval.ppi import (
+    classical_mean,
+    draw_queries,
+    effective_queries,
+    estimate_metric,
+    power_tuned_lambda,
+    ppi_mean,
+    queries_for_width,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_hand_worked_ppi_and_classical_intervals():
+    human, judged, unjudged = [1.0, 0.0, 1.0, 1.0], [1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 0.0, 0.0]
+    # λ = 1: the labeler's mean on the unjudged queries plus the mean correction on the judged.
+    plain = ppi_mean(human, judged, unjudged, lam=1.0)
+    assert plain.estimate == pytest.approx(0.5 + 0.25)
+    rectifier_var = np.var([0.0, 0.0, 1.0, 0.0], ddof=1)  # human - labeler on the judged queries
+    imputed_var = np.var(unjudged, ddof=1)
+    half = stats.t.ppf(0.975, 3) * math.sqrt(imputed_var / 4 + rectifier_var / 4)
+    assert (plain.low, plain.high) == pytest.approx((0.75 - half, 0.75 + half))
+    classical = classical_mean(human)
+    half = stats.t.ppf(0.975, 3) * np.std(human, ddof=1) / 2
+    assert (classical.estimate, classical.low, classical.high) == pytest.approx(
+        (0.75, 0.75 - half, 0.75 + half)
+    )
+    # λ = 0 is the classical interval, whatever the labeler says.
+    zero = ppi_mean(human, judged, unjudged, lam=0.0)
+    assert (zero.estimate, zero.low, zero.high) == pytest.approx(
+        (classical.estimate, classical.low, classical.high)
+    )
+    # Tuned λ: Cov(Y, f) / ((1 + n/N) Var(f over all queries)), clipped to [0, 1].
+    covariance = np.mean((np.array(human) - 0.75) * (np.array(judged) - 0.5))
+    expected = covariance / ((1 + 4 / 4) * np.var(judged + unjudged, ddof=1))
+    assert power_tuned_lambda(human, judged, unjudged) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("lam", [None, 1.0, 0.0, 0.4])
+def test_normal_intervals_equal_ppi_py(lam):
+    ppi_py = pytest.importorskip("ppi_py")
+    rng = np.random.default_rng(7)
+    human = rng.random(15)
+    judged = 0.7 * human + 0.3 * rng.random(15)
+    unjudged = rng.random(40)
+    ours = ppi_mean(human, judged, unjudged, alpha=0.1, lam=lam, interval="normal")
+    low, high = ppi_py.ppi_mean_ci(human, judged, unjudged, alpha=0.1, lam=lam)
+    estimate = ppi_py.ppi_mean_pointestimate(human, judged, unjudged, lam=lam)
+    assert ours.estimate == pytest.approx(float(np.ravel(estimate)[0]), abs=1e-12)
+    assert (ours.low, ours.high) == pytest.approx(
+        (float(np.ravel(low)[0]), float(np.ravel(high)[0])), abs=1e-12
+    )
+
+
+def simulate(n: int, big_n: int, draws: int, noise: float, seed: int = 0) -> dict[str, float]:
+    """Queries with a true metric Y ~ Beta and a biased labeler f = 0.5 + 0.5 Y + noise: how often
+    each interval covers the population mean, and their mean widths."""
+    rng = np.random.default_rng(seed)
+    truth = 2 / (2 + 5)  # mean of Beta(2, 5)
+    covered = {"classical": 0, "ppi": 0}
+    widths = {"classical": 0.0, "ppi": 0.0}
+    for _ in range(draws):
+        y = rng.beta(2, 5, n + big_n)
+        f = np.clip(0.5 + 0.5 * y + noise * rng.normal(size=n + big_n), 0, 1)
+        classical = classical_mean(y[:n])
+        ppi = ppi_mean(y[:n], f[:n], f[n:])
+        for name, interval in (("classical", classical), ("ppi", ppi)):
+            covered[name] += interval.low <= truth <= interval.high
+            widths[name] += interval.width / draws
+    return {f"{k}_coverage": v / draws for k, v in covered.items()} | {
+        f"{k}_width": v for k, v in widths.items()
+    }
+
+
+def test_coverage_is_nominal_with_a_biased_labeler_and_narrower_than_human_only():
+    result = simulate(n=30, big_n=300, draws=2000, noise=0.05)
+    assert 0.93 <= result["ppi_coverage"] <= 0.97, result
+    assert 0.93 <= result["classical_coverage"] <= 0.97, result
+    assert result["ppi_width"] < 0.8 * result["classical_width"], result  # the labeler helps
+
+
+def test_a_useless_labeler_does_not_widen_the_interval():
+    rng = np.random.default_rng(3)
+    ratios = []
+    for _ in range(200):
+        human = rng.random(20)
+        labeler = rng.random(220)  # unrelated to the truth
+        ppi = ppi_mean(human, labeler[:20], labeler[20:])
+        ratios.append(ppi.width / classical_mean(human).width)
+    assert np.median(ratios) < 1.05
+
+
+def test_effective_queries_and_sizing_follow_the_square_root_law():
+    classical = classical_mean([0.1, 0.5, 0.3, 0.9])
+    half_as_wide = classical.__class__(
+        0.5, 0.5 - classical.width / 4, 0.5 + classical.width / 4, 4, 10, 1.0, ""
+    )
+    assert effective_queries(4, classical, half_as_wide) == pytest.approx(16)
+    assert queries_for_width(half_as_wide, half_as_wide.width / 2) == 16
+    assert draw_queries([str(i) for i in range(50)], 5, seed=1) == draw_queries(
+        [str(i) for i in range(49, -1, -1)], 5, seed=1
+    )
+
+
+def test_bad_input_is_one_clear_error():
+    with pytest.raises(ValueError, match="at least 2 judged queries"):
+        ppi_mean([1.0], [1.0], [0.0, 1.0])
+    with pytest.raises(ValueError, match="queries the run does not have"):
+        estimate_metric({"q1": 0.5, "q2": 0.4}, {"q1": 0.5, "q9": 0.1})
+
+
+def search(adi_dir: Path, tmp_path: Path, human: Path, *extra: str) -> subprocess.CompletedProcess:
+    from data.cli import cli_args
+
+    options = cli_args(
+        run=tmp_path / "c" / "bm25.trec",
+        compare=[tmp_path / "c" / "dense.trec"],
+        corpus=adi_dir,
+        labeler=f"judgments:{tmp_path / 'labels.jsonl'}",
+        human=human,
+        out=tmp_path / "s",
+        k=5,
+    )
+    command = [sys.executable, "-m", "eval.search", *options, *extra]
+    return subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+
+
+def test_search_reports_ppi_estimates_from_a_judged_subset(adi_dir: Path, tmp_path: Path):
+    from data.candidates import CandidatesConfig, generate_candidates
+
+    generate_candidates(
+        CandidatesConfig(
+            collection=str(adi_dir), out=str(tmp_path / "c"), retrievers=["bm25", "dense"], k=10
+        )
+    )
+    runs = {name: read_trec_run(tmp_path / "c" / f"{name}.trec") for name in ("bm25", "dense")}
+    qrels = read_qrels(adi_dir / "qrels.tsv")
+    # A generous labeler: every retrieved document of the top 5 is relevant.
+    with open(tmp_path / "labels.jsonl", "w") as handle:
+        for run in runs.values():
+            for qid, docs in run.items():
+                for doc_id in sorted(docs, key=docs.get, reverse=True)[:5]:
+                    record = {"qid": qid, "query": "q", "doc_id": doc_id, "text": "t", "grade": 3}
+                    handle.write(json.dumps(record | {"label": 1}) + "\n")
+    # People also labelled a random sample of 40 retrieved hits.
+    hits = sorted(
+        {
+            (q, d)
+            for run in runs.values()
+            for q, docs in run.items()
+            for d in sorted(docs, key=docs.get, reverse=True)[:5]
+        }
+    )
+    sample = [hits[i] for i in np.random.default_rng(0).choice(len(hits), 40, replace=False)]
+    with open(tmp_path / "hits.jsonl", "w") as handle:
+        for q, d in sample:
+            record = {
+                "qid": q,
+                "query": "q",
+                "doc_id": d,
+                "text": "t",
+                "label": int(d in qrels.get(q, {})),
+            }
+            handle.write(json.dumps(record) + "\n")
+    judged = draw_queries(sorted(qrels), 12, seed=0)
+    write_trec_qrels(
+        tmp_path / "human.qrels", {q: {d: 3 * g for d, g in qrels[q].items()} for q in judged}
+    )
+    result = search(
+        adi_dir, tmp_path, tmp_path / "human.qrels", "--human_pairs", str(tmp_path / "hits.jsonl")
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads((tmp_path / "s" / "metrics.json").read_text())["ppi"]
+    assert report["judged_queries"] == 12
+    bm25 = report["runs"]["bm25"]["precision@5"]
+    assert bm25["labeler_mean"] == pytest.approx(1.0)  # the labeler's plain mean is all bias
+    assert bm25["ppi"]["estimate"] < 0.6  # the judged queries correct it
+    assert bm25["ppi"]["low"] <= bm25["human_only"]["estimate"] <= bm25["ppi"]["high"]
+    assert "dense - bm25" in report["differences"]
+    share = report["pairs"]["bm25"]["relevant share"]
+    assert report["judged_pairs"] == 40 and share["labeler_mean"] == pytest.approx(1.0)
+    assert share["ppi"]["high"] < 0.8  # the sampled hits show most are not relevant
+    assert "PPI++" in result.stdout and "human judgments for 12 queries" in result.stdout
+
+    # Judgments for a query the runs do not have: refused before any labelling.
+    write_trec_qrels(tmp_path / "bad.qrels", {"nosuch": {"d": 3}, judged[0]: {"d": 3}})
+    bad = search(adi_dir, tmp_path, tmp_path / "bad.qrels")
+    assert bad.returncode == 2
+    assert "bad.qrels judges 1 queries that bm25 does not have (first: nosuch)" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+
+    # A labeler that left a hit unlabelled: one line naming the labels file and the pair.
+    labels = (tmp_path / "labels.jsonl").read_text().splitlines()
+    missing = json.loads(labels[0])
+    kept = [
+        line
+        for line in labels
+        if (json.loads(line)["qid"], json.loads(line)["doc_id"])
+        != (missing["qid"], missing["doc_id"])
+    ]
+    (tmp_path / "labels.jsonl").write_text("\n".join(kept) + "\n")
+    unlabelled = search(adi_dir, tmp_path, tmp_path / "human.qrels")
+    assert unlabelled.returncode == 2
+    assert f"no judgment for query {missing['qid']!r}, document {missing['doc_id']!r}" in (
+        unlabelled.stderr
+    )
+
+
+def test_the_coverage_study_reads_search_outputs_and_reports_both_intervals(tmp_path: Path, capsys):
+    """A labeler that equals the human values plus a constant: PPI++ removes the bias and its
+    interval is far narrower than the human-only one, covering the all-query value."""
+    from data.beir import write_trec_run
+    from eval.bench.ppi_coverage import main as coverage_study
+
+    rng = np.random.default_rng(0)
+    qids = [f"q{i}" for i in range(30)]
+    qrels, runs, per_query = {}, {}, {}
+    for q in qids:
+        relevant = int(rng.integers(0, 6))
+        qrels[q] = {f"{q}-d{j}": 3 if j < relevant else 0 for j in range(10)}
+    for name in ("a", "b"):
+        runs[name] = {
+            q: {f"{q}-d{j}": float(-j if name == "a" else j) for j in range(10)} for q in qids
+        }
+        write_trec_run(tmp_path / f"{name}.trec", runs[name])
+    write_trec_qrels(tmp_path / "qrels.txt", qrels)
+    from eval.search import human_metrics
+
+    human = human_metrics(str(tmp_path / "qrels.txt"), runs, 10)
+    for name in runs:
+        per_query[name] = {
+            q: {"metrics": {"precision@10": min(1.0, human[name]["precision@10"][q] + 0.3)}}
+            for q in qids
+        }
+    (tmp_path / "search").mkdir()
+    (tmp_path / "search" / "per_query.json").write_text(json.dumps(per_query))
+    coverage_study(
+        [
+            "--search",
+            f"grader={tmp_path / 'search'}",
+            "--runs",
+            str(tmp_path / "a.trec"),
+            str(tmp_path / "b.trec"),
+            "--qrels",
+            str(tmp_path / "qrels.txt"),
+            "--metrics",
+            "precision@10",
+            "--n",
+            "8",
+            "--draws",
+            "200",
+            "--out",
+            str(tmp_path / "coverage.json"),
+        ]
+    )
+    rows = json.loads((tmp_path / "coverage.json").read_text())["grader"]
+    assert {r["system"] for r in rows} == {"a", "b", "b - a"}
+    a = next(r for r in rows if r["system"] == "a")
+    assert a["labeler_bias"] > 0.15
+    assert a["coverage_ppi"] >= 0.9 and a["width_ppi"] < 0.7 * a["width_classical"]
+    assert "coverage, PPI++" in capsys.readouterr().out

@@ -1,0 +1,69 @@
+"""Refitting an export's threshold and temperature on a user's judged queries."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from data.io import sha256_file
+from eval.recalibrate import RecalibrateConfig, recalibrate
+
+
+@pytest.fixture(scope="module")
+def tiny_export(tiny_grader_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from models.export import ExportConfig, export
+
+    out = tmp_path_factory.mktemp("export") / "export"
+    export(ExportConfig(checkpoint=str(tiny_grader_dir), out=str(out)))
+    return out
+
+
+def test_the_copy_carries_the_refitted_threshold_and_the_same_weights(
+    tiny_export: Path, tiny_dataset: Path, tmp_path: Path
+):
+    from models.grader import Grader
+
+    out = tmp_path / "mine"
+    report = recalibrate(
+        RecalibrateConfig(
+            export=str(tiny_export), judgments=str(tiny_dataset / "train.jsonl"), out=str(out)
+        )
+    )
+    assert set(report["fit_queries"]).isdisjoint(report["held_out_queries"])
+    assert report["before"]["pairs"] == report["after"]["pairs"] > 0
+    assert report["round_trip_max_abs_difference"] <= 1e-4
+    description = json.loads((out / "config.json").read_text())["grader"]
+    assert description["threshold"] == report["after"]["threshold"]
+    assert description["calibration"] == report["calibration"]
+    assert (
+        json.loads((out / "grader_config.json").read_text())["threshold"]
+        == description["threshold"]
+    )
+    assert sha256_file(out / "model.safetensors") == sha256_file(tiny_export / "model.safetensors")
+    reloaded = Grader.from_pretrained(out, device="cpu", dtype="float32")
+    assert reloaded.threshold == pytest.approx(report["after"]["threshold"])
+    assert reloaded.temperature == pytest.approx(report["calibration"]["temperature"])
+    assert f"threshold ({report['after']['threshold']:.3f})" in (out / "README.md").read_text()
+
+
+def test_bad_input_fails_before_any_work(tiny_export: Path, tiny_dataset: Path, tmp_path: Path):
+    one_query = tmp_path / "one.jsonl"
+    lines = (tiny_dataset / "train.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])["qid"]
+    one_query.write_text("\n".join(x for x in lines if json.loads(x)["qid"] == first) + "\n")
+    with pytest.raises(ValueError, match="at least 2 are needed"):
+        recalibrate(
+            RecalibrateConfig(
+                export=str(tiny_export), judgments=str(one_query), out=str(tmp_path / "o")
+            )
+        )
+    with pytest.raises(ValueError, match="overlaps the export"):
+        recalibrate(
+            RecalibrateConfig(
+                export=str(tiny_export),
+                judgments=str(tiny_dataset / "train.jsonl"),
+                out=str(tiny_export / "inside"),
+            )
+        )
