@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 import re
 import shlex
 import subprocess
@@ -91,14 +92,27 @@ def test_there_are_steps():
 
 
 @functools.cache
+def help_texts() -> dict[str, subprocess.CompletedProcess]:
+    """``python -m MODULE --help`` of every step, run on every core at once (each one is mostly
+    importing torch and transformers, so one after another they cost minutes)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def run(module: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", module, "--help"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    modules = step_modules()
+    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
+        return dict(zip(modules, pool.map(run, modules), strict=True))
+
+
 def help_text(module: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", module, "--help"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return help_texts()[module]
 
 
 @pytest.mark.parametrize("module", step_modules())
