@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -174,8 +174,8 @@ class MetricEstimates:
 
 
 def estimate_metric(
-    labeler: dict[str, float],
-    human: dict[str, float],
+    labeler: Mapping[Hashable, float],
+    human: Mapping[Hashable, float],
     alpha: float = 0.05,
     interval: str = "t",
     bounds: tuple[float, float] = (-math.inf, math.inf),

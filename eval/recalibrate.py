@@ -69,7 +69,7 @@ def _metrics(probabilities: np.ndarray, labels: np.ndarray, threshold: float) ->
 def recalibrate(config: RecalibrateConfig) -> dict[str, Any]:
     from models.builder import GRADER_CONFIG_FILE, read_grader_config
     from models.card import model_card
-    from models.export import EXPORT_MARKER, plain_transformers_probabilities
+    from models.export import EXPORT_MARKER, check_round_trip
     from models.grader import Grader
 
     export, out = Path(config.export), Path(config.out)
@@ -128,11 +128,8 @@ def recalibrate(config: RecalibrateConfig) -> dict[str, Any]:
         )
         (staging / "README.md").write_text(model_card(description, out.name))
         # The weights are the export's: plain transformers must still give its raw scores.
-        reloaded = plain_transformers_probabilities(staging, sample)
-        expected = grader.raw_probabilities([q for q, _ in sample], [d for _, d in sample])
-        report["round_trip_max_abs_difference"] = float(np.max(np.abs(reloaded - expected)))
-        if report["round_trip_max_abs_difference"] > 1e-4:
-            raise RuntimeError(f"{out}: the copy does not reproduce {export}'s scores")
+        difference = check_round_trip(grader, staging, sample, 1e-4, out)
+        report["round_trip_max_abs_difference"] = difference
         (staging / RECALIBRATED).write_text(json.dumps(report, indent=2) + "\n")
     return report
 

@@ -347,9 +347,10 @@ def ppi_estimates(
         }
 
     first, *others = per_run
+    judged = {qid for values in human[first].values() for qid in values}
     report: dict[str, Any] = {
         "human": config.human,
-        "judged_queries": len(next(iter(next(iter(human.values())).values()))),
+        "judged_queries": len(judged),
         "estimator": f"PPI++ with a power-tuned lambda, {config.interval} interval",
         "confidence": 1 - config.alpha,
         # Every metric lies in [0, 1], a difference of two in [-1, 1].
@@ -400,15 +401,11 @@ def pair_estimates(
     out = {}
     for name, per_query in results.items():
         labeler = {
-            f"{qid}\t{hit['id']}": float(hit["relevant"])
+            (qid, hit["id"]): float(hit["relevant"])
             for qid, result in per_query.items()
             for hit in result["hits"]
         }
-        truth = {
-            key: float(human[tuple(key.split("\t"))])
-            for key in labeler
-            if tuple(key.split("\t")) in human
-        }
+        truth = {pair: float(human[pair]) for pair in labeler if pair in human}
         if len(truth) < 2:
             raise ValueError(
                 f"human_pairs: {config.human_pairs} labels {len(truth)} of {name}'s top-{config.k} "

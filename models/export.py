@@ -120,6 +120,22 @@ def plain_transformers_probabilities(
     return family.reference_probabilities(PlainExport(model, tokenizer, description), pairs)
 
 
+def check_round_trip(
+    reference: Any, folder: Path, pairs: Sequence[tuple[str, str]], tolerance: float, name: Path
+) -> float:
+    """The largest |ΔP(relevant)| between ``reference`` (a ``Grader``) and the export in
+    ``folder`` read with plain transformers; RoundTripError beyond ``tolerance``."""
+    expected = reference.raw_probabilities([q for q, _ in pairs], [d for _, d in pairs])
+    difference = float(np.max(np.abs(expected - plain_transformers_probabilities(folder, pairs))))
+    if difference > tolerance:
+        raise RoundTripError(
+            f"export {name} does not reproduce {reference.name}: max |ΔP(relevant)| = "
+            f"{difference:.2e} over {len(pairs)} pairs (tolerance {tolerance:.0e}); the previous "
+            "export, if any, is unchanged"
+        )
+    return difference
+
+
 def _sample_pairs(config: ExportConfig) -> list[tuple[str, str]]:
     if not config.pairs:
         return SAMPLE_PAIRS
@@ -195,15 +211,7 @@ def export(config: ExportConfig) -> dict[str, Any]:
         # a failure leaves the previous export in place.
         pairs = _sample_pairs(config)
         reference = Grader.from_pretrained(checkpoint, device="cpu", dtype=torch.float32)
-        expected = reference.raw_probabilities([q for q, _ in pairs], [d for _, d in pairs])
-        actual = plain_transformers_probabilities(staging, pairs)
-        difference = float(np.max(np.abs(expected - actual)))
-        if difference > config.tolerance:
-            raise RoundTripError(
-                f"export {out} does not reproduce {checkpoint}: max |ΔP(relevant)| = "
-                f"{difference:.2e} over {len(pairs)} pairs (tolerance {config.tolerance:.0e}); "
-                "the previous export, if any, is unchanged"
-            )
+        difference = check_round_trip(reference, staging, pairs, config.tolerance, out)
         report = {
             "out": str(out),
             "pairs_checked": len(pairs),
