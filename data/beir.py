@@ -240,7 +240,10 @@ class Collection:
         return cls(
             root=root,
             corpus=read_corpus(root / "corpus.jsonl"),
-            queries=read_queries(root / "queries.jsonl"),
+            # A corpus alone is a collection too: data.synthesize writes queries for it.
+            queries=read_queries(root / "queries.jsonl")
+            if (root / "queries.jsonl").exists()
+            else {},
             qrels=read_qrels(qrels_path) if qrels_path else {},
         )
 

@@ -199,6 +199,11 @@ def generate_candidates(config: CandidatesConfig) -> dict[str, dict]:
     if config.k < 1:
         raise ValueError("k: must be at least 1")
     collection = Collection.load(config.collection)
+    if not collection.queries:
+        raise ValueError(
+            f"collection: {collection.root} has no queries.jsonl; write your queries there, or "
+            "have a teacher write some with python -m data.synthesize"
+        )
     qids = sorted(collection.qrels if config.judged_queries_only else collection.queries)
     queries = [collection.queries[q] for q in qids]
     out = Path(config.out)

@@ -38,6 +38,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "study": ("eval.study", "baselines and graders over query-grouped folds"),
     "downstream": ("eval.downstream", "which labeler tracks a RAG reader's end-to-end quality"),
     "mix": ("data.mix", "training judgments from other QA collections"),
+    "synthesize": ("data.synthesize", "synthetic training queries from a corpus, labelled"),
     "random-model": ("models.random_model", "a random-weight model of a production shape"),
 }
 

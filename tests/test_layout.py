@@ -216,6 +216,7 @@ YAML_LOADED_BY = {
     "train/configs/*.yaml": "tests/train/test_train.py::test_every_training_config_parses",
     "train/configs/accelerate/*.yaml": "tests/train/test_train.py::test_accelerate_variants_parse",
     "data/prompts/*.yaml": "tests/data/test_label.py::test_every_prompt_loads_with_name_version_and_slots",
+    "data/prompts/queries/*.yaml": "tests/data/test_synthesize.py::test_every_query_prompt_loads",
     "eval/configs/main.yaml": "tests/eval/test_pipeline.py::test_main_config_parses",
     "eval/configs/study*.yaml": "tests/eval/test_study.py::test_study_configs_parse",
     "eval/configs/squad.yaml": "tests/eval/test_downstream.py::test_squad_config_parses",

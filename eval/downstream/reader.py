@@ -14,7 +14,6 @@ resumes without asking again and costs are reported from the run that paid them.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import threading
@@ -23,22 +22,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from tqdm.auto import tqdm
 
 from data.cli import bounded, choice
 from data.io import JsonlAppender, fingerprint, iter_json_lines
 from data.qa import extract_short_answer
-from models.llm_client import (
-    MalformedResponse,
-    ServingSettings,
-    endpoint_api_key,
-    first_choice,
-    local_chat_model,
-    openai_client,
-    vllm_engine_for,
-)
+from models.llm_client import ChatModel, ServingSettings
 
 READER_BACKENDS = ("hf", "openai", "vllm")
 
@@ -203,98 +193,40 @@ def _output(reply: str, input_tokens: int, output_tokens: int) -> ReaderOutput:
     )
 
 
-class HFReader(Reader):
-    def __init__(self, config: ReaderConfig) -> None:
-        super().__init__(config)
-        self.model, self.tokenizer, self.device = local_chat_model(config, config.model)
-        # One-time set-up (thread pools, lazy buffers) kept out of the first batch's cost.
-        self._answer([("warm up", ["warm up"])])
-
-    def _answer(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[ReaderOutput]:
-        from models.generation import chat_input_ids, generate
-        from models.scoring import length_sorted_batches
-
-        ids = [chat_input_ids(self.tokenizer, self.config.messages(q, p)) for q, p in items]
-        outputs: list[ReaderOutput | None] = [None] * len(ids)
-        # Long prompts (a top-k list) in smaller batches: 32 x 450 tokens runs 1.4x slower on a
-        # 2-core CPU than the same prompts 8 or 16 at a time.
-        lengths = [len(x) for x in ids]
-        for batch in length_sorted_batches(lengths, len(ids), self.config.max_batch_tokens):
-            generations = generate(
-                self.model,
-                self.tokenizer,
-                [ids[i] for i in batch],
-                max_new_tokens=self.config.max_new_tokens,
-                temperature=self.config.temperature,
-            )
-            for i, g in zip(batch, generations, strict=True):
-                outputs[i] = _output(g.texts[0], g.input_tokens, g.output_tokens)
-        return [o for o in outputs if o is not None]
-
-
-class OpenAIReader(Reader):
-    device = "remote"
+class ChatReader(Reader):
+    """A reader over the project's one chat layer (``models.llm_client.ChatModel``): a local
+    transformers model, an OpenAI-compatible endpoint or a vLLM engine."""
 
     def __init__(self, config: ReaderConfig) -> None:
         super().__init__(config)
-        import openai
-
-        self.openai = openai
-        endpoint_api_key(config.api_key_env, config.base_url)  # a missing key fails now
-
-    def _answer(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[ReaderOutput]:
-        async def ask(client: Any, semaphore: asyncio.Semaphore, item: tuple) -> ReaderOutput:
-            async with semaphore:
-                response = await client.chat.completions.create(
-                    model=self.config.model,
-                    messages=self.config.messages(*item),
-                    temperature=self.config.temperature,
-                    max_tokens=self.config.max_new_tokens,
-                )
-            text, _finished = first_choice(response)
-            usage = response.usage
-            return _output(
-                text,
-                (usage.prompt_tokens or 0) if usage else 0,
-                (usage.completion_tokens or 0) if usage else 0,
-            )
-
-        async def main() -> list[ReaderOutput]:
-            client = openai_client(self.config)
-            semaphore = asyncio.Semaphore(self.config.concurrency)
-            try:
-                return list(await asyncio.gather(*(ask(client, semaphore, i) for i in items)))
-            finally:
-                await client.close()
-
-        try:
-            return asyncio.run(main())
-        except (self.openai.APIError, MalformedResponse) as exc:
-            raise RuntimeError(f"reader request failed ({self.config.model}): {exc}") from exc
-
-
-class VLLMReader(Reader):
-    device = "vllm"
-
-    def __init__(self, config: ReaderConfig) -> None:
-        super().__init__(config)
-        self.vllm, self.llm = vllm_engine_for(config, config.model)
-
-    def _answer(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[ReaderOutput]:
-        params = self.vllm.SamplingParams(
-            temperature=self.config.temperature, max_tokens=self.config.max_new_tokens
+        self.chat = ChatModel(
+            config,
+            config.backend,
+            config.model,
+            batch_size=config.batch_size,
+            max_batch_tokens=config.max_batch_tokens,
         )
-        conversations = [self.config.messages(q, p) for q, p in items]
-        outputs = self.llm.chat(conversations, params, use_tqdm=False)
-        return [
-            _output(o.outputs[0].text, len(o.prompt_token_ids or []), len(o.outputs[0].token_ids))
-            for o in outputs
-        ]
+        if config.backend == "hf":
+            self.device = self.chat.local_device()
+            # One-time set-up (thread pools, lazy buffers) kept out of the first batch's cost.
+            self._answer([("warm up", ["warm up"])])
+        else:
+            self.device = "remote" if config.backend == "openai" else config.backend
+
+    def _answer(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[ReaderOutput]:
+        completions = self.chat.complete(
+            [self.config.messages(q, p) for q, p in items],
+            max_tokens=self.config.max_new_tokens,
+            temperature=self.config.temperature,
+        )
+        failed = next((c.error for c in completions if c.error), None)
+        if failed:
+            raise RuntimeError(f"reader request failed ({self.config.model}): {failed}")
+        return [_output(c.text, c.input_tokens, c.output_tokens) for c in completions]
 
 
 def make_reader(config: ReaderConfig) -> Reader:
-    readers = {"hf": HFReader, "openai": OpenAIReader, "vllm": VLLMReader}
-    return readers[config.backend](config)
+    return ChatReader(config)
 
 
 class CachedReader:

@@ -73,7 +73,17 @@ class StudyConfig:
     )
     train_only: list[str] = field(
         default_factory=list,
-        metadata={"help": "Judgments from other collections added to every fold's train split."},
+        metadata={
+            "help": "Judgments from other sources (other collections, data.synthesize) added to "
+            "every fold's train split."
+        },
+    )
+    real_training_queries: bool = field(
+        default=True,
+        metadata={
+            "help": "false: train on the train_only judgments alone (a share of their queries "
+            "validates) and test on every judged query of the collection, in one fold."
+        },
     )
     student: str = field(default="smollm2-135m")
     max_length: int = field(default=192)
@@ -121,6 +131,8 @@ class StudyConfig:
             raise ValueError(
                 f"learning_curve: shares must lie in (0, 1), got {self.learning_curve}"
             )
+        if not self.real_training_queries and not self.train_only:
+            raise ValueError("real_training_queries: false needs train_only judgments to train on")
         trained = self.trained_models()
         if self.learning_curve_model and self.learning_curve_model not in trained:
             raise ValueError(f"learning_curve_model: {self.learning_curve_model!r} is not trained")
@@ -193,6 +205,8 @@ class Study:
         self, rows, fold: int, test_q: list[str], train_q: list[str], tag: str, share: float = 1.0
     ) -> Path:
         folder = self.root / f"fold-{fold}" / f"data-{tag}"
+        if not train_q:
+            return self.write_other_source_fold(folder, rows, fold, test_q)
         train_only, validation_q = split_queries(
             train_q, self.config.validation_size, self.config.seed + fold
         )
@@ -212,6 +226,22 @@ class Study:
                 selected += extra
             write_jsonl(folder / f"{name}.jsonl", selected)
         write_json(folder / "manifest.json", {name: sorted(q) for name, q in splits.items()})
+        return folder
+
+    def write_other_source_fold(self, folder: Path, rows, fold: int, test_q: list[str]) -> Path:
+        """Train and validation from the other sources' judgments alone, split by query; every
+        judged query of the collection tests."""
+        other_q = sorted({r["qid"] for r in self.extra_train})
+        train_q, validation_q = split_queries(
+            other_q, self.config.validation_size, self.config.seed + fold
+        )
+        splits = {"train": set(train_q), "validation": set(validation_q)}
+        for name, qids in splits.items():
+            write_jsonl(folder / f"{name}.jsonl", [r for r in self.extra_train if r["qid"] in qids])
+        test = set(test_q)
+        write_jsonl(folder / "test.jsonl", [r for r in rows if r["qid"] in test])
+        manifest = {name: sorted(q) for name, q in splits.items()} | {"test": sorted(test)}
+        write_json(folder / "manifest.json", manifest)
         return folder
 
     def run_model(self, spec: str, data: Path, out: Path) -> dict[str, Any]:
@@ -320,20 +350,28 @@ class Study:
         self.root.mkdir(parents=True, exist_ok=True)
         write_json(self.root / "config.json", asdict(c))
         rows = judged_pool(c)
-        groups = query_folds(rows, c.folds, c.seed)
+        if c.real_training_queries:
+            groups = query_folds(rows, c.folds, c.seed)
+        else:  # one fold: every judged query tests a grader trained on other sources alone
+            groups = [sorted({r["qid"] for r in rows})]
         trained = c.trained_models()
         curve_model = c.learning_curve_model or (list(trained)[-1] if trained else None)
         per_fold: list[dict[str, Any]] = []
         curve: list[dict[str, Any]] = []
         for fold, test_q in enumerate(groups):
             train_q = [q for group in groups if group is not test_q for q in group]
+            curve_wanted = c.real_training_queries and c.learning_curve
             data = self.write_fold(rows, fold, test_q, train_q, "all")
             for spec in c.models:
                 name = spec.partition("=")[0]
-                logger.info("fold %d/%d: %s", fold + 1, c.folds, name)
+                logger.info("fold %d/%d: %s", fold + 1, len(groups), name)
                 result = self.run_model(spec, data, self.root / f"fold-{fold}" / name)
                 per_fold.append({"fold": fold, "model": name, **row_metrics(result)})
-            if curve_model and (not c.learning_curve_folds or fold < c.learning_curve_folds):
+            if (
+                curve_wanted
+                and curve_model
+                and (not c.learning_curve_folds or fold < c.learning_curve_folds)
+            ):
                 spec = f"{curve_model}={trained[curve_model]}"
                 for share in c.learning_curve:
                     subset, _ = split_queries(train_q, 1 - share, c.seed + 100 + fold)
@@ -404,7 +442,7 @@ def summarise(
         mean[model] = entry
     return {
         "collection": config.collection,
-        "folds": config.folds,
+        "folds": len(groups),
         "queries_per_fold": [len(g) for g in groups],
         "max_pairs_per_query": config.max_pairs_per_query,
         "models": mean,

@@ -22,7 +22,10 @@ def test_study_configs_parse(path: Path):
     assert {"bm25", "cosine"} <= set(config.models)
     for train_config in config.trained_models().values():
         assert (REPO / train_config).exists()
-    assert all((REPO / extra).exists() for extra in config.train_only)
+    for extra in config.train_only:  # committed, or what data.synthesize writes under runs/
+        assert (REPO / extra).exists() or (
+            not config.real_training_queries and extra.startswith("runs/")
+        )
 
 
 def test_folds_never_share_a_query_and_cover_them_all(trec_dl_dir: Path):
@@ -44,6 +47,39 @@ def test_folds_never_share_a_query_and_cover_them_all(trec_dl_dir: Path):
 def test_bad_study_settings_fail_early(override: dict, message: str):
     with pytest.raises(ValueError, match=message):
         StudyConfig(**override)
+
+
+def test_a_study_on_other_sources_alone_tests_every_judged_query(trec_dl_dir: Path, tmp_path: Path):
+    collection = small_trec_dl(tmp_path / "dl", trec_dl_dir, queries=6, docs_per_query=8)
+    synthetic = tmp_path / "synthetic.jsonl"
+    rows = [
+        {
+            "qid": f"synthetic:{q}:0",
+            "query": f"question {q}",
+            "doc_id": f"d{i}",
+            "text": "t",
+            "label": int(i == 0),
+        }
+        for q in range(10)
+        for i in range(3)
+    ]
+    synthetic.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(ValueError, match="real_training_queries"):
+        StudyConfig(real_training_queries=False)
+    config = StudyConfig(
+        collection=str(collection),
+        out=str(tmp_path / "study"),
+        real_training_queries=False,
+        train_only=[str(synthetic)],
+        max_pairs_per_query=8,
+        models=["bm25", "cosine"],
+    )
+    summary = Study(config).run()
+    manifest = json.loads((tmp_path / "study/fold-0/data-all/manifest.json").read_text())
+    assert len(manifest["test"]) == 6 and summary["folds"] == 1
+    assert all(q.startswith("synthetic:") for q in manifest["train"] + manifest["validation"])
+    assert len(manifest["train"]) == 8 and len(manifest["validation"]) == 2
+    assert {r["model"] for r in summary["per_fold"]} == {"bm25", "cosine"}
 
 
 def test_study_end_to_end_on_a_tiny_model(tiny_model_dir: Path, trec_dl_dir: Path, tmp_path: Path):
