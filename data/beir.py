@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -190,7 +190,25 @@ def read_trec_run(path: str | os.PathLike[str]) -> Run:
                     path, number, "docid", f"{doc_id!r} is ranked twice for query {qid!r}"
                 )
             run.setdefault(qid, {})[doc_id] = value
+    if not run:
+        raise ValueError(f"{path}: an empty run (no `qid Q0 docid rank score tag` line)")
     return run
+
+
+def read_named_runs(paths: Sequence[str | os.PathLike[str]], flag: str = "run") -> dict[str, Run]:
+    """Runs by system name (the file name without its extension); two files with one name would
+    silently be one system, so they are refused."""
+    runs: dict[str, Run] = {}
+    sources: dict[str, str] = {}
+    for path in paths:
+        name = Path(path).stem
+        if name in sources:
+            raise ValueError(
+                f"{flag}: {sources[name]} and {path} are both system {name!r}; rename one file"
+            )
+        sources[name] = str(path)
+        runs[name] = read_trec_run(path)
+    return runs
 
 
 def ranked(run_for_query: Mapping[str, float]) -> list[tuple[str, float]]:

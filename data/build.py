@@ -39,6 +39,7 @@ from data.io import (
     RecordError,
     check_replaceable,
     read_records,
+    refuse_overlap,
     replace_folder,
     sha256_file,
     write_json,
@@ -267,6 +268,11 @@ def build_dataset(config: BuildConfig) -> dict[str, Any]:
         raise ValueError(f"balance: expected one of {BALANCE_MODES}, got {config.balance!r}")
     if not config.judgments:
         raise ValueError("judgments: give at least one judgments JSONL file")
+    # --out is replaced as a whole: an input inside it would be deleted.
+    inputs = [("judgments", p) for p in config.judgments] + [
+        ("train_only", p) for p in config.train_only
+    ]
+    refuse_overlap("out", config.out, inputs)
     check_replaceable(config.out, "manifest.json", config.overwrite, "dataset")
     rows, cleaning = load_judgments(config)
     if not rows:

@@ -176,6 +176,41 @@ def check_replaceable(
         )
 
 
+def refuse_overlap(
+    out_flag: str,
+    out: str | os.PathLike[str],
+    inputs: Iterable[tuple[str, str | os.PathLike[str] | None]],
+) -> None:
+    """Refuse, before any work, an output that is (or, for a folder, contains) one of the inputs
+    ((flag, path) pairs), which writing it would replace or delete."""
+    target = Path(out).resolve()
+    for flag, path in inputs:
+        if not path:
+            continue
+        source = Path(path).resolve()
+        if source == target or target in source.parents:
+            raise ValueError(
+                f"{out_flag}: {out} would replace --{flag} {path}; write somewhere else"
+            )
+
+
+def check_writable_file(flag: str, path: str | os.PathLike[str]) -> None:
+    """Refuse, before any work, an output file that cannot be written: a folder, a missing
+    parent that cannot be made, or a place without write permission."""
+    target = Path(path)
+    if target.is_dir():
+        raise IsADirectoryError(f"{flag}: {target} is a folder; give a file path")
+    parent = target.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise NotADirectoryError(f"{flag}: {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK) or (
+        target.exists() and not os.access(target, os.W_OK)
+    ):
+        raise PermissionError(f"{flag}: {target} cannot be written (permission denied)")
+
+
 @contextlib.contextmanager
 def replace_folder(target: str | os.PathLike[str]) -> Iterator[Path]:
     """``with replace_folder(out) as tmp:`` writes into a temporary folder beside ``out``.
@@ -185,6 +220,8 @@ def replace_folder(target: str | os.PathLike[str]) -> Iterator[Path]:
     ``out`` is left as it was.
     """
     target = Path(target)
+    if target.is_symlink():  # replace what the link points at; the link stays a link
+        target = target.resolve()
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.new-", dir=target.parent))
     try:

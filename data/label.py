@@ -37,7 +37,7 @@ from tqdm.auto import tqdm
 
 from data.beir import Collection, read_trec_run
 from data.cli import bounded, parse_config, run_main
-from data.io import JsonlAppender, read_records, write_json, write_jsonl
+from data.io import JsonlAppender, read_records, refuse_overlap, write_json, write_jsonl
 from data.judges.backends import JudgeConfig, make_backend
 from data.judges.prompts import load_prompt
 from data.records import Judgment, Pair
@@ -123,9 +123,15 @@ def label(label_config: LabelConfig, judge_config: JudgeConfig) -> dict[str, Any
         )
     if out.parent.exists() and not out.parent.is_dir():
         raise NotADirectoryError(f"out: {out.parent} is a file, not a folder")
+    cache_path = Path(label_config.cache) if label_config.cache else out.with_suffix(".cache.jsonl")
+    # The judgments are written over --out at the end: never over the paid cache or the input.
+    refuse_overlap(
+        "out",
+        out,
+        [("cache", cache_path), ("pairs", label_config.pairs), ("run", label_config.run)],
+    )
     prompt = load_prompt(judge_config.prompt)
     pairs = load_pairs(label_config)
-    cache_path = Path(label_config.cache) if label_config.cache else out.with_suffix(".cache.jsonl")
     settings = judge_config.sampling_settings(prompt)
     model_id = (
         judge_config.model if judge_config.backend != "qrels" else f"qrels:{judge_config.qrels}"

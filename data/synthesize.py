@@ -1,8 +1,9 @@
 """Synthetic training queries from a corpus (InPars / Promptagator style), as judgments.
 
-    # the embedded SmolLM2-135M-Instruct writes questions for 1,000 TREC DL passages
+    # the embedded SmolLM2-135M-Instruct writes questions for 1,000 TREC DL passages; its own
+    # judgments are at chance, so the pairs are labelled by construction
     python -m data.synthesize --collection data/collections/trec-dl-2019-passage \\
-        --passages 1000 --out runs/synthetic
+        --passages 1000 --labels source --out runs/synthetic
     # a production teacher writes InPars-style queries after three examples and labels the pairs
     python -m data.synthesize --collection my-corpus --examples_file my-examples.jsonl \\
         --query_prompt inpars --examples 3 --backend openai --model gpt-4o-mini \\

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data.beir import read_trec_run
+from data.beir import read_named_runs
 from data.cli import parse_config, run_main
 from data.io import markdown_table, write_json
 from eval.labelers import make_labeler
@@ -66,7 +66,7 @@ def agreement(config: SystemAgreementConfig) -> dict[str, Any]:
         raise ValueError("runs: give at least two runs to rank")
     if not config.reference or not config.labelers:
         raise ValueError("give --reference and at least one --labelers entry")
-    runs = {Path(p).stem: read_trec_run(p) for p in config.runs}
+    runs = read_named_runs(config.runs, "runs")
     reference = system_scores(config, config.reference, runs)
     names = sorted(runs)
     result: dict[str, Any] = {

@@ -13,6 +13,7 @@ from tqdm.auto import tqdm
 
 from data.beir import Collection, Run, ranked, read_trec_run, write_trec_run
 from data.cli import bounded, parse_config, run_main
+from data.io import check_writable_file, refuse_overlap
 from eval.labelers import Hit, Labeler, make_labeler
 
 
@@ -57,12 +58,32 @@ def rerank(
     return out
 
 
+def check_run_against(run: Run, run_path: str, collection: Collection) -> None:
+    """Every query and document of a run must be in the collection: found before any grading."""
+    for qid in sorted(run):
+        if qid not in collection.queries:
+            raise ValueError(
+                f"{run_path}: query {qid!r} is not in {collection.root / 'queries.jsonl'}"
+            )
+        missing = next((d for d in sorted(run[qid]) if d not in collection.corpus), None)
+        if missing is not None:
+            raise ValueError(
+                f"{run_path}: document {missing!r} (query {qid!r}) is not in "
+                f"{collection.root / 'corpus.jsonl'}"
+            )
+
+
 def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([RerankConfig], args)
     if not (config.run and config.corpus and config.grader and config.out):
         raise ValueError("give --run, --corpus, --grader and --out")
+    # Found before the grading is paid for, not when the run is written.
+    refuse_overlap("out", config.out, [("run", config.run)])
+    check_writable_file("out", config.out)
+    run, collection = read_trec_run(config.run), Collection.load(config.corpus)
+    check_run_against(run, config.run, collection)
     labeler = make_labeler(f"grader:{config.grader}", cache_dir=config.label_cache)
-    reranked = rerank(read_trec_run(config.run), Collection.load(config.corpus), labeler, config.k)
+    reranked = rerank(run, collection, labeler, config.k)
     write_trec_run(config.out, reranked, tag=config.tag)
     print(f"wrote {config.out} ({len(reranked)} queries, top {config.k} reranked)")
 

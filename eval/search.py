@@ -31,12 +31,12 @@ from data.beir import (
     graded_qrels,
     ranked,
     read_corpus,
+    read_named_runs,
     read_qrels,
     read_queries,
-    read_trec_run,
     write_trec_qrels,
 )
-from data.cli import bounded, choice, parse_config, run_main
+from data.cli import bounded, check_choices, choice, parse_config, run_main
 from data.io import markdown_table, write_json
 from eval.labelers import Hit, HitLabel, Labeler, QrelsLabeler, make_labeler
 
@@ -173,8 +173,10 @@ class SearchEvalConfig:
             "help": "qrels file giving each query's number of relevant documents (recall@k)."
         },
     )
-    stat_test: str = field(
-        default="student", metadata={"help": "ranx paired test: student, fisher, tukey..."}
+    stat_test: str = choice(
+        "student",
+        ("student", "fisher", "tukey"),
+        "ranx's paired test: Student's t, Fisher's randomization or Tukey's HSD.",
     )
     out: str = field(default="runs/search", metadata={"help": "Output folder."})
     batch_queries: int = bounded(16, 1, help="Queries labelled per batched grader pass.")
@@ -199,6 +201,9 @@ class SearchEvalConfig:
         0.05, 0, 1, help="1 - confidence level of the intervals.", open_low=True, open_high=True
     )
     interval: str = choice("t", ("t", "normal"), "Interval: Student's t (n - 1 df) or normal.")
+
+    def __post_init__(self) -> None:
+        check_choices(self)  # YAML values too, before any labelling is paid for
 
 
 def _load_texts(config: SearchEvalConfig) -> tuple[dict, dict[str, str]]:
@@ -489,9 +494,9 @@ def main(args: Sequence[str] | None = None) -> None:
     if not config.run or not config.corpus or not config.labeler:
         raise ValueError("give --run, --corpus and --labeler")
     out = Path(config.out)
-    labeler = make_labeler(config.labeler, cache_dir=config.label_cache or out / "labels")
     run_paths = [config.run, *config.compare]
-    runs = {Path(p).stem: read_trec_run(p) for p in run_paths}
+    runs = read_named_runs(run_paths)  # bad runs are found before a grader is loaded
+    labeler = make_labeler(config.labeler, cache_dir=config.label_cache or out / "labels")
     # Human judgments are checked against the runs before any hit is labelled.
     human = human_metrics(config.human, runs, config.k) if config.human else None
     human_pairs = read_human_pairs(config.human_pairs) if config.human_pairs else None

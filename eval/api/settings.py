@@ -4,10 +4,27 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Any
+
+
+def _env_number(name: str, default: float, kind: type = int) -> Any:
+    """The ``GRADER_*`` variable ``name`` as ``kind`` (``int`` or ``float``), named when malformed."""
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    try:
+        return kind(value)
+    except ValueError:
+        expected = "a whole number" if kind is int else "a number"
+        raise ValueError(f"{name}: expected {expected}, got {value!r}") from None
 
 
 def _env_int(name: str, default: int) -> int:
-    return int(os.environ.get(name, default))
+    return _env_number(name, default, int)
+
+
+def _env_float(name: str, default: float) -> float:
+    return _env_number(name, default, float)
 
 
 @dataclass
@@ -18,9 +35,7 @@ class ApiSettings:
     token: str | None = field(default_factory=lambda: os.environ.get("GRADER_API_TOKEN") or None)
     max_hits: int = field(default_factory=lambda: _env_int("GRADER_MAX_HITS", 100))
     max_text_chars: int = field(default_factory=lambda: _env_int("GRADER_MAX_TEXT_CHARS", 20000))
-    batch_wait_ms: float = field(
-        default_factory=lambda: float(os.environ.get("GRADER_BATCH_WAIT_MS", "5"))
-    )
+    batch_wait_ms: float = field(default_factory=lambda: _env_float("GRADER_BATCH_WAIT_MS", 5.0))
     batch_pairs: int = field(default_factory=lambda: _env_int("GRADER_BATCH_PAIRS", 256))
     max_body_bytes: int = field(
         default_factory=lambda: _env_int("GRADER_MAX_BODY_BYTES", 4 * 1024 * 1024)

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from data.beir import read_trec_run
+from data.beir import read_named_runs
 from data.cli import bounded, parse_config, run_main
 from data.io import markdown_table, write_json
 from eval.ppi import classical_mean, effective_queries, paired_difference, ppi_mean
@@ -98,7 +98,7 @@ def coverage(
 
 
 def study(config: CoverageConfig) -> dict[str, Any]:
-    runs = {Path(p).stem: read_trec_run(p) for p in config.runs}
+    runs = read_named_runs(config.runs, "runs")
     human = human_metrics(config.qrels, runs, config.k)
     first, *others = runs
     systems = {name: human[name] for name in runs}

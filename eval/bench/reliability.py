@@ -78,6 +78,14 @@ def make_files(root: Path) -> None:
     (root / "run-dup.trec").write_text("1 Q0 1 1 2.0 r\n1 Q0 1 2 1.0 r\n")
     (root / "run-nan.trec").write_text("1 Q0 1 1 nan r\n")
     (root / "run-short.trec").write_text("1 Q0 1 1 2.0\n")
+    (root / "run-empty.trec").write_text("\n")
+    for folder in ("system-a", "system-b"):  # two files, one system name
+        (root / folder).mkdir()
+        (root / folder / "run.trec").write_text("1 Q0 1 1 2.0 r\n")
+    (root / "run-unknown-doc.trec").write_text("1 Q0 1 1 2.0 r\n1 Q0 nosuchdoc 2 1.0 r\n")
+    (root / "labels.cache.jsonl").write_text(_jsonl([JUDGMENT]))
+    (root / "holds-judgments").mkdir()
+    (root / "holds-judgments" / "judgments.jsonl").write_text(_jsonl(judgments))
     (root / "syntax.yaml").write_text("test_size: 0.3\njudgments: [a\n")
     (root / "types-list.yaml").write_text("test_size: [0.3]\n")
     (root / "types-str.yaml").write_text("judgments: judgments.jsonl\n")
@@ -152,7 +160,14 @@ eval.search | run ranks a document twice | --run {dir}/run-dup.trec --corpus {ad
 eval.search | run score NaN | --run {dir}/run-nan.trec --corpus {adi} --labeler {qrels} --out {dir}/s | run-nan.trec:1, score
 eval.search | run line short | --run {dir}/run-short.trec --corpus {adi} --labeler {qrels} --out {dir}/s | run-short.trec:1
 eval.search | run missing | --run {dir}/nope.trec --corpus {adi} --labeler {qrels} | nope.trec
-eval.search | labeler unknown kind | --run {dir}/run-short.trec --corpus {adi} --labeler oracle:x | oracle
+eval.search | labeler unknown kind | --run {dir}/system-a/run.trec --corpus {adi} --labeler oracle:x | oracle
+eval.search | run empty | --run {dir}/run-empty.trec --corpus {adi} --labeler {qrels} --out {dir}/s | run-empty.trec, empty run
+eval.search | two runs with one name | --run {dir}/system-a/run.trec --compare {dir}/system-b/run.trec --corpus {adi} --labeler {qrels} --out {dir}/s | both system 'run'
+eval.search | stat_test unknown | {search} --stat_test bogus | stat_test
+eval.rerank | rerank onto its own run | --run {dir}/system-a/run.trec --corpus {adi} --grader {dir}/a-folder --out {dir}/system-a/run.trec | would replace --run
+eval.rerank | rerank unknown document | --run {dir}/run-unknown-doc.trec --corpus {adi} --grader {dir}/a-folder --out {dir}/r.trec | nosuchdoc, corpus.jsonl
+data.label | label out onto its cache | --pairs {dir}/pairs.jsonl --out {dir}/labels.cache.jsonl --cache {dir}/labels.cache.jsonl | would replace --cache
+data.build | build out holds its judgments | --judgments {dir}/holds-judgments/judgments.jsonl --out {dir}/holds-judgments --overwrite true | would replace --judgments
 data.candidates | candidates k 0 | --collection {adi} --k 0 --out {dir}/c | k
 data.candidates | candidates collection missing | --collection {dir}/nope --out {dir}/c | nope
 eval.rerank | rerank k 0 | --run {dir}/run-dup.trec --corpus {adi} --grader {dir}/a-folder --k 0 | k

@@ -97,3 +97,22 @@ def test_binary_qrels_are_never_read_as_grade_1(adi_dir: Path, caplog: pytest.Lo
     assert "binary qrels" in caplog.text
     assert {g for docs in inferred.values() for g in docs.values()} == {3}
     assert graded_qrels(qrels, "x", {1: 2})["1"] == dict.fromkeys(qrels["1"], 2)
+
+
+@pytest.mark.parametrize("content", ["", "\n\n  \n"])
+def test_an_empty_run_is_named_not_a_max_of_nothing(tmp_path: Path, content: str):
+    path = tmp_path / "empty.trec"
+    path.write_text(content)
+    with pytest.raises(ValueError, match=r"empty\.trec: an empty run"):
+        read_trec_run(path)
+
+
+def test_two_run_files_with_one_name_are_refused(tmp_path: Path):
+    from data.beir import read_named_runs, write_trec_run
+
+    for folder in ("a", "b"):
+        write_trec_run(tmp_path / folder / "run.trec", {"1": {"d": 1.0}})
+    runs = [tmp_path / "a" / "run.trec", tmp_path / "b" / "run.trec"]
+    with pytest.raises(ValueError, match="are both system 'run'; rename one"):
+        read_named_runs(runs)
+    assert set(read_named_runs(runs[:1])) == {"run"}

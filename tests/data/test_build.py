@@ -240,3 +240,36 @@ def test_build_refuses_a_folder_it_did_not_write(judgments: Path, tmp_path: Path
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
     build_dataset(BuildConfig(**{**vars(config), "overwrite": True, "save_dataset": False}))
     assert not (tmp_path / "mine" / "notes.txt").exists()
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_build_refuses_an_out_that_holds_its_own_inputs(tmp_path: Path, overwrite: bool):
+    """--out is replaced as a whole: judgments inside it would be deleted with it."""
+    out = tmp_path / "ds"
+    out.mkdir()
+    inside = make_judgments(out / "judgments.jsonl")
+    before = inside.read_bytes()
+    for config in (
+        BuildConfig(judgments=[str(inside)], out=str(out), overwrite=overwrite),
+        BuildConfig(
+            judgments=[str(make_judgments(tmp_path / "j.jsonl"))],
+            train_only=[str(inside)],
+            out=str(out),
+            overwrite=overwrite,
+        ),
+    ):
+        with pytest.raises(ValueError, match=r"out: .* would replace --(judgments|train_only)"):
+            build_dataset(config)
+    assert inside.read_bytes() == before
+
+
+def test_a_linked_dataset_folder_is_rebuilt_behind_its_link(judgments: Path, tmp_path: Path):
+    real = tmp_path / "store" / "ds"
+    build_dataset(BuildConfig(judgments=[str(judgments)], out=str(real), save_dataset=False))
+    link = tmp_path / "ds"
+    link.symlink_to(real, target_is_directory=True)
+    build_dataset(
+        BuildConfig(judgments=[str(judgments)], out=str(link), seed=9, save_dataset=False)
+    )
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    assert json.loads((real / "manifest.json").read_text())["config"]["seed"] == 9

@@ -455,3 +455,18 @@ def test_the_judge_labeler_answers_every_query_not_only_the_first(tmp_path: Path
             labels = labeler.label(f"q{q}", f"query {q}", hits)
             assert [label.relevant for label in labels] == [False, True]
         assert sum(server.requests.values()) == 6
+
+
+def test_out_equal_to_the_cache_or_the_input_is_refused_before_any_work(tmp_path: Path):
+    """The judgments are written over --out at the end: over the paid cache, a second run would
+    pay for everything again."""
+    pairs = write_pairs(tmp_path / "pairs.jsonl", ["ok"] * 3)
+    cache = tmp_path / "paid.cache.jsonl"
+    cache.write_text('{"partial": true}\n')
+    before = (cache.read_bytes(), pairs.read_bytes())
+    judge = JudgeConfig(backend="openai", model="m", base_url="http://127.0.0.1:9/v1")
+    for out, flag in ((cache, "cache"), (pairs, "pairs")):
+        config = LabelConfig(pairs=str(pairs), out=str(out), cache=str(cache))
+        with pytest.raises(ValueError, match=f"out: .* would replace --{flag}"):
+            label(config, judge)
+    assert (cache.read_bytes(), pairs.read_bytes()) == before

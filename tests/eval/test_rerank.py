@@ -3,7 +3,10 @@ it scored are never scored again."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+import pytest
 
 from data.beir import Collection, read_trec_run, write_trec_run
 from eval import rerank as rerank_module
@@ -48,3 +51,49 @@ def test_metric_pipeline_reuses_the_rerank_scores(
         ]
     )  # fmt: skip
     assert sum(scored) == 0  # the reranked run's pairs and the first run's top 4 are the same pairs
+
+
+def test_an_output_that_cannot_be_written_is_refused_before_grading(
+    adi_dir: Path, tmp_path: Path, monkeypatch, capsys
+):
+    from data.cli import run_main
+
+    def no_grading(*args, **kwargs):
+        raise AssertionError("the grader was loaded before --out was checked")
+
+    monkeypatch.setattr(rerank_module, "make_labeler", no_grading)
+    run = tmp_path / "run.trec"
+    write_trec_run(run, {"1": {"1": 1.0}})
+    (tmp_path / "a-folder").mkdir()
+    for out, message in (
+        (tmp_path / "a-folder", "out: .* is a folder"),
+        (run, "out: .* would replace --run"),
+        (tmp_path / "run.trec" / "x.trec", "is a file, not a folder"),
+    ):
+        args = ["--run", str(run), "--corpus", str(adi_dir), "--grader", "g", "--out", str(out)]
+        with pytest.raises(SystemExit) as exit_info:
+            run_main(rerank_module.main, args)
+        assert exit_info.value.code == 2
+        assert re.search(message, capsys.readouterr().err)
+
+
+@pytest.mark.parametrize(
+    ("run", "message"),
+    [
+        ({"nosuchquery": {"1": 1.0}}, "query 'nosuchquery' is not in .*queries.jsonl"),
+        ({"1": {"1": 2.0, "nosuchdoc": 1.0}}, "document 'nosuchdoc' .* is not in .*corpus.jsonl"),
+    ],
+)
+def test_unknown_queries_and_documents_are_named_before_grading(
+    adi_dir: Path, tmp_path: Path, monkeypatch, capsys, run, message
+):
+    from data.cli import run_main
+
+    monkeypatch.setattr(rerank_module, "make_labeler", pytest.fail)
+    path = tmp_path / "run.trec"
+    write_trec_run(path, run)
+    out = tmp_path / "o.trec"
+    args = ["--run", str(path), "--corpus", str(adi_dir), "--grader", "g", "--out", str(out)]
+    with pytest.raises(SystemExit):
+        run_main(rerank_module.main, args)
+    assert re.search(message, capsys.readouterr().err)

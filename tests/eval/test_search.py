@@ -426,6 +426,30 @@ def test_api_limits_are_create_app_arguments():
         ApiSettings(max_hits=0)
 
 
+@pytest.mark.parametrize(
+    ("variable", "value"), [("GRADER_MAX_HITS", "abc"), ("GRADER_BATCH_WAIT_MS", "soon")]
+)
+def test_a_bad_environment_variable_is_named(monkeypatch, variable: str, value: str):
+    from eval.api import ApiSettings
+
+    monkeypatch.setenv(variable, value)
+    with pytest.raises(ValueError, match=f"^{variable}: expected .* got '{value}'"):
+        ApiSettings()
+
+
+def test_an_unknown_stat_test_is_refused_before_any_labelling(tmp_path: Path):
+    from eval.search import SearchEvalConfig
+
+    with pytest.raises(ValueError, match="stat_test"):
+        SearchEvalConfig(stat_test="bogus")  # as a YAML value reaches it
+    config = tmp_path / "search.yaml"
+    config.write_text("stat_test: bogus\n")
+    from data.cli import parse_config
+
+    with pytest.raises((ValueError, SystemExit)):
+        parse_config([SearchEvalConfig], ["--config", str(config)])
+
+
 class PoisonLabeler(DictLabeler):
     """Fails any call that contains the query "poison", like a pair that raises in a batch."""
 
