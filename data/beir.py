@@ -195,9 +195,12 @@ def read_trec_run(path: str | os.PathLike[str]) -> Run:
     return run
 
 
-def read_named_runs(paths: Sequence[str | os.PathLike[str]], flag: str = "run") -> dict[str, Run]:
+def read_named_runs(
+    paths: Sequence[str | os.PathLike[str]], flag: str = "run", same_queries: bool = True
+) -> dict[str, Run]:
     """Runs by system name (the file name without its extension); two files with one name would
-    silently be one system, so they are refused."""
+    silently be one system, so they are refused, and so are runs over different queries (their
+    means are not comparable) unless ``same_queries`` is False."""
     runs: dict[str, Run] = {}
     sources: dict[str, str] = {}
     for path in paths:
@@ -208,12 +211,26 @@ def read_named_runs(paths: Sequence[str | os.PathLike[str]], flag: str = "run") 
             )
         sources[name] = str(path)
         runs[name] = read_trec_run(path)
+    first = next(iter(runs), None)
+    for name in runs if same_queries else ():
+        only_first = sorted(set(runs[first]) - set(runs[name]))
+        only_this = sorted(set(runs[name]) - set(runs[first]))
+        if only_first or only_this:
+            example = (only_first or only_this)[0]
+            raise ValueError(
+                f"{flag}: {sources[name]} and {sources[first]} rank different queries "
+                f"({len(only_first)} only in the second, {len(only_this)} only in the first; "
+                f"e.g. {example!r}); compare runs over the same queries"
+            )
     return runs
 
 
 def ranked(run_for_query: Mapping[str, float]) -> list[tuple[str, float]]:
-    """Documents by descending score; ties broken by document id, as trec_eval does."""
-    return sorted(run_for_query.items(), key=lambda item: (-item[1], item[0]))
+    """Documents in trec_eval's order: descending score, and equal scores by descending document
+    id (trec_eval compares docnos with ``strcmp``; UTF-8 byte order is code-point order). The
+    file's rank column is ignored, as trec_eval ignores it. Every top-k cut and every metric here
+    uses this one order."""
+    return sorted(run_for_query.items(), key=lambda item: (item[1], item[0]), reverse=True)
 
 
 def write_trec_run(

@@ -44,6 +44,17 @@ logger = logging.getLogger(__name__)
 PRIMARY_METRIC = "ndcg@{k}"
 
 
+def in_trec_eval_order(run: Run, k: int | None = None) -> Run:
+    """The run's top ``k`` (all when None) with scores replaced by strictly decreasing ones in
+    :func:`data.beir.ranked`'s order, so that ranx, whose tie order is its own argsort's, sees the
+    ranking trec_eval sees."""
+    out: Run = {}
+    for qid, scores in run.items():
+        top = ranked(scores)[:k]
+        out[qid] = {doc_id: float(len(top) - i) for i, (doc_id, _) in enumerate(top)}
+    return out
+
+
 def _ranx_metrics(
     graded: Qrels, binary: Qrels, run: Run, k: int, recall: bool
 ) -> dict[str, dict[str, float]]:
@@ -61,7 +72,7 @@ def _ranx_metrics(
     out: dict[str, dict[str, float]] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ranx_run = RanxRun(run)
+        ranx_run = RanxRun(in_trec_eval_order(run))
         graded_scores = evaluate(
             RanxQrels(graded),
             ranx_run,
@@ -72,7 +83,7 @@ def _ranx_metrics(
         binary_scores = evaluate(
             RanxQrels(binary), ranx_run, names_binary, return_mean=False, make_comparable=True
         )
-    qids = list(RanxRun(run).keys())
+    qids = list(ranx_run.keys())
     rename = {f"ndcg_burges@{k}": f"ndcg@{k}", f"hit_rate@{k}": f"hit@{k}"}
     scores = {**_as_dict(graded_scores, names_graded), **_as_dict(binary_scores, names_binary)}
     for name, values in scores.items():
@@ -125,6 +136,13 @@ def evaluate_query(
     """Label one query's ranked hits and compute its metrics."""
     if not hits:
         raise ValueError("hits: at least one hit is needed")
+    first_seen: dict[str, int] = {}
+    for i, hit in enumerate(hits):
+        if hit.doc_id in first_seen:
+            raise ValueError(
+                f"hits: id {hit.doc_id!r} is listed twice (hits {first_seen[hit.doc_id]} and {i})"
+            )
+        first_seen[hit.doc_id] = i
     labels = list(labels) if labels is not None else labeler.label(qid, query, hits)
     graded, binary = _qrels_from_labels(qid, hits, labels)
     _add_unretrieved_relevant(binary, graded, qid, num_relevant)
@@ -458,7 +476,8 @@ def ppi_table(report: dict[str, Any]) -> str:
 def compare_runs(
     runs: dict[str, Run], graded: Qrels, binary: Qrels, k: int, stat_test: str
 ) -> dict[str, Any]:
-    """ranx comparison with paired significance tests, on the inferred labels."""
+    """ranx comparison with paired significance tests on the inferred labels, over each run's
+    top ``k`` in trec_eval's order (the depth and order of the summary's metrics)."""
     import warnings
 
     from ranx import Qrels as RanxQrels
@@ -470,7 +489,7 @@ def compare_runs(
         warnings.simplefilter("ignore")
         ranx_runs = []
         for name, run in runs.items():
-            ranx_run = RanxRun(run)
+            ranx_run = RanxRun(in_trec_eval_order(run, k))
             ranx_run.name = name
             ranx_runs.append(ranx_run)
         for qrels, metrics in (

@@ -109,6 +109,13 @@ def limit_problems(body: SearchEvalRequest, settings: ApiSettings) -> list[dict[
                         f"{settings.max_text_chars}",
                     )
                 )
+    first_seen: dict[str, int] = {}
+    for i, hit in enumerate(body.hits):
+        if hit.id in first_seen:
+            problems.append(
+                problem(["hits", i, "id"], f"id {hit.id!r} is also hit {first_seen[hit.id]}")
+            )
+        first_seen.setdefault(hit.id, i)
     for name in body.eval.fields:
         missing = [i for i, hit in enumerate(body.hits) if name not in hit.fields]
         problems += [

@@ -82,6 +82,7 @@ def make_files(root: Path) -> None:
     for folder in ("system-a", "system-b"):  # two files, one system name
         (root / folder).mkdir()
         (root / folder / "run.trec").write_text("1 Q0 1 1 2.0 r\n")
+    (root / "run-other-queries.trec").write_text("2 Q0 1 1 2.0 r\n")
     (root / "run-unknown-doc.trec").write_text("1 Q0 1 1 2.0 r\n1 Q0 nosuchdoc 2 1.0 r\n")
     (root / "labels.cache.jsonl").write_text(_jsonl([JUDGMENT]))
     (root / "holds-judgments").mkdir()
@@ -163,6 +164,7 @@ eval.search | run missing | --run {dir}/nope.trec --corpus {adi} --labeler {qrel
 eval.search | labeler unknown kind | --run {dir}/system-a/run.trec --corpus {adi} --labeler oracle:x | oracle
 eval.search | run empty | --run {dir}/run-empty.trec --corpus {adi} --labeler {qrels} --out {dir}/s | run-empty.trec, empty run
 eval.search | two runs with one name | --run {dir}/system-a/run.trec --compare {dir}/system-b/run.trec --corpus {adi} --labeler {qrels} --out {dir}/s | both system 'run'
+eval.search | runs over different queries | --run {dir}/system-a/run.trec --compare {dir}/run-other-queries.trec --corpus {adi} --labeler {qrels} --out {dir}/s | rank different queries
 eval.search | stat_test unknown | {search} --stat_test bogus | stat_test
 eval.rerank | rerank onto its own run | --run {dir}/system-a/run.trec --corpus {adi} --grader {dir}/a-folder --out {dir}/system-a/run.trec | would replace --run
 eval.rerank | rerank unknown document | --run {dir}/run-unknown-doc.trec --corpus {adi} --grader {dir}/a-folder --out {dir}/r.trec | nosuchdoc, corpus.jsonl

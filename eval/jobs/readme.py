@@ -74,7 +74,8 @@ def results_table(summary: dict[str, Any], labels: str = "human") -> str:
         f"{counts['validation']['queries']} validation / {counts['test']['queries']} test), "
         f"against {labels} labels; thresholds fitted on validation:\n\n"
         + markdown_table(header, table)
-        + f"\n{ndcg} of the retrieval runs under the grader's labels: {runs}; under "
+        + f"\n{ndcg} of the retrieval runs, against the labels of the runs' pooled top k "
+        f"(not trec_eval on the full qrels), under the grader's labels: {runs}; under "
         f"`{reference.split(':')[0]}` (all queries): {truth}. Kendall's τ between the two "
         f"system rankings: {taus}.\n"
     )

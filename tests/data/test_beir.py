@@ -34,15 +34,15 @@ def test_committed_adi_loads(adi_dir: Path):
     assert sum(len(d) for d in collection.qrels.values()) == 170
 
 
-def test_trec_run_round_trip_breaks_ties_by_doc_id(tmp_path: Path):
+def test_trec_run_round_trip_breaks_ties_by_descending_doc_id_as_trec_eval(tmp_path: Path):
     run = {"q1": {"b": 1.0, "a": 1.0, "c": 2.5}, "q2": {"x": 0.1}}
     path = tmp_path / "run.trec"
     write_trec_run(path, run, tag="bm25")
     lines = path.read_text().splitlines()
     assert lines[:3] == [
         "q1 Q0 c 1 2.500000 bm25",
-        "q1 Q0 a 2 1.000000 bm25",
-        "q1 Q0 b 3 1.000000 bm25",
+        "q1 Q0 b 2 1.000000 bm25",
+        "q1 Q0 a 3 1.000000 bm25",
     ]
     assert read_trec_run(path) == run
 
@@ -116,3 +116,14 @@ def test_two_run_files_with_one_name_are_refused(tmp_path: Path):
     with pytest.raises(ValueError, match="are both system 'run'; rename one"):
         read_named_runs(runs)
     assert set(read_named_runs(runs[:1])) == {"run"}
+
+
+def test_runs_over_different_queries_are_not_compared(tmp_path: Path):
+    from data.beir import read_named_runs, write_trec_run
+
+    write_trec_run(tmp_path / "a.trec", {"1": {"d": 1.0}, "2": {"d": 1.0}})
+    write_trec_run(tmp_path / "b.trec", {"1": {"d": 1.0}})
+    paths = [tmp_path / "a.trec", tmp_path / "b.trec"]
+    with pytest.raises(ValueError, match=r"b\.trec and .*a\.trec rank different queries.*'2'"):
+        read_named_runs(paths)
+    assert set(read_named_runs(paths, same_queries=False)) == {"a", "b"}

@@ -89,6 +89,62 @@ def test_ranx_and_ir_measures_agree_on_random_runs():
             assert ranx[ours][qid] == pytest.approx(by_query[(qid, theirs)], abs=1e-9), (ours, qid)
 
 
+def _tied_runs(seed: int) -> tuple[dict, dict, dict]:
+    """Graded and binary qrels and a run whose scores tie often (one decimal)."""
+    rng = np.random.default_rng(seed)
+    graded, binary, run = {}, {}, {}
+    for q in range(30):
+        docs = [f"d{i:02d}" for i in rng.permutation(14)]
+        grades = rng.integers(0, 4, len(docs))
+        graded[f"q{q}"] = {d: int(g) for d, g in zip(docs, grades, strict=True)}
+        binary[f"q{q}"] = {d: int(g >= 2) for d, g in zip(docs, grades, strict=True)}
+        scores = np.round(rng.random(len(docs)), 1)
+        run[f"q{q}"] = {d: float(s) for d, s in zip(docs, scores, strict=True)}
+    return graded, binary, run
+
+
+def test_every_metric_equals_trec_eval_on_runs_with_ties():
+    """trec_eval's own C code (pytrec_eval) on runs whose scores tie: one tie rule everywhere."""
+    import pytrec_eval
+
+    graded, binary, run = _tied_runs(1)
+    assert sum(len(set(s.values())) < len(s) for s in run.values()) == len(run)  # ties in all
+    ours = _ranx_metrics(graded, binary, run, 10, recall=True)
+    gains = {q: {d: 2**g - 1 for d, g in docs.items()} for q, docs in graded.items()}
+    theirs = pytrec_eval.RelevanceEvaluator(gains, {"ndcg_cut.10"}).evaluate(run)
+    binary_measures = {"map", "recip_rank", "P.10", "success.10", "recall.10"}
+    for qid, values in (
+        pytrec_eval.RelevanceEvaluator(binary, binary_measures).evaluate(run).items()
+    ):
+        theirs[qid].update(values)
+    names = {
+        "ndcg@10": "ndcg_cut_10",
+        "map": "map",
+        "mrr": "recip_rank",
+        "precision@10": "P_10",
+        "hit@10": "success_10",
+        "recall@10": "recall_10",
+    }
+    for metric, trec_name in names.items():
+        for qid in run:
+            assert ours[metric][qid] == pytest.approx(theirs[qid][trec_name], abs=1e-6), (
+                metric,
+                qid,
+            )
+
+
+def test_a_hit_list_with_one_id_twice_is_refused():
+    hits = [Hit("a", "x"), Hit("b", "y"), Hit("a", "z")]
+    with pytest.raises(ValueError, match=r"id 'a' is listed twice \(hits 0 and 2\)"):
+        evaluate_query("q", hits, DictLabeler({"a": 3}))
+
+
+def test_ties_are_broken_by_descending_document_id_as_trec_eval_does():
+    from data.beir import ranked
+
+    assert [d for d, _ in ranked({"a": 1.0, "c": 1.0, "b": 2.0, "d": 0.5})] == ["b", "c", "a", "d"]
+
+
 def test_labels_are_cached_and_reused_across_instances(tmp_path: Path):
     inner = DictLabeler({"a": 3})
     cached = CachedLabeler(inner, tmp_path / "labels.jsonl")
@@ -143,6 +199,11 @@ def test_bulk_run_compare_and_inferred_qrels(adi_dir: Path, tmp_path: Path):
     report = json.loads((tmp_path / "s" / "metrics.json").read_text())
     assert report["mean"]["bm25"]["ndcg@5"] > report["mean"]["worse"]["ndcg@5"]
     assert "table_ndcg_burges@5" in report["comparison"]
+    # The significance table compares the same top-5 metrics that the summary reports.
+    for run in ("bm25", "worse"):
+        for ours, theirs in (("map", "map"), ("mrr", "mrr"), ("ndcg@5", "ndcg_burges@5")):
+            compared = report["comparison"][theirs][run]["scores"][theirs]
+            assert compared == pytest.approx(report["mean"][run][ours], abs=1e-9), (run, ours)
     inferred = read_qrels(tmp_path / "s" / "inferred_qrels.txt")
     truth = graded_qrels(read_qrels(qrels), qrels)  # ADI is binary: its 1 is grade 3
     assert any(g == 3 for docs in inferred.values() for g in docs.values())
@@ -277,6 +338,13 @@ def test_rest_eval_search_returns_metrics_hits_usage_and_debug(client):
             ["body", "hits", 0, "fields", "title"],
         ),
         (request_body(eval={"fields": ["text"], "debug": "maybe"}), ["body", "eval", "debug"]),
+        (
+            # Metrics over a list with one id twice would count one document twice.
+            request_body(
+                hits=[{"id": "d1", "fields": {"title": "t", "text": x}} for x in ("a", "b")]
+            ),
+            ["body", "hits", 1, "id"],
+        ),
     ],
     ids=[
         "missing-query",
@@ -288,6 +356,7 @@ def test_rest_eval_search_returns_metrics_hits_usage_and_debug(client):
         "too-many-hits",
         "missing-field",
         "debug-wrong-type",
+        "duplicated-id",
     ],
 )
 def test_rest_bad_requests_get_422_with_the_field_path(client, body, path):
