@@ -139,12 +139,32 @@ def write_jsonl(path: str | os.PathLike[str], records: Iterable[BaseModel | dict
     return count
 
 
+def _read_umask() -> int:
+    mask = os.umask(0o022)  # the umask can only be read by setting it
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _read_umask()
+
+
+def make_shareable(path: str | os.PathLike[str] | int, directory: bool = False) -> None:
+    """Give a file (or folder) made by ``tempfile`` (mode 0600/0700) the mode an ordinary
+    ``open``/``mkdir`` would have given it, so other users can read the outputs."""
+    mode = (0o777 if directory else 0o666) & ~_UMASK
+    if isinstance(path, int):
+        os.fchmod(path, mode)
+    else:
+        os.chmod(path, mode)
+
+
 @contextlib.contextmanager
 def atomic_writer(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[Any]]:
     """``with atomic_writer(path) as f:`` writes to a temporary file renamed over ``path`` on success."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    make_shareable(fd)
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as handle:
             yield handle
@@ -229,7 +249,7 @@ def replace_folder(target: str | os.PathLike[str]) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    tmp.chmod(0o755)  # mkdtemp's 0700 would make the result private
+    make_shareable(tmp, directory=True)
     old = None
     if target.exists():
         old = target.parent / f".{target.name}.old-{tmp.name.rsplit('-', 1)[-1]}"

@@ -35,6 +35,8 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from data.io import make_shareable
+
 logger = logging.getLogger(__name__)
 
 Task = Literal["classification", "causal-lm", "base"]
@@ -137,6 +139,7 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
         del model.config.quantization_config
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    make_shareable(staging, directory=True)
     try:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)

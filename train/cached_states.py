@@ -10,6 +10,8 @@ objects, so training it trains the full model in place, which is then saved as u
 
 from __future__ import annotations
 
+import os
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -127,9 +129,15 @@ class StateCache:
         self, ids: Sequence[int], first_layer: int | str, dtype: torch.dtype, state: torch.Tensor
     ) -> None:
         path = self.path(ids, first_layer, dtype)
-        partial = path.with_suffix(".tmp")
-        torch.save(state, partial)
-        partial.replace(path)  # atomic: a killed run never leaves a torn state behind
+        # A temporary name of its own per write: ranks of one DDP run store the same pairs at once.
+        fd, partial = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=self.folder)
+        os.close(fd)
+        try:
+            torch.save(state, partial)
+            os.replace(partial, path)  # atomic: a killed run never leaves a torn state behind
+        except BaseException:
+            Path(partial).unlink(missing_ok=True)
+            raise
 
 
 def state_cache_for(folder: str | None, model_name_or_path: str) -> StateCache | None:

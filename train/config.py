@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 from transformers import TrainingArguments
@@ -109,8 +110,27 @@ class GraderTrainingArguments(TrainingArguments):
 
     def __post_init__(self) -> None:
         self.bf16, self.fp16 = supported_precision(self.bf16, self.fp16, self.use_cpu)
+        self.resume_from_checkpoint = resume_target(self.resume_from_checkpoint)
         super().__post_init__()
         check_choices(self, names=["state_dtype"])
+
+
+def resume_target(value: str | bool | None) -> str | bool | None:
+    """``--resume_from_checkpoint``: true (the last checkpoint in output_dir, as ``Trainer.train``
+    reads True), false, or a checkpoint folder that must exist; the parent's ``str`` type would
+    read "true" as a folder name."""
+    if isinstance(value, bool) or value is None:
+        return value or None
+    if value.strip().lower() in {"true", "yes", "1"}:
+        return True
+    if value.strip().lower() in {"false", "no", "0", ""}:
+        return None
+    if not Path(value).is_dir():
+        raise ValueError(
+            f"resume_from_checkpoint: {value} is not a checkpoint folder (true resumes from the "
+            "last checkpoint in output_dir)"
+        )
+    return value
 
 
 def supported_precision(bf16: bool, fp16: bool, use_cpu: bool = False) -> tuple[bool, bool]:

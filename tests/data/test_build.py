@@ -273,3 +273,18 @@ def test_a_linked_dataset_folder_is_rebuilt_behind_its_link(judgments: Path, tmp
     )
     assert link.is_symlink() and link.resolve() == real.resolve()
     assert json.loads((real / "manifest.json").read_text())["config"]["seed"] == 9
+
+
+def test_outputs_get_the_ordinary_file_modes_not_tempfiles_private_ones(
+    judgments: Path, tmp_path: Path
+):
+    import stat
+
+    from data.io import _UMASK
+
+    out = tmp_path / "ds"
+    build_dataset(BuildConfig(judgments=[str(judgments)], out=str(out), save_dataset=False))
+    assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~_UMASK
+    for path in out.rglob("*"):
+        expected = (0o777 if path.is_dir() else 0o666) & ~_UMASK
+        assert stat.S_IMODE(path.stat().st_mode) == expected, path

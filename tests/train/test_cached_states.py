@@ -78,10 +78,12 @@ def test_resume_from_a_checkpoint_gives_the_uninterrupted_result(
     resumed_dir = tmp_path / "resumed" / "out"
     resumed_dir.mkdir(parents=True)
     shutil.copytree(checkpoints[0], resumed_dir / checkpoints[0].name)  # as if killed after epoch 1
+    # The folder by name, or "true" as the command line spells it: the last one in output_dir.
+    by_name = mode in ("full", "lora", "query_likelihood")
     resumed = args_for(
         tmp_path / "resumed",
         **settings,
-        resume_from_checkpoint=str(resumed_dir / checkpoints[0].name),
+        resume_from_checkpoint=str(resumed_dir / checkpoints[0].name) if by_name else "true",
     )
     metrics = train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), resumed)
     assert metrics["history"][-1]["epoch"] == pytest.approx(2.0)
@@ -92,6 +94,12 @@ def test_resume_from_a_checkpoint_gives_the_uninterrupted_result(
     # A query-likelihood grader's read-out lives beside the weights.
     straight_info = read_grader_config(straight.output_dir).get("query_likelihood")
     assert straight_info == read_grader_config(resumed_dir).get("query_likelihood")
+
+
+def test_resume_from_a_missing_checkpoint_is_refused_before_training(tmp_path: Path):
+    with pytest.raises(ValueError, match=r"resume_from_checkpoint: .*nope is not a checkpoint"):
+        args_for(tmp_path, resume_from_checkpoint=str(tmp_path / "nope"))
+    assert args_for(tmp_path, resume_from_checkpoint="false").resume_from_checkpoint is None
 
 
 def _parse(tmp_path: Path, yaml_text: str, *overrides: str):
@@ -227,3 +235,26 @@ def test_the_head_can_train_at_its_own_learning_rate(
         for p in group["params"]
     }
     assert rates == {"head": 1e-2, "body": 1e-4}
+
+
+def test_two_writers_of_one_state_at_once_both_succeed(tmp_path: Path, monkeypatch):
+    """DDP ranks store the same pairs at the same time; one write inside another stands for that
+    interleaving, which a shared temporary name turned into a lost or missing file."""
+    import train.cached_states as cached_states
+    from train.cached_states import StateCache
+
+    cache = StateCache(tmp_path / "states", "tiny")
+    real_save = torch.save
+    inner_done = []
+
+    def save_then_let_the_other_rank_write(obj, path, *args, **kwargs):
+        real_save(obj, path, *args, **kwargs)
+        if not inner_done:
+            inner_done.append(True)
+            cache.put([1, 2, 3], 1, torch.float32, torch.ones(2))
+
+    monkeypatch.setattr(cached_states.torch, "save", save_then_let_the_other_rank_write)
+    cache.put([1, 2, 3], 1, torch.float32, torch.ones(2))
+    monkeypatch.setattr(cached_states.torch, "save", real_save)
+    assert torch.equal(cache.get([1, 2, 3], 1, torch.float32), torch.ones(2))
+    assert [p.name for p in (tmp_path / "states").iterdir() if p.suffix != ".pt"] == []
