@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from data.io import RecordError, atomic_writer, iter_json_lines
-from data.records import Pair
+from data.records import BLANK_QUERY, Pair, is_blank, normalise_text
 
 logger = logging.getLogger(__name__)
 
@@ -52,7 +52,8 @@ def _objects(path: Path):
 
 
 def read_corpus(path: str | os.PathLike[str]) -> dict[str, Document]:
-    """``corpus.jsonl`` → {doc_id: Document}. Duplicate ids are an error."""
+    """``corpus.jsonl`` → {doc_id: Document}, texts in NFC. Duplicate ids and a corpus without
+    documents are errors."""
     path = Path(path)
     corpus: dict[str, Document] = {}
     for number, obj in _objects(path):
@@ -61,21 +62,26 @@ def read_corpus(path: str | os.PathLike[str]) -> dict[str, Document]:
             raise RecordError(path, number, "_id", f"duplicate document id {doc_id!r}")
         corpus[doc_id] = Document(
             doc_id=doc_id,
-            text=_require_str(path, number, obj, "text"),
-            title=_require_str(path, number, obj, "title", optional=True),
+            text=normalise_text(_require_str(path, number, obj, "text")),
+            title=normalise_text(_require_str(path, number, obj, "title", optional=True)),
         )
+    if not corpus:
+        raise ValueError(f"{path}: no documents")
     return corpus
 
 
 def read_queries(path: str | os.PathLike[str]) -> dict[str, str]:
-    """``queries.jsonl`` → {qid: text}."""
+    """``queries.jsonl`` → {qid: text in NFC}; a blank query is an error."""
     path = Path(path)
     queries: dict[str, str] = {}
     for number, obj in _objects(path):
         qid = _require_str(path, number, obj, "_id")
         if qid in queries:
             raise RecordError(path, number, "_id", f"duplicate query id {qid!r}")
-        queries[qid] = _require_str(path, number, obj, "text")
+        text = _require_str(path, number, obj, "text")
+        if is_blank(text):
+            raise RecordError(path, number, "text", BLANK_QUERY)
+        queries[qid] = normalise_text(text)
     return queries
 
 

@@ -7,7 +7,8 @@
 Steps, in order:
 1. read the judgments (strict: stop at the first bad line with ``file:line: field: problem``;
    ``--strict false``: skip bad lines and list each one in the manifest);
-2. drop records with ``error`` and duplicate (qid, doc_id) pairs (the first one wins), counted;
+2. drop records with ``error``; a (qid, doc_id) pair judged twice keeps its last judgment
+   (duplicates and conflicting verdicts counted); one text per query id, no empty document;
 3. binary label from the grade at ``label_threshold`` (default: grade >= 2 of 0-3), or the
    judgment's own label when it has no grade;
 4. split into train / test (and validation carved from train the same way): ``query`` mode keeps
@@ -34,18 +35,24 @@ from typing import Any
 
 import numpy as np
 
-from data.cli import bounded, parse_config, run_main
+from data.cli import bounded, check_choices, choice, parse_config, run_main
 from data.io import (
     RecordError,
     check_replaceable,
-    read_records,
+    read_numbered_records,
     refuse_overlap,
     replace_folder,
     sha256_file,
     write_json,
     write_jsonl,
 )
-from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, label_from_grade
+from data.records import (
+    DEFAULT_RELEVANCE_THRESHOLD,
+    Judgment,
+    document_text,
+    is_blank,
+    label_from_grade,
+)
 
 logger = logging.getLogger(__name__)
 SPLIT_MODES = ("query", "pair")
@@ -78,12 +85,11 @@ class BuildConfig:
         },
     )
     out: str = field(default="runs/dataset", metadata={"help": "Output folder."})
-    label_threshold: int = field(
-        default=DEFAULT_RELEVANCE_THRESHOLD,
-        metadata={"help": "Relevant when grade >= this (0-3 scale)."},
+    label_threshold: int = bounded(
+        DEFAULT_RELEVANCE_THRESHOLD, 1, 3, help="Relevant when grade >= this (0-3 scale)."
     )
-    split_by: str = field(
-        default="query", metadata={"help": "query (grouped, stratified) or pair (the paper's)."}
+    split_by: str = choice(
+        "query", SPLIT_MODES, "query (grouped, stratified) or pair (the paper's)."
     )
     test_size: float = bounded(
         0.2,
@@ -96,8 +102,8 @@ class BuildConfig:
     validation_size: float = bounded(
         0.1, 0, 1, help="Fraction of train carved out for validation (0: none).", open_high=True
     )
-    balance: str = field(
-        default="none", metadata={"help": "none, oversample, undersample or both (train only)."}
+    balance: str = choice(
+        "none", BALANCE_MODES, "none, oversample, undersample or both (train only)."
     )
     target_ratio: float = bounded(
         1.0, 0, help="Positives per negative in train after balancing.", open_low=True
@@ -116,49 +122,73 @@ class BuildConfig:
         default=False, metadata={"help": "Replace a non-empty --out that is not a built dataset."}
     )
 
+    def __post_init__(self) -> None:
+        check_choices(self)  # YAML values and library callers too, before anything is read
+
 
 def load_judgments(config: BuildConfig) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """Valid, de-duplicated rows with a binary label, and the cleaning report."""
+    """Valid, de-duplicated rows with a binary label, and the cleaning report.
+
+    A pair judged twice keeps its last judgment (judgment files are append-only logs: a later line
+    re-judges; the ``judgments:`` labeler reads them the same way), and conflicting verdicts are
+    counted. A query id with two different texts, or a document with no text, is an error.
+    """
     skipped: list[RecordError] | None = None if config.strict else []
-    seen: set[tuple[str, str]] = set()
-    rows: list[dict[str, Any]] = []
-    report = {"read": 0, "errors_dropped": 0, "duplicates_dropped": 0}
+    by_pair: dict[tuple[str, str], dict[str, Any]] = {}
+    query_texts: dict[str, tuple[str, str, int]] = {}  # qid -> (text, file, line)
+    report = {"read": 0, "errors_dropped": 0, "duplicates_dropped": 0, "conflicting_duplicates": 0}
     for path in config.judgments:
-        for judgment in read_records(path, Judgment, skipped=skipped):
+        for number, judgment in read_numbered_records(path, Judgment, skipped=skipped):
             report["read"] += 1
             if judgment.error is not None:
                 report["errors_dropped"] += 1
                 continue
-            key = (judgment.qid, judgment.doc_id)
-            if key in seen:
-                report["duplicates_dropped"] += 1
-                continue
-            seen.add(key)
+            first = query_texts.setdefault(judgment.qid, (judgment.query, str(path), number))
+            if first[0] != judgment.query:
+                raise RecordError(
+                    path,
+                    number,
+                    "query",
+                    f"query id {judgment.qid!r} has another text at {first[1]}:{first[2]} "
+                    f"({first[0][:60]!r} here {judgment.query[:60]!r}); one id, one query",
+                )
+            if is_blank(document_text(judgment.text, judgment.title)):
+                raise RecordError(path, number, "text", "an empty document")
             label = (
                 judgment.label
                 if judgment.grade is None
                 else label_from_grade(judgment.grade, config.label_threshold)
             )
             judge = judgment.judge
-            rows.append(
-                {
-                    "qid": judgment.qid,
-                    "query": judgment.query,
-                    "doc_id": judgment.doc_id,
-                    "text": judgment.text,
-                    "title": judgment.title,
-                    "grade": judgment.grade,
-                    "label": int(label),
-                    "confidence": judgment.confidence,
-                    "p_relevant": judgment.p_relevant,
-                    "rank": judgment.rank,
-                    "retriever_score": judgment.retriever_score,
-                    "judge": judge.model_dump(mode="json", exclude_none=True) if judge else None,
-                    "relevance_threshold": None
-                    if config.label_threshold == DEFAULT_RELEVANCE_THRESHOLD
-                    else config.label_threshold,
-                }
-            )
+            row = {
+                "qid": judgment.qid,
+                "query": judgment.query,
+                "doc_id": judgment.doc_id,
+                "text": judgment.text,
+                "title": judgment.title,
+                "grade": judgment.grade,
+                "label": int(label),
+                "confidence": judgment.confidence,
+                "p_relevant": judgment.p_relevant,
+                "rank": judgment.rank,
+                "retriever_score": judgment.retriever_score,
+                "judge": judge.model_dump(mode="json", exclude_none=True) if judge else None,
+                "relevance_threshold": None
+                if config.label_threshold == DEFAULT_RELEVANCE_THRESHOLD
+                else config.label_threshold,
+            }
+            earlier = by_pair.get((judgment.qid, judgment.doc_id))
+            if earlier is not None:
+                report["duplicates_dropped"] += 1
+                if (earlier["label"], earlier["grade"]) != (row["label"], row["grade"]):
+                    report["conflicting_duplicates"] += 1
+            by_pair[(judgment.qid, judgment.doc_id)] = row
+    if report["conflicting_duplicates"]:
+        logger.warning(
+            "%d pair(s) judged twice with different verdicts: the last judgment of each is kept",
+            report["conflicting_duplicates"],
+        )
+    rows = list(by_pair.values())
     report["skipped_lines"] = [str(e) for e in skipped or []]
     report["kept"] = len(rows)
     return rows, report
@@ -262,10 +292,6 @@ def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def build_dataset(config: BuildConfig) -> dict[str, Any]:
-    if config.split_by not in SPLIT_MODES:
-        raise ValueError(f"split_by: expected one of {SPLIT_MODES}, got {config.split_by!r}")
-    if config.balance not in BALANCE_MODES:
-        raise ValueError(f"balance: expected one of {BALANCE_MODES}, got {config.balance!r}")
     if not config.judgments:
         raise ValueError("judgments: give at least one judgments JSONL file")
     # --out is replaced as a whole: an input inside it would be deleted.
@@ -292,6 +318,15 @@ def build_dataset(config: BuildConfig) -> dict[str, Any]:
         splits["validation"] = train_idx[val]
         train_idx = train_idx[keep]
     splits["train"] = train_idx
+    for name in ("validation", "test"):
+        # A split without both labels gives no threshold (training stored 1e-83) and no ROC-AUC.
+        held_out = labels[splits[name]] if name in splits else None
+        if held_out is not None and len(set(held_out.tolist())) < 2:
+            raise ValueError(
+                f"{name}_size: the {name} split ({len(held_out)} pairs) has "
+                f"{'no relevant' if held_out.sum() == 0 else 'only relevant'} pairs; judge more "
+                f"queries or raise {name}_size"
+            )
     if config.train_only:
         extra, cleaning["train_only"] = load_judgments(
             dataclasses.replace(config, judgments=config.train_only)

@@ -91,14 +91,14 @@ def _parse_object(
     return obj
 
 
-def read_records(
+def read_numbered_records(
     path: str | os.PathLike[str],
     record_type: type[RecordT],
     *,
     skipped: list[RecordError] | None = None,
     tolerate_partial_last_line: bool = False,
-) -> Iterator[RecordT]:
-    """Validate and yield each record of a JSONL file.
+) -> Iterator[tuple[int, RecordT]]:
+    """Validate and yield each record of a JSONL file with its line number.
 
     Strict by default: the first bad line raises :class:`RecordError`. With a ``skipped`` list, bad
     lines are appended to it and reading goes on (lenient mode).
@@ -108,13 +108,30 @@ def read_records(
             error = obj
         else:
             try:
-                yield record_type.model_validate(obj)
+                yield number, record_type.model_validate(obj)
                 continue
             except ValidationError as err:
                 error = validation_error(path, number, err)
         if skipped is None:
             raise error
         skipped.append(error)
+
+
+def read_records(
+    path: str | os.PathLike[str],
+    record_type: type[RecordT],
+    *,
+    skipped: list[RecordError] | None = None,
+    tolerate_partial_last_line: bool = False,
+) -> Iterator[RecordT]:
+    """:func:`read_numbered_records` without the line numbers."""
+    for _, record in read_numbered_records(
+        path,
+        record_type,
+        skipped=skipped,
+        tolerate_partial_last_line=tolerate_partial_last_line,
+    ):
+        yield record
 
 
 def _to_dict(record: BaseModel | dict[str, Any]) -> dict[str, Any]:

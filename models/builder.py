@@ -209,7 +209,7 @@ def load_trained(
         from models.resolve import load_tokenizer
 
         return model, load_tokenizer(str(path))
-    return load_model(str(path), task=task, dtype=dtype, num_labels=num_labels)
+    return load_model(str(path), task=task, dtype=dtype, num_labels=num_labels, strict=True)
 
 
 def grader_info(

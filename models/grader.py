@@ -16,6 +16,7 @@ A stored calibration (temperature) and decision threshold are applied when prese
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,24 @@ def resolve_device_and_dtype(
     if dtype is None or dtype == "auto":
         return device, inference_dtype(device)
     return device, dtype
+
+
+logger = logging.getLogger(__name__)
+
+
+def stored_threshold(info: dict[str, Any], name: str) -> float:
+    """The decision threshold stored with a grader: a probability strictly inside (0, 1). A
+    training checkpoint has none yet (evaluation fits it, export stores it): 0.5, said once."""
+    value = info.get("threshold")
+    if value is None:
+        if info.get("mode") != ZERO_SHOT:
+            logger.info("%s: no stored threshold; labels use 0.5 until export stores one", name)
+        return 0.5
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+        raise ValueError(
+            f"{name}/grader_config.json: threshold: expected a probability in (0, 1), got {value!r}"
+        )
+    return float(value)
 
 
 @dataclass
@@ -107,7 +126,7 @@ class Grader:
             tokenizer=tokenizer,
             input_format=fmt,
             family=family_of_description(info),
-            threshold=float(info.get("threshold", 0.5)),
+            threshold=stored_threshold(info, name),
             temperature=float(calibration.get("temperature", 1.0)),
             name=name,
             info=info,

@@ -21,7 +21,7 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
-from data.records import document_text
+from data.records import document_text, normalise_text
 
 FORMAT_NAME = "grader-chat"
 PLAIN_FORMAT_NAME = "grader-plain"
@@ -192,6 +192,9 @@ def format_pairs(
         documents = [
             document_text(doc, title) for doc, title in zip(documents, titles, strict=True)
         ]
+    # Library callers and the API reach here without a reader: normalise as the readers do.
+    queries = [normalise_text(q) for q in queries]
+    documents = [normalise_text(d) for d in documents]
     special = fmt.add_special_tokens
 
     def encode(texts: list[str], add_special: bool) -> list[list[int]]:
@@ -199,7 +202,6 @@ def format_pairs(
             return []
         return tokenizer(texts, add_special_tokens=add_special)["input_ids"]
 
-    queries = list(queries)
     query_truncated = [False] * len(queries)
     # Each query's prompt without a document: its length is the document's budget, and the tokens
     # it shares with the full input are the query's part (prefix_lengths).

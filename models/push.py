@@ -39,6 +39,26 @@ class PushConfig:
     commit_message: str = field(default="Upload relevance grader")
 
 
+def _is_network_error(exc: BaseException) -> bool:
+    """A failure to reach the hub or a refusal by it (httpx's errors, the hub's HTTP errors)."""
+    return isinstance(exc, OSError) or any(
+        cls.__name__ in {"HTTPError", "RequestError", "TransportError"} for cls in type(exc).__mro__
+    )
+
+
+def read_export_check(folder: Path) -> dict[str, Any]:
+    """The round-trip record of an export; a damaged one is named, never a KeyError."""
+    path = folder / "export_check.json"
+    try:
+        check = json.loads(path.read_text(encoding="utf-8"))
+        float(check["max_abs_difference"]), float(check["tolerance"])
+    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise ValueError(
+            f"{path}: not a round-trip record ({type(exc).__name__}: {exc}); re-run models.export"
+        ) from None
+    return check
+
+
 def push(config: PushConfig, api: Any = None) -> dict[str, Any]:
     from huggingface_hub import HfApi, get_token
 
@@ -50,7 +70,7 @@ def push(config: PushConfig, api: Any = None) -> dict[str, Any]:
         raise FileNotFoundError(
             f"{folder}: missing {', '.join(missing)}; run `python -m models.export` first"
         )
-    check = json.loads((folder / "export_check.json").read_text())
+    check = read_export_check(folder)
     if check["max_abs_difference"] > check["tolerance"]:
         raise ValueError(f"{folder}: the export failed its round-trip check; not pushing")
     if api is None:
@@ -58,20 +78,26 @@ def push(config: PushConfig, api: Any = None) -> dict[str, Any]:
         if not token:
             raise ValueError("no hub token: set $HF_TOKEN or run `hf auth login`")
         api = HfApi(token=token)
-    url = api.create_repo(
-        repo_id=config.repo_id, repo_type="model", private=config.private, exist_ok=True
-    )
-    if config.revision:
-        api.create_branch(
-            repo_id=config.repo_id, branch=config.revision, repo_type="model", exist_ok=True
+    try:
+        url = api.create_repo(
+            repo_id=config.repo_id, repo_type="model", private=config.private, exist_ok=True
         )
-    commit = api.upload_folder(
-        repo_id=config.repo_id,
-        folder_path=str(folder),
-        repo_type="model",
-        revision=config.revision,
-        commit_message=config.commit_message,
-    )
+        if config.revision:
+            api.create_branch(
+                repo_id=config.repo_id, branch=config.revision, repo_type="model", exist_ok=True
+            )
+        commit = api.upload_folder(
+            repo_id=config.repo_id,
+            folder_path=str(folder),
+            repo_type="model",
+            revision=config.revision,
+            commit_message=config.commit_message,
+        )
+    except Exception as exc:  # the hub client's network errors are not OSErrors: name them once
+        if not _is_network_error(exc):
+            raise
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ConnectionError(f"hub: pushing to {config.repo_id} failed: {reason}") from None
     return {
         "repo": str(url),
         "commit": str(getattr(commit, "oid", commit)),

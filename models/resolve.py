@@ -22,7 +22,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from safetensors import SafetensorError
@@ -221,13 +221,16 @@ def load_model(
     *,
     dtype: torch.dtype | str | None = None,
     num_labels: int = 2,
+    strict: bool = False,
     **kwargs,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load ``name_or_path`` as a sequence classifier (2 labels, or 4 grades), a causal LM or a
     bare backbone.
 
     A classifier loaded from a causal-LM checkpoint gets a new, randomly initialised head
-    (``score``); a classifier checkpoint keeps its trained head.
+    (``score``); a classifier checkpoint keeps its trained head. ``strict`` (a trained grader)
+    refuses weights that do not fill the model exactly: a missing, unused or misshapen tensor
+    means an edited or incomplete folder, which would otherwise grade with random weights.
     """
     path = resolve_model_path(name_or_path)
     tokenizer = load_tokenizer(name_or_path)
@@ -248,12 +251,33 @@ def load_model(
         common["id2label"] = dict(enumerate(names))
         common["label2id"] = {name: i for i, name in enumerate(names)}
     try:
-        model = loaders[task].from_pretrained(path, **common)
+        model, loading = loaders[task].from_pretrained(path, output_loading_info=True, **common)
     except SafetensorError as exc:  # a truncated or corrupt weights file
         weights = next(iter(sorted(Path(path).glob("*.safetensors"))), Path(path))
         raise ValueError(
             f"{weights}: cannot read the weights ({type(exc).__name__}: {exc}); the file is "
             "truncated or corrupt: copy it again, or re-run the training or export"
         ) from None
+    if strict:
+        check_loading(path, loading)
     model.config.pad_token_id = tokenizer.pad_token_id
     return model, tokenizer
+
+
+def check_loading(path: str | Path, loading: dict[str, Any]) -> None:
+    """Raise one line naming the folder when the stored weights do not fill the model."""
+    problems = [
+        f"{len(keys)} {what} (e.g. {sorted(map(str, keys))[0]})"
+        for what, keys in (
+            ("missing", loading.get("missing_keys") or ()),
+            ("unused", loading.get("unexpected_keys") or ()),
+            ("misshapen", loading.get("mismatched_keys") or ()),
+        )
+        if keys
+    ]
+    if problems:
+        raise ValueError(
+            f"{path}: the weights do not match its config.json / grader_config.json "
+            f"({'; '.join(problems)} tensors): the folder was edited or is incomplete; "
+            "re-run the training or export"
+        )

@@ -79,8 +79,10 @@ def tiny_dataset(tmp_path_factory: pytest.TempPathFactory) -> Path:
     rng = random.Random(0)
     lines = []
     for q in range(16):
-        for d in range(6):
-            grade = rng.choice([0, 0, 1, 2, 3])
+        # Every query has as many relevant as irrelevant pairs, so every split has both labels.
+        grades = [0, 0, 1, 2, 3, rng.choice([2, 3])]
+        rng.shuffle(grades)
+        for d, grade in enumerate(grades):
             text = ("axon terminal definition " * grade) + "the passage talks about something"
             lines.append(
                 {

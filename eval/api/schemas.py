@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from data.records import BLANK_QUERY, is_blank
 from eval.api.settings import ApiSettings
 
 
@@ -22,9 +23,15 @@ Text = Annotated[str, AfterValidator(_valid_unicode)]
 FieldName = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(_valid_unicode)]
 
 
+def _readable_query(value: str) -> str:
+    if is_blank(value):
+        raise ValueError(BLANK_QUERY)
+    return value
+
+
 class QueryInputs(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    text: Text = Field(min_length=1)
+    text: Annotated[Text, AfterValidator(_readable_query)] = Field(min_length=1)
 
 
 class QueryIn(BaseModel):

@@ -84,6 +84,9 @@ def make_files(root: Path) -> None:
         (root / folder / "run.trec").write_text("1 Q0 1 1 2.0 r\n")
     (root / "run-other-queries.trec").write_text("2 Q0 1 1 2.0 r\n")
     (root / "run-unknown-doc.trec").write_text("1 Q0 1 1 2.0 r\n1 Q0 nosuchdoc 2 1.0 r\n")
+    two_texts = [JUDGMENT, {**JUDGMENT, "doc_id": "other", "query": "another text"}]
+    (root / "one-qid-two-texts.jsonl").write_text(_jsonl(two_texts))
+    (root / "blank-query.jsonl").write_text(_jsonl([{**JUDGMENT, "query": " \u200b "}]))
     (root / "labels.cache.jsonl").write_text(_jsonl([JUDGMENT]))
     (root / "holds-judgments").mkdir()
     (root / "holds-judgments" / "judgments.jsonl").write_text(_jsonl(judgments))
@@ -170,6 +173,9 @@ eval.rerank | rerank onto its own run | --run {dir}/system-a/run.trec --corpus {
 eval.rerank | rerank unknown document | --run {dir}/run-unknown-doc.trec --corpus {adi} --grader {dir}/a-folder --out {dir}/r.trec | nosuchdoc, corpus.jsonl
 data.label | label out onto its cache | --pairs {dir}/pairs.jsonl --out {dir}/labels.cache.jsonl --cache {dir}/labels.cache.jsonl | would replace --cache
 data.build | build out holds its judgments | --judgments {dir}/holds-judgments/judgments.jsonl --out {dir}/holds-judgments --overwrite true | would replace --judgments
+data.build | build label_threshold 5 | --judgments {dir}/judgments.jsonl --label_threshold 5 --out {dir}/ds | label_threshold
+data.build | build one query id, two texts | --judgments {dir}/one-qid-two-texts.jsonl --out {dir}/ds | one-qid-two-texts.jsonl:2, query
+data.build | build blank query | --judgments {dir}/blank-query.jsonl --out {dir}/ds | blank-query.jsonl:1, blank query
 data.candidates | candidates k 0 | --collection {adi} --k 0 --out {dir}/c | k
 data.candidates | candidates collection missing | --collection {dir}/nope --out {dir}/c | nope
 eval.rerank | rerank k 0 | --run {dir}/run-dup.trec --corpus {adi} --grader {dir}/a-folder --k 0 | k

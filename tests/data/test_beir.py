@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -127,3 +128,39 @@ def test_runs_over_different_queries_are_not_compared(tmp_path: Path):
     with pytest.raises(ValueError, match=r"b\.trec and .*a\.trec rank different queries.*'2'"):
         read_named_runs(paths)
     assert set(read_named_runs(paths, same_queries=False)) == {"a", "b"}
+
+
+def test_queries_are_read_in_nfc_and_a_blank_one_is_refused(tmp_path: Path):
+    import unicodedata
+
+    from data.beir import read_queries
+
+    path = tmp_path / "queries.jsonl"
+    path.write_text(
+        json.dumps({"_id": "1", "text": unicodedata.normalize("NFD", "café")})
+        + "\n"
+        + json.dumps({"_id": "2", "text": "\u200b \u200d"})
+        + "\n"
+    )
+    with pytest.raises(ValueError, match=r"queries\.jsonl:2: text: a blank query"):
+        read_queries(path)
+    path.write_text(json.dumps({"_id": "1", "text": unicodedata.normalize("NFD", "café")}) + "\n")
+    assert read_queries(path) == {"1": "café"}
+
+
+def test_a_corpus_without_documents_is_named(tmp_path: Path):
+    from data.beir import read_corpus
+
+    (tmp_path / "corpus.jsonl").write_text("\n")
+    with pytest.raises(ValueError, match=r"corpus\.jsonl: no documents"):
+        read_corpus(tmp_path / "corpus.jsonl")
+
+
+def test_a_pair_with_a_blank_query_is_a_record_error(tmp_path: Path):
+    from data.io import read_records
+    from data.records import Pair
+
+    path = tmp_path / "pairs.jsonl"
+    path.write_text(json.dumps({"qid": "1", "query": "\u2060", "doc_id": "d", "text": "t"}) + "\n")
+    with pytest.raises(ValueError, match=r"pairs\.jsonl:1: query: .*blank query"):
+        list(read_records(path, Pair))

@@ -288,3 +288,78 @@ def test_outputs_get_the_ordinary_file_modes_not_tempfiles_private_ones(
     for path in out.rglob("*"):
         expected = (0o777 if path.is_dir() else 0o666) & ~_UMASK
         assert stat.S_IMODE(path.stat().st_mode) == expected, path
+
+
+@pytest.mark.parametrize("threshold", [5, 0, -1])
+def test_a_label_threshold_off_the_grade_scale_is_refused(threshold: int):
+    with pytest.raises(ValueError, match="label_threshold"):
+        BuildConfig(judgments=["j.jsonl"], label_threshold=threshold)
+
+
+def _write(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def _row(q: int, d: int, grade: int, **extra) -> dict:
+    return {
+        "qid": f"q{q}",
+        "query": f"query {q}",
+        "doc_id": f"d{d}",
+        "text": "t",
+        "grade": grade,
+    } | extra
+
+
+def test_a_held_out_split_without_relevant_pairs_is_refused(tmp_path: Path):
+    # One relevant pair in 20 queries: at least one held-out split has none.
+    rows = [_row(q, d, 3 if (q, d) == (0, 0) else 0) for q in range(20) for d in range(5)]
+    with pytest.raises(
+        ValueError, match=r"(validation|test)_size: the .* split .* no relevant pairs"
+    ):
+        build_dataset(
+            BuildConfig(
+                judgments=[str(_write(tmp_path / "j.jsonl", rows))], out=str(tmp_path / "ds")
+            )
+        )
+    assert not (tmp_path / "ds").exists()
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (
+            _row(1, 7, 0, query="another text"),
+            r"j\.jsonl:4: query: query id 'q1' has another text at .*j\.jsonl:2",
+        ),
+        (_row(1, 7, 0, text=" \u200b", title=""), r"j\.jsonl:4: text: an empty document"),
+    ],
+    ids=["one-id-two-texts", "empty-document"],
+)
+def test_inconsistent_judgments_are_named_by_file_and_line(tmp_path: Path, bad: dict, message: str):
+    rows = [_row(0, 0, 3), _row(1, 1, 0), _row(1, 2, 2), bad]
+    with pytest.raises(RecordError, match=message):
+        build_dataset(
+            BuildConfig(
+                judgments=[str(_write(tmp_path / "j.jsonl", rows))], out=str(tmp_path / "ds")
+            )
+        )
+
+
+def test_a_pair_judged_twice_keeps_its_last_judgment_as_the_judgments_labeler_does(tmp_path: Path):
+    from eval.labelers import Hit, JudgmentsLabeler
+
+    rows = [_row(q, d, 3 if d < 2 else 0) for q in range(30) for d in range(6)]
+    rows.append(_row(0, 5, 3))  # re-judged later: relevant after all
+    path = _write(tmp_path / "j.jsonl", rows)
+    manifest = build_dataset(
+        BuildConfig(judgments=[str(path)], out=str(tmp_path / "ds"), save_dataset=False)
+    )
+    assert manifest["cleaning"]["conflicting_duplicates"] == 1
+    built = {
+        (r.qid, r.doc_id): r.label
+        for name in ("train", "validation", "test")
+        for r in read_records(tmp_path / "ds" / f"{name}.jsonl", Judgment)
+    }
+    assert built[("q0", "d5")] == 1
+    assert JudgmentsLabeler(str(path)).label("q0", "query 0", [Hit("d5", "t")])[0].relevant

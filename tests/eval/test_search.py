@@ -324,6 +324,10 @@ def test_rest_eval_search_returns_metrics_hits_usage_and_debug(client):
         (request_body(query={"inputs": {"text": 5}}), ["body", "query", "inputs", "text"]),
         (request_body(query={"inputs": {"text": ""}}), ["body", "query", "inputs", "text"]),
         (
+            request_body(query={"inputs": {"text": " \u200b\ufeff "}}),
+            ["body", "query", "inputs", "text"],
+        ),
+        (
             request_body(hits=[{"id": "d1", "fields": {"title": "t", "text": "x" * 20001}}]),
             ["body", "hits", 0, "fields", "text"],
         ),
@@ -352,6 +356,7 @@ def test_rest_eval_search_returns_metrics_hits_usage_and_debug(client):
         "hits-wrong-type",
         "query-wrong-type",
         "empty-query",
+        "invisible-query",
         "oversize-text",
         "too-many-hits",
         "missing-field",

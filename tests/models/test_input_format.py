@@ -114,3 +114,18 @@ def test_a_local_base_model_folder_keeps_the_template_rule(tmp_path):
     folder = tmp_path / "org" / "Llama-3.2-1B"
     folder.mkdir(parents=True)
     assert use_chat_template("auto", str(folder)) is None
+
+
+def test_composed_and_decomposed_accents_are_one_input(chat_format, tiny_tokenizer):
+    import unicodedata
+
+    texts = ("café crème brûlée", "Ångström’s résumé")
+    composed = format_pairs(tiny_tokenizer, chat_format, [texts[0]], [texts[1]])
+    decomposed = format_pairs(
+        tiny_tokenizer,
+        chat_format,
+        [unicodedata.normalize("NFD", texts[0])],
+        [unicodedata.normalize("NFD", texts[1])],
+    )
+    assert unicodedata.normalize("NFD", texts[0]) != texts[0]
+    assert composed.input_ids == decomposed.input_ids
