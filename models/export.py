@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from data.cli import parse_config, run_main
+from data.cli import check_choices, choice, parse_config, run_main
 from data.io import check_replaceable, replace_folder
 from models.builder import GRADER_CONFIG_FILE, load_trained, read_grader_config
 from models.card import model_card, relevant_grade
@@ -77,10 +77,14 @@ class ExportConfig:
     sample_size: int = field(
         default=16, metadata={"help": "Pairs compared in the round-trip check."}
     )
-    tolerance: float = field(
-        default=1e-4, metadata={"help": "Max abs difference of P(relevant) allowed."}
+    tolerance: float | None = field(
+        default=None,
+        metadata={
+            "help": "Max abs difference of P(relevant) allowed (default: 1e-4 for float32, 5e-3 "
+            "for bfloat16/float16, whose rounding moves P by ~1e-3)."
+        },
     )
-    dtype: str = field(default="float32", metadata={"help": "Exported weights dtype."})
+    dtype: str = choice("float32", ("float32", "bfloat16", "float16"), "Exported weights dtype.")
     model_name: str | None = field(default=None, metadata={"help": "Name in the model card."})
     license: str | None = field(
         default=None,
@@ -89,6 +93,11 @@ class ExportConfig:
             "Llama 3.2 student, apache-2.0 for SmolLM2)."
         },
     )
+
+    def __post_init__(self) -> None:
+        check_choices(self)
+        if self.tolerance is None:
+            self.tolerance = 1e-4 if self.dtype == "float32" else 5e-3
 
 
 EXPORT_MARKER = "export_check.json"  # written last: a folder holding it is a finished export
@@ -211,6 +220,10 @@ def export(config: ExportConfig) -> dict[str, Any]:
         # a failure leaves the previous export in place.
         pairs = _sample_pairs(config)
         reference = Grader.from_pretrained(checkpoint, device="cpu", dtype=torch.float32)
+        if dtype != torch.float32:
+            # The export holds the weights rounded to dtype; both sides compute in float32 on the
+            # same rounded weights, so the check still measures the export, not the rounding.
+            reference.model.to(dtype).to(torch.float32)
         difference = check_round_trip(reference, staging, pairs, config.tolerance, out)
         report = {
             "out": str(out),

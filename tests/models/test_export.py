@@ -368,3 +368,18 @@ def test_an_edited_grader_folder_is_refused_not_half_loaded(
     copy = _edited_copy(exported, tmp_path, file, **changes)
     with pytest.raises(ValueError, match=rf"edited: the weights do not match .*({problem})"):
         Grader.from_pretrained(copy, dtype="float32", device="cpu")
+
+
+def test_a_bfloat16_export_passes_its_own_round_trip_check(lora_checkpoint: Path, tmp_path: Path):
+    import torch
+    from safetensors import safe_open
+
+    out = tmp_path / "bf16"
+    # The reference is the checkpoint with its weights rounded to bfloat16 too, and the tolerance
+    # is the 16-bit one: float32's 1e-4 failed every real bfloat16 export.
+    export(ExportConfig(checkpoint=str(lora_checkpoint / "out"), out=str(out), dtype="bfloat16"))
+    check = json.loads((out / "export_check.json").read_text())
+    assert check["tolerance"] == 5e-3 and check["max_abs_difference"] <= 1e-4
+    with safe_open(str(out / "model.safetensors"), "pt") as weights:
+        name = next(k for k in weights.keys() if "layers.0" in k)  # noqa: SIM118 - not a dict
+        assert weights.get_tensor(name).dtype == torch.bfloat16
