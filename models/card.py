@@ -7,6 +7,7 @@ local export folder.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from data.io import markdown_table
@@ -16,6 +17,22 @@ from models.resolve import LABEL_NAMES
 
 # Hub ids of the embedded defaults, for the card's ``base_model``.
 HUB_IDS = {"smollm2-135m": "HuggingFaceTB/SmolLM2-135M-Instruct"}
+
+
+def hub_base_model(base: str) -> str | None:
+    """The base model's hub id, or None for a local model a hub cannot link to (a path, or a
+    folder named like an embedded default)."""
+    import re
+
+    for candidate in (base, base.rstrip("/").rsplit("/", 1)[-1]):
+        if candidate in HUB_IDS:
+            return HUB_IDS[candidate]
+    looks_like_id = re.fullmatch(r"[\w.-]+/[\w.-]+", base) is not None
+    return (
+        base
+        if looks_like_id and not base.startswith((".", "/")) and not Path(base).exists()
+        else None
+    )
 
 
 def relevant_grade(description: dict[str, Any]) -> int:
@@ -80,10 +97,11 @@ def model_card(description: dict[str, Any], name: str, license_id: str | None = 
     fmt = description["input_format"]
     data = description.get("data", {})
     base = description.get("base_model", "")
-    hub_base = HUB_IDS.get(base, base)
+    hub_id = hub_base_model(base)
+    hub_base = hub_id or "a local base model"
     threshold = description["threshold"]
     temperature = description["calibration"].get("temperature", 1.0)
-    license_id = license_id or base_model_license(hub_base)
+    license_id = license_id or base_model_license(hub_id or base)
     graded_note = (
         "; the head predicts the grade itself (classes "
         + ", ".join(f"{i} {n}" for i, n in enumerate(description["label_names"]))
@@ -100,8 +118,7 @@ def model_card(description: dict[str, Any], name: str, license_id: str | None = 
 license: {license_id}
 library_name: transformers
 pipeline_tag: {family.pipeline_tag}
-base_model: {hub_base}
-tags:
+{f"base_model: {hub_id}" + chr(10) if hub_id else ""}tags:
 - relevance
 - reranking
 - retrieval-evaluation
@@ -125,7 +142,7 @@ Evaluated on held-out queries; the decision threshold ({threshold:.3f}) and the 
 ## Training data and teacher
 
 - training pairs: {data.get("train_pairs", "unknown")} (positive rate {data.get("train_positive_rate", float("nan")):.3f}),
-  validation pairs: {data.get("validation_pairs", "unknown")}; dataset: `{data.get("dataset", "")}`
+  validation pairs: {data.get("validation_pairs", "unknown")}; dataset: `{Path(data.get("dataset", "")).name}`
 - relevant means grade ≥ {relevant_grade(description)} on a 0–3 scale (TREC's convention){graded_note}
 - the teacher is recorded per judgment in the training data (`judge` field)
 

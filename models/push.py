@@ -10,6 +10,9 @@ files. Only exports that passed their round-trip check (``export_check.json``) a
 from __future__ import annotations
 
 import json
+import re
+import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +49,25 @@ def _is_network_error(exc: BaseException) -> bool:
     )
 
 
+def _with_card_for(folder: Path, repo_id: str) -> Path:
+    """A temporary view of the export (links to its files) whose model card names the model by
+    its hub id: the export's own card was written before the repo was known."""
+    from models.builder import read_grader_config
+    from models.card import model_card
+
+    staging = Path(tempfile.mkdtemp(prefix=".push-", dir=folder.parent))
+    for path in folder.iterdir():
+        if path.name != "README.md":
+            (staging / path.name).symlink_to(path.resolve(), target_is_directory=path.is_dir())
+    card = folder / "README.md"
+    chosen = re.search(r"^license: (\S+)$", card.read_text(encoding="utf-8"), re.M)
+    (staging / "README.md").write_text(
+        model_card(read_grader_config(folder), repo_id, chosen.group(1) if chosen else None),
+        encoding="utf-8",
+    )
+    return staging
+
+
 def read_export_check(folder: Path) -> dict[str, Any]:
     """The round-trip record of an export; a damaged one is named, never a KeyError."""
     path = folder / "export_check.json"
@@ -78,6 +100,7 @@ def push(config: PushConfig, api: Any = None) -> dict[str, Any]:
         if not token:
             raise ValueError("no hub token: set $HF_TOKEN or run `hf auth login`")
         api = HfApi(token=token)
+    staging = _with_card_for(folder, config.repo_id)
     try:
         url = api.create_repo(
             repo_id=config.repo_id, repo_type="model", private=config.private, exist_ok=True
@@ -88,7 +111,7 @@ def push(config: PushConfig, api: Any = None) -> dict[str, Any]:
             )
         commit = api.upload_folder(
             repo_id=config.repo_id,
-            folder_path=str(folder),
+            folder_path=str(staging),
             repo_type="model",
             revision=config.revision,
             commit_message=config.commit_message,
@@ -98,6 +121,8 @@ def push(config: PushConfig, api: Any = None) -> dict[str, Any]:
             raise
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ConnectionError(f"hub: pushing to {config.repo_id} failed: {reason}") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return {
         "repo": str(url),
         "commit": str(getattr(commit, "oid", commit)),

@@ -215,6 +215,12 @@ def test_push_uploads_exactly_the_export(exported: Path):
         "tokenizer.json",
     } <= set(api.uploaded)
     assert json.loads(api.uploaded["config.json"])["grader"]["threshold"] == 0.42
+    # The pushed card names the model by its hub id, never the local folder, and links no
+    # local path as its base model.
+    card = api.uploaded["README.md"].decode()
+    assert "# org/grader: a relevance grader" in card and 'path = "org/grader"' in card
+    assert f'"{exported.name}"' not in card and str(exported.parent) not in card
+    assert "base_model: /" not in card and "base_model: ." not in card
     assert result["commit"] == "abc123"
     push(
         PushConfig(export=str(exported), repo_id="org/grader"), api=api
@@ -383,3 +389,22 @@ def test_a_bfloat16_export_passes_its_own_round_trip_check(lora_checkpoint: Path
     with safe_open(str(out / "model.safetensors"), "pt") as weights:
         name = next(k for k in weights.keys() if "layers.0" in k)  # noqa: SIM118 - not a dict
         assert weights.get_tensor(name).dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize(
+    ("base", "expected"),
+    [
+        ("meta-llama/Llama-3.2-1B", "meta-llama/Llama-3.2-1B"),
+        ("smollm2-135m", "HuggingFaceTB/SmolLM2-135M-Instruct"),
+        (
+            "/root/.cache/relevance-grader/models/smollm2-135m",
+            "HuggingFaceTB/SmolLM2-135M-Instruct",
+        ),
+        ("/data/models/my-llama", None),
+        ("runs/models/llama", None),
+    ],
+)
+def test_the_card_links_only_a_hub_id_as_its_base_model(base: str, expected: str | None):
+    from models.card import hub_base_model
+
+    assert hub_base_model(base) == expected
