@@ -140,8 +140,46 @@ class StateCache:
             raise
 
 
-def state_cache_for(folder: str | None, model_name_or_path: str) -> StateCache | None:
-    """The on-disk state cache of ``--state_cache`` (None: states live in memory only)."""
+class StoredStates(Sequence[torch.Tensor]):
+    """States in a :class:`StateCache`, read from disk when indexed: host memory holds the batch
+    being trained on, not every position of every pair (at Llama-3.2-1B width, 8 KB per token
+    in float32, in every process of a DDP run)."""
+
+    def __init__(
+        self,
+        cache: StateCache,
+        input_ids: Sequence[Sequence[int]],
+        first_layer: int | str,
+        dtype: torch.dtype,
+    ) -> None:
+        self.cache, self.first_layer, self.dtype = cache, first_layer, dtype
+        self.input_ids = [list(ids) for ids in input_ids]
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return StoredStates(self.cache, self.input_ids[index], self.first_layer, self.dtype)
+        state = self.cache.get(self.input_ids[index], self.first_layer, self.dtype)
+        if state is None:
+            raise FileNotFoundError(
+                f"state cache {self.cache.folder}: the state of pair {index} is gone "
+                "(the folder was cleaned while training); run again to recompute it"
+            )
+        return state
+
+
+def state_cache_for(
+    folder: str | None, model_name_or_path: str, processes: int = 1
+) -> StateCache | None:
+    """The on-disk state cache of ``--state_cache`` (None: states live in memory only).
+
+    Several processes (DDP) share the machine-wide cache even when none is given: the main process
+    computes each state once, the others read it, and none holds them all in memory.
+    """
+    if folder is None and processes > 1:
+        folder = str(default_state_cache())
     return StateCache(folder, state_cache_key(model_name_or_path)) if folder else None
 
 
@@ -156,13 +194,14 @@ def compute_states(
     dtype: torch.dtype = torch.float32,
     cache: StateCache | None = None,
     full_sequences: bool = False,
-) -> list[torch.Tensor]:
+) -> Sequence[torch.Tensor]:
     """Per pair, the hidden states entering layer ``first_layer`` (float32, on the CPU).
 
     Full sequences (length, hidden) when layers above train or ``full_sequences`` is set (query
     likelihood reads every query position); otherwise, above the last layer (frozen mode, where
     nothing but the norm and head reads them), the last real token only (1, hidden). With
-    ``cache``, pairs computed before are read back and new ones are stored.
+    ``cache``, pairs computed before are read from it, new ones are stored in it, and the states
+    come back as :class:`StoredStates` (read from disk when indexed).
     """
     stack = decoder(model)
     device = next(model.parameters()).device
@@ -178,13 +217,7 @@ def compute_states(
     out: list[torch.Tensor] = [torch.empty(0)] * len(input_ids)
     todo = list(range(len(input_ids)))
     if cache is not None:
-        todo = []
-        for index, ids in enumerate(input_ids):
-            cached = cache.get(ids, key, dtype)
-            if cached is None:
-                todo.append(index)
-            else:
-                out[index] = cached
+        todo = [i for i, ids in enumerate(input_ids) if not cache.path(ids, key, dtype).exists()]
     lengths = [len(input_ids[i]) for i in todo]
     batches = [
         [todo[j] for j in batch]
@@ -200,17 +233,22 @@ def compute_states(
                 hidden = last_token(hidden, mask).unsqueeze(1)
             hidden = hidden.float().cpu()
             for row, index in enumerate(batch):
-                out[index] = hidden[row, : 1 if last_only else len(input_ids[index])].clone()
-                if cache is not None:
-                    cache.put(input_ids[index], key, dtype, out[index])
-    return out
+                state = hidden[row, : 1 if last_only else len(input_ids[index])].clone()
+                if cache is None:
+                    out[index] = state
+                else:
+                    cache.put(input_ids[index], key, dtype, state)
+    return out if cache is None else StoredStates(cache, input_ids, key, dtype)
 
 
 class CachedStates(torch.utils.data.Dataset):
     """Cached states with their labels and soft targets: the dataset ``Trainer`` sees."""
 
     def __init__(
-        self, states: list[torch.Tensor], labels: Sequence[int], soft_targets: Sequence[float]
+        self,
+        states: Sequence[torch.Tensor],
+        labels: Sequence[int],
+        soft_targets: Sequence[float],
     ) -> None:
         if not len(states) == len(labels) == len(soft_targets):
             raise ValueError("states, labels and soft targets differ in length")

@@ -82,6 +82,13 @@ class GraderTrainingArguments(TrainingArguments):
     report_to: None | str | list[str] = field(default="tensorboard")  # noqa: RUF036 - as in the parent
     train_sampling_strategy: str = field(default="group_by_length")
     remove_unused_columns: bool = field(default=False)
+    # Every mode's trainable parameters receive a gradient at every step (frozen ones do not
+    # require one), so DDP need not search the graph for unused ones (the parent's default
+    # searches, and warns each run that it found none).
+    ddp_find_unused_parameters: bool | None = field(
+        default=False,
+        metadata={"help": "true only for a custom model whose trainable parameters can go unused."},
+    )
     seed: int = field(default=42)
     early_stopping_patience: int | None = field(
         default=None, metadata={"help": "Stop after this many evaluations without improvement."}
@@ -109,6 +116,11 @@ class GraderTrainingArguments(TrainingArguments):
     )
 
     def __post_init__(self) -> None:
+        if not self.use_cpu and not accelerator_available():
+            # The GPU configs (bf16: true) run as they are on a machine without one; the parent
+            # would refuse bf16 there unless told use_cpu, and accelerate launch --cpu does not tell it.
+            logger.info("no GPU found: training on the CPU (use_cpu)")
+            self.use_cpu = True
         self.bf16, self.fp16 = supported_precision(self.bf16, self.fp16, self.use_cpu)
         self.resume_from_checkpoint = resume_target(self.resume_from_checkpoint)
         super().__post_init__()
@@ -131,6 +143,11 @@ def resume_target(value: str | bool | None) -> str | bool | None:
             "last checkpoint in output_dir)"
         )
     return value
+
+
+def accelerator_available() -> bool:
+    """A CUDA (or ROCm) GPU, or Apple's MPS, for training."""
+    return torch.cuda.is_available() or torch.backends.mps.is_available()
 
 
 def supported_precision(bf16: bool, fp16: bool, use_cpu: bool = False) -> tuple[bool, bool]:

@@ -13,12 +13,13 @@ Settings are :class:`ApiSettings`, arguments of :func:`create_app`; the environm
 their defaults: ``GRADER_MODEL`` (exported grader or checkpoint), ``GRADER_API_TOKEN`` (when set,
 requests need ``Authorization: Bearer TOKEN``), ``GRADER_MAX_HITS`` (100), ``GRADER_MAX_TEXT_CHARS``
 (20000 per field), ``GRADER_MAX_BODY_BYTES`` (4 MiB), ``GRADER_MAX_REQUEST_TOKENS`` (65536 grader
-input tokens per request), ``GRADER_MAX_QUEUED_PAIRS`` (1024), ``GRADER_BATCH_WAIT_MS`` (5),
+input tokens per request), ``GRADER_MAX_QUEUED_PAIRS`` (1024), ``GRADER_MAX_WAIT_S`` (30), ``GRADER_BATCH_WAIT_MS`` (5),
 ``GRADER_BATCH_PAIRS`` (256). The model loads once at start-up; concurrent requests are gathered
 into shared batches, and each request still succeeds or fails alone.
 
 Every request's work is bounded: bad requests get 422 with the path of the offending field, a body
-over the size limit 413, a request over the token budget 422, a full queue 503 with Retry-After,
+over the size limit 413 (chunked bodies too), a request over the token budget 422, a full queue or
+one that would keep it waiting over ``GRADER_MAX_WAIT_S`` 503 with Retry-After,
 and a request whose client went away is dropped before it is graded.
 """
 

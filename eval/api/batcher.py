@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import math
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -18,14 +20,20 @@ class _Job:
 
 
 class QueueFull(Exception):
-    """More pairs waiting than ``max_queued_pairs``: the client should retry later (503)."""
+    """More pairs waiting than ``max_queued_pairs``, or more grading time queued than
+    ``max_wait_s``: the client should retry after ``retry_after`` seconds (503)."""
+
+    def __init__(self, message: str, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class MicroBatcher:
     """Gathers concurrent requests for up to ``wait_ms`` and labels them in one batched call.
 
-    At most ``max_queued`` pairs wait or run at once (more: :class:`QueueFull`); a request whose
-    caller stopped waiting (its future cancelled) is dropped before it is graded.
+    At most ``max_queued`` pairs wait or run at once, and a request that would wait more than
+    ``max_wait_s`` at the measured grading rate is refused (both :class:`QueueFull`); a request
+    whose caller stopped waiting (its future cancelled) is dropped before it is graded.
     """
 
     def __init__(
@@ -34,11 +42,14 @@ class MicroBatcher:
         wait_ms: float = 5.0,
         max_pairs: int = 256,
         max_queued: int = 1024,
+        max_wait_s: float = 30.0,
     ) -> None:
         self.labeler = labeler
         self.wait = wait_ms / 1000
         self.max_pairs = max_pairs
         self.max_queued = max_queued
+        self.max_wait_s = max_wait_s
+        self.pairs_per_second: float | None = None  # measured on the batches graded so far
         self.pending = 0  # pairs queued or being labelled
         self.queue: asyncio.Queue[_Job] = asyncio.Queue()
         self.task: asyncio.Task | None = None
@@ -65,9 +76,24 @@ class MicroBatcher:
         """One tiny labelling call, so the first client does not pay the start-up cost."""
         await self._label_many([("warm-up", "warm up", [Hit("warm-up", "warm up")])])
 
+    def expected_wait(self, pairs: int) -> float | None:
+        """Seconds until ``pairs`` more would be graded, at the measured rate (None: unknown)."""
+        if not self.pairs_per_second:
+            return None
+        return (self.pending + pairs) / self.pairs_per_second
+
     async def label(self, query: str, hits: list[Hit]) -> list[HitLabel]:
+        wait = self.expected_wait(len(hits))
+        retry_after = max(1, math.ceil(wait or 1))
         if self.pending and self.pending + len(hits) > self.max_queued:
-            raise QueueFull(f"{self.pending} pairs are waiting; the limit is {self.max_queued}")
+            raise QueueFull(
+                f"{self.pending} pairs are waiting; the limit is {self.max_queued}", retry_after
+            )
+        if self.pending and wait is not None and wait > self.max_wait_s:
+            raise QueueFull(
+                f"about {wait:.0f} s of grading is queued; the limit is {self.max_wait_s:.0f} s",
+                retry_after,
+            )
         future = asyncio.get_running_loop().create_future()
         self.pending += len(hits)
         try:
@@ -102,7 +128,12 @@ class MicroBatcher:
                 continue
             requests = [(f"q{i}", job.query, job.hits) for i, job in enumerate(jobs)]
             try:
+                started = time.perf_counter()
                 results = await self._label_many(requests)
+                rate = sum(len(job.hits) for job in jobs) / max(time.perf_counter() - started, 1e-6)
+                # Smoothed over batches: one small or cold batch must not swing the estimate.
+                previous = self.pairs_per_second
+                self.pairs_per_second = rate if previous is None else 0.7 * previous + 0.3 * rate
                 self.batches += 1
                 for job, labels in zip(jobs, results, strict=True):
                     if not job.future.done():

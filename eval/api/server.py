@@ -29,6 +29,48 @@ def _printable(value: Any) -> Any:
     return value
 
 
+class BodyLimit:
+    """Refuses a request body over ``max_bytes`` with 413, whether its size is announced
+    (Content-Length) or not (chunked: counted as it arrives, never buffered past the limit).
+
+    A plain ASGI middleware: the ``@app.middleware("http")`` kind wraps the receive channel, and
+    behind it a route never sees its client disconnect, so abandoned requests were graded.
+    """
+
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    def _too_large(self, size: str) -> HTTPException:
+        return HTTPException(
+            status_code=413, detail=f"body of {size} bytes; the limit is {self.max_bytes}"
+        )
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length", b"").decode()
+        if length.isdigit() and int(length) > self.max_bytes:
+            response = JSONResponse(
+                status_code=413, content={"detail": self._too_large(length).detail}
+            )
+            await response(scope, receive, send)
+            return
+        received = 0
+
+        async def counted_receive() -> dict:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise self._too_large(f"more than {self.max_bytes}")
+            return message
+
+        await self.app(scope, counted_receive, send)
+
+
 def create_app(
     labeler: Labeler | None = None,
     token: str | None = None,
@@ -55,6 +97,7 @@ def create_app(
             wait_ms=settings.batch_wait_ms,
             max_pairs=settings.batch_pairs,
             max_queued=settings.max_queued_pairs,
+            max_wait_s=settings.max_wait_s,
         )
         await batcher.warm_up()
         batcher.start()
@@ -65,17 +108,7 @@ def create_app(
 
     app = FastAPI(title="relevance-grader", version="1", lifespan=lifespan)
 
-    @app.middleware("http")
-    async def limit_body(request: Request, call_next):
-        length = request.headers.get("content-length", "")
-        if length.isdigit() and int(length) > settings.max_body_bytes:
-            return JSONResponse(
-                status_code=413,
-                content={
-                    "detail": f"body of {length} bytes; the limit is {settings.max_body_bytes}"
-                },
-            )
-        return await call_next(request)
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -144,7 +177,7 @@ def create_app(
                     return JSONResponse(status_code=499, content={"detail": "client went away"})
         except QueueFull as exc:
             raise HTTPException(
-                status_code=503, detail=str(exc), headers={"Retry-After": "1"}
+                status_code=503, detail=str(exc), headers={"Retry-After": str(exc.retry_after)}
             ) from None
         labelled = time.perf_counter()
         k = body.eval.k or len(hits)

@@ -656,3 +656,46 @@ def test_the_module_level_app_is_built_once(monkeypatch):
 
     monkeypatch.setattr(eval.api, "_app", None)
     assert eval.api.app is eval.api.app
+
+
+def test_a_chunked_body_over_the_limit_is_cut_at_the_limit():
+    from fastapi.testclient import TestClient
+
+    from eval.api import ApiSettings, create_app
+
+    labeler = DictLabeler({})
+    app = create_app(
+        labeler=labeler, settings=ApiSettings(model=None, token=None, max_body_bytes=1000)
+    )
+    body = json.dumps(request_body(hits=[{"id": "d1", "text": "x" * 5000}])).encode()
+
+    def chunks():  # no Content-Length: the size is known only as it arrives
+        for start in range(0, len(body), 256):
+            yield body[start : start + 256]
+
+    with TestClient(app) as client:
+        response = client.post(
+            "/v1/eval/search", content=chunks(), headers={"content-type": "application/json"}
+        )
+    assert response.status_code == 413 and "limit is 1000" in response.json()["detail"]
+    assert labeler.calls == 1  # the start-up warm-up only
+
+
+def test_a_request_that_would_wait_too_long_is_shed_with_a_retry_after():
+    import asyncio
+
+    from eval.api import MicroBatcher, QueueFull
+
+    async def scenario():
+        batcher = MicroBatcher(DictLabeler({}), max_queued=10_000, max_wait_s=20)
+        batcher.pairs_per_second = 10.0  # as measured on earlier batches
+        batcher.pending = 250  # 25 s of grading queued
+        with pytest.raises(
+            QueueFull, match="about 26 s of grading is queued; the limit is 20 s"
+        ) as refused:
+            # Never started: a request let through would wait forever, so the wait is bounded.
+            await asyncio.wait_for(batcher.label("q", [Hit(str(i), "x") for i in range(10)]), 5)
+        return refused.value.retry_after, batcher.expected_wait(0)
+
+    retry_after, queued = asyncio.run(scenario())
+    assert retry_after == 26 and queued == pytest.approx(25.0)

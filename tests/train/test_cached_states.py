@@ -205,6 +205,40 @@ def test_state_cache_reads_back_what_it_stored_and_computes_only_new_pairs(
     assert len(list((tmp_path / "states").glob("*.pt"))) == 3
 
 
+def test_states_with_a_cache_are_read_from_disk_when_indexed(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch
+):
+    """With a state cache the states are not all held in host memory (8 KB per token at
+    Llama-3.2-1B width, in every DDP process): each is read back when the trainer asks for it,
+    equal to the state computed in memory."""
+    import train.cached_states as cached_states
+    from train.cached_states import StateCache, StoredStates, state_cache_for
+
+    model, tokenizer = build_grader(
+        GraderModelConfig(model_name_or_path=str(tiny_model_dir), mode="full", max_length=256)
+    )
+    fmt = GraderInputFormat.from_tokenizer(tokenizer, max_length=256)
+    ids = format_pairs(tokenizer, fmt, ["q one", "q two", "q three"], ["a", "bb", "c c"]).input_ids
+    in_memory = compute_states(model, ids, 1)
+    cache = StateCache(tmp_path / "states", "tiny")
+    stored = compute_states(model, ids, 1, cache=cache)
+    assert isinstance(stored, StoredStates) and len(stored) == 3
+    reads = []
+    real_get = cache.get
+    monkeypatch.setattr(cache, "get", lambda *a: reads.append(1) or real_get(*a))
+    assert torch.equal(stored[2], in_memory[2]) and len(reads) == 1
+    tail = stored[1:]
+    assert len(tail) == 2 and torch.equal(tail[0], in_memory[1])
+    for path in (tmp_path / "states").glob("*.pt"):
+        path.unlink()
+    with pytest.raises(FileNotFoundError, match="state of pair 0 is gone"):
+        stored[0]
+    # DDP processes share the machine-wide cache when none is given; one process keeps memory.
+    monkeypatch.setattr(cached_states, "default_state_cache", lambda: tmp_path / "shared")
+    assert state_cache_for(None, str(tiny_model_dir)) is None
+    assert state_cache_for(None, str(tiny_model_dir), processes=2).folder == tmp_path / "shared"
+
+
 def test_the_head_can_train_at_its_own_learning_rate(
     tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
 ):

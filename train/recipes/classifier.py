@@ -74,17 +74,19 @@ def cached_state_datasets(
     first = split_index(model, model_config.trained_layers)
     dtype = resolve_state_dtype(args.state_dtype, args.device)
     model.to(args.device).eval()
-    cache = state_cache_for(args.state_cache, model_config.model_name_or_path)
+    cache = state_cache_for(args.state_cache, model_config.model_name_or_path, args.world_size)
 
     def states(ds: Dataset) -> CachedStates:
-        hidden = compute_states(
-            model,
-            ds["input_ids"],
-            first,
-            batch_size=args.per_device_eval_batch_size,
-            dtype=dtype,
-            cache=cache,
-        )
+        # Under DDP the main process computes and stores the states, then the others read them.
+        with args.main_process_first(desc="cached states"):
+            hidden = compute_states(
+                model,
+                ds["input_ids"],
+                first,
+                batch_size=args.per_device_eval_batch_size,
+                dtype=dtype,
+                cache=cache,
+            )
         return CachedStates(hidden, ds["labels"], ds["soft_targets"])
 
     train_states = states(train_ds)

@@ -220,16 +220,20 @@ class QueryLikelihoodRecipe(TrainingRecipe):
             tokenize(raw, job.tokenizer, job.fmt) if raw is not None else None
             for raw in (job.train_raw, job.eval_raw)
         ]
-        train_states, eval_states = query_likelihood_datasets(
-            model,
-            job.tokenizer,
-            job.fmt,
-            first,
-            splits,
-            batch_size=args.per_device_eval_batch_size,
-            dtype=resolve_state_dtype(args.state_dtype, args.device),
-            cache=state_cache_for(args.state_cache, model_config.model_name_or_path),
-        )
+        # Under DDP the main process computes and stores the states, then the others read them.
+        with args.main_process_first(desc="cached states"):
+            train_states, eval_states = query_likelihood_datasets(
+                model,
+                job.tokenizer,
+                job.fmt,
+                first,
+                splits,
+                batch_size=args.per_device_eval_batch_size,
+                dtype=resolve_state_dtype(args.state_dtype, args.device),
+                cache=state_cache_for(
+                    args.state_cache, model_config.model_name_or_path, args.world_size
+                ),
+            )
         assert train_states is not None
         top = QueryLikelihoodTop(model, first).eval()
         top.set_scale_and_bias(*initial_scale_and_bias(top, train_states, class_weights))
