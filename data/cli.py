@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import shlex
 import sys
 import types
@@ -223,6 +224,11 @@ def run_main(
     )
     for noisy in ("httpx", "httpx2", "httpcore", "openai", "bm25s"):  # a line per request otherwise
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    from data.parallel import is_main_process
+
+    if not is_main_process():  # under a distributed launch the main process reports, once
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the life of the process
+        logging.getLogger().setLevel(logging.WARNING)
     try:
         main(args)
     except RecordError as exc:

@@ -19,6 +19,8 @@ from typing import IO, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from data.parallel import is_main_process
+
 RecordT = TypeVar("RecordT", bound=BaseModel)
 
 
@@ -177,7 +179,15 @@ def make_shareable(path: str | os.PathLike[str] | int, directory: bool = False) 
 
 @contextlib.contextmanager
 def atomic_writer(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[Any]]:
-    """``with atomic_writer(path) as f:`` writes to a temporary file renamed over ``path`` on success."""
+    """``with atomic_writer(path) as f:`` writes to a temporary file renamed over ``path`` on success.
+
+    In the other processes of a distributed launch the writes are discarded: the main process
+    writes every output once (``data.parallel``).
+    """
+    if not is_main_process():
+        with open(os.devnull, mode, encoding=None if "b" in mode else "utf-8") as handle:
+            yield handle
+        return
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
@@ -256,6 +266,10 @@ def replace_folder(target: str | os.PathLike[str]) -> Iterator[Path]:
     so readers see the old folder or the new one, never a mix; on failure it is removed and
     ``out`` is left as it was.
     """
+    if not is_main_process():  # the main process writes the folder (data.parallel)
+        with tempfile.TemporaryDirectory(prefix="discarded-") as scratch:
+            yield Path(scratch)
+        return
     target = Path(target)
     if target.is_symlink():  # replace what the link points at; the link stays a link
         target = target.resolve()
@@ -290,7 +304,10 @@ class JsonlAppender:
 
     def __init__(self, path: str | os.PathLike[str], *, fsync: bool = False) -> None:
         self.path = Path(path)
-        self.fsync = fsync
+        self.fsync = fsync and is_main_process()
+        if not is_main_process():  # one writer per file: the main process (data.parallel)
+            self._handle = open(os.devnull, "a", encoding="utf-8")  # noqa: SIM115
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
         _drop_partial_last_line(self.path)
         self._handle = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed in close()

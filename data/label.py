@@ -38,7 +38,7 @@ from tqdm.auto import tqdm
 from data.beir import Collection, read_trec_run
 from data.cli import bounded, parse_config, run_main
 from data.io import JsonlAppender, read_records, refuse_overlap, write_json, write_jsonl
-from data.judges.backends import JudgeConfig, make_backend
+from data.judges.backends import BATCH_BACKENDS, JudgeConfig, make_backend
 from data.judges.prompts import load_prompt
 from data.records import Judgment, Pair
 
@@ -70,6 +70,12 @@ class LabelConfig:
     retry_errors: bool = field(
         default=True, metadata={"help": "Re-judge pairs whose cached judgment is an error."}
     )
+
+
+def batch_record_path(out: Path) -> Path:
+    """Where ``--batch true`` records its batches (and, in the folder of the same name, their
+    request and result files): beside the output, so a re-run finds them."""
+    return out.with_suffix(".batches.json")
 
 
 def load_pairs(config: LabelConfig) -> list[Pair]:
@@ -130,6 +136,11 @@ def label(label_config: LabelConfig, judge_config: JudgeConfig) -> dict[str, Any
         out,
         [("cache", cache_path), ("pairs", label_config.pairs), ("run", label_config.run)],
     )
+    if judge_config.batch and judge_config.backend not in BATCH_BACKENDS:
+        raise ValueError(
+            f"batch: the {judge_config.backend} backend has no batch mode (it runs on "
+            f"{', '.join(BATCH_BACKENDS)})"
+        )
     prompt = load_prompt(judge_config.prompt)
     pairs = load_pairs(label_config)
     settings = judge_config.sampling_settings(prompt)
@@ -156,8 +167,19 @@ def label(label_config: LabelConfig, judge_config: JudgeConfig) -> dict[str, Any
 
     start = time.perf_counter()
     failed = 0
+    batches: dict[str, Any] | None = None
     if todo:
-        backend = make_backend(judge_config, prompt)
+        judge = None
+        if judge_config.batch:
+            from data.judges.batch import BatchJudge
+
+            judge = BatchJudge.for_config(
+                judge_config,
+                prompt,
+                batch_record_path(out),
+                sync_backend=lambda: make_backend(judge_config, prompt),
+            )
+        backend = judge.backend if judge else make_backend(judge_config, prompt)
         bar = tqdm(
             total=len(todo), desc=f"judging ({judge_config.backend})", unit="pair", file=sys.stderr
         )
@@ -175,7 +197,10 @@ def label(label_config: LabelConfig, judge_config: JudgeConfig) -> dict[str, Any
                 bar.set_postfix(failed=failed, refresh=False)
 
             try:
-                backend.run(todo, on_result)
+                if judge is not None:
+                    batches = judge.run(todo, list(todo_index), on_result, known=set(keys))
+                else:
+                    backend.run(todo, on_result)
             finally:
                 bar.close()
                 backend.close()
@@ -191,6 +216,20 @@ def label(label_config: LabelConfig, judge_config: JudgeConfig) -> dict[str, Any
     write_jsonl(out, judgments)
     input_tokens = sum(j.get("usage", {}).get("input_tokens", 0) for j in judgments)
     output_tokens = sum(j.get("usage", {}).get("output_tokens", 0) for j in judgments)
+    cost = 0.0
+    for j in judgments:
+        usage = j.get("usage", {})
+        # Judgments from a Batch API are billed at its price (about half); retries made
+        # synchronously at the full price.
+        factor = (
+            judge_config.batch_price_factor
+            if j.get("judge", {}).get("backend", "").endswith("-batch")
+            else 1.0
+        )
+        cost += factor * (
+            usage.get("input_tokens", 0) / 1e6 * judge_config.price_input_per_mtok
+            + usage.get("output_tokens", 0) / 1e6 * judge_config.price_output_per_mtok
+        )
     summary = {
         "pairs": len(pairs),
         "judged_now": len(todo),
@@ -199,11 +238,7 @@ def label(label_config: LabelConfig, judge_config: JudgeConfig) -> dict[str, Any
         "relevant": sum(1 for j in judgments if j.get("label") == 1),
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
-        "estimated_cost": round(
-            input_tokens / 1e6 * judge_config.price_input_per_mtok
-            + output_tokens / 1e6 * judge_config.price_output_per_mtok,
-            6,
-        ),
+        "estimated_cost": round(cost, 6),
         "seconds": round(elapsed, 2),
         "pairs_per_second": round(len(todo) / elapsed, 2) if todo and elapsed > 0 else None,
         "judge": {
@@ -213,6 +248,7 @@ def label(label_config: LabelConfig, judge_config: JudgeConfig) -> dict[str, Any
         },
         "out": str(out),
         "cache": str(cache_path),
+        "batches": batches,
         "config": {"label": asdict(label_config), "judge": asdict(judge_config)},
     }
     write_json(out.with_suffix(".summary.json"), summary)

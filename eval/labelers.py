@@ -29,6 +29,7 @@ from typing import Any
 
 from data.beir import graded_qrels, read_qrels
 from data.io import JsonlAppender, iter_json_lines, read_records, sha256_path
+from data.parallel import broadcast_from_main
 from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, Pair, label_from_grade
 
 
@@ -439,7 +440,9 @@ class CachedLabeler(Labeler):
             (qid, query, [h for h, k in zip(hits, ks, strict=True) if k not in self.cache])
             for (qid, query, hits), ks in zip(requests, keys, strict=True)
         ]
-        missing = [m for m in missing if m[2]]
+        # Under a distributed launch every process grades the main process's list, so all take
+        # part in the same shared batches even if one read the cache while another wrote it.
+        missing = broadcast_from_main([m for m in missing if m[2]])
         # Labelled and written a group at a time: a killed run keeps what it finished.
         for group in _groups(missing, self.group_pairs):
             fresh = self.inner.label_many(group)

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from data.parallel import is_main_process, local_device_index, map_shards, process_count
 from models.builder import load_trained, read_grader_config
 from models.families import CLASSIFIER, ZERO_SHOT, ScoringFamily, family_of_description
 from models.families.base import PairBatch
@@ -36,14 +37,23 @@ from models.input_format import (
     use_chat_template,
 )
 from models.resolve import inference_dtype, load_model
-from models.scoring import apply_temperature, decided_grades, relevant_probability
+from models.scoring import (
+    apply_temperature,
+    decided_grades,
+    length_sorted_batches,
+    prefix_groups,
+    relevant_probability,
+)
 
 
 def resolve_device_and_dtype(
     device: str | None, dtype: torch.dtype | str | None
 ) -> tuple[str, torch.dtype]:
     """The device (CUDA when present) and dtype (``auto``/None: bf16 where fast) a grader runs in."""
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device is None and torch.cuda.is_available():
+        # One GPU per process under a distributed launch (data-parallel grading).
+        device = f"cuda:{local_device_index()}" if process_count() > 1 else "cuda"
+    device = device or "cpu"
     if isinstance(dtype, str) and dtype != "auto":
         return device, getattr(torch, dtype)
     if dtype is None or dtype == "auto":
@@ -190,7 +200,34 @@ class Grader:
         if not len(input_ids):
             return np.zeros((0, 2), dtype=np.float32)
         batch = PairBatch(input_ids, prefix_lengths, show_progress)
+        if process_count() > 1:
+            return self._class_probabilities_in_shares(batch)
         return self.family.class_probabilities(self, batch)
+
+    def _class_probabilities_in_shares(self, batch: PairBatch) -> np.ndarray:
+        """Under a distributed launch, each process grades a share of the pairs and all receive
+        every row in input order. The shares are whole batches of the one-process plan (or whole
+        query groups with ``prefix_cache``), and a share keeps their order, so each process forms
+        exactly the batches one process would: the probabilities are the same, not merely close
+        (but for the query-likelihood family's query priors, batched apart, in the last bits)."""
+        lengths = [len(ids) for ids in batch.input_ids]
+        # Only the classifier reads shared prefixes (models.families.classifier).
+        shared_prefixes = self.prefix_cache and self.family.name == "classifier"
+        if shared_prefixes and batch.prefix_lengths is not None:
+            units = [members for _, members in prefix_groups(batch.input_ids, batch.prefix_lengths)]
+        else:
+            units = list(length_sorted_batches(lengths, self.batch_size, self.max_batch_tokens))
+
+        def grade(rows: list[int]) -> list[np.ndarray]:
+            share = PairBatch(
+                [batch.input_ids[i] for i in rows],
+                None if batch.prefix_lengths is None else [batch.prefix_lengths[i] for i in rows],
+                batch.show_progress and is_main_process(),
+            )
+            return list(self.family.class_probabilities(self, share))
+
+        rows = map_shards(units, [sum(lengths[i] for i in unit) for unit in units], grade)
+        return np.stack(rows)
 
     def grades_and_scores_of_ids(
         self, input_ids: Sequence[list[int]], prefix_lengths: Sequence[int] | None = None

@@ -83,9 +83,10 @@ def openai_client(
     headers: dict[str, str] | None = None,
     azure_endpoint: str | None = None,
     azure_api_version: str | None = None,
+    asynchronous: bool = True,
 ) -> Any:
-    """An async OpenAI (or, with ``azure_endpoint``, Azure OpenAI) client; the SDK retries 429,
-    5xx, connection errors and timeouts with backoff and honours Retry-After."""
+    """An OpenAI (or, with ``azure_endpoint``, Azure OpenAI) client, async unless told otherwise;
+    the SDK retries 429, 5xx, connection errors and timeouts with backoff and honours Retry-After."""
     import openai
 
     options: dict[str, Any] = {
@@ -95,10 +96,10 @@ def openai_client(
         "default_headers": headers or None,
     }
     if azure_endpoint:
-        return openai.AsyncAzureOpenAI(
-            azure_endpoint=azure_endpoint, api_version=azure_api_version, **options
-        )
-    return openai.AsyncOpenAI(base_url=settings.base_url, **options)
+        azure = openai.AsyncAzureOpenAI if asynchronous else openai.AzureOpenAI
+        return azure(azure_endpoint=azure_endpoint, api_version=azure_api_version, **options)
+    client = openai.AsyncOpenAI if asynchronous else openai.OpenAI
+    return client(base_url=settings.base_url, **options)
 
 
 def local_chat_model(settings: ServingSettings, model: str) -> tuple[Any, Any, str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import sys
 
 # No hub at test time, ever (set before transformers is imported anywhere).
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -22,6 +23,18 @@ from models.assets import TINY_TOKENIZER
 
 REPO = Path(__file__).resolve().parents[1]
 COLLECTIONS = REPO / "data" / "collections"
+# The multi-GPU launch as a user runs it, with two processes; without a GPU, DDP runs on gloo.
+TWO_PROCESS_LAUNCH = [
+    sys.executable,
+    "-m",
+    "accelerate.commands.launch",
+    "--config_file",
+    str(REPO / "train/configs/accelerate/ddp.yaml"),
+    "--num_processes",
+    "2",
+    "--mixed_precision",
+    "no",
+]
 
 
 @pytest.fixture(scope="session")

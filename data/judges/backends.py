@@ -43,6 +43,7 @@ from models.llm_client import (
 
 logger = logging.getLogger(__name__)
 BACKENDS = ("openai", "azure", "hf", "vllm", "qrels")
+BATCH_BACKENDS = ("openai", "azure", "vllm")  # --batch: the Batch API, or vLLM's run_batch
 # OpenAI's reasoning models reject temperature and max_tokens (o1, o3, o3-mini, o4-mini, gpt-5...).
 REASONING_MODEL = re.compile(r"^(o\d|gpt-5)")
 OnResult = Callable[[Judgment], None]
@@ -124,6 +125,30 @@ class JudgeConfig(ServingSettings):
     )
     unjudged: str = field(
         default="error", metadata={"help": "Pairs missing from the qrels: error or zero."}
+    )
+    # Batch API
+    batch: bool = field(
+        default=False,
+        metadata={
+            "help": "openai / azure: send the pairs through the provider's Batch API (about half "
+            "the price; results within the completion window); vllm: vLLM's offline run_batch. "
+            "Submitted batches are recorded beside --out and polled again by a re-run."
+        },
+    )
+    batch_completion_window: str = field(default="24h", metadata={"help": "Batch API window."})
+    batch_max_requests: int = bounded(50000, 1, help="Requests per batch (the provider's limit).")
+    batch_max_bytes: int = bounded(
+        200_000_000, 1, help="Bytes per batch request file (the provider's limit)."
+    )
+    batch_poll_seconds: float = bounded(30.0, 0, help="Seconds between polls of a batch.")
+    batch_retry: str = choice(
+        "batch",
+        ("batch", "sync", "none"),
+        "Pairs whose reply is not an answer (or whose request failed): asked again in a later "
+        "batch (up to parse_retries times), synchronously, or left as error records.",
+    )
+    batch_price_factor: float = bounded(
+        0.5, 0, help="Batch price as a share of the synchronous price, for the cost estimate."
     )
     # Cost
     price_input_per_mtok: float = field(
@@ -326,6 +351,65 @@ def answer_probability(prompt: Prompt, logprobs: Mapping[str, float]) -> float |
     return prompt.relevant_share(mass)
 
 
+def chat_request_body(
+    config: JudgeConfig, prompt: Prompt, max_output_tokens: int, messages: list[dict[str, str]]
+) -> dict[str, Any]:
+    """The chat-completions request for one pair: the synchronous calls and the batch lines alike
+    (o-series rules, log-probabilities for direct prompts, structured output for JSON prompts)."""
+    request: dict[str, Any] = {"model": config.model, "messages": messages}
+    if config.is_reasoning:
+        # Reasoning tokens count against max_completion_tokens: room for them and the answer.
+        request["max_completion_tokens"] = max_output_tokens + config.reasoning_tokens
+        if config.reasoning_effort:
+            request["reasoning_effort"] = config.reasoning_effort
+    else:
+        request["temperature"] = config.temperature
+        request[config.token_limit_field] = max_output_tokens
+        if config.logprobs and prompt.direct_answer:
+            request["logprobs"] = True
+            request["top_logprobs"] = 5
+    if prompt.json_schema and config.response_format == "json_schema":
+        request["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {
+                "name": prompt.name.replace("-", "_"),
+                "schema": prompt.json_schema,
+                "strict": True,
+            },
+        }
+    elif prompt.json_schema and config.response_format == "json_object":
+        request["response_format"] = {"type": "json_object"}
+    return request
+
+
+def verdict_from_response(prompt: Prompt, response: Any) -> tuple[Verdict | None, str, Usage]:
+    """(verdict, problem, usage) of one chat completion: the verdict with P(relevant) from the
+    answer token's log-probabilities where given, or None and why (malformed, cut off, not an
+    answer)."""
+    usage = Usage()
+    if getattr(response, "usage", None):
+        usage = Usage(
+            input_tokens=response.usage.prompt_tokens or 0,
+            output_tokens=response.usage.completion_tokens or 0,
+        )
+    try:
+        text, finished = first_choice(response)
+    except MalformedResponse as exc:
+        return None, str(exc), usage
+    if not finished and not prompt.direct_answer:
+        # Text inside an unfinished analysis is not a verdict; a direct answer comes first, so a
+        # cut-off direct reply still holds it.
+        return None, "reply cut off at the token limit (finish_reason=length)", usage
+    try:
+        verdict = parse_reply(prompt, text)
+    except ParseError as exc:
+        return None, str(exc), usage
+    p_relevant = answer_probability(prompt, first_token_logprobs(response))
+    if p_relevant is not None:
+        verdict = dataclasses.replace(verdict, p_relevant=p_relevant)
+    return verdict, "", usage
+
+
 class OpenAIBackend(Backend):
     """Chat completions against any OpenAI-compatible endpoint (or Azure OpenAI)."""
 
@@ -361,33 +445,8 @@ class OpenAIBackend(Backend):
         )
 
     def _request(self, pair: Pair) -> dict[str, Any]:
-        request: dict[str, Any] = {
-            "model": self.config.model,
-            "messages": self.prompt.messages(pair.query, self.document(pair)),
-        }
-        if self.config.is_reasoning:
-            # Reasoning tokens count against max_completion_tokens: room for them and the answer.
-            request["max_completion_tokens"] = self.max_output_tokens + self.config.reasoning_tokens
-            if self.config.reasoning_effort:
-                request["reasoning_effort"] = self.config.reasoning_effort
-        else:
-            request["temperature"] = self.config.temperature
-            request[self.config.token_limit_field] = self.max_output_tokens
-            if self.config.logprobs and self.prompt.direct_answer:
-                request["logprobs"] = True
-                request["top_logprobs"] = 5
-        if self.prompt.json_schema and self.config.response_format == "json_schema":
-            request["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {
-                    "name": self.prompt.name.replace("-", "_"),
-                    "schema": self.prompt.json_schema,
-                    "strict": True,
-                },
-            }
-        elif self.prompt.json_schema and self.config.response_format == "json_object":
-            request["response_format"] = {"type": "json_object"}
-        return request
+        messages = self.prompt.messages(pair.query, self.document(pair))
+        return chat_request_body(self.config, self.prompt, self.max_output_tokens, messages)
 
     async def _judge(self, pair: Pair, semaphore: asyncio.Semaphore) -> Judgment:
         usage = Usage()
@@ -398,7 +457,7 @@ class OpenAIBackend(Backend):
                 for _attempt in range(self.config.parse_retries + 1):
                     try:
                         response = await self.client.chat.completions.create(**self._request(pair))
-                        choice, finished = first_choice(response)
+                        first_choice(response)  # a malformed body fails this pair alone
                     except self.openai.APIError as exc:
                         # The SDK already retried what is retryable; this pair failed.
                         status = getattr(exc, "status_code", None)
@@ -415,22 +474,11 @@ class OpenAIBackend(Backend):
                             else f"malformed response body: invalid JSON ({exc})"
                         )
                         return self.judgment(pair, None, usage, error=f"request failed: {detail}")
-                    if response.usage:
-                        usage.input_tokens += response.usage.prompt_tokens or 0
-                        usage.output_tokens += response.usage.completion_tokens or 0
-                    if not finished and not self.prompt.direct_answer:
-                        # Text inside an unfinished analysis is not a verdict; a direct answer
-                        # comes first, so a cut-off direct reply still holds it.
-                        problem = "reply cut off at the token limit (finish_reason=length)"
+                    verdict, problem, used = verdict_from_response(self.prompt, response)
+                    usage.input_tokens += used.input_tokens
+                    usage.output_tokens += used.output_tokens
+                    if verdict is None:
                         continue
-                    try:
-                        verdict = parse_reply(self.prompt, choice)
-                    except ParseError as exc:
-                        problem = str(exc)
-                        continue
-                    p_relevant = answer_probability(self.prompt, first_token_logprobs(response))
-                    if p_relevant is not None:
-                        verdict = dataclasses.replace(verdict, p_relevant=p_relevant)
                     verdicts.append(verdict)
                     break
                 else:

@@ -699,3 +699,44 @@ def test_a_request_that_would_wait_too_long_is_shed_with_a_retry_after():
 
     retry_after, queued = asyncio.run(scenario())
     assert retry_after == 26 and queued == pytest.approx(25.0)
+
+
+def test_a_caller_who_gives_up_is_not_graded_behind_the_real_middleware_stack():
+    """Through uvicorn and the body-limit middleware: a request whose client disconnects while
+    it waits behind another is dropped before grading (the old middleware hid the disconnect, so
+    abandoned requests were graded and made the next caller wait)."""
+    import threading
+
+    import httpx
+
+    from eval.api import ApiSettings, create_app
+    from eval.bench.api_load import Server
+
+    release = threading.Event()
+
+    class BlockingLabeler(DictLabeler):
+        def label(self, qid, query, hits):
+            if query != "warm up":
+                release.wait(10)  # the first request holds the grader
+            return super().label(qid, query, hits)
+
+    labeler = BlockingLabeler({"d1": 3})
+    app = create_app(labeler=labeler, settings=ApiSettings(model=None, token=None))
+    with Server(app=app) as server:
+        url = f"{server.url}/v1/eval/search"
+        holder = threading.Thread(
+            target=lambda: httpx.post(url, json=request_body(), timeout=30), daemon=True
+        )
+        holder.start()
+        time.sleep(0.5)
+        with pytest.raises(httpx.TimeoutException):  # gives up while queued behind the first
+            httpx.post(url, json=request_body(query={"inputs": {"text": "other"}}), timeout=0.7)
+        time.sleep(0.6)  # the server notices the disconnect within its 0.25 s polls
+        release.set()
+        holder.join(10)
+        batcher = server.app.state.batcher
+        deadline = time.time() + 5
+        while batcher.dropped == 0 and time.time() < deadline:
+            time.sleep(0.05)
+    assert batcher.dropped == 1
+    assert labeler.calls == 2  # the warm-up and the first request; the abandoned one never

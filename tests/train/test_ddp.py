@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from models.families import MODES
+from tests.conftest import TWO_PROCESS_LAUNCH
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -20,15 +20,7 @@ def test_every_mode_trains_under_ddp_on_two_cpu_processes_without_use_cpu(
     mode's parameters all receive gradients (so DDP runs without find_unused_parameters and does
     not warn about it), and both ranks finish."""
     command = [
-        sys.executable,
-        "-m",
-        "accelerate.commands.launch",
-        "--config_file",
-        str(REPO / "train/configs/accelerate/ddp.yaml"),
-        "--num_processes",
-        "2",
-        "--mixed_precision",
-        "no",
+        *TWO_PROCESS_LAUNCH,
         str(REPO / "tests/train/ddp_modes.py"),
         str(tiny_model_dir),
         str(tiny_dataset),
