@@ -239,6 +239,11 @@ class Backend:
         limit = self.config.max_document_chars
         return text[:limit] if limit and len(text) > limit else text
 
+    def chat_request(self, pair: Pair) -> dict[str, Any]:
+        """The chat-completions request for ``pair`` (a synchronous call's body, a batch line's)."""
+        messages = self.prompt.messages(pair.query, self.document(pair))
+        return chat_request_body(self.config, self.prompt, self.max_output_tokens, messages)
+
     def judgment(
         self,
         pair: Pair,
@@ -444,10 +449,6 @@ class OpenAIBackend(Backend):
             azure_api_version=self.config.azure_api_version,
         )
 
-    def _request(self, pair: Pair) -> dict[str, Any]:
-        messages = self.prompt.messages(pair.query, self.document(pair))
-        return chat_request_body(self.config, self.prompt, self.max_output_tokens, messages)
-
     async def _judge(self, pair: Pair, semaphore: asyncio.Semaphore) -> Judgment:
         usage = Usage()
         verdicts: list[Verdict] = []
@@ -456,7 +457,9 @@ class OpenAIBackend(Backend):
                 problem = ""
                 for _attempt in range(self.config.parse_retries + 1):
                     try:
-                        response = await self.client.chat.completions.create(**self._request(pair))
+                        response = await self.client.chat.completions.create(
+                            **self.chat_request(pair)
+                        )
                         first_choice(response)  # a malformed body fails this pair alone
                     except self.openai.APIError as exc:
                         # The SDK already retried what is retryable; this pair failed.

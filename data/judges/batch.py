@@ -199,7 +199,6 @@ class _LocalBatch:
     status: str = "completed"
     error_file_id: str | None = None
     errors: Any = None
-    request_counts: Any = None
 
 
 def _message(exc: Any) -> str:
@@ -274,20 +273,12 @@ class BatchJudge:
         return f"{key}:{sample}"
 
     def request_line(self, pair: Pair, key: str, sample: int) -> str:
-        from data.judges.backends import chat_request_body
-
-        body = chat_request_body(
-            self.config,
-            self.prompt,
-            self.backend.max_output_tokens,
-            self.prompt.messages(pair.query, self.backend.document(pair)),
-        )
         return json.dumps(
             {
                 "custom_id": self.custom_id(key, sample),
                 "method": "POST",
                 "url": self.provider.url,
-                "body": body,
+                "body": self.backend.chat_request(pair),
             },
             ensure_ascii=False,
         )
@@ -490,12 +481,7 @@ class BatchJudge:
         rounds = 0
         while True:
             self.wait()
-            outcomes = self.read_results(pairs_by_key, known)
-            in_flight = {
-                json.loads(line)["custom_id"]
-                for record in self.state.in_flight()
-                for line in Path(record.requests_file).read_text(encoding="utf-8").splitlines()
-            }
+            outcomes = self.read_results(pairs_by_key, known)  # nothing is in flight now
             to_ask: list[str] = []
             given_up: list[str] = []
             for key, pair in pairs_by_key.items():
@@ -513,8 +499,7 @@ class BatchJudge:
                     given_up.append(key)
                     continue
                 for sample in range(self.samples):
-                    custom_id = self.custom_id(key, sample)
-                    if sample not in outcome.replies and custom_id not in in_flight:
+                    if sample not in outcome.replies:
                         to_ask.append(self.request_line(pair, key, sample))
             if to_ask:
                 rounds += 1

@@ -257,5 +257,5 @@ def test_the_batch_request_is_the_backends_request(tmp_path: Path):
         judge = batch_module.BatchJudge(backend, config, prompt, tmp_path / "b.json")
         pair = Pair(qid="q", query="what", doc_id="d", text="text")
         line = json.loads(judge.request_line(pair, "k", 0))
-    assert line["body"] == backend._request(pair)
+    assert line["body"] == backend.chat_request(pair)
     assert "temperature" not in line["body"] and line["body"]["reasoning_effort"] == "low"

@@ -13,22 +13,20 @@ import sys
 from pathlib import Path
 
 from models.builder import GraderModelConfig
-from train.train import DataConfig, GraderTrainingArguments, LossConfig, train
+from tests.train.conftest import args_for
+from train.train import DataConfig, LossConfig, train
 
 
 def main(model: str, dataset: str, out: str, modes: list[str]) -> None:
     for mode in modes:
-        args = GraderTrainingArguments(
-            output_dir=str(Path(out) / mode),
-            report_to="none",
+        # use_cpu left false, as the GPU configs have it: the machine's lack of a GPU decides.
+        args = args_for(
+            Path(out) / mode,
+            use_cpu=False,
             learning_rate=1e-3,
             max_steps=3,
             per_device_train_batch_size=4,
-            logging_steps=1,
             eval_strategy="no",
-            save_strategy="no",
-            load_best_model_at_end=False,
-            disable_tqdm=True,
         )
         metrics = train(
             GraderModelConfig(model_name_or_path=model, mode=mode, max_length=256, lora_r=4),
