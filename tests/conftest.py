@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from models.assets import TINY_TOKENIZER
+from tests.browser import browser  # noqa: F401  (the page tests' fixture)
 
 REPO = Path(__file__).resolve().parents[1]
 COLLECTIONS = REPO / "data" / "collections"
