@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "search": ("eval.search", "retrieval metrics of runs under a labeler, paired tests"),
     "rerank": ("eval.rerank", "rerank a run's top-k by the grader"),
     "ranking-agreement": ("eval.ranking_agreement", "Kendall's tau between system rankings"),
+    "report": ("eval.report", "one HTML page of an eval.search or main-job folder"),
     "ppi": ("eval.ppi", "draw the queries to have judged (PPI++ estimates in search)"),
     "recalibrate": ("eval.recalibrate", "refit an export's threshold on your judged queries"),
     "serve": ("eval.api", "the eval_search REST API"),

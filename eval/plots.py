@@ -7,6 +7,25 @@ from pathlib import Path
 import numpy as np
 
 
+def reliability_bins(
+    probabilities: np.ndarray, labels: np.ndarray, bins: int = 15
+) -> tuple[list[float], list[float], list[int]]:
+    """Equal-width bins of P(relevant) (empty ones left out): each bin's mean probability, its
+    fraction of relevant pairs and its number of pairs (the reliability diagram's points)."""
+    probabilities = np.asarray(probabilities, dtype=np.float64)
+    labels = np.asarray(labels, dtype=np.float64)
+    edges = np.linspace(0, 1, bins + 1)
+    index = np.clip(np.digitize(probabilities, edges[1:-1], right=True), 0, bins - 1)
+    centers, accuracy, counts = [], [], []
+    for b in range(bins):
+        mask = index == b
+        if mask.any():
+            centers.append(float(probabilities[mask].mean()))
+            accuracy.append(float(labels[mask].mean()))
+            counts.append(int(mask.sum()))
+    return centers, accuracy, counts
+
+
 def write_plots(
     probabilities: np.ndarray,
     labels: np.ndarray,
@@ -55,14 +74,7 @@ def write_plots(
     save(fig, "confusion_matrix")
 
     edges = np.linspace(0, 1, bins + 1)
-    index = np.clip(np.digitize(probabilities, edges[1:-1], right=True), 0, bins - 1)
-    centers, accuracy, counts = [], [], []
-    for b in range(bins):
-        mask = index == b
-        if mask.any():
-            centers.append(probabilities[mask].mean())
-            accuracy.append(labels[mask].mean())
-            counts.append(mask.sum())
+    centers, accuracy, _ = reliability_bins(probabilities, labels, bins)
     fig, ax = plt.subplots(figsize=(5, 4))
     ax.plot([0, 1], [0, 1], linestyle=":", color="grey", label="perfect calibration")
     ax.plot(centers, accuracy, marker="o", label="grader")

@@ -38,6 +38,7 @@ from data.beir import (
 )
 from data.cli import bounded, check_choices, choice, parse_config, run_main
 from data.io import markdown_table, write_json
+from data.provenance import write_provenance
 from eval.labelers import Hit, HitLabel, Labeler, QrelsLabeler, make_labeler
 
 logger = logging.getLogger(__name__)
@@ -219,12 +220,16 @@ class SearchEvalConfig:
         0.05, 0, 1, help="1 - confidence level of the intervals.", open_low=True, open_high=True
     )
     interval: str = choice("t", ("t", "normal"), "Interval: Student's t (n - 1 df) or normal.")
+    report: bool = field(
+        default=True,
+        metadata={"help": "Also write OUT/report.html, the evaluation as one page (eval.report)."},
+    )
 
     def __post_init__(self) -> None:
         check_choices(self)  # YAML values too, before any labelling is paid for
 
 
-def _load_texts(config: SearchEvalConfig) -> tuple[dict, dict[str, str]]:
+def load_texts(config: SearchEvalConfig) -> tuple[dict, dict[str, str]]:
     path = Path(config.corpus)
     if path.is_dir():
         collection = Collection.load(path)
@@ -240,7 +245,7 @@ def label_runs(
     config: SearchEvalConfig, labeler: Labeler, runs: dict[str, Run]
 ) -> dict[str, dict[str, Any]]:
     """Per-run, per-query labels and metrics; every (query, doc) is labelled once across runs."""
-    corpus, queries = _load_texts(config)
+    corpus, queries = load_texts(config)
     results: dict[str, dict[str, Any]] = {}
     for name, run in runs.items():
         per_query: dict[str, Any] = {}
@@ -562,8 +567,13 @@ def main(args: Sequence[str] | None = None) -> None:
             f"{report['ppi'].get('judged_pairs', 0)} sampled hits ({report['ppi']['estimator']}):\n"
         )
         print(ppi_table(report["ppi"]), end="")
+    write_provenance(out, "eval.search", config, None if args is None else list(args))
     print(f"wrote {out}/metrics.json, per_query.json, inferred_qrels.txt (TREC format)")
     logger.debug(json.dumps(summary))
+    if config.report:
+        from eval.report.page import write_report
+
+        print(f"wrote {write_report(out)}")
 
 
 if __name__ == "__main__":

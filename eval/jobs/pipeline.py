@@ -555,6 +555,9 @@ class Pipeline:
         write_json(self.path("summary.json"), summary)
         with atomic_writer(self.path("report.md")) as handle:
             handle.write(report_markdown(summary))
+        from eval.report.page import write_report
+
+        write_report(self.root)  # report.html: the run as one page
         return summary
 
     def summarise(self, seconds: float) -> dict[str, Any]:

@@ -76,6 +76,7 @@ def test_main_job_end_to_end_reduced(
     run = tmp_path / "run"
     expected = [
         "report.md",
+        "report.html",
         "summary.json",
         "eval/grader/metrics.json",
         "eval/grader/human_roc_curve.png",

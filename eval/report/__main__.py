@@ -1,0 +1,90 @@
+"""``python -m eval.report --input FOLDER``: the HTML report of an evaluation (see eval.report).
+
+python -m eval.report --input runs/search/cmp                  # writes runs/search/cmp/report.html
+python -m eval.report --input runs/main --screenshot docs/report.png
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from data.cli import bounded, parse_config, run_main
+from eval.report.build import ReportOptions
+from eval.report.page import screenshot, write_report
+
+
+@dataclass
+class ReportConfig:
+    input: str = field(
+        default="", metadata={"help": "An eval.search output folder or a main-job run folder."}
+    )
+    out: str | None = field(default=None, metadata={"help": "Default: INPUT/report.html."})
+    corpus: str | None = field(
+        default=None,
+        metadata={"help": "BEIR folder or corpus.jsonl of the documents (default: as evaluated)."},
+    )
+    queries: str | None = field(default=None, metadata={"help": "queries.jsonl (with --corpus)."})
+    human: str | None = field(
+        default=None,
+        metadata={
+            "help": "Human qrels shown beside the labels (default: those the evaluation used)."
+        },
+    )
+    agreement: str | None = field(
+        default=None,
+        metadata={"help": "An eval.ranking_agreement agreement.json (the main job's is found)."},
+    )
+    max_p: float = bounded(
+        0.01, 0, 1, help="Significance marks: the paired test's p below this.", open_low=True
+    )
+    max_queries: int = bounded(1000, 0, help="Queries whose hits and documents are embedded.")
+    text_chars: int = bounded(600, 1, help="Characters of each document shown.")
+    screenshot: str | None = field(
+        default=None,
+        metadata={"help": "Also write a PNG of the page drawn by headless Chromium (docs)."},
+    )
+    screenshot_size: list[int] = field(
+        default_factory=lambda: [1280, 1600], metadata={"help": "Width and height in pixels."}
+    )
+    screenshot_at: str = field(
+        default="",
+        metadata={
+            "help": "What the screenshot shows: the top of the page (empty), a whole section "
+            "(headline, queries, agreement, ranking, held-out, provenance) or query=QID (its hits)."
+        },
+    )
+
+    def __post_init__(self) -> None:
+        if len(self.screenshot_size) != 2 or min(self.screenshot_size) < 100:
+            raise ValueError(
+                f"screenshot_size: expected a width and a height >= 100, got {self.screenshot_size}"
+            )
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    (config,) = parse_config([ReportConfig], args)
+    if not config.input:
+        raise ValueError("input: give --input FOLDER (an eval.search output or a main-job run)")
+    if not Path(config.input).is_dir():
+        raise FileNotFoundError(f"input: {config.input} is not a folder")
+    options = ReportOptions(
+        corpus=config.corpus,
+        queries=config.queries,
+        human=config.human,
+        agreement=config.agreement,
+        max_p=config.max_p,
+        max_queries=config.max_queries,
+        text_chars=config.text_chars,
+    )
+    page = write_report(config.input, config.out, options)
+    print(f"wrote {page} ({page.stat().st_size / 1e6:.2f} MB)")
+    if config.screenshot:
+        width, height = config.screenshot_size
+        shot = screenshot(page, config.screenshot, width, height, config.screenshot_at)
+        print(f"wrote {shot}")
+
+
+if __name__ == "__main__":
+    run_main(main)

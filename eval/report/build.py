@@ -1,0 +1,359 @@
+"""The report's data, built from an evaluation folder in plain Python (no browser, no plotting):
+:func:`build_report` returns a :class:`~eval.report.model.Report` whose ``to_dict()`` the page
+embeds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from eval.report.inputs import HumanLabels, Inputs, read_human_pairs, read_human_qrels, read_inputs
+from eval.report.model import (
+    Cell,
+    Difference,
+    Document,
+    Headline,
+    HitRow,
+    Interval,
+    QueryRow,
+    Report,
+)
+from eval.report.sections import held_out, label_agreement, provenance, ranking
+
+# The order a reader expects; metrics the file has beyond these follow in its own order.
+METRIC_ORDER = ("ndcg@{k}", "map", "mrr", "precision@{k}", "recall@{k}", "hit@{k}")
+PAIR_METRIC = "relevant share"  # eval.search --human_pairs: PPI++ over sampled hits
+
+
+@dataclass
+class ReportOptions:
+    corpus: str | None = None  # where the documents are (default: as eval.search read them)
+    queries: str | None = None
+    human: str | None = None  # human qrels shown beside the labels (default: eval.search's)
+    agreement: str | None = None  # an eval.ranking_agreement agreement.json
+    max_p: float = 0.01  # significance marks: ranx's paired test at this level
+    max_queries: int = 1000  # queries whose hits (and documents) the page embeds
+    text_chars: int = 600  # characters of each document shown
+
+
+def metric_names(mean: dict[str, dict[str, float]], k: int) -> list[str]:
+    present = list(next(iter(mean.values())))
+    ordered = [name.format(k=k) for name in METRIC_ORDER if name.format(k=k) in present]
+    return ordered + [name for name in present if name not in ordered]
+
+
+def comparison_key(metric: str, k: int) -> str:
+    """eval.search's comparison tables name graded NDCG as ranx does."""
+    return f"ndcg_burges@{k}" if metric == f"ndcg@{k}" else metric
+
+
+def _p_value(comparison: dict[str, Any], metric: str, k: int, run: str, other: str) -> float | None:
+    table = comparison.get(comparison_key(metric, k))
+    if not isinstance(table, dict):
+        return None
+    value = table.get(run, {}).get("comparisons", {}).get(other, {}).get(comparison_key(metric, k))
+    return None if value is None else float(value)
+
+
+def _labeler_difference(
+    per_query: dict[str, Any] | None, mean: dict[str, dict[str, float]], a: str, b: str, metric: str
+) -> float:
+    """Mean over the queries both runs have of ``a`` − ``b`` (the run means' difference when the
+    per-query values are missing)."""
+    if per_query and a in per_query and b in per_query:
+        pairs = [
+            per_query[a][q]["metrics"][metric] - per_query[b][q]["metrics"][metric]
+            for q in per_query[a]
+            if q in per_query[b]
+            and metric in per_query[a][q].get("metrics", {})
+            and metric in per_query[b][q].get("metrics", {})
+        ]
+        if pairs:
+            return sum(pairs) / len(pairs)
+    return mean[a][metric] - mean[b][metric]
+
+
+def _cells(inputs: Inputs, runs: list[str], metrics: list[str], max_p: float) -> dict:
+    report, k = inputs.metrics, int(inputs.metrics["k"])
+    ppi = report.get("ppi") or {}
+    truth = (inputs.summary or {}).get("human_all_queries") or {}
+    cells: dict[str, dict[str, Cell]] = {}
+    for run in runs:
+        cells[run] = {}
+        for metric in metrics:
+            entry = (ppi.get("runs", {}).get(run) or {}).get(metric) or (
+                ppi.get("pairs", {}).get(run) or {}
+            ).get(metric)
+            mean = report["mean"][run].get(metric)
+            # The run's mean as metrics.json's "mean" has it (the PPI record's is the same mean
+            # summed in another order); the share of relevant hits is only in the PPI record.
+            cell = Cell(labeler_mean=float(mean if mean is not None else entry["labeler_mean"]))
+            if entry:
+                cell.ppi = Interval.from_entry(entry["ppi"])
+                cell.human_only = Interval.from_entry(entry["human_only"])
+                cell.lam = entry["ppi"].get("lam")
+                cell.worth = entry.get("effective_human_queries")
+            if metric in truth.get(run, {}):
+                cell.human_all = float(truth[run][metric])
+            for other in runs:
+                p = _p_value(report.get("comparison", {}), metric, k, run, other)
+                if other == run or p is None:
+                    continue
+                cell.p_values[other] = p
+                if p < max_p and report["mean"][run][metric] > report["mean"][other][metric]:
+                    cell.beats.append(other)
+            cells[run][metric] = cell
+    return cells
+
+
+def _differences(inputs: Inputs, runs: list[str], metrics: list[str]) -> list[Difference]:
+    report, k = inputs.metrics, int(inputs.metrics["k"])
+    first, *others = runs
+    found = (report.get("ppi") or {}).get("differences", {})
+    out = []
+    for other in others:
+        entries = found.get(f"{other} - {first}", {})
+        for metric in metrics:
+            if metric not in report["mean"][first]:
+                continue
+            entry = entries.get(metric)
+            out.append(
+                Difference(
+                    compared=other,
+                    baseline=first,
+                    metric=metric,
+                    labeler=float(entry["labeler_mean"])
+                    if entry
+                    else _labeler_difference(
+                        inputs.per_query, report["mean"], other, first, metric
+                    ),
+                    ppi=Interval.from_entry(entry["ppi"]) if entry else None,
+                    human_only=Interval.from_entry(entry["human_only"]) if entry else None,
+                    p_value=_p_value(report.get("comparison", {}), metric, k, other, first),
+                )
+            )
+    return out
+
+
+def _notice(ppi: dict[str, Any] | None, labeler: str) -> str:
+    if not ppi:
+        return (
+            f"No human judgments: these are the labeler's ({labeler}) means over all queries. "
+            "They are biased by whatever the labeler gets wrong, and they carry no interval: "
+            "nothing here measures how far they are from what people would say. Give eval.search "
+            "--human with the judgments of a random sample of queries (python -m eval.ppi draws "
+            "them) for PPI++ estimates with confidence intervals."
+        )
+    confidence = f"{ppi['confidence']:.0%}"
+    judged = ppi.get("judged_queries", 0)
+    pairs = ppi.get("judged_pairs", 0)
+    sample = f"{judged} human-judged queries" + (f" and {pairs} judged hits" if pairs else "")
+    return (
+        f"Estimates with {confidence} intervals from {sample} ({ppi['estimator']}): the labeler "
+        "labels every query and the human judgments correct its bias. Beside each estimate: the "
+        "labeler's own mean (biased) and the interval from the human judgments alone."
+    )
+
+
+def build_headline(inputs: Inputs, max_p: float = 0.01) -> Headline:
+    report, k = inputs.metrics, int(inputs.metrics["k"])
+    runs = list(report["mean"])
+    metrics = metric_names(report["mean"], k)
+    ppi = report.get("ppi")
+    if ppi and ppi.get("pairs"):
+        metrics.append(PAIR_METRIC)
+    table = next(iter(report.get("comparison", {}).values()), None)
+    return Headline(
+        runs=runs,
+        metrics=metrics,
+        primary=f"ndcg@{k}" if f"ndcg@{k}" in metrics else metrics[0],
+        cells=_cells(inputs, runs, metrics, max_p),
+        differences=_differences(inputs, runs, metrics),
+        intervals=bool(ppi),
+        notice=_notice(ppi, report.get("labeler", "labeler")),
+        judged_queries=int((ppi or {}).get("judged_queries", 0)),
+        judged_pairs=int((ppi or {}).get("judged_pairs", 0)),
+        confidence=(ppi or {}).get("confidence"),
+        estimator=(ppi or {}).get("estimator"),
+        stat_test=table.get("stat_test") if isinstance(table, dict) else None,
+        max_p=max_p,
+    )
+
+
+def read_human(inputs: Inputs, options: ReportOptions, notes: list[str]) -> HumanLabels | None:
+    config = inputs.search_config
+    human = options.human or (config.human if config else None)
+    pairs = None if options.human else (config.human_pairs if config else None)
+    found = {
+        flag: inputs.resolve(path) for flag, path in (("human", human), ("human_pairs", pairs))
+    }
+    for flag, path in (("human", human), ("human_pairs", pairs)):
+        if path and found[flag] is None:
+            notes.append(f"The human judgments ({flag}: {path}) are not found here: give --human.")
+    if not found["human"] and not found["human_pairs"]:
+        return None
+    return HumanLabels(
+        source=", ".join(str(path) for path in found.values() if path),
+        qrels_path=found["human"],
+        qrels=read_human_qrels(found["human"]) if found["human"] else {},
+        pairs=read_human_pairs(found["human_pairs"]) if found["human_pairs"] else {},
+    )
+
+
+def human_per_query(
+    per_query: dict[str, Any], human: HumanLabels | None, k: int, notes: list[str]
+) -> dict[str, dict[str, dict[str, float]]]:
+    """run -> qid -> metric under the human qrels, for the judged queries (eval.search's
+    ``human_metrics`` on each run's top k as per_query.json lists it)."""
+    from eval.search import human_metrics
+
+    if human is None or not human.qrels:
+        return {}
+    runs = {
+        run: {
+            qid: {h["id"]: float(len(r["hits"]) - i) for i, h in enumerate(r["hits"])}
+            for qid, r in results.items()
+        }
+        for run, results in per_query.items()
+    }
+    try:
+        per_metric = human_metrics(str(human.qrels_path), runs, k)
+    except ValueError as exc:
+        notes.append(f"Per-query values under the human judgments are not shown: {exc}")
+        return {}
+    return {
+        run: {
+            qid: {metric: values[qid] for metric, values in metrics.items() if qid in values}
+            for qid in next(iter(metrics.values()), {})
+        }
+        for run, metrics in per_metric.items()
+    }
+
+
+def load_texts(
+    inputs: Inputs, options: ReportOptions, notes: list[str]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """The corpus and the queries eval.search read (or the options' own); empty with a note when
+    they cannot be found."""
+    from dataclasses import replace
+
+    from eval.search import SearchEvalConfig, load_texts
+
+    config = inputs.search_config or SearchEvalConfig()
+    corpus = options.corpus or config.corpus
+    queries = options.queries or config.queries
+    found = inputs.resolve(corpus)
+    if found is None:
+        notes.append(
+            f"Document texts are not shown: the corpus ({corpus or 'not recorded'}) is not found "
+            "here; give --corpus."
+        )
+        return {}, {}
+    query_path = inputs.resolve(queries) if queries else None
+    located = replace(config, corpus=str(found), queries=str(query_path) if query_path else None)
+    return load_texts(located)
+
+
+def _hit_rows(qid: str, hits: list[dict[str, Any]], human: HumanLabels | None) -> list[HitRow]:
+    rows = []
+    for hit in hits:
+        grade, relevant = human.of(qid, hit["id"]) if human else (None, None)
+        rows.append(
+            HitRow(
+                doc_id=hit["id"],
+                relevant=bool(hit["relevant"]),
+                score=hit.get("score"),
+                grade=hit.get("grade"),
+                justification=hit.get("justification"),
+                human_grade=grade,
+                human_relevant=relevant,
+                disagrees=None if relevant is None else relevant != bool(hit["relevant"]),
+            )
+        )
+    return rows
+
+
+def _embedded_order(rows: list[QueryRow], runs: list[str], primary: str) -> list[QueryRow]:
+    """Which queries keep their hits when not all fit: judged ones first, then those where the
+    first two runs differ most."""
+
+    def gap(row: QueryRow) -> float:
+        values = [row.labeler.get(run, {}).get(primary) for run in runs[:2]]
+        return abs(values[1] - values[0]) if len(values) == 2 and None not in values else 0.0
+
+    return sorted(rows, key=lambda row: (not row.judged, -gap(row), row.qid))
+
+
+def build_queries(
+    inputs: Inputs, options: ReportOptions, headline: Headline, notes: list[str]
+) -> tuple[list[QueryRow], dict[str, Document], HumanLabels | None]:
+    per_query = inputs.per_query
+    if not per_query:
+        notes.append("Per-query values are not shown: per_query.json is missing.")
+        return [], {}, None
+    k = int(inputs.metrics["k"])
+    corpus, queries = load_texts(inputs, options, notes)
+    human = read_human(inputs, options, notes)
+    under_people = human_per_query(per_query, human, k, notes)
+    judged = human.judged_queries() if human else set()
+    rows: dict[str, QueryRow] = {}
+    for run, results in per_query.items():
+        for qid, result in results.items():
+            row = rows.setdefault(qid, QueryRow(qid, queries.get(qid), qid in judged, {}))
+            row.labeler[run] = dict(result.get("metrics", {}))
+            if qid in under_people.get(run, {}):
+                row.human = row.human or {}
+                row.human[run] = under_people[run][qid]
+    ordered = sorted(rows.values(), key=lambda row: row.qid)
+    documents: dict[str, Document] = {}
+    for row in _embedded_order(ordered, headline.runs, headline.primary)[: options.max_queries]:
+        row.hits = {
+            run: _hit_rows(row.qid, results[row.qid]["hits"], human)
+            for run, results in per_query.items()
+            if row.qid in results
+        }
+        verdicts = {h.doc_id: h.disagrees for hits in row.hits.values() for h in hits}
+        row.judged_hits = sum(v is not None for v in verdicts.values())
+        row.disagreements = sum(bool(v) for v in verdicts.values())
+        for hits in row.hits.values():
+            for hit in hits:
+                if hit.doc_id in corpus and hit.doc_id not in documents:
+                    documents[hit.doc_id] = _document(corpus[hit.doc_id], options.text_chars)
+    if len(ordered) > options.max_queries:
+        notes.append(
+            f"Hits are embedded for {options.max_queries} of {len(ordered)} queries (judged ones "
+            "first, then those where the first two runs differ most); raise --max_queries for more."
+        )
+    return ordered, documents, human
+
+
+def _document(document: Any, chars: int) -> Document:
+    text = document.text
+    return Document(title=document.title or "", text=text[:chars], truncated=len(text) > chars)
+
+
+def _title(inputs: Inputs) -> str:
+    name = inputs.root.resolve().name
+    return f"Main job {name}" if inputs.kind == "main job" else f"Evaluation {name}"
+
+
+def build_report(folder: str | Path, options: ReportOptions | None = None) -> Report:
+    """Everything the page shows, from an eval.search output folder or a main-job run folder."""
+    options = options or ReportOptions()
+    inputs = read_inputs(folder)
+    notes: list[str] = []
+    headline = build_headline(inputs, options.max_p)
+    queries, documents, human = build_queries(inputs, options, headline, notes)
+    return Report(
+        title=_title(inputs),
+        kind=inputs.kind,
+        headline=headline,
+        queries=queries,
+        documents=documents,
+        provenance=provenance(inputs),
+        agreement=label_agreement(inputs.per_query, human),
+        ranking=ranking(inputs, headline, options.agreement),
+        held_out=held_out(inputs),
+        notes=notes,
+    )

@@ -1,0 +1,175 @@
+"""The report's plots as inline SVG (matplotlib; text stays text, nothing is fetched)."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from eval.report.model import Headline, LabelAgreement, Report
+
+LABELER, HUMAN, PPI, TRUTH = "#7f7f7f", "#e07b00", "#1f5fbf", "#111111"
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update(
+        {
+            "svg.fonttype": "none",  # text as <text>: small, selectable, the page's own font
+            "svg.hashsalt": "relevance-grader-report",  # the same ids on every build
+            "font.family": "sans-serif",
+            "font.size": 9,
+            "axes.spines.top": False,
+            "axes.spines.right": False,
+        }
+    )
+    return plt
+
+
+def _svg(fig: Any) -> str:
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", bbox_inches="tight", metadata={"Date": None})
+    _pyplot().close(fig)
+    text = buffer.getvalue()
+    return text[text.index("<svg") :]  # inline: no XML prologue or doctype
+
+
+def estimates_figure(headline: Headline) -> str:
+    """Per metric, each run's labeler mean and, with human judgments, the human-only and PPI++
+    intervals side by side (and the value under every human judgment where the job knows it)."""
+    plt = _pyplot()
+    metrics, runs = headline.metrics, headline.runs
+    fig, axes = plt.subplots(
+        1,
+        len(metrics),
+        figsize=(2.3 * len(metrics) + 1.2, 0.55 * len(runs) + 1.3),
+        sharey=True,
+        squeeze=False,
+    )
+    offsets = {"labeler": 0.22, "human": 0.0, "ppi": -0.22}
+    for ax, metric in zip(axes[0], metrics, strict=True):
+        for y, run in enumerate(reversed(runs)):
+            cell = headline.cells[run][metric]
+            ax.plot(cell.labeler_mean, y + offsets["labeler"], "D", color=LABELER, ms=4)
+            for key, interval, color in (
+                ("human", cell.human_only, HUMAN),
+                ("ppi", cell.ppi, PPI),
+            ):
+                if interval is not None:
+                    ax.errorbar(
+                        interval.estimate,
+                        y + offsets[key],
+                        xerr=[
+                            [interval.estimate - interval.low],
+                            [interval.high - interval.estimate],
+                        ],
+                        fmt="o",
+                        color=color,
+                        ms=4,
+                        capsize=3,
+                        lw=1.4,
+                    )
+            if cell.human_all is not None:
+                ax.plot(cell.human_all, y, "|", color=TRUTH, ms=14, mew=1.6)
+        ax.set_title(metric)
+        ax.set_xlim(-0.02, 1.02)
+        ax.grid(axis="x", color="#dddddd", lw=0.6)
+        ax.set_yticks(range(len(runs)), list(reversed(runs)))
+        ax.tick_params(axis="y", length=0)
+    fig.legend(
+        handles=_legend(plt, headline),
+        loc="lower center",
+        ncol=4,
+        frameon=False,
+        bbox_to_anchor=(0.5, -0.02 - 0.04 * (len(runs) < 3)),
+    )
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    return _svg(fig)
+
+
+def _legend(plt: Any, headline: Headline) -> list[Any]:
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], marker="D", ls="", color=LABELER, label="labeler mean (no interval)")]
+    if headline.intervals:
+        confidence = f"{headline.confidence:.0%}" if headline.confidence else ""
+        handles += [
+            Line2D([], [], marker="o", color=HUMAN, label=f"human only ({confidence})"),
+            Line2D([], [], marker="o", color=PPI, label=f"PPI++ ({confidence})"),
+        ]
+    if any(c.human_all is not None for cells in headline.cells.values() for c in cells.values()):
+        handles.append(
+            Line2D(
+                [], [], marker="|", ls="", ms=12, color=TRUTH, label="under every human judgment"
+            )
+        )
+    return handles
+
+
+def reliability_figure(agreement: LabelAgreement) -> str:
+    """The labeler's score against the share of those hits people judged relevant."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(3.8, 3.4))
+    bins = agreement.reliability or []
+    ax.plot([0, 1], [0, 1], ls=":", color="#999999", label="calibrated")
+    ax.plot(
+        [b.mean_score for b in bins],
+        [b.fraction_relevant for b in bins],
+        "-o",
+        color=PPI,
+        ms=3,
+        label="labeler",
+    )
+    for b in bins:
+        ax.annotate(
+            str(b.pairs),
+            (b.mean_score, b.fraction_relevant),
+            fontsize=7,
+            textcoords="offset points",
+            xytext=(3, -9),
+            color="#555555",
+        )
+    ax.set_xlabel("labeler score (bin mean)")
+    ax.set_ylabel("judged relevant by people")
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.legend(frameon=False, loc="upper left")
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def scores_by_grade_figure(agreement: LabelAgreement) -> str:
+    """The labeler's scores of the hits of each human grade (box and points)."""
+    import numpy as np
+
+    plt = _pyplot()
+    groups = agreement.scores_by_grade or {}
+    fig, ax = plt.subplots(figsize=(3.8, 3.4))
+    names = list(groups)
+    ax.boxplot([groups[n] for n in names], widths=0.5, showfliers=False, medianprops={"color": PPI})
+    rng = np.random.default_rng(0)  # the same jitter on every build
+    for i, name in enumerate(names, start=1):
+        values = groups[name]
+        ax.plot(
+            i + rng.uniform(-0.15, 0.15, len(values)), values, ".", color=LABELER, ms=3, alpha=0.6
+        )
+    ax.set_xticks(range(1, len(names) + 1), [f"{n}\n({len(groups[n])})" for n in names])
+    ax.set_xlabel("human grade (hits)")
+    ax.set_ylabel("labeler score")
+    ax.set_ylim(-0.02, 1.02)
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def report_figures(report: Report) -> dict[str, str]:
+    """Every plot the page shows, by the name its container carries."""
+    figures = {"estimates": estimates_figure(report.headline)}
+    agreement = report.agreement
+    if agreement is not None and agreement.reliability:
+        figures["reliability"] = reliability_figure(agreement)
+    if agreement is not None and agreement.scores_by_grade:
+        figures["scores_by_grade"] = scores_by_grade_figure(agreement)
+    return figures

@@ -1,0 +1,182 @@
+"""Reading an evaluation folder for the report: an ``eval.search`` output folder or a main-job run
+folder. Only ``metrics.json`` is required; every other file adds its section when it exists, so a
+folder from an older version, or one a job is still writing, gives the page it can."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from data.beir import Qrels, graded_qrels, read_qrels
+from data.provenance import PROVENANCE_FILE
+from data.records import label_from_grade
+from eval.search import SearchEvalConfig
+
+SEARCH_STAGE = "metric-pipeline"  # the main job's eval.search stage (stages/NAME.json)
+
+
+def read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}:{exc.lineno}: (file): invalid JSON: {exc.msg}") from None
+
+
+def read_optional(path: Path) -> Any:
+    return read_json(path) if path.is_file() else None
+
+
+@dataclass
+class Inputs:
+    """The files of one evaluation folder."""
+
+    kind: str  # "search" or "main job"
+    root: Path
+    search_dir: Path
+    metrics: dict[str, Any]
+    per_query: dict[str, Any] | None
+    search_config: SearchEvalConfig | None  # the settings eval.search ran with, where recorded
+    search_command: str | None
+    evaluated: dict[str, Any] | None  # eval.search's provenance.json
+    base: Path  # the folder that the recorded relative paths are relative to
+    summary: dict[str, Any] | None = None  # the main job's summary.json
+    job_config: dict[str, Any] | None = None
+    agreement: dict[str, Any] | None = None
+    stage_commands: dict[str, str] = field(default_factory=dict)
+
+    def resolve(self, path: str | None) -> Path | None:
+        """A recorded path as it exists here: as given, else relative to the folder the command
+        ran in; None when neither exists."""
+        if not path:
+            return None
+        for candidate in (Path(path), self.base / path):
+            if candidate.exists():
+                return candidate
+        return None
+
+
+def locate(folder: Path) -> tuple[str, Path]:
+    """("search" | "main job", the eval.search folder inside ``folder``)."""
+    if (folder / "metrics.json").is_file():
+        return "search", folder
+    if (folder / "search" / "metrics.json").is_file():
+        return "main job", folder / "search"
+    raise FileNotFoundError(
+        f"input: {folder} holds neither an eval.search output (metrics.json) nor a main-job run "
+        "folder (search/metrics.json)"
+    )
+
+
+def _search_config(
+    evaluated: dict[str, Any] | None, command: str | None
+) -> SearchEvalConfig | None:
+    """eval.search's settings: as its provenance.json records them, else parsed from its command
+    (the main job's stage record); None when neither can be read."""
+    from dataclasses import fields
+
+    from data.cli import parse_config
+
+    recorded = (evaluated or {}).get("config")
+    try:
+        if isinstance(recorded, dict):
+            names = {f.name for f in fields(SearchEvalConfig)}
+            return SearchEvalConfig(**{k: v for k, v in recorded.items() if k in names})
+        if command:
+            (config,) = parse_config([SearchEvalConfig], shlex.split(command)[3:])
+            return config
+    except (SystemExit, ValueError, TypeError):
+        pass
+    return None
+
+
+def _stage_commands(root: Path) -> dict[str, str]:
+    """The main job's stage commands (``stages/NAME.json``), as ``python -m MODULE ARGS``."""
+    commands = {}
+    # In the order they ran: each stage record is written when its stage finishes.
+    for path in sorted((root / "stages").glob("*.json"), key=lambda p: p.stat().st_mtime):
+        command = (read_optional(path) or {}).get("command")
+        if isinstance(command, list) and "-m" in command:
+            start = command.index("-m")
+            commands[path.stem] = shlex.join(["python", *command[start:]])
+    return commands
+
+
+def _job_base(root: Path, job_config: dict[str, Any] | None) -> Path:
+    """The folder the main job ran in: ``run_dir`` is recorded relative to it."""
+    run_dir = Path((job_config or {}).get("run_dir") or root.name)
+    resolved = root.resolve()
+    if not run_dir.is_absolute() and resolved.parts[-len(run_dir.parts) :] == run_dir.parts:
+        return Path(*resolved.parts[: -len(run_dir.parts)])
+    return Path.cwd()
+
+
+def read_inputs(folder: str | Path) -> Inputs:
+    root = Path(folder)
+    kind, search_dir = locate(root)
+    evaluated = read_optional(search_dir / PROVENANCE_FILE)
+    inputs = Inputs(
+        kind=kind,
+        root=root,
+        search_dir=search_dir,
+        metrics=read_json(search_dir / "metrics.json"),
+        per_query=read_optional(search_dir / "per_query.json"),
+        search_config=None,
+        search_command=(evaluated or {}).get("command"),
+        evaluated=evaluated,
+        base=Path((evaluated or {}).get("cwd") or Path.cwd()),
+    )
+    if kind == "main job":
+        inputs.summary = read_optional(root / "summary.json")
+        inputs.job_config = read_optional(root / "config.json")
+        inputs.agreement = read_optional(root / "agreement" / "agreement.json")
+        inputs.stage_commands = _stage_commands(root)
+        if evaluated is None:
+            inputs.base = _job_base(root, inputs.job_config)
+            inputs.search_command = inputs.stage_commands.get(SEARCH_STAGE)
+    inputs.search_config = _search_config(evaluated, inputs.search_command)
+    return inputs
+
+
+@dataclass
+class HumanLabels:
+    """People's grades of hits: a qrels file of whole queries and/or judgments of sampled hits."""
+
+    source: str
+    qrels_path: Path | None
+    qrels: Qrels  # judged queries: every document people judged in them
+    pairs: dict[tuple[str, str], tuple[int | None, bool]]  # sampled hits
+
+    def judged_queries(self) -> set[str]:
+        return set(self.qrels)
+
+    def of(self, qid: str, doc_id: str) -> tuple[int | None, bool | None]:
+        """(grade, relevant) of a hit; (None, None) when no person judged it (the human metrics
+        count such a hit of a judged query as not relevant, as trec_eval does)."""
+        if (qid, doc_id) in self.pairs:
+            return self.pairs[(qid, doc_id)]
+        if qid in self.qrels:
+            grade = self.qrels[qid].get(doc_id)
+            if grade is None:
+                return None, None
+            return grade, bool(label_from_grade(grade))
+        return None, None
+
+
+def read_human_qrels(path: Path) -> Qrels:
+    """Human grades (0-3) of a qrels file, as eval.search reads ``--human``."""
+    return graded_qrels(read_qrels(path), str(path))
+
+
+def read_human_pairs(path: Path) -> dict[tuple[str, str], tuple[int | None, bool]]:
+    """{(qid, doc_id): (grade or None, relevant)} of a judgments JSONL (``--human_pairs``)."""
+    from data.io import read_records
+    from data.records import Judgment
+
+    return {
+        (record.qid, record.doc_id): (record.grade, bool(record.label))
+        for record in read_records(path, Judgment)
+        if record.error is None and record.label is not None
+    }

@@ -1,0 +1,205 @@
+"""What the report page shows, as typed records: :func:`eval.report.build.build_report` fills them
+from an evaluation folder, :meth:`Report.to_dict` is the JSON the page embeds and draws."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class Interval:
+    estimate: float
+    low: float
+    high: float
+
+    @classmethod
+    def from_entry(cls, entry: dict[str, Any] | None) -> Interval | None:
+        """From an ``eval.ppi`` interval record (``metrics.json``'s ``ppi`` section)."""
+        if not entry:
+            return None
+        return cls(float(entry["estimate"]), float(entry["low"]), float(entry["high"]))
+
+    @property
+    def excludes_zero(self) -> bool:
+        return self.low > 0 or self.high < 0
+
+
+@dataclass
+class Cell:
+    """One run's value of one metric: the labeler's mean over all queries and, with human
+    judgments, the human-only and PPI++ intervals."""
+
+    labeler_mean: float
+    ppi: Interval | None = None
+    human_only: Interval | None = None
+    lam: float | None = None  # PPI++'s weight on the labeler (0: human only)
+    worth: float | None = None  # human queries the estimate is worth
+    human_all: float | None = None  # the mean under every human judgment, where the job knows it
+    beats: list[str] = field(default_factory=list)  # runs it beats on the labeler's labels
+    p_values: dict[str, float] = field(default_factory=dict)  # paired test against each run
+
+
+@dataclass
+class Difference:
+    """``compared`` − ``baseline`` on one metric, paired by query."""
+
+    compared: str
+    baseline: str
+    metric: str
+    labeler: float  # the labeler's mean paired difference
+    ppi: Interval | None = None
+    human_only: Interval | None = None
+    p_value: float | None = None  # the paired test on the labeler's labels
+
+
+@dataclass
+class Headline:
+    runs: list[str]
+    metrics: list[str]
+    primary: str
+    cells: dict[str, dict[str, Cell]]  # run -> metric -> cell
+    differences: list[Difference]
+    intervals: bool  # human judgments exist: PPI++ estimates with intervals
+    notice: str  # what the numbers are, in one plain paragraph
+    judged_queries: int = 0
+    judged_pairs: int = 0
+    confidence: float | None = None
+    estimator: str | None = None
+    stat_test: str | None = None
+    max_p: float = 0.01
+
+
+@dataclass
+class HitRow:
+    doc_id: str
+    relevant: bool  # the labeler's verdict
+    score: float | None  # the labeler's score (P(relevant) for graders)
+    grade: int | None  # the labeler's 0-3 grade, where it grades
+    justification: str | None
+    human_grade: int | None = None
+    human_relevant: bool | None = None  # None: no person judged this hit
+    disagrees: bool | None = None  # labeler and people differ on relevant / not relevant
+
+
+@dataclass
+class QueryRow:
+    qid: str
+    query: str | None
+    judged: bool  # people judged this query (its hits carry human grades)
+    labeler: dict[str, dict[str, float]]  # run -> metric -> the labeler's value
+    human: dict[str, dict[str, float]] | None = None  # run -> metric -> the value under people
+    judged_hits: int = 0
+    disagreements: int = 0  # judged documents where labeler and people differ
+    hits: dict[str, list[HitRow]] | None = None  # run -> ranked hits; None: not embedded
+
+
+@dataclass
+class Document:
+    title: str
+    text: str
+    truncated: bool = False
+
+
+@dataclass
+class ReliabilityBin:
+    mean_score: float
+    fraction_relevant: float
+    pairs: int
+
+
+@dataclass
+class LabelAgreement:
+    """The labeler against people on the hits both labelled (each query–document pair once)."""
+
+    source: str
+    pairs: int
+    human_scale: list[str]  # confusion matrix rows
+    labeler_scale: list[str]  # confusion matrix columns
+    confusion: list[list[int]]
+    kappa: float
+    accuracy: float
+    precision: float
+    recall: float
+    f1: float
+    weighted_kappa: float | None = None  # quadratic, on 0-3 grades where both sides grade
+    reliability: list[ReliabilityBin] | None = None
+    scores_by_grade: dict[str, list[float]] | None = None
+
+
+@dataclass
+class Tau:
+    kendall_tau: float | None
+    kendall_p: float | None
+    spearman_rho: float | None
+
+
+@dataclass
+class Ranking:
+    """Each run's score on ``metric`` under each labeler, and Kendall's τ with the reference."""
+
+    metric: str
+    reference: str
+    scores: dict[str, dict[str, float]]  # labeler -> run -> score
+    orders: dict[str, list[str]]  # labeler -> runs, best first
+    taus: dict[str, Tau]  # labeler -> agreement with the reference
+    source: str
+
+
+@dataclass
+class HeldOut:
+    """The grader's held-out classification quality beside the baselines (the main job)."""
+
+    columns: list[str]
+    tables: dict[str, list[dict[str, Any]]]  # reference labels -> comparison rows
+    extra: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # other row tables
+    dataset: dict[str, Any] | None = None
+
+
+@dataclass
+class Command:
+    name: str
+    command: str
+
+
+@dataclass
+class Provenance:
+    folder: str
+    labeler: str | None
+    k: int | None
+    export: dict[str, Any] | None
+    commands: list[Command]
+    evaluated: dict[str, Any] | None  # date, versions and machine of the evaluation, if recorded
+    page: dict[str, Any]  # date, versions and machine of this page
+    settings: dict[str, Any] | None = None
+    seconds: float | None = None
+    stage_seconds: dict[str, float] | None = None
+
+
+@dataclass
+class Report:
+    title: str
+    kind: str  # "search" (an eval.search folder) or "main job"
+    headline: Headline
+    queries: list[QueryRow]
+    documents: dict[str, Document]
+    provenance: Provenance
+    agreement: LabelAgreement | None = None
+    ranking: Ranking | None = None
+    held_out: HeldOut | None = None
+    notes: list[str] = field(default_factory=list)  # what could not be shown, and why
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON values; a non-finite number (an infinite 'worth', a NaN τ) becomes None."""
+        return _finite(asdict(self))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(item) for item in value]
+    return value

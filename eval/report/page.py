@@ -1,0 +1,101 @@
+"""The report as one self-contained HTML file: page.html with page.css, page.js, the report's JSON
+and its SVG plots inline, so it opens from disk and asks no network for anything."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import tempfile
+from pathlib import Path
+from string import Template
+from typing import Any
+
+from data.io import atomic_writer
+from eval.report.model import Report
+
+ASSETS = Path(__file__).parent
+
+
+def embedded_json(value: Any) -> str:
+    """JSON that is safe inside a <script> element: no '<' can close it early."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).replace(
+        "<", "\\u003c"
+    )
+
+
+def render(report: Report, figures: dict[str, str]) -> str:
+    """The page's HTML: the template filled with the styles, the script and the data."""
+    template = Template((ASSETS / "page.html").read_text(encoding="utf-8"))
+    return template.substitute(
+        title=html.escape(report.title),
+        style=(ASSETS / "page.css").read_text(encoding="utf-8"),
+        script=(ASSETS / "page.js").read_text(encoding="utf-8"),
+        data=embedded_json({"report": report.to_dict(), "figures": figures}),
+    )
+
+
+def write_page(report: Report, out: str | os.PathLike[str]) -> Path:
+    from eval.report.figures import report_figures
+
+    with atomic_writer(out) as handle:
+        handle.write(render(report, report_figures(report)))
+    return Path(out)
+
+
+def screenshot(
+    page: str | os.PathLike[str],
+    out: str | os.PathLike[str],
+    width: int = 1280,
+    height: int = 1600,
+    at: str = "",
+) -> Path:
+    """A PNG of the page as headless Chromium draws it, ``width`` pixels wide: its top ``height``
+    pixels, or with ``at`` one part of it whole: a section's id (``queries``, ``agreement``,
+    ``ranking``, ...) or ``query=QID`` (that query's hits, opened as a click opens them)."""
+    from selenium.webdriver.common.by import By
+
+    from eval.report.browser import chromium_driver
+
+    url = Path(page).resolve().as_uri() + (f"#{at}" if at.startswith("query=") else "")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="report-chromium-") as profile:
+        driver = chromium_driver(Path(profile), width, height)
+        try:
+            driver.get(url)
+            if not at:
+                driver.save_screenshot(str(out))
+                return out
+            target = "query-detail" if at.startswith("query=") else at
+            # The whole page in the window: a part taller than the screen is not cut, and the
+            # sticky header stays at the top instead of over the part.
+            full = driver.execute_script("return document.documentElement.scrollHeight")
+            driver.set_window_size(width, full + 200)
+            driver.find_element(By.ID, target).screenshot(str(out))
+        finally:
+            driver.quit()
+    return out
+
+
+def write_report(
+    folder: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None = None,
+    options: Any = None,
+) -> Path:
+    """Build the report of ``folder`` and write it to ``out`` (default: ``FOLDER/report.html``),
+    refusing, before any work, an output that would replace one of the files it reads."""
+    from data.io import check_writable_file, refuse_overlap
+    from eval.report.build import build_report
+    from eval.report.inputs import locate
+
+    _, search_dir = locate(Path(folder))
+    target = Path(out) if out else Path(folder) / "report.html"
+    check_writable_file("--out", target)
+    read = [
+        *Path(folder).glob("*.json"),
+        *search_dir.glob("*.json"),
+        *Path(folder).glob("*/*.json"),
+    ]
+    refuse_overlap("--out", target, [("input", path) for path in read])
+    return write_page(build_report(folder, options), target)

@@ -1,0 +1,149 @@
+"""Small evaluation folders for the report tests: eval.search on ADI with a noisy ``judgments:``
+labeler (two runs, top 5), with and without human judgments of 8 queries, and a main-job run
+folder around the first."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+from data.beir import Collection, ranked, write_trec_qrels, write_trec_run
+from data.io import write_json, write_jsonl
+from data.records import Judgment, label_from_grade
+from eval.search import main as search_main
+
+K = 5
+JUDGED = 8  # queries people judged
+
+
+def _runs(collection: Collection, rng: random.Random) -> dict[str, dict]:
+    """'good' puts the relevant documents first; 'shuffled' ranks the same documents at random."""
+    good, shuffled = {}, {}
+    doc_ids = sorted(collection.corpus)
+    for qid in sorted(collection.qrels):
+        relevant = set(collection.qrels[qid])
+        docs = sorted(relevant | set(rng.sample(doc_ids, 12)))
+        good[qid] = {d: (10.0 if d in relevant else 0.0) + rng.random() for d in docs}
+        shuffled[qid] = {d: rng.random() for d in docs}
+    return {"good": good, "shuffled": shuffled}
+
+
+def _labeler(collection: Collection, runs: dict, rng: random.Random) -> list[Judgment]:
+    """A labeler that is right four times in five, with a P(relevant) and a 0-3 grade."""
+    records = []
+    pairs = {
+        (q, d) for run in runs.values() for q, docs in run.items() for d, _ in ranked(docs)[:K]
+    }
+    for qid, doc_id in sorted(pairs):
+        truth = doc_id in collection.qrels[qid]
+        verdict = truth if rng.random() < 0.8 else not truth
+        grade = rng.choice([2, 3]) if verdict else rng.choice([0, 1])
+        p = min(0.99, max(0.01, (0.75 if verdict else 0.25) + rng.uniform(-0.2, 0.2)))
+        records.append(
+            Judgment(
+                qid=qid,
+                query=collection.queries[qid],
+                doc_id=doc_id,
+                text=collection.corpus[doc_id].text,
+                grade=grade,
+                label=label_from_grade(grade),
+                p_relevant=round(p, 3),
+                rationale=f"synthetic verdict {grade}",
+            )
+        )
+    return records
+
+
+def _human(collection: Collection, runs: dict, rng: random.Random) -> dict[str, dict[str, int]]:
+    """People's 0-3 grades of every top-5 hit of 8 queries (and of their relevant documents)."""
+    qids = sorted(rng.sample(sorted(collection.qrels), JUDGED))
+    qrels: dict[str, dict[str, int]] = {}
+    for qid in qids:
+        docs = {d for run in runs.values() for d, _ in ranked(run[qid])[:K]}
+        docs |= set(collection.qrels[qid])
+        qrels[qid] = {
+            d: rng.choice([2, 3]) if d in collection.qrels[qid] else rng.choice([0, 0, 1])
+            for d in sorted(docs)
+        }
+    return qrels
+
+
+def make_search_folders(adi: Path, root: Path) -> dict[str, Path]:
+    """{'human': eval.search output with --human (report written by default),
+    'no_human': the same runs without human judgments and with --report false, 'human_qrels'}."""
+    rng = random.Random(0)
+    collection = Collection.load(adi)
+    runs = _runs(collection, rng)
+    paths = {}
+    for name, run in runs.items():
+        paths[name] = root / f"{name}.trec"
+        write_trec_run(paths[name], run)
+    judgments = root / "labeler.jsonl"
+    write_jsonl(judgments, _labeler(collection, runs, rng))
+    human = root / "human.qrels"
+    write_trec_qrels(human, _human(collection, runs, rng))
+    common = [
+        "--run",
+        str(paths["good"]),
+        "--compare",
+        str(paths["shuffled"]),
+        "--corpus",
+        str(adi),
+        "--labeler",
+        f"judgments:{judgments}",
+        "--k",
+        str(K),
+    ]
+    search_main([*common, "--out", str(root / "human"), "--human", str(human)])
+    search_main([*common, "--out", str(root / "no-human"), "--report", "false"])
+    return {"human": root / "human", "no_human": root / "no-human", "human_qrels": human}
+
+
+def make_main_job_folder(search: Path, root: Path) -> Path:
+    """A main-job run folder around an eval.search output: summary.json (held-out tables, a table
+    the report does not know, the means under every human judgment), config.json and
+    agreement.json."""
+    run = root / "main-run"
+    shutil.copytree(search, run / "search")
+    (run / "search" / "report.html").unlink(missing_ok=True)
+    mean = json.loads((search / "metrics.json").read_text())["mean"]
+    rows = [
+        {"model": "BM25 score", "baseline": True, "pairs": 90, "roc_auc": 0.71, "kappa": 0.2},
+        {
+            "model": "grader (ours)",
+            "baseline": False,
+            "pairs": 90,
+            "roc_auc": 0.64,
+            "kappa": 0.1,
+            "beats_baselines": False,
+        },
+    ]
+    write_json(
+        run / "summary.json",
+        {
+            "run_dir": str(run),
+            "seconds": 12.5,
+            "stage_seconds": {"metric pipeline": 3.0},
+            "dataset": {"test": {"pairs": 90, "queries": 6}},
+            "classification": {"human": rows},
+            "cross_validation": [{"fold": i, "roc_auc": 0.6 + i / 100} for i in range(5)],
+            "human_all_queries": {r: {"ndcg@5": 0.5 + i / 10} for i, r in enumerate(mean)},
+        },
+    )
+    write_json(run / "config.json", {"run_dir": str(run), "k": K})
+    scores = {
+        "qrels:HUMAN": {r: 0.4 + i / 10 for i, r in enumerate(mean)},
+        "judgments:LABELER": {r: 0.9 - i / 10 for i, r in enumerate(mean)},
+    }
+    write_json(
+        run / "agreement" / "agreement.json",
+        {
+            "metric": f"ndcg@{K}",
+            "reference": "qrels:HUMAN",
+            "scores": scores,
+            "agreement": {"judgments:LABELER": {"kendall_tau": -1.0}},
+        },
+    )
+    return run

@@ -1,0 +1,274 @@
+"""The report's data (no browser): it shows metrics.json's numbers, each query's hits with the
+labeler's and people's labels, and says plainly when there is no interval."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from data.beir import graded_qrels, read_qrels
+from eval.report.build import ReportOptions, build_report
+from eval.report.page import render, write_report
+from tests.eval.report_inputs import JUDGED, K, make_main_job_folder, make_search_folders
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def folders(adi_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("report")
+    found = make_search_folders(adi_dir, root)
+    found["main_job"] = make_main_job_folder(found["human"], root)
+    return found
+
+
+def read(folder: Path, name: str):
+    return json.loads((folder / name).read_text())
+
+
+def test_eval_search_writes_the_page_by_default_and_records_how_it_ran(folders):
+    assert (folders["human"] / "report.html").is_file()
+    assert not (folders["no_human"] / "report.html").exists()  # --report false
+    provenance = read(folders["human"], "provenance.json")
+    assert provenance["command"].startswith("python -m eval.search --run ")
+    assert provenance["config"]["human"] == str(folders["human_qrels"])
+    assert provenance["versions"]["ranx"] and provenance["date"]
+
+
+def test_the_headline_is_metrics_json(folders):
+    metrics = read(folders["human"], "metrics.json")
+    ppi = metrics["ppi"]
+    headline = build_report(folders["human"]).headline
+    assert headline.intervals and headline.judged_queries == JUDGED
+    assert headline.runs == ["good", "shuffled"]
+    assert headline.metrics[:4] == [f"ndcg@{K}", "map", "mrr", f"precision@{K}"]
+    for run in headline.runs:
+        for metric in headline.metrics:
+            cell, entry = headline.cells[run][metric], ppi["runs"][run][metric]
+            assert cell.labeler_mean == metrics["mean"][run][metric]
+            for side in ("ppi", "human_only"):
+                shown = getattr(cell, side)
+                assert (shown.estimate, shown.low, shown.high) == tuple(
+                    entry[side][key] for key in ("estimate", "low", "high")
+                )
+    for difference in headline.differences:
+        entry = ppi["differences"]["shuffled - good"][difference.metric]
+        assert difference.ppi.estimate == entry["ppi"]["estimate"]
+        assert difference.labeler == entry["labeler_mean"]
+
+
+def test_significance_marks_follow_the_paired_test(folders):
+    metrics = read(folders["human"], "metrics.json")
+    table = metrics["comparison"][f"ndcg_burges@{K}"]
+    p = table["good"]["comparisons"]["shuffled"][f"ndcg_burges@{K}"]
+    assert p < 0.01  # relevant documents first against a shuffle
+    cells = build_report(folders["human"]).headline.cells
+    assert cells["good"][f"ndcg@{K}"].beats == ["shuffled"]
+    assert cells["shuffled"][f"ndcg@{K}"].beats == []
+    strict = build_report(folders["human"], ReportOptions(max_p=p / 2)).headline.cells
+    assert strict["good"][f"ndcg@{K}"].beats == []
+
+
+def test_the_labeler_difference_is_the_paired_mean_of_per_query_values(folders):
+    """Without human judgments the difference comes from per_query.json; it must equal what
+    eval.search's PPI report computes from the same values when there are judgments."""
+    with_human = build_report(folders["human"]).headline.differences
+    without = {d.metric: d for d in build_report(folders["no_human"]).headline.differences}
+    for difference in with_human:
+        assert without[difference.metric].labeler == pytest.approx(difference.labeler, abs=1e-12)
+        assert without[difference.metric].ppi is None
+
+
+def test_without_human_judgments_the_means_are_called_biased_with_no_interval(folders):
+    report = build_report(folders["no_human"])
+    headline = report.headline
+    assert not headline.intervals
+    assert "biased" in headline.notice and "no interval" in headline.notice
+    assert all(
+        c.ppi is None and c.human_only is None
+        for cells in headline.cells.values()
+        for c in cells.values()
+    )
+    assert report.agreement is None
+    assert not any(row.judged or row.human for row in report.queries)
+    json.dumps(report.to_dict(), allow_nan=False)
+
+
+def test_every_query_has_its_row_and_its_hits_in_order(folders, adi_dir: Path):
+    per_query = read(folders["human"], "per_query.json")
+    human = graded_qrels(read_qrels(folders["human_qrels"]), "human")
+    report = build_report(folders["human"])
+    rows = {row.qid: row for row in report.queries}
+    assert set(rows) == set(per_query["good"]) | set(per_query["shuffled"])
+    corpus = {
+        json.loads(line)["_id"]: json.loads(line)["text"]
+        for line in (adi_dir / "corpus.jsonl").read_text().splitlines()
+    }
+    for run, results in per_query.items():
+        for qid, result in results.items():
+            row = rows[qid]
+            assert row.labeler[run] == result["metrics"]
+            assert [h.doc_id for h in row.hits[run]] == [h["id"] for h in result["hits"]]
+            assert [h.score for h in row.hits[run]] == [h["score"] for h in result["hits"]]
+            for hit in row.hits[run]:
+                assert report.documents[hit.doc_id].text == corpus[hit.doc_id][:600]
+                grade = human.get(qid, {}).get(hit.doc_id)
+                assert hit.human_grade == grade
+                assert hit.disagrees == (None if grade is None else (grade >= 2) != hit.relevant)
+    assert {qid for qid, row in rows.items() if row.judged} == set(human)
+
+
+def test_per_query_human_values_average_to_the_human_only_estimate(folders):
+    """The per-query values under people, averaged over the judged queries, are the classical
+    (human-only) estimate eval.search reports."""
+    ppi = read(folders["human"], "metrics.json")["ppi"]
+    report = build_report(folders["human"])
+    judged = [row for row in report.queries if row.judged]
+    assert len(judged) == JUDGED
+    for run in report.headline.runs:
+        for metric in (f"ndcg@{K}", "map", "mrr"):
+            mean = sum(row.human[run][metric] for row in judged) / len(judged)
+            assert mean == pytest.approx(ppi["runs"][run][metric]["human_only"]["estimate"])
+
+
+def test_label_agreement_is_judge_agreement_on_the_judged_hits(folders):
+    from data.io import read_records
+    from data.judge_agreement import agreement
+    from data.records import Judgment
+
+    per_query = read(folders["human"], "per_query.json")
+    shown = {(q, h["id"]) for run in per_query.values() for q, r in run.items() for h in r["hits"]}
+    human = graded_qrels(read_qrels(folders["human_qrels"]), "human")
+    reference = {(q, d): g for q, docs in human.items() for d, g in docs.items()}
+    labels = [
+        j
+        for j in read_records(folders["human"].parent / "labeler.jsonl", Judgment)
+        if (j.qid, j.doc_id) in shown
+    ]
+    expected = agreement(labels, reference, 2, reference_grades=True)
+    found = build_report(folders["human"]).agreement
+    assert found.pairs == expected["pairs"]
+    assert found.kappa == pytest.approx(expected["kappa"])
+    assert found.weighted_kappa == pytest.approx(expected["quadratic_weighted_kappa"])
+    assert found.confusion == expected["grade_confusion_matrix"]
+    assert sum(b.pairs for b in found.reliability) == found.pairs
+    assert sum(len(v) for v in found.scores_by_grade.values()) == found.pairs
+
+
+def test_the_main_job_folder_adds_ranking_held_out_tables_and_unknown_tables(folders):
+    report = build_report(folders["main_job"])
+    assert report.kind == "main job"
+    ranking = report.ranking
+    assert ranking.reference == "qrels:HUMAN"
+    assert ranking.taus["judgments:LABELER"].kendall_tau == pytest.approx(-1.0)
+    assert ranking.orders["qrels:HUMAN"] == ["shuffled", "good"]
+    assert f"PPI++ ({JUDGED} human-judged queries)" in ranking.scores
+    held_out = report.held_out
+    assert [row["model"] for row in held_out.tables["human"]] == ["BM25 score", "grader (ours)"]
+    assert len(held_out.extra["cross_validation"]) == 5  # a summary section the page did not know
+    assert report.headline.cells["good"][f"ndcg@{K}"].human_all == pytest.approx(0.5)
+    assert report.provenance.stage_seconds == {"metric pipeline": 3.0}
+
+
+def test_a_folder_without_its_optional_files_still_gives_a_page(folders, tmp_path: Path):
+    """Only metrics.json is needed: no per_query.json, no provenance, no summary (a job still
+    running or an older version)."""
+    import shutil
+
+    run = tmp_path / "partial"
+    (run / "search").mkdir(parents=True)
+    shutil.copy(folders["human"] / "metrics.json", run / "search" / "metrics.json")
+    report = build_report(run)
+    assert report.queries == [] and report.held_out is None
+    assert any("per_query.json" in note for note in report.notes)
+    assert report.headline.intervals
+    assert "<!doctype html>" in render(report, {})
+
+
+def test_the_corpus_is_found_from_the_stage_command_when_provenance_is_missing(
+    folders, tmp_path: Path, adi_dir: Path
+):
+    import shutil
+
+    run = tmp_path / "older"
+    shutil.copytree(folders["main_job"], run)
+    (run / "search" / "provenance.json").unlink()
+    command = [
+        sys.executable,
+        "-m",
+        "eval.search",
+        "--run",
+        "x.trec",
+        "--corpus",
+        str(adi_dir),
+        "--labeler",
+        "judgments:x",
+        "--human",
+        str(folders["human_qrels"]),
+    ]
+    (run / "stages").mkdir()
+    (run / "stages" / "metric-pipeline.json").write_text(json.dumps({"command": command}))
+    report = build_report(run)
+    assert report.notes == []
+    assert report.documents and any(row.judged for row in report.queries)
+    assert report.provenance.commands[0].command.startswith("python -m eval.search --run x.trec")
+
+
+def test_a_missing_corpus_is_a_note_not_a_failure(folders, tmp_path: Path):
+    report = build_report(folders["human"], ReportOptions(corpus=str(tmp_path / "nowhere")))
+    assert report.documents == {}
+    assert any("give --corpus" in note for note in report.notes)
+
+
+def test_hits_are_embedded_for_the_judged_queries_first_when_capped(folders):
+    report = build_report(folders["human"], ReportOptions(max_queries=JUDGED))
+    embedded = [row for row in report.queries if row.hits is not None]
+    assert len(embedded) == JUDGED and all(row.judged for row in embedded)
+    assert any("--max_queries" in note for note in report.notes)
+
+
+def test_texts_cannot_close_the_embedded_script(folders):
+    report = build_report(folders["human"])
+    report.queries[0].query = "</script><script>alert(1)</script>"
+    page = render(report, {})
+    assert "</script><script>alert(1)" not in page
+    assert page.count("</script>") == 2  # the data element's and the page script's
+
+
+def test_an_output_that_would_replace_an_input_is_refused(folders):
+    with pytest.raises(ValueError, match="would replace"):
+        write_report(folders["human"], folders["human"] / "metrics.json")
+
+
+def test_the_command_writes_the_page_and_names_a_bad_folder(folders, tmp_path: Path):
+    out = tmp_path / "page.html"
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "eval.report",
+            "--input",
+            str(folders["no_human"]),
+            "--out",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert out.stat().st_size < 2_000_000 and "no interval" in out.read_text()
+    bad = subprocess.run(
+        [sys.executable, "-m", "eval.report", "--input", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert bad.returncode == 2
+    assert "holds neither an eval.search output" in bad.stderr

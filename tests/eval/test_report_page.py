@@ -1,0 +1,161 @@
+"""The report page in headless Chromium: it loads from disk with no console error and no network
+request, shows metrics.json's numbers, opens a query's hits, sorts, and says when there is no
+interval."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from eval.report.page import write_report
+from tests.browser import console_errors, network_requests
+from tests.eval.report_inputs import JUDGED, K, make_main_job_folder, make_search_folders
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def pages(adi_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("report-page")
+    folders = make_search_folders(adi_dir, root)
+    main_job = make_main_job_folder(folders["human"], root)
+    return {
+        "human": folders["human"],
+        "no_human": folders["no_human"],
+        "main_job": main_job,
+        "pages": {
+            "human": folders["human"] / "report.html",  # written by eval.search
+            "no_human": write_report(folders["no_human"]),
+            "main_job": write_report(main_job),
+        },
+    }
+
+
+def open_page(browser, page: Path, fragment: str = ""):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(page.resolve().as_uri() + fragment)
+    WebDriverWait(browser, 20).until(
+        lambda d: d.find_element(By.TAG_NAME, "body").get_attribute("data-ready") == "true"
+    )
+    return By
+
+
+def cell_text(browser, By, run: str, metric: str, part: str) -> str:
+    selector = f'#headline-table td[data-run="{run}"][data-metric="{metric}"] .{part}'
+    return browser.find_element(By.CSS_SELECTOR, selector).text
+
+
+@pytest.mark.parametrize("name", ["human", "no_human", "main_job"])
+def test_the_page_loads_offline_without_errors(browser, pages, name: str):
+    By = open_page(browser, pages["pages"][name])
+    assert console_errors(browser) == []
+    assert network_requests(browser) == []
+    assert browser.find_element(By.ID, "title").text
+    figure = browser.find_element(By.CSS_SELECTOR, '[data-figure="estimates"] svg')
+    assert figure.size["width"] > 300
+
+
+def test_the_headline_shows_metrics_json(browser, pages):
+    metrics = json.loads((pages["human"] / "metrics.json").read_text())
+    By = open_page(browser, pages["pages"]["human"])
+    for run, values in metrics["ppi"]["runs"].items():
+        for metric, entry in values.items():
+            ppi = entry["ppi"]
+            assert cell_text(browser, By, run, metric, "est") == f"{ppi['estimate']:.3f}"
+            assert (
+                cell_text(browser, By, run, metric, "ci")
+                == f"[{ppi['low']:.3f}, {ppi['high']:.3f}]"
+            )
+            assert (
+                cell_text(browser, By, run, metric, "labeler")
+                == f"{metrics['mean'][run][metric]:.3f}"
+            )
+    difference = metrics["ppi"]["differences"]["shuffled - good"][f"ndcg@{K}"]["ppi"]
+    shown = browser.find_element(
+        By.CSS_SELECTOR, f'#differences-table td[data-metric="ndcg@{K}"] .ci'
+    ).text
+    assert shown == f"[{difference['low']:.3f}, {difference['high']:.3f}]"
+    # The run that beats the other by the paired test carries the other's letter.
+    assert cell_text(browser, By, "good", f"ndcg@{K}", "sig") == "b"
+
+
+def test_without_human_judgments_the_page_says_there_is_no_interval(browser, pages):
+    metrics = json.loads((pages["no_human"] / "metrics.json").read_text())
+    By = open_page(browser, pages["pages"]["no_human"])
+    notice = browser.find_element(By.ID, "headline-notice").text
+    assert "biased" in notice and "no interval" in notice
+    for run, values in metrics["mean"].items():
+        for metric, value in values.items():
+            assert cell_text(browser, By, run, metric, "est") == f"{value:.3f}"
+            assert cell_text(browser, By, run, metric, "ci") == "labeler mean, no interval"
+    assert not browser.find_element(By.ID, "agreement").is_displayed()
+
+
+def test_choosing_a_query_shows_its_hits_run_by_run(browser, pages):
+    per_query = json.loads((pages["human"] / "per_query.json").read_text())
+    By = open_page(browser, pages["pages"]["human"])
+    row = browser.find_elements(By.CSS_SELECTOR, "#query-table tbody tr")[3]
+    qid = row.get_attribute("data-qid")
+    row.click()
+    detail = browser.find_element(By.ID, "query-detail")
+    assert detail.is_displayed() and detail.get_attribute("data-qid") == qid
+    for run, results in per_query.items():
+        column = detail.find_element(By.CSS_SELECTOR, f'.hits-column[data-run="{run}"]')
+        shown = [
+            hit.get_attribute("data-doc") for hit in column.find_elements(By.CLASS_NAME, "hit")
+        ]
+        assert shown == [hit["id"] for hit in results[qid]["hits"]]
+    assert browser.current_url.endswith(f"#query={qid}")
+    assert console_errors(browser) == []
+
+
+def test_a_judged_query_marks_the_disagreements(browser, pages):
+    from eval.report.build import build_report
+
+    report = build_report(pages["human"])
+    judged = next(row for row in report.queries if row.judged and row.disagreements)
+    By = open_page(browser, pages["pages"]["human"], f"#query={judged.qid}")
+    detail = browser.find_element(By.ID, "query-detail")
+    assert detail.get_attribute("data-qid") == judged.qid
+    marked = {
+        hit.get_attribute("data-doc")
+        for hit in detail.find_elements(By.CSS_SELECTOR, ".hit.disagrees")
+    }
+    expected = {h.doc_id for hits in judged.hits.values() for h in hits if h.disagrees}
+    assert marked == expected and marked
+
+
+def test_sorting_and_filtering_the_query_table(browser, pages):
+    By = open_page(browser, pages["pages"]["human"])
+
+    def column(key: str) -> list[str]:
+        cells = browser.find_elements(By.CSS_SELECTOR, f'#query-table tbody td[data-key="{key}"]')
+        return [cell.text.split("\n")[0] for cell in cells]
+
+    def header():  # the table is drawn anew on each sort
+        return browser.find_element(By.CSS_SELECTOR, '#query-table th[data-key="run:good"]')
+
+    header().click()
+    values = [float(v) for v in column("run:good")]
+    assert values == sorted(values, reverse=True) and len(set(values)) > 1
+    assert header().get_attribute("aria-sort") == "descending"
+    header().click()
+    values = [float(v) for v in column("run:good")]
+    assert values == sorted(values)
+    assert header().get_attribute("aria-sort") == "ascending"
+    browser.find_element(By.ID, "judged-only").click()
+    assert len(column("qid")) == JUDGED
+    assert console_errors(browser) == []
+
+
+def test_the_main_job_page_shows_the_held_out_tables_and_the_ranking(browser, pages):
+    By = open_page(browser, pages["pages"]["main_job"])
+    held_out = browser.find_element(By.ID, "held-out")
+    assert held_out.is_displayed()
+    assert "NO" in held_out.text and "cross validation" in held_out.text
+    taus = browser.find_element(By.ID, "ranking-taus").text
+    assert "-1.000" in taus
