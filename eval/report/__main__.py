@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from data.cli import bounded, parse_config, run_main
-from eval.report.build import ReportOptions
-from eval.report.page import screenshot, write_report
+from eval.report.build import ReportOptions, build_report
+from eval.report.page import output_path, screenshot, write_page
 
 
 @dataclass
@@ -52,7 +52,8 @@ class ReportConfig:
         default="",
         metadata={
             "help": "What the screenshot shows: the top of the page (empty), a whole section "
-            "(headline, queries, agreement, ranking, held-out, provenance) or query=QID (its hits)."
+            "(headline, queries, agreement, ranking, held-out, provenance), query=QID (its hits) "
+            "or query (the judged query where labeler and people disagree most)."
         },
     )
 
@@ -78,12 +79,18 @@ def main(args: Sequence[str] | None = None) -> None:
         max_queries=config.max_queries,
         text_chars=config.text_chars,
     )
-    page = write_report(config.input, config.out, options)
+    target = output_path(config.input, config.out)
+    report = build_report(config.input, options)
+    page = write_page(report, target)
     print(f"wrote {page} ({page.stat().st_size / 1e6:.2f} MB)")
+    for note in report.notes:
+        print(f"note: {note}")
     if config.screenshot:
         width, height = config.screenshot_size
-        shot = screenshot(page, config.screenshot, width, height, config.screenshot_at)
-        print(f"wrote {shot}")
+        at = config.screenshot_at
+        if at == "query":
+            at = f"query={report.telling_query()}"
+        print(f"wrote {screenshot(page, config.screenshot, width, height, at)}")
 
 
 if __name__ == "__main__":

@@ -190,6 +190,14 @@ class Report:
     held_out: HeldOut | None = None
     notes: list[str] = field(default_factory=list)  # what could not be shown, and why
 
+    def telling_query(self) -> str | None:
+        """The query most worth opening: the judged one where labeler and people disagree most,
+        else the first whose hits are embedded (the docs' screenshot opens it)."""
+        embedded = [row for row in self.queries if row.hits is not None]
+        if not embedded:
+            return None
+        return max(embedded, key=lambda row: (row.disagreements, row.judged)).qid
+
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON values; a non-finite number (an infinite 'worth', a NaN τ) becomes None."""
         return _finite(asdict(self))

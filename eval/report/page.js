@@ -74,7 +74,7 @@
       td.append(el("div", { class: "ci", text: interval(cell.ppi) }));
       td.append(el("div", { class: "sub" }, "labeler ", el("span", { class: "labeler", text: fmt(cell.labeler_mean) })));
       if (cell.human_only) td.append(el("div", { class: "sub" }, "human only ", el("span", { class: "human-only", text: `${fmt(cell.human_only.estimate)} ${interval(cell.human_only)}` })));
-      if (cell.human_all !== null) td.append(el("div", { class: "sub" }, "all human judgments ", el("span", { class: "human-all", text: fmt(cell.human_all) })));
+      if (cell.human_all !== null) td.append(el("div", { class: "sub" }, "all judgments ", el("span", { class: "human-all", text: fmt(cell.human_all) })));
     } else {
       td.append(el("div", { class: "ci none", text: "labeler mean, no interval" }));
     }
@@ -94,9 +94,11 @@
     }
     table.append(body);
     const test = H.stat_test ? `ranx's ${H.stat_test} paired test` : "a paired test";
+    const truth = H.runs.some((run) => H.metrics.some((m) => H.cells[run][m].human_all !== null));
     $("headline-legend").textContent = (H.intervals
       ? "Bold: the PPI++ estimate; blue: its interval. "
       : "Each number is the labeler's mean over all queries, with no interval. ")
+      + (truth ? "All judgments: the value under every human judgment of every query, which the estimates estimate from a sample. " : "")
       + (H.runs.length > 1 ? `Superscript letters: the runs this one beats by ${test} on the labeler's labels, p < ${H.max_p} (hover for p-values).` : "");
     drawDifferences();
   }

@@ -66,16 +66,42 @@ def screenshot(
             driver.get(url)
             if not at:
                 driver.save_screenshot(str(out))
-                return out
-            target = "query-detail" if at.startswith("query=") else at
-            # The whole page in the window: a part taller than the screen is not cut, and the
-            # sticky header stays at the top instead of over the part.
-            full = driver.execute_script("return document.documentElement.scrollHeight")
-            driver.set_window_size(width, full + 200)
-            driver.find_element(By.ID, target).screenshot(str(out))
+            else:
+                target = "query-detail" if at.startswith("query=") else at
+                # The whole page in the window: a part taller than the screen is not cut, and
+                # the sticky header stays at the top instead of over the part.
+                full = driver.execute_script("return document.documentElement.scrollHeight")
+                driver.set_window_size(width, full + 200)
+                driver.find_element(By.ID, target).screenshot(str(out))
         finally:
             driver.quit()
+    _palette(out)
     return out
+
+
+def _palette(png: Path) -> None:
+    """Store the screenshot with a 128-colour palette: a page of text looks the same at a third
+    of the size, which matters for PNGs committed under docs/."""
+    from PIL import Image
+
+    with Image.open(png) as image:
+        reduced = image.convert("RGB").quantize(128, dither=Image.Dither.NONE)
+    reduced.save(png, optimize=True)
+
+
+def output_path(folder: str | os.PathLike[str], out: str | os.PathLike[str] | None) -> Path:
+    """``out`` (default: ``FOLDER/report.html``), refused before any work when it cannot be
+    written or would replace one of the files the report reads."""
+    from data.io import check_writable_file, refuse_overlap
+    from eval.report.inputs import locate
+
+    folder = Path(folder)
+    _, search_dir = locate(folder)
+    target = Path(out) if out else folder / "report.html"
+    check_writable_file("--out", target)
+    read = [*folder.glob("*.json"), *folder.glob("*/*.json"), *search_dir.glob("*.json")]
+    refuse_overlap("--out", target, [("input", path) for path in read])
+    return target
 
 
 def write_report(
@@ -83,19 +109,8 @@ def write_report(
     out: str | os.PathLike[str] | None = None,
     options: Any = None,
 ) -> Path:
-    """Build the report of ``folder`` and write it to ``out`` (default: ``FOLDER/report.html``),
-    refusing, before any work, an output that would replace one of the files it reads."""
-    from data.io import check_writable_file, refuse_overlap
+    """Build the report of ``folder`` and write it to :func:`output_path`."""
     from eval.report.build import build_report
-    from eval.report.inputs import locate
 
-    _, search_dir = locate(Path(folder))
-    target = Path(out) if out else Path(folder) / "report.html"
-    check_writable_file("--out", target)
-    read = [
-        *Path(folder).glob("*.json"),
-        *search_dir.glob("*.json"),
-        *Path(folder).glob("*/*.json"),
-    ]
-    refuse_overlap("--out", target, [("input", path) for path in read])
+    target = output_path(folder, out)
     return write_page(build_report(folder, options), target)
