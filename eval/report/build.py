@@ -148,11 +148,23 @@ def _notice(ppi: dict[str, Any] | None, labeler: str) -> str:
     confidence = f"{ppi['confidence']:.0%}"
     judged = ppi.get("judged_queries", 0)
     pairs = ppi.get("judged_pairs", 0)
-    sample = f"{judged} human-judged queries" + (f" and {pairs} judged hits" if pairs else "")
+    sample = " and ".join(
+        part
+        for part in (judged and f"{judged} human-judged queries", pairs and f"{pairs} judged hits")
+        if part
+    )
+    only_share = (
+        ""
+        if judged
+        else (
+            " Only the share of relevant hits has an interval: the other metrics are the labeler's "
+            "means, biased, with no interval (eval.search --human gives them one)."
+        )
+    )
     return (
         f"Estimates with {confidence} intervals from {sample} ({ppi['estimator']}): the labeler "
         "labels every query and the human judgments correct its bias. Beside each estimate: the "
-        "labeler's own mean (biased) and the interval from the human judgments alone."
+        f"labeler's own mean (biased) and the interval from the human judgments alone.{only_share}"
     )
 
 

@@ -49,7 +49,8 @@ def estimates_figure(headline: Headline) -> str:
         sharey=True,
         squeeze=False,
     )
-    offsets = {"labeler": 0.22, "human": 0.0, "ppi": -0.22}
+    # Three markers a run with human judgments; the labeler's mean alone sits on the run's line.
+    offsets = {"labeler": 0.22 if headline.intervals else 0.0, "human": 0.0, "ppi": -0.22}
     for ax, metric in zip(axes[0], metrics, strict=True):
         for y, run in enumerate(reversed(runs)):
             cell = headline.cells[run][metric]

@@ -93,7 +93,8 @@
         H.metrics.map((m) => headlineCell(run, m))));
     }
     table.append(body);
-    const test = H.stat_test ? `ranx's ${H.stat_test} paired test` : "a paired test";
+    const tests = { student: "Student's paired t-test", fisher: "Fisher's randomization test", tukey: "Tukey's HSD test" };
+    const test = `${tests[H.stat_test] || "a paired test"} (ranx)`;
     const truth = H.runs.some((run) => H.metrics.some((m) => H.cells[run][m].human_all !== null));
     $("headline-legend").textContent = (H.intervals
       ? "Bold: the PPI++ estimate; blue: its interval. "

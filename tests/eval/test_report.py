@@ -272,3 +272,65 @@ def test_the_command_writes_the_page_and_names_a_bad_folder(folders, tmp_path: P
     )
     assert bad.returncode == 2
     assert "holds neither an eval.search output" in bad.stderr
+
+
+def test_judged_hits_alone_give_the_share_of_relevant_hits_an_interval(folders, adi_dir: Path):
+    """eval.search --human_pairs (people judged a sample of hits, not whole queries): the share
+    of relevant hits gets a PPI++ interval, the other metrics say they have none, and the hits
+    people judged carry their grades."""
+    from data.beir import Collection
+    from data.io import write_jsonl
+    from data.records import Judgment, label_from_grade
+    from eval.search import main as search_main
+
+    root = folders["human"].parent
+    collection = Collection.load(adi_dir)
+    human = graded_qrels(read_qrels(folders["human_qrels"]), "human")
+    sample = [
+        Judgment(
+            qid=q,
+            query=collection.queries[q],
+            doc_id=d,
+            text=collection.corpus[d].text,
+            grade=g,
+            label=label_from_grade(g),
+        )
+        for q, docs in sorted(human.items())
+        for d, g in sorted(docs.items())
+    ]
+    write_jsonl(root / "pairs.jsonl", sample)
+    out = root / "pairs"
+    search_main(
+        [
+            "--run",
+            str(root / "good.trec"),
+            "--corpus",
+            str(adi_dir),
+            "--labeler",
+            f"judgments:{root / 'labeler.jsonl'}",
+            "--k",
+            str(K),
+            "--out",
+            str(out),
+            "--human_pairs",
+            str(root / "pairs.jsonl"),
+            "--report",
+            "false",
+        ]
+    )
+    metrics = read(out, "metrics.json")
+    report = build_report(out)
+    cells = report.headline.cells["good"]
+    entry = metrics["ppi"]["pairs"]["good"]["relevant share"]["ppi"]
+    assert cells["relevant share"].ppi.estimate == entry["estimate"]
+    assert cells[f"ndcg@{K}"].ppi is None
+    assert "Only the share of relevant hits has an interval" in report.headline.notice
+    judged = {
+        (row.qid, h.doc_id): h.human_grade
+        for row in report.queries
+        for hits in row.hits.values()
+        for h in hits
+        if h.human_grade is not None
+    }
+    assert judged and all(human[q][d] == grade for (q, d), grade in judged.items())
+    assert report.agreement.pairs == len(judged)

@@ -159,3 +159,43 @@ def test_the_main_job_page_shows_the_held_out_tables_and_the_ranking(browser, pa
     assert "NO" in held_out.text and "cross validation" in held_out.text
     taus = browser.find_element(By.ID, "ranking-taus").text
     assert "-1.000" in taus
+
+
+def test_a_single_run_without_comparisons_draws_without_errors(browser, pages, tmp_path: Path):
+    """One run (eval.search without --compare): no differences, no marks, no ranking."""
+    import shutil
+
+    single = tmp_path / "single"
+    shutil.copytree(pages["no_human"], single)
+    metrics = json.loads((single / "metrics.json").read_text())
+    metrics["mean"] = {"good": metrics["mean"]["good"]}
+    metrics.pop("comparison")
+    (single / "metrics.json").write_text(json.dumps(metrics))
+    per_query = json.loads((single / "per_query.json").read_text())
+    (single / "per_query.json").write_text(json.dumps({"good": per_query["good"]}))
+    By = open_page(browser, write_report(single))
+    assert console_errors(browser) == []
+    assert not browser.find_element(By.ID, "differences-table").is_displayed()
+    assert not browser.find_element(By.ID, "ranking").is_displayed()
+    browser.find_element(By.CSS_SELECTOR, "#query-table tbody tr").click()
+    assert browser.find_elements(By.CSS_SELECTOR, '#query-detail .hits-column[data-run="good"]')
+
+
+@pytest.mark.parametrize("at", ["", "agreement", "query"])
+def test_screenshots_show_the_page(pages, tmp_path: Path, at: str):
+    """The docs' screenshots (python -m eval.report --screenshot): the part asked for, drawn."""
+    from PIL import Image
+
+    from eval.report.browser import available
+    from eval.report.build import build_report
+    from eval.report.page import screenshot
+
+    if not available():
+        pytest.skip("Chromium and chromedriver are not installed (bash install.sh dev)")
+    if at == "query":
+        at = f"query={build_report(pages['human']).telling_query()}"
+    png = screenshot(pages["pages"]["human"], tmp_path / "shot.png", 900, 700, at)
+    with Image.open(png) as image:
+        colours = image.convert("RGB").getcolors(maxcolors=1 << 16)
+        assert image.width <= 900 and image.height > 150
+    assert colours is None or len(colours) > 8  # drawn, not a blank page
