@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from data.io import RecordError, atomic_writer, iter_json_lines
 from data.records import BLANK_QUERY, Pair, is_blank, normalise_text
@@ -289,25 +290,35 @@ class Collection:
         )
 
     def pairs(self, run: Mapping[str, Mapping[str, float]]) -> Iterable[Pair]:
-        """Pairs for every (query, document) of a run or qrels, ranked by score within a query."""
+        """Pairs for every (query, document) of a run, ranked by score within a query."""
         for qid in sorted(run):
-            if qid not in self.queries:
-                raise KeyError(f"query {qid!r} of the run is not in {self.root / 'queries.jsonl'}")
             for rank, (doc_id, score) in enumerate(ranked(run[qid]), start=1):
-                doc = self.corpus.get(doc_id)
-                if doc is None:
-                    raise KeyError(
-                        f"document {doc_id!r} of the run is not in {self.root / 'corpus.jsonl'}"
-                    )
-                yield Pair(
-                    qid=qid,
-                    query=self.queries[qid],
-                    doc_id=doc_id,
-                    text=doc.text,
-                    title=doc.title or None,
-                    rank=rank,
-                    retriever_score=float(score),
-                )
+                yield self.pair(qid, doc_id, rank=rank, retriever_score=float(score))
+
+    def judged_pool(self) -> Iterable[Pair]:
+        """Every judged (query, document) pair, ordered by query id, then document id: an order
+        of the content alone (no retriever ranked them, so they carry no rank or score)."""
+        for qid in sorted(self.qrels):
+            for doc_id in sorted(self.qrels[qid]):
+                yield self.pair(qid, doc_id)
+
+    def pair(self, qid: str, doc_id: str, **where: Any) -> Pair:
+        """The pair of a query and a document of this collection (both must exist)."""
+        if qid not in self.queries:
+            raise KeyError(f"query {qid!r} is not in {self.root / 'queries.jsonl'}")
+        doc = self.corpus.get(doc_id)
+        if doc is None:
+            raise KeyError(
+                f"document {doc_id!r} of query {qid!r} is not in {self.root / 'corpus.jsonl'}"
+            )
+        return Pair(
+            qid=qid,
+            query=self.queries[qid],
+            doc_id=doc_id,
+            text=doc.text,
+            title=doc.title or None,
+            **where,
+        )
 
 
 def _find_qrels(root: Path, qrels_file: str | None) -> Path | None:

@@ -60,7 +60,11 @@ class LabelConfig:
         default=None, metadata={"help": "TREC run with the pairs to judge (with --collection)."}
     )
     pool_from_qrels: bool = field(
-        default=False, metadata={"help": "Judge the collection's judged pool."}
+        default=False,
+        metadata={
+            "help": "Judge the collection's judged pool (every qrels pair, by query id, then "
+            "document id)."
+        },
     )
     sample: int = bounded(0, 0, help="Judge a seeded random sample of this many pairs (0: all).")
     seed: int = field(default=0)
@@ -84,12 +88,11 @@ def load_pairs(config: LabelConfig) -> list[Pair]:
     elif config.collection:
         collection = Collection.load(config.collection)
         if config.run:
-            source = read_trec_run(config.run)
+            pairs = list(collection.pairs(read_trec_run(config.run)))
         elif config.pool_from_qrels:
-            source = {q: {d: 0.0 for d in docs} for q, docs in collection.qrels.items()}
+            pairs = list(collection.judged_pool())
         else:
             raise ValueError("with --collection, give --run RUN or --pool_from_qrels true")
-        pairs = list(collection.pairs(source))
     else:
         raise ValueError("pairs: give --pairs FILE or --collection DIR")
     if config.sample and config.sample < len(pairs):

@@ -470,3 +470,22 @@ def test_out_equal_to_the_cache_or_the_input_is_refused_before_any_work(tmp_path
         with pytest.raises(ValueError, match=f"out: .* would replace --{flag}"):
             label(config, judge)
     assert (cache.read_bytes(), pairs.read_bytes()) == before
+
+
+def test_the_judged_pool_is_ordered_by_query_then_document_and_carries_no_rank(tmp_path: Path):
+    from data.label import LabelConfig, load_pairs
+
+    collection = tmp_path / "c"
+    collection.mkdir()
+    (collection / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": d, "text": f"text {d}"}) + "\n" for d in ("b", "a", "c"))
+    )
+    (collection / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": q, "text": f"query {q}"}) + "\n" for q in ("2", "1"))
+    )
+    (collection / "qrels.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n2\tc\t0\n1\tb\t1\n2\ta\t2\n1\ta\t0\n"
+    )
+    pairs = load_pairs(LabelConfig(collection=str(collection), pool_from_qrels=True, out="x"))
+    assert [(p.qid, p.doc_id) for p in pairs] == [("1", "a"), ("1", "b"), ("2", "a"), ("2", "c")]
+    assert {p.rank for p in pairs} == {None} and {p.retriever_score for p in pairs} == {None}
