@@ -278,7 +278,7 @@ class Collection:
         root = Path(root)
         if not (root / "corpus.jsonl").exists():
             raise FileNotFoundError(f"{root}: no corpus.jsonl (expected a BEIR-layout folder)")
-        qrels_path = _find_qrels(root, qrels_file)
+        qrels_path = find_qrels(root, qrels_file)
         return cls(
             root=root,
             corpus=read_corpus(root / "corpus.jsonl"),
@@ -321,7 +321,9 @@ class Collection:
         )
 
 
-def _find_qrels(root: Path, qrels_file: str | None) -> Path | None:
+def find_qrels(root: Path, qrels_file: str | None = None) -> Path | None:
+    """The qrels file of a BEIR folder: ``qrels_file`` (absolute, or relative to the folder), else
+    ``qrels.tsv`` or ``qrels/test.tsv``; None when there is none."""
     if qrels_file:
         path = Path(qrels_file)
         return path if path.is_absolute() or path.exists() else root / qrels_file

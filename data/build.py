@@ -21,7 +21,8 @@ Steps, in order:
 6. balance the train split only (oversample positives, undersample negatives, or both) to
    ``target_ratio`` positives per negative. Validation and test are never resampled.
 
-Output in ``out`` (with ``--folds``, in each ``out/fold-K``): the splits as JSONL, a
+Output in ``out`` (with ``--folds``, in each ``out/fold-K``, and every tested pair once in
+``out/tested.jsonl``): the splits as JSONL, a
 ``datasets.DatasetDict`` (``dataset/``), ``manifest.json`` (counts before and after balancing,
 the held-out queries, sources with an order-free digest, seed, config, skipped lines) and a
 printed summary table.
@@ -69,6 +70,7 @@ from data.splits import (
 
 logger = logging.getLogger(__name__)
 SPLIT_MODES = ("query", "pair")
+TESTED_FILE = "tested.jsonl"  # with --folds: every pair that some fold tests, each once
 BALANCE_MODES = ("none", "oversample", "undersample", "both")
 COLUMNS = (
     "qid",
@@ -320,6 +322,8 @@ def build_dataset(config: BuildConfig) -> dict[str, Any]:
             for number, fold in enumerate(folds):
                 _write_splits(out / f"fold-{number}", fold, {**manifest, "fold": number}, config)
             manifest["folds"] = [fold.summary() for fold in folds]
+            # Every pair a fold tests, each once: what a judge labels to be compared on all folds.
+            write_jsonl(out / TESTED_FILE, (_compact(row) for row in rows))
         else:
             manifest |= folds[0].summary()
             _write_splits(out, folds[0], manifest, config)
@@ -442,12 +446,13 @@ def _fold(
     return Fold(split_rows, before)
 
 
+def _compact(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if v is not None}
+
+
 def _write_splits(folder: Path, fold: Fold, manifest: dict[str, Any], config: BuildConfig) -> None:
     for name, items in fold.split_rows.items():
-        write_jsonl(
-            folder / f"{name}.jsonl",
-            ({k: v for k, v in row.items() if v is not None} for row in items),
-        )
+        write_jsonl(folder / f"{name}.jsonl", (_compact(row) for row in items))
     if config.save_dataset:
         _save_dataset_dict(fold.split_rows, folder / "dataset")
     write_json(folder / "manifest.json", manifest | fold.summary())
