@@ -53,6 +53,7 @@ class FakeOpenAI:
         self.batch_outcome = "completed"  # completed, expire_half, failed
         self.forget_batches = False  # every batch id answers 404 (deleted at the provider)
         self.batches_accepted: int | None = None  # after this many, creating one is refused
+        self.chat_delay = 0.0  # seconds every chat request waits (for interrupt-and-resume tests)
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -110,6 +111,7 @@ class FakeOpenAI:
             self.requests[doc_id] += 1
             self.bodies.append(body)
             count = self.requests[doc_id]
+        time.sleep(self.chat_delay)
 
         def send(status: int, payload: dict, headers: dict | None = None):
             return status, json.dumps(payload).encode(), "application/json", headers or {}
