@@ -227,17 +227,31 @@ def refuse_overlap(
     out_flag: str,
     out: str | os.PathLike[str],
     inputs: Iterable[tuple[str, str | os.PathLike[str] | None]],
+    *,
+    writes: Collection[str] | None = None,
 ) -> None:
-    """Refuse, before any work, an output that is (or, for a folder, contains) one of the inputs
-    ((flag, path) pairs), which writing it would replace or delete."""
+    """Refuse, before any work, an output that overlaps an input ((flag, path) pairs) either way.
+
+    - The output is an input or holds one: writing it would replace or delete that input. An
+      output folder is replaced as a whole unless ``writes`` names the only files written into
+      it; then only inputs at those names count.
+    - The output lies inside an input folder: writing it would change that input (an export's
+      files, a collection), and replacing it as a copy of that folder would copy into itself.
+    """
     target = Path(out).resolve()
+    written = [target] if writes is None else [target / name for name in writes]
     for flag, path in inputs:
         if not path:
             continue
         source = Path(path).resolve()
-        if source == target or target in source.parents:
+        if any(source == place or place in source.parents for place in written):
             raise ValueError(
                 f"{out_flag}: {out} would replace --{flag} {path}; write somewhere else"
+            )
+        if source.is_dir() and (source == target or source in target.parents):
+            raise ValueError(
+                f"{out_flag}: {out} is inside --{flag} {path}, and writing it would change "
+                "that input; write somewhere else"
             )
 
 

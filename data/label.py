@@ -130,12 +130,15 @@ def label(label_config: LabelConfig, judge_config: JudgeConfig) -> dict[str, Any
     if out.parent.exists() and not out.parent.is_dir():
         raise NotADirectoryError(f"out: {out.parent} is a file, not a folder")
     cache_path = Path(label_config.cache) if label_config.cache else out.with_suffix(".cache.jsonl")
-    # The judgments are written over --out at the end: never over the paid cache or the input.
-    refuse_overlap(
-        "out",
-        out,
-        [("cache", cache_path), ("pairs", label_config.pairs), ("run", label_config.run)],
-    )
+    # The judgments are written over --out at the end and the cache is appended to: neither
+    # ever lands on the paid cache or an input.
+    inputs = [
+        ("pairs", label_config.pairs),
+        ("run", label_config.run),
+        ("qrels", judge_config.qrels),
+    ]
+    refuse_overlap("out", out, [("cache", cache_path), *inputs])
+    refuse_overlap("cache", cache_path, inputs)
     if judge_config.batch and judge_config.backend not in BATCH_BACKENDS:
         raise ValueError(
             f"batch: the {judge_config.backend} backend has no batch mode (it runs on "

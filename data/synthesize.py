@@ -49,7 +49,14 @@ from tqdm.auto import tqdm
 
 from data.beir import Collection, Document
 from data.cli import bounded, check_choices, choice, parse_config, run_main
-from data.io import JsonlAppender, fingerprint, iter_json_lines, write_json, write_jsonl
+from data.io import (
+    JsonlAppender,
+    fingerprint,
+    iter_json_lines,
+    refuse_overlap,
+    write_json,
+    write_jsonl,
+)
 from data.judges.backends import REASONING_MODEL, JudgeConfig
 from data.records import JudgeInfo, Judgment, Pair, document_text
 
@@ -337,9 +344,11 @@ class Synthesizer:
         if not config.collection:
             raise ValueError("collection: give --collection DIR (a BEIR-layout folder)")
         self.out = Path(config.out)
-        collection_root = Path(config.collection).resolve()
-        if self.out.resolve() == collection_root or collection_root in self.out.resolve().parents:
-            raise ValueError(f"out: {self.out} is inside the collection {config.collection}")
+        refuse_overlap(
+            "out",
+            self.out,
+            [("collection", config.collection), ("examples_file", config.examples_file)],
+        )
         if self.out.exists() and not self.out.is_dir():
             raise NotADirectoryError(f"out: {self.out} is a file, not a folder")
         self.prompt = load_query_prompt(config.query_prompt)

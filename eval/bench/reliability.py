@@ -182,7 +182,7 @@ eval.rerank | rerank k 0 | --run {dir}/run-dup.trec --corpus {adi} --grader {dir
 models.export | export of a non-checkpoint | --checkpoint {dir}/a-folder --out {dir}/e | a-folder
 models.export | export truncated config.json | --checkpoint {dir}/truncated-config --out {dir}/e | config.json
 models.export | export truncated weights | --checkpoint {dir}/truncated-weights --out {dir}/e | model.safetensors
-models.export | export onto the checkpoint | --checkpoint {dir}/truncated-config --out {dir}/truncated-config | overlaps
+models.export | export onto the checkpoint | --checkpoint {dir}/truncated-config --out {dir}/truncated-config | would replace --checkpoint
 models.export | export onto a user's folder | --checkpoint {dir}/truncated-config --out {dir}/users | not a previous export
 eval.checkpoint | evaluate batch_size 0 | --judgments {dir}/judgments.jsonl --batch_size 0 | batch_size
 eval.checkpoint | evaluate missing data | --judgments {dir}/nope.jsonl --data {dir}/nope.jsonl | nope.jsonl

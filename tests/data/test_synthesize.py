@@ -307,10 +307,20 @@ def test_bad_settings_fail_before_any_work(
     assert message in capsys.readouterr().err
 
 
-def test_out_inside_the_collection_is_refused(adi_dir: Path):
-    with pytest.raises(ValueError, match="inside the collection"):
+def test_an_out_overlapping_an_input_either_way_is_refused(adi_dir: Path, tmp_path: Path):
+    with pytest.raises(ValueError, match="is inside --collection"):
         Synthesizer(
             SynthesisConfig(collection=str(adi_dir), out=str(adi_dir / "synthetic")),
+            SyntheticTeacherConfig(),
+        )
+    examples = tmp_path / "synthetic" / "examples.txt"  # an input inside the output folder
+    examples.parent.mkdir()
+    examples.write_text("what is an axon\n")
+    with pytest.raises(ValueError, match="would replace --examples_file"):
+        Synthesizer(
+            SynthesisConfig(
+                collection=str(adi_dir), out=str(examples.parent), examples_file=str(examples)
+            ),
             SyntheticTeacherConfig(),
         )
 

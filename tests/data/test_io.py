@@ -1,0 +1,37 @@
+"""data.io: overlap checks between outputs and inputs, folder replacement, file modes, BOMs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from data.io import refuse_overlap
+
+
+def test_an_output_may_not_hold_an_input_nor_lie_inside_an_input_folder(tmp_path: Path):
+    export = tmp_path / "holder" / "export"
+    export.mkdir(parents=True)
+    judgments = tmp_path / "judgments.jsonl"
+    judgments.write_text("{}\n")
+    inputs = [("export", export), ("judgments", judgments)]
+    # The output replaced as a whole holds the input: replacing it would delete the input.
+    for out in (export, tmp_path / "holder", tmp_path):
+        with pytest.raises(ValueError, match=r"would replace --(export|judgments)"):
+            refuse_overlap("out", out, inputs)
+    # The output inside an input folder: writing it would change that input.
+    with pytest.raises(ValueError, match=r"out: .* is inside --export"):
+        refuse_overlap("out", export / "copy", inputs)
+    refuse_overlap("out", tmp_path / "elsewhere", inputs)  # apart: fine
+
+
+def test_an_output_folder_written_into_counts_only_the_files_it_writes(tmp_path: Path):
+    run = tmp_path / "search" / "run.trec"
+    run.parent.mkdir()
+    run.write_text("1 Q0 d 1 1.0 r\n")
+    writes = ("metrics.json", "per_query.json")
+    refuse_overlap("out", run.parent, [("run", run)], writes=writes)  # beside the outputs
+    with pytest.raises(ValueError, match="would replace --human"):
+        refuse_overlap("out", run.parent, [("human", run.parent / "metrics.json")], writes=writes)
+    with pytest.raises(ValueError, match="is inside --corpus"):
+        refuse_overlap("out", tmp_path / "search", [("corpus", tmp_path)], writes=writes)
