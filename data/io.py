@@ -167,14 +167,28 @@ def _read_umask() -> int:
 _UMASK = _read_umask()
 
 
-def make_shareable(path: str | os.PathLike[str] | int, directory: bool = False) -> None:
-    """Give a file (or folder) made by ``tempfile`` (mode 0600/0700) the mode an ordinary
-    ``open``/``mkdir`` would have given it, so other users can read the outputs."""
-    mode = (0o777 if directory else 0o666) & ~_UMASK
-    if isinstance(path, int):
-        os.fchmod(path, mode)
-    else:
-        os.chmod(path, mode)
+def make_shareable(fd: int) -> None:
+    """Give a file made by ``tempfile`` (mode 0600) the mode an ordinary ``open`` would have
+    given it, so other users can read the outputs."""
+    os.fchmod(fd, 0o666 & ~_UMASK)
+
+
+def share_tree(root: str | os.PathLike[str]) -> None:
+    """Give ``root`` and every file and folder under it at least the permissions an ordinary
+    ``open``/``mkdir`` would have given under the umask.
+
+    Writers that go through a private temporary file leave their output mode 0600: safetensors
+    does, so the weights of an export, a trained grader or a checkpoint would be the only files
+    another user of a shared folder cannot read. Links are left alone (their targets are not ours).
+    """
+    root = Path(root)
+    for path in (root, *root.rglob("*")):
+        if path.is_symlink():
+            continue
+        mode = path.stat().st_mode & 0o7777
+        ordinary = (0o777 if path.is_dir() else 0o666) & ~_UMASK
+        if mode | ordinary != mode:
+            os.chmod(path, mode | ordinary)
 
 
 @contextlib.contextmanager
@@ -294,7 +308,7 @@ def replace_folder(target: str | os.PathLike[str]) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    make_shareable(tmp, directory=True)
+    share_tree(tmp)  # the folder (mkdtemp: 0700) and files written privately (weights: 0600)
     old = None
     if target.exists():
         old = target.parent / f".{target.name}.old-{tmp.name.rsplit('-', 1)[-1]}"

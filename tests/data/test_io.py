@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
 
-from data.io import refuse_overlap
+from data.io import refuse_overlap, replace_folder
 
 
 def test_an_output_may_not_hold_an_input_nor_lie_inside_an_input_folder(tmp_path: Path):
@@ -35,3 +37,26 @@ def test_an_output_folder_written_into_counts_only_the_files_it_writes(tmp_path:
         refuse_overlap("out", run.parent, [("human", run.parent / "metrics.json")], writes=writes)
     with pytest.raises(ValueError, match="is inside --corpus"):
         refuse_overlap("out", tmp_path / "search", [("corpus", tmp_path)], writes=writes)
+
+
+def ordinary_mode(directory: bool = False) -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return (0o777 if directory else 0o666) & ~mask
+
+
+def test_a_replaced_folder_has_the_ordinary_modes_even_for_privately_written_weights(
+    tmp_path: Path,
+):
+    import torch
+    from safetensors.torch import save_file
+
+    out = tmp_path / "export"
+    with replace_folder(out) as staging:
+        save_file({"w": torch.zeros(2)}, str(staging / "model.safetensors"))  # written 0600
+        (staging / "config.json").write_text("{}")
+        (staging / "sub").mkdir()
+        save_file({"w": torch.zeros(2)}, str(staging / "sub" / "model.safetensors"))
+    assert stat.S_IMODE(out.stat().st_mode) == ordinary_mode(directory=True)
+    for name in ("model.safetensors", "config.json", "sub/model.safetensors"):
+        assert stat.S_IMODE((out / name).stat().st_mode) == ordinary_mode(), name

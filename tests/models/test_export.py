@@ -44,7 +44,7 @@ def lora_checkpoint(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFacto
         model_config,
         DataConfig(dataset=str(root / "ds")),
         LossConfig(),
-        args_for(root, num_train_epochs=1),
+        args_for(root, num_train_epochs=1, save_strategy="epoch"),  # a checkpoint too
     )
     metrics = {"threshold": 0.42, "calibration": {"method": "temperature", "temperature": 1.7}}
     (root / "metrics.json").write_text(json.dumps(metrics))
@@ -408,3 +408,21 @@ def test_the_card_links_only_a_hub_id_as_its_base_model(base: str, expected: str
     from models.card import hub_base_model
 
     assert hub_base_model(base) == expected
+
+
+def test_the_weights_of_a_trained_grader_its_checkpoints_and_its_export_are_shareable(
+    lora_checkpoint: Path, exported: Path
+):
+    """safetensors writes 0600: the weights would be the one file another user cannot read."""
+    import os
+    import stat
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    weights = [
+        *(lora_checkpoint / "out").rglob("*.safetensors"),
+        *exported.rglob("*.safetensors"),
+    ]
+    assert any("checkpoint-" in str(path) for path in weights) and len(weights) >= 3
+    for path in weights:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask, path
