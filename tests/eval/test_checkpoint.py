@@ -86,6 +86,27 @@ def test_threshold_is_never_fitted_on_the_evaluated_split(
         )
 
 
+def test_calibration_pairs_of_one_class_are_refused_not_fitted(
+    tiny_model_dir: Path, splits, tmp_path: Path
+):
+    """No relevant calibration pair once fitted a threshold of 4e-84 (every pair relevant) and
+    exited 0: a threshold or a temperature needs both classes."""
+    none_relevant = write_split(
+        tmp_path / "none-relevant.jsonl", [(f"v{i % 3}", f"v{i}", i % 2) for i in range(12)]
+    )
+    with pytest.raises(ValueError, match=r"calibration_data: .*none-relevant.jsonl: no relevant"):
+        evaluate(
+            CheckpointEvalConfig(
+                data=str(splits["test"]),
+                out=str(tmp_path / "x"),
+                model=str(tiny_model_dir),
+                zero_shot=True,
+                calibration_data=str(none_relevant),
+                plots=False,
+            )
+        )
+
+
 def test_judgments_file_as_a_baseline(splits, tmp_path: Path):
     judgments = tmp_path / "judge.jsonl"
     rows = [json.loads(line) for line in splits["test"].read_text().splitlines()]
