@@ -22,6 +22,10 @@ from pydantic import BaseModel, ValidationError
 from data.parallel import is_main_process
 
 RecordT = TypeVar("RecordT", bound=BaseModel)
+# Editors on Windows start UTF-8 files with a byte-order mark; every reader takes it as nothing
+# (text files are opened with READ_ENCODING), so it never becomes part of a first id or field.
+UTF8_BOM = b"\xef\xbb\xbf"
+READ_ENCODING = "utf-8-sig"
 
 
 class RecordError(ValueError):
@@ -57,6 +61,8 @@ def iter_json_lines(
     """
     with open(path, "rb") as handle:  # decoded per line, so a bad byte names its line
         for number, data in enumerate(handle, start=1):
+            if number == 1:
+                data = data.removeprefix(UTF8_BOM)  # a byte-order mark is no part of the data
             try:
                 raw = data.decode("utf-8")
             except UnicodeDecodeError as exc:

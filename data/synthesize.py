@@ -50,6 +50,7 @@ from tqdm.auto import tqdm
 from data.beir import Collection, Document
 from data.cli import bounded, check_choices, choice, parse_config, run_main
 from data.io import (
+    READ_ENCODING,
     JsonlAppender,
     fingerprint,
     iter_json_lines,
@@ -309,7 +310,7 @@ def read_examples_file(path: str) -> list[dict[str, str]]:
                 raise ValueError(f"{path}:{line}: text: expected a string")
             examples.append({"query": obj["query"].strip(), "text": (text or "").strip()})
     else:
-        lines = source.read_text(encoding="utf-8").splitlines()
+        lines = source.read_text(encoding=READ_ENCODING).splitlines()
         examples = [{"query": q.strip(), "text": ""} for q in lines if q.strip()]
     if not examples:
         raise ValueError(f"examples_file: {path} holds no example query")
