@@ -316,10 +316,20 @@ def replace_folder(target: str | os.PathLike[str]) -> Iterator[Path]:
         raise
     share_tree(tmp)  # the folder (mkdtemp: 0700) and files written privately (weights: 0600)
     old = None
-    if target.exists():
-        old = target.parent / f".{target.name}.old-{tmp.name.rsplit('-', 1)[-1]}"
-        os.replace(target, old)
-    os.replace(tmp, target)
+    try:
+        if target.exists():
+            old = target.parent / f".{target.name}.old-{tmp.name.rsplit('-', 1)[-1]}"
+            os.replace(target, old)
+        os.replace(tmp, target)
+    except OSError as exc:
+        if old is not None and old.exists() and not target.exists():
+            with contextlib.suppress(OSError):
+                os.replace(old, target)  # the previous folder back in its place
+        raise OSError(
+            f"{target}: the finished result could not take this folder's place "
+            f"({exc.strerror or exc}); it is complete in {tmp}: move it there yourself, or make "
+            f"{target} replaceable and run again"
+        ) from None
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 

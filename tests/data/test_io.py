@@ -60,3 +60,29 @@ def test_a_replaced_folder_has_the_ordinary_modes_even_for_privately_written_wei
     assert stat.S_IMODE(out.stat().st_mode) == ordinary_mode(directory=True)
     for name in ("model.safetensors", "config.json", "sub/model.safetensors"):
         assert stat.S_IMODE((out / name).stat().st_mode) == ordinary_mode(), name
+
+
+def test_a_folder_that_cannot_be_replaced_names_where_the_finished_result_is(
+    tmp_path: Path, monkeypatch
+):
+    """A rename refused (a mount point, a busy folder) left a complete result in a hidden
+    .NAME.new-* folder that the error did not mention; the old folder stays as it was."""
+    import data.io as io_module
+
+    out = tmp_path / "dataset"
+    out.mkdir()
+    (out / "old.txt").write_text("previous")
+    real_replace = os.replace
+
+    def refuse_the_new_folder(src, dst):
+        if Path(dst) == out and ".new-" in str(src):
+            raise PermissionError(13, "Permission denied")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(io_module.os, "replace", refuse_the_new_folder)
+    expected = r"could not take .*complete in .*\.dataset\.new-"
+    with pytest.raises(OSError, match=expected) as info, replace_folder(out) as staging:
+        (staging / "train.jsonl").write_text("{}\n")
+    staged = Path(str(info.value).split("complete in ")[1].split(":")[0])
+    assert (staged / "train.jsonl").exists()
+    assert (out / "old.txt").read_text() == "previous"  # the old folder is back in its place
