@@ -76,6 +76,15 @@ def test_every_prompt_loads_with_name_version_and_slots():
         ("binary", "Yes.", None, 1),
         ("binary", "No, it is about something else.", None, 0),
         ("binary", "**Answer:** yes", None, 1),
+        # The first word after list numbering, a bullet or markdown is the answer.
+        ("binary", "1. Yes", None, 1),
+        ("binary", "**No**", None, 0),
+        ("binary", "- yes.", None, 1),
+        ("binary", "1) No, it is about trains.", None, 0),
+        ("binary", "> Yes", None, 1),
+        ("binary", "* **Yes**", None, 1),
+        ("trec-graded", "1. 3", 3, 1),
+        ("trec-graded", "2. The passage answers part of it.", 2, 1),
     ],
 )
 def test_replies_parse(prompt: str, reply: str, grade: int | None, label: int):
@@ -92,6 +101,8 @@ def test_replies_parse(prompt: str, reply: str, grade: int | None, label: int):
         ("binary", "No idea, sorry."),
         ("binary", "I can't answer yes or no to that."),
         ("binary", "Yes and no."),
+        ("binary", "1. Maybe"),
+        ("binary", "- Yes and no"),
         ("trec-graded", "Somewhere between 1 and 2"),
     ],
 )
