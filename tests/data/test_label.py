@@ -169,6 +169,33 @@ def test_openai_backend_retries_parses_records_errors_and_caches(tmp_path: Path)
         assert other["cached"] == 0
 
 
+@pytest.mark.parametrize(
+    ("refused", "used"),
+    [({"json_schema": 500}, "json_object"), ({"json_schema": 400, "json_object": 400}, None)],
+    ids=["llama.cpp-refuses-json_schema", "refuses-both"],
+)
+def test_a_server_that_refuses_the_response_format_is_found_once_and_asked_the_next_way(
+    tmp_path: Path, caplog, refused: dict, used: str | None
+):
+    """llama.cpp's server refuses json_schema (500: "Input should be 'text' or 'json_object'");
+    every pair of a JSON prompt failed after three tries each. Now the first request finds the
+    refusal (no SDK retries), and every pair is asked the accepted way and judged."""
+    pairs = write_pairs(tmp_path / "pairs.jsonl", ["ok"] * 12)
+    out = tmp_path / "judgments.jsonl"
+    with FakeOpenAI() as server:
+        server.refused_formats = refused
+        summary = label(LabelConfig(out=str(out), pairs=str(pairs)), openai_judge(server))
+        formats = [(b.get("response_format") or {}).get("type") for b in server.bodies]
+    assert summary["failed"] == 0 and summary["judged_now"] == 12
+    assert server.refusals == len(refused)  # one refused request per refused format, no retries
+    assert formats[: len(refused)] == list(refused)
+    assert formats[len(refused) :] == [used] * 12
+    assert sum(server.requests.values()) == 12 + len(refused)
+    assert f"refused response_format json_schema ({refused['json_schema']}" in caplog.text
+    judged = list(read_records(out, Judgment))
+    assert [j.label for j in judged] == [i % 2 for i in range(12)]
+
+
 def test_unfinished_replies_and_bad_bodies_never_become_labels_nor_stop_the_run(
     tmp_path: Path,
 ):
