@@ -196,6 +196,36 @@ def test_a_server_that_refuses_the_response_format_is_found_once_and_asked_the_n
     assert [j.label for j in judged] == [i % 2 for i in range(12)]
 
 
+def test_a_teacher_whose_replies_are_mostly_unusable_stops_the_stage_where_it_happens(
+    tmp_path: Path,
+):
+    """145 of 149 replies unusable once passed as a success, and data.build failed a stage later:
+    past --max_error_share of at least 20 replies the stage stops, naming the prompt, the server
+    and a reply, with every finished judgment cached."""
+    modes = ["ok", "ok"] + ["reply=I_think_it_is_relevant."] * 38
+    pairs = write_pairs(tmp_path / "pairs.jsonl", modes)
+    out = tmp_path / "judgments.jsonl"
+    with FakeOpenAI() as server:
+        judge = openai_judge(server, prompt="binary", parse_retries=0, concurrency=1)
+        with pytest.raises(ValueError) as stopped:
+            label(LabelConfig(out=str(out), pairs=str(pairs)), judge)
+        message = str(stopped.value)
+        assert "18 of 20 replies this run were unusable" in message
+        assert f"prompt binary@1, backend openai at {server.base_url}" in message
+        assert "I think it is relevant." in message and "--max_error_share" in message
+        assert sum(server.requests.values()) == 20  # nothing more was asked
+    assert not out.exists()
+    assert len(out.with_suffix(".cache.jsonl").read_text().splitlines()) == 20
+    # A teacher that fails a few pairs goes on; so does one told to (--max_error_share 1).
+    mostly_fine = write_pairs(tmp_path / "fine.jsonl", ["ok"] * 14 + ["garbage"] * 6)
+    with FakeOpenAI() as server:
+        judge = openai_judge(server, prompt="binary", parse_retries=0)
+        summary = label(LabelConfig(out=str(tmp_path / "f.jsonl"), pairs=str(mostly_fine)), judge)
+        assert summary["failed"] == 6
+        config = LabelConfig(out=str(out), pairs=str(pairs), max_error_share=1.0)
+        assert label(config, judge)["failed"] == 38
+
+
 def test_unfinished_replies_and_bad_bodies_never_become_labels_nor_stop_the_run(
     tmp_path: Path,
 ):
