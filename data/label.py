@@ -254,7 +254,7 @@ def label(label_config: LabelConfig, judge_config: JudgeConfig) -> dict[str, Any
 
             try:
                 if judge is not None:
-                    batches = judge.run(todo, list(todo_index), on_result, known=set(keys))
+                    batches = judge.run(todo, list(todo_index), on_result)
                 else:
                     backend.run(todo, on_result)
             finally:
