@@ -132,7 +132,9 @@ def recalibrate(config: RecalibrateConfig) -> dict[str, Any]:
         (staging / GRADER_CONFIG_FILE).write_text(
             json.dumps(description, indent=2, ensure_ascii=False) + "\n"
         )
-        (staging / "README.md").write_text(model_card(description, out.name))
+        (staging / "README.md").write_text(
+            model_card(description, out.name, path=str(out.resolve()))
+        )
         # The weights are the export's: plain transformers must still give its raw scores.
         difference = check_round_trip(grader, staging, sample, 1e-4, out)
         report["round_trip_max_abs_difference"] = difference

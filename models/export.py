@@ -211,7 +211,8 @@ def export(config: ExportConfig) -> dict[str, Any]:
             json.dumps(description, indent=2, ensure_ascii=False) + "\n"
         )
         name = config.model_name or out.name
-        (staging / "README.md").write_text(model_card(description, name, config.license))
+        card = model_card(description, name, config.license, path=str(out.resolve()))
+        (staging / "README.md").write_text(card)
 
         # Round trip: plain transformers on the export vs our inference path on the checkpoint;
         # a failure leaves the previous export in place.

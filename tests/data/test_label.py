@@ -538,3 +538,20 @@ def test_out_equal_to_the_cache_or_the_input_is_refused_before_any_work(tmp_path
         with pytest.raises(ValueError, match=f"out: .* would replace --{flag}"):
             label(config, judge)
     assert (cache.read_bytes(), pairs.read_bytes()) == before
+
+
+def test_each_prompt_gives_the_judgment_fields_the_design_says(tmp_path: Path):
+    """The design's record listed grade and rationale for every judgment; binary prompts give
+    neither. The record description now says which judge gives what, and the records agree."""
+    pairs = write_pairs(tmp_path / "pairs.jsonl", ["ok", "ok"])
+    given = {}
+    with FakeOpenAI() as server:
+        for prompt in ("binary", "binary-cot"):
+            out = tmp_path / f"{prompt}.jsonl"
+            label(LabelConfig(out=str(out), pairs=str(pairs)), openai_judge(server, prompt=prompt))
+            given[prompt] = [json.loads(line) for line in out.read_text().splitlines()]
+    assert all("grade" not in j and "rationale" not in j and "label" in j for j in given["binary"])
+    assert all("grade" not in j and j["rationale"] == "checked" for j in given["binary-cot"])
+    design = " ".join((REPO / "docs" / "design.md").read_text().split())
+    assert "the yes/no prompts (`binary`, `binary-cot`) give a `label` and no `grade`" in design
+    assert "`binary` and `trec-graded` answer in one word, so no `rationale`" in design

@@ -314,8 +314,7 @@ def test_every_mode_exports_with_the_checkpoints_scores_and_a_card_snippet_that_
     )
     stored = exported_grader.score(query, [document])[0]  # with the stored temperature
     card = (out / "README.md").read_text()
-    snippet = re.search(r"```python\n(.*?)```", card, re.S).group(1)
-    snippet = re.sub(r'path = ".*?"', f'path = "{out}"', snippet)
+    snippet = re.search(r"```python\n(.*?)```", card, re.S).group(1)  # as it is, unchanged
     capsys.readouterr()  # drop what training and export printed
     namespace: dict = {}
     exec(compile(snippet, "model-card-snippet", "exec"), namespace)
@@ -426,3 +425,32 @@ def test_the_weights_of_a_trained_grader_its_checkpoints_and_its_export_are_shar
     assert any("checkpoint-" in str(path) for path in weights) and len(weights) >= 3
     for path in weights:
         assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask, path
+
+
+def test_the_local_cards_snippet_runs_as_pasted_from_another_folder(exported: Path, tmp_path: Path):
+    """The card's snippet said path = "export", which from anywhere but the export's parent is
+    a hub id (a connection error offline). Pasted as it is and run elsewhere, it now loads the
+    export and prints its P(relevant) and decision."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    card = (exported / "README.md").read_text()
+    snippet = re.search(r"```python\n(.*?)```", card, re.S).group(1)
+    assert f'path = "{exported.resolve()}"' in snippet
+    elsewhere = tmp_path / "somewhere-else"
+    elsewhere.mkdir()
+    (elsewhere / "snippet.py").write_text(snippet)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(
+        [sys.executable, "snippet.py"], cwd=elsewhere, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    p, decision = result.stdout.split()
+    grader = Grader.from_pretrained(exported, dtype="float32", device="cpu")
+    stored = grader.score(
+        "what is an axon terminal", ["Axon terminals are the ends of an axon's branches."]
+    )[0]
+    assert float(p) == pytest.approx(float(stored), abs=5e-5)
+    assert decision == str(bool(stored >= grader.threshold))
