@@ -45,6 +45,8 @@ def bm25_scores(
         by_query.setdefault(query, []).append(i)
     for query, rows in by_query.items():
         tokens = bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)[0]
+        if not tokens:  # only stopwords or one-letter words: nothing to match, score 0
+            continue
         all_scores = retriever.get_scores(tokens)
         for i in rows:
             scores[i] = float(all_scores[position[documents[i]]])
