@@ -12,6 +12,12 @@ Teacher faults: ``data.label`` against a fault-injecting OpenAI-compatible endpo
 (:mod:`eval.bench.fake_openai`: 429s, 500s, cut-off replies, invalid JSON and text/plain bodies,
 non-answers), killed with SIGKILL mid-run and resumed; counted: pairs lost, completed pairs paid
 twice, labels taken from unusable replies. The figures go to BENCHMARKS.md.
+
+Replays (issue 42, data side): each item's reported situation set up and run again (an
+interrupted synthesis, weights' file modes, byte-order marks, an unreplaceable folder, the API's
+messages, a server refusing structured output, list-numbered answers, a mostly unusable teacher,
+a batch re-run on a subset in a moved folder, the card's snippet from another folder); a replay
+holds when the fix does.
 """
 
 from __future__ import annotations
