@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from data.io import RecordError, atomic_writer, iter_json_lines
+from data.io import READ_ENCODING, RecordError, atomic_writer, iter_json_lines
 from data.records import BLANK_QUERY, Pair, is_blank, normalise_text
 
 logger = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ def read_qrels(path: str | os.PathLike[str]) -> Qrels:
     """
     path = Path(path)
     qrels: Qrels = {}
-    with open(path, encoding="utf-8") as handle:
+    with open(path, encoding=READ_ENCODING) as handle:
         lines = list(enumerate(handle, start=1))
     if not lines:
         return qrels
@@ -170,7 +170,7 @@ def read_trec_run(path: str | os.PathLike[str]) -> Run:
     """A TREC run (``qid Q0 docid rank score tag``) → {qid: {docid: score}}."""
     path = Path(path)
     run: Run = {}
-    with open(path, encoding="utf-8") as handle:
+    with open(path, encoding=READ_ENCODING) as handle:
         for number, raw in enumerate(handle, start=1):
             if not raw.strip():
                 continue

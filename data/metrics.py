@@ -40,6 +40,20 @@ def per_query_roc_auc(
     }
 
 
+def require_both_classes(labels: Any, source: str) -> None:
+    """Refuse to fit a threshold or a calibration on labels of one class: with no relevant pair
+    (or none that is not) any fit is degenerate (a threshold near 0 that calls every pair
+    relevant, a temperature near 0) and would pass silently."""
+    values = np.asarray(labels).astype(int)
+    relevant = int((values == 1).sum())
+    if relevant == 0 or relevant == len(values):
+        missing = "relevant" if relevant == 0 else "non-relevant"
+        raise ValueError(
+            f"{source}: no {missing} pair among {len(values)}; a threshold or calibration is "
+            "fitted on both classes (judge more queries, or pairs with both labels)"
+        )
+
+
 def query_roc_auc(
     probabilities: np.ndarray, labels: np.ndarray, queries: np.ndarray
 ) -> float | None:

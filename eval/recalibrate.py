@@ -27,7 +27,13 @@ from typing import Any
 import numpy as np
 
 from data.cli import bounded, parse_config, run_main
-from data.io import check_replaceable, markdown_table, read_records, replace_folder
+from data.io import (
+    check_replaceable,
+    markdown_table,
+    read_records,
+    refuse_overlap,
+    replace_folder,
+)
 from data.records import Judgment, document_text
 from eval.metrics import best_f1_threshold, binary_metrics, fit_temperature
 
@@ -77,8 +83,8 @@ def recalibrate(config: RecalibrateConfig) -> dict[str, Any]:
         raise FileNotFoundError(f"export: {export} is not a finished export (no {EXPORT_MARKER})")
     if not config.out:
         raise ValueError("out: give the folder for the recalibrated copy")
-    if out.resolve() == export.resolve() or out.resolve().is_relative_to(export.resolve()):
-        raise ValueError(f"out: {out} overlaps the export {export}; write the copy elsewhere")
+    # Both ways: the copy inside the export, or the export (or the judgments) inside the copy.
+    refuse_overlap("out", out, [("export", export), ("judgments", config.judgments)])
     check_replaceable(out, RECALIBRATED, config.overwrite, "recalibrated export")
     records = [r for r in read_records(config.judgments, Judgment) if r.error is None]
     fit, held_out = split_queries([r.qid for r in records], config.fit_share, config.seed)
@@ -126,7 +132,9 @@ def recalibrate(config: RecalibrateConfig) -> dict[str, Any]:
         (staging / GRADER_CONFIG_FILE).write_text(
             json.dumps(description, indent=2, ensure_ascii=False) + "\n"
         )
-        (staging / "README.md").write_text(model_card(description, out.name))
+        (staging / "README.md").write_text(
+            model_card(description, out.name, path=str(out.resolve()))
+        )
         # The weights are the export's: plain transformers must still give its raw scores.
         difference = check_round_trip(grader, staging, sample, 1e-4, out)
         report["round_trip_max_abs_difference"] = difference

@@ -37,7 +37,7 @@ from data.beir import (
     write_trec_qrels,
 )
 from data.cli import bounded, check_choices, choice, parse_config, run_main
-from data.io import markdown_table, write_json
+from data.io import markdown_table, refuse_overlap, write_json
 from eval.labelers import Hit, HitLabel, Labeler, QrelsLabeler, make_labeler
 
 logger = logging.getLogger(__name__)
@@ -508,12 +508,30 @@ def compare_runs(
     return tables
 
 
+# What eval.search writes into --out (the folder may hold other files, the runs among them).
+SEARCH_OUTPUTS = ("metrics.json", "per_query.json", "inferred_qrels.txt", "labels")
+
+
+def search_inputs(config: SearchEvalConfig) -> list[tuple[str, str | None]]:
+    """(flag, path) of every file or folder the command reads, the labeler's among them."""
+    labeler_path = config.labeler.partition(":")[2]
+    return [
+        ("run", config.run),
+        *(("compare", path) for path in config.compare),
+        ("corpus", config.corpus),
+        ("human", config.human),
+        ("human_pairs", config.human_pairs),
+        ("labeler", labeler_path if Path(labeler_path).exists() else None),
+    ]
+
+
 def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([SearchEvalConfig], args)
     if not config.run or not config.corpus or not config.labeler:
         raise ValueError("give --run, --corpus and --labeler")
     out = Path(config.out)
     run_paths = [config.run, *config.compare]
+    refuse_overlap("out", out, search_inputs(config), writes=SEARCH_OUTPUTS)
     runs = read_named_runs(run_paths)  # bad runs are found before a grader is loaded
     labeler = make_labeler(config.labeler, cache_dir=config.label_cache or out / "labels")
     # Human judgments are checked against the runs before any hit is labelled.

@@ -59,7 +59,7 @@ def test_bad_input_fails_before_any_work(tiny_export: Path, tiny_dataset: Path, 
                 export=str(tiny_export), judgments=str(one_query), out=str(tmp_path / "o")
             )
         )
-    with pytest.raises(ValueError, match="overlaps the export"):
+    with pytest.raises(ValueError, match="is inside --export"):
         recalibrate(
             RecalibrateConfig(
                 export=str(tiny_export),
@@ -67,3 +67,25 @@ def test_bad_input_fails_before_any_work(tiny_export: Path, tiny_dataset: Path, 
                 out=str(tiny_export / "inside"),
             )
         )
+
+
+def test_an_out_that_holds_the_export_is_refused_even_with_overwrite(
+    tiny_export: Path, tiny_dataset: Path, tmp_path: Path
+):
+    """Replacing a folder that holds the export would delete it (and the record would name a
+    path that no longer exists): refused before any work, the export untouched."""
+    import shutil
+
+    holder = tmp_path / "holder"
+    shutil.copytree(tiny_export, holder / "export")
+    before = sorted(p.name for p in (holder / "export").iterdir())
+    with pytest.raises(ValueError, match="would replace --export"):
+        recalibrate(
+            RecalibrateConfig(
+                export=str(holder / "export"),
+                judgments=str(tiny_dataset / "train.jsonl"),
+                out=str(holder),
+                overwrite=True,
+            )
+        )
+    assert sorted(p.name for p in (holder / "export").iterdir()) == before
