@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy import stats
+from scipy.special import ndtri, stdtrit
 
 from data.io import fingerprint, write_json
 from eval.ppi import INTERVALS, Interval, MetricEstimates
@@ -315,8 +315,9 @@ def design_lambda(design: Design, labeler: Mapping[Unit, float], human: Mapping[
             continue
         a, b = _stratum_terms(stratum, labeler, human)
         weight = _weights(stratum)
-        numerator += weight * float(np.cov(a, b, ddof=1)[0, 1])
-        denominator += weight * float(np.var(b, ddof=1))
+        centred = b - b.mean()
+        numerator += weight * float(np.dot(a - a.mean(), centred)) / (len(b) - 1)
+        denominator += weight * float(np.dot(centred, centred)) / (len(b) - 1)
     return float(np.clip(numerator / denominator, 0.0, 1.0)) if denominator > 0 else 0.0
 
 
@@ -357,11 +358,11 @@ def design_mean(
 def _quantile(alpha: float, parts: list[tuple[float, int]], interval: str) -> float:
     """Student's t with Satterthwaite's degrees of freedom (normal for ``interval="normal"``)."""
     if interval == "normal":
-        return float(stats.norm.ppf(1 - alpha / 2))
+        return float(ndtri(1 - alpha / 2))
     variance = sum(g for g, _ in parts)
     spread = sum(g * g / (n - 1) for g, n in parts)
     df = variance**2 / spread if spread > 0 else max(1, sum(n for _, n in parts) - len(parts))
-    return float(stats.t.ppf(1 - alpha / 2, df=max(df, 1.0)))
+    return float(stdtrit(max(df, 1.0), 1 - alpha / 2))
 
 
 def design_estimate(
