@@ -172,8 +172,8 @@ def unit_signals(
     per_query: Mapping[str, Any], unit: str, metric: str
 ) -> tuple[dict[Unit, float], dict[Unit, float]]:
     """(score, uncertainty) of every unit from eval.search's per_query.json. A hit: P(relevant)
-    and p(1 − p). A query: the labeler's ``metric`` averaged over the runs, and the mean p(1 − p)
-    over its pooled hits."""
+    and p(1 − p). A query: the labeler's ``metric`` averaged over the runs (left out where the
+    labels lack it), and the mean p(1 − p) over its pooled hits."""
     hits = pooled_hits(per_query)
     if unit == "hits":
         return dict(hits), {h: p * (1 - p) for h, p in hits.items()}
@@ -183,11 +183,11 @@ def unit_signals(
     scores: dict[str, list[float]] = {}
     for queries in per_query.values():
         for qid, result in queries.items():
-            if metric not in result.get("metrics", {}):
-                raise ValueError(f"labels: no {metric} for query {qid!r} (eval.search --k?)")
-            scores.setdefault(qid, []).append(float(result["metrics"][metric]))
-    score = {q: float(np.mean(v)) for q, v in scores.items()}
-    return score, {q: float(np.mean(per_unit.get(q, [0.0]))) for q in score}
+            values = scores.setdefault(qid, [])
+            if metric in result.get("metrics", {}):
+                values.append(float(result["metrics"][metric]))
+    score = {q: float(np.mean(v)) for q, v in scores.items() if v}
+    return score, {q: float(np.mean(per_unit.get(q, [0.0]))) for q in scores}
 
 
 def _tie_break(unit: Unit) -> str:

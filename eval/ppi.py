@@ -325,7 +325,12 @@ def draw(config: DrawConfig):
     score = uncertainty = None
     if config.labels:
         score, uncertainty = unit_signals(read_labels(config.labels), config.unit, config.metric)
-        population = sorted(score)
+        population = sorted(uncertainty)
+        if config.strata_by == "score" and len(score) < len(uncertainty):
+            raise ValueError(
+                f"metric: {config.labels} has no {config.metric} for some queries; give --metric "
+                "as eval.search names it (e.g. ndcg@10)"
+            )
     elif config.unit == "hits":
         population = _run_hits(config.run, config.k)
     else:

@@ -6,7 +6,7 @@ the JSON routes it calls. Nothing is loaded from any other origin.
     GET  /api/state        the assessor's next hit and progress
     POST /api/judge        {assessor, qid, doc_id, grade, seconds}: stored durably, then the next hit
     POST /api/undo         {assessor}: withdraws the latest judgment and shows that hit again
-    POST /api/skip         {assessor, qid, doc_id}: the hit comes back after the others
+    POST /api/skip         {assessor, qid, doc_id}: the hit comes back after its query's others
     GET  /api/summary      a finished query's grades beside the labeler's (never before it is done)
 
 A hit sent to the page carries the query and the document, never the labeler's label: a label in
@@ -78,11 +78,15 @@ class Judging:
         if again is not None and again not in judged and again in self.order:
             return again
         pending = [hit for hit in self.order if hit not in judged]
+        if not pending:
+            return None
+        # The current query is the first with a hit left; a skipped hit waits for its others.
+        in_query = [hit for hit in pending if hit[0] == pending[0][0]]
         skipped = self.skipped.setdefault(assessor, set())
-        fresh = [hit for hit in pending if hit not in skipped]
-        if not fresh and pending:
-            skipped.clear()  # every hit left was skipped: go round them again
-        return (fresh or pending or [None])[0]
+        fresh = [hit for hit in in_query if hit not in skipped]
+        if not fresh:
+            skipped.difference_update(in_query)  # only skipped hits left: go round them again
+        return (fresh or in_query)[0]
 
     def query_hits(self, qid: str) -> list[Hit]:
         return [hit for hit in self.order if hit[0] == qid]

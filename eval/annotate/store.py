@@ -186,8 +186,9 @@ def session_folder(path: str | Path) -> Path | None:
 def read_judgments(path: str | Path) -> list[Judgment]:
     """The judgments of a judging session (folder) or of any judgments JSONL; records with an
     error are refused."""
-    folder = session_folder(path)
-    file = folder / JUDGMENTS_FILE if folder else Path(path)
+    file = Path(path) / JUDGMENTS_FILE if Path(path).is_dir() else Path(path)
+    if Path(path).name == QRELS_FILE and session_folder(path):
+        file = Path(path).parent / JUDGMENTS_FILE
     records = list(read_records(file, Judgment))
     for record in records:
         if record.error is not None:
