@@ -132,6 +132,7 @@ def bind(host: str, port: int) -> socket.socket:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
+        sock.listen(128)  # a browser that connects before uvicorn is up waits in the backlog
     except OSError as exc:
         sock.close()
         raise ValueError(

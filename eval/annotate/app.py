@@ -148,10 +148,9 @@ class Judging:
         for hit in hits:
             grade = judged[hit].grade
             label = (self.labels or {}).get(hit)
-            rows.append(
-                {"doc_id": hit[1], "title": self.documents[hit[1]].title, "grade": grade}
-                | {"labeler": label}
-            )
+            doc = self.documents[hit[1]]
+            snippet = (doc.title or doc.text)[:90]
+            rows.append({"doc_id": hit[1], "snippet": snippet, "grade": grade, "labeler": label})
         agree = [
             label_from_grade(r["grade"]) == int(r["labeler"]["relevant"])
             for r in rows

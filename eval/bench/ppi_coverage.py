@@ -65,6 +65,10 @@ class CoverageConfig:
     )
     strata: int = bounded(2, 1, help="Strata of the stratified designs.")
     strata_by: str = choice("uncertainty", STRATA_BY, "What the strata are cut by.")
+    finite_population: bool = field(
+        default=False,
+        metadata={"help": "The designs' variance with the finite-population correction."},
+    )
     out: str | None = field(default=None, metadata={"help": "Write the figures as JSON here."})
 
 
@@ -152,6 +156,15 @@ def _uniform_ppi(design: Design, labeler: dict, human: dict, alpha: float):
     y = [human[q] for q in design.drawn]
     f = [labeler[q] for q in design.drawn]
     return ppi_mean(y, f, [v for q, v in labeler.items() if q not in judged], alpha)
+
+
+def design_estimator(config: CoverageConfig):
+    def estimate(design: Design, labeler: dict, human: dict, alpha: float):
+        return design_mean(
+            design, labeler, human, alpha, finite_population=config.finite_population
+        )
+
+    return estimate
 
 
 def design_rows(
@@ -285,7 +298,8 @@ def main(args: Sequence[str] | None = None) -> None:
     for labeler, rows in results["designs"].items():
         print(
             f"\n### Sampling designs, labeler {labeler} ({config.draws} draws per n and design; "
-            f"{config.strata} strata by the labeler's {config.strata_by})\n"
+            f"{config.strata} strata by the labeler's {config.strata_by}"
+            f"{'; with the finite-population correction' if config.finite_population else ''})\n"
         )
         print(design_table(rows), end="")
     if config.out:

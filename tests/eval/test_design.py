@@ -50,9 +50,11 @@ def test_estimate_and_variance_are_unbiased_over_every_sample(lam: float, domain
     strata = [units[:4], units[4:]]
     estimates, variances = [], []
     for design in every_sample(strata, [2, 3]):
-        interval = design_mean(design, labeler, human, alpha=0.05, lam=lam, interval="normal")
+        interval = design_mean(design, labeler, human, 0.05, lam, "normal", finite_population=True)
         estimates.append(interval.estimate)
         variances.append((interval.width / 2 / 1.959963984540054) ** 2)
+        # Without the finite-population factor: wider, never narrower (the default).
+        assert design_mean(design, labeler, human, 0.05, lam, "normal").width >= interval.width
     assert len(estimates) == 6 * 10
     truth = np.mean([human[u] for u in labeler])
     assert np.mean(estimates) == pytest.approx(truth, abs=1e-12)
