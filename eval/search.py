@@ -427,8 +427,14 @@ def human_metrics(
     return out
 
 
+def _stratified(design: Any) -> bool:
+    """A stratified draw gets the estimator valid under its design; a uniform one (or a sample
+    of unknown design) gets PPI++, which measured as wide or narrower on uniform draws."""
+    return design is not None and design.kind != "uniform"
+
+
 def _estimator(config: SearchEvalConfig, design: Any) -> str:
-    if design is None:
+    if not _stratified(design):
         return f"PPI++ with a power-tuned lambda, {config.interval} interval"
     return (
         f"PPI++ under the draw's design ({design.describe()}): the mean over the "
@@ -459,7 +465,7 @@ def ppi_estimates(
                 design_estimate(
                     design, values, truth[metric], config.alpha, config.interval, bounds
                 )
-                if design is not None
+                if _stratified(design)
                 else estimate_metric(values, truth[metric], config.alpha, config.interval, bounds)
             ).to_dict()
             for metric, values in labeler.items()
@@ -532,7 +538,7 @@ def pair_estimates(
                 "hits; at least 2 are needed"
             )
         arguments = (config.alpha, config.interval, (0.0, 1.0))
-        if design is not None:
+        if _stratified(design):
             estimates = design_estimate(design, labeler, truth, *arguments)
         else:
             estimates = estimate_metric(labeler, truth, *arguments)

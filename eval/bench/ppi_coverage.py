@@ -40,6 +40,14 @@ from eval.design import DESIGNS, STRATA_BY, Design, design_mean, draw_design, un
 from eval.ppi import classical_mean, effective_queries, paired_difference, ppi_mean
 from eval.search import human_metrics
 
+# Row names: on uniform draws the design estimator (one stratum) is shown beside PPI++, the
+# estimator eval.search uses for them.
+DESIGN_ROWS = {
+    "uniform": "uniform, design-based",
+    "proportional": "proportional",
+    "neyman": "neyman",
+}
+
 
 @dataclass
 class CoverageConfig:
@@ -184,7 +192,10 @@ def design_rows(
                 y = {q: human[system][metric][q] for q in qids}
                 truth = float(np.mean(list(y.values())))
                 estimators = {"uniform PPI++": (draws["uniform"], _uniform_ppi)}
-                estimators |= {kind: (draws[kind], design_mean) for kind in config.designs}
+                estimators |= {
+                    DESIGN_ROWS[kind]: (draws[kind], design_estimator(config))
+                    for kind in config.designs
+                }
                 for name, (designs, estimate) in estimators.items():
                     intervals = [estimate(d, f, y, config.alpha) for d in designs]
                     rows.append(
@@ -252,7 +263,7 @@ def design_table(rows: list[dict[str, Any]]) -> str:
 
 
 def _order(row: list) -> tuple:
-    designs = ["uniform PPI++", *DESIGNS]
+    designs = ["uniform PPI++", *DESIGN_ROWS.values()]
     return (row[1], row[2], designs.index(row[0]))
 
 

@@ -283,7 +283,7 @@ def test_the_coverage_study_reads_search_outputs_and_reports_both_intervals(tmp_
     assert a["labeler_bias"] > 0.15
     assert a["coverage_ppi"] >= 0.9 and a["width_ppi"] < 0.7 * a["width_classical"]
     designs = {(r["design"], r["system"]): r for r in results["designs"]["grader"]}
-    assert {d for d, _ in designs} == {"uniform PPI++", "uniform", "neyman"}
+    assert {d for d, _ in designs} == {"uniform PPI++", "uniform, design-based", "neyman"}
     assert all(r["coverage"] >= 0.85 for r in designs.values())
     # A labeler off by a constant: every design's PPI++ interval is far narrower than human-only.
     assert designs[("neyman", "a")]["width"] < 0.7 * a["width_classical"]
