@@ -28,7 +28,7 @@ from typing import Any
 
 from data.beir import Qrels, write_trec_qrels
 from data.io import JsonlAppender, read_records, sha256_file, write_json, write_jsonl
-from data.records import JudgeInfo, Judgment
+from data.records import JudgeInfo, Judgment, label_from_grade
 
 SESSION_FILE = "session.json"
 JUDGMENTS_FILE = "judgments.jsonl"
@@ -183,12 +183,41 @@ def session_folder(path: str | Path) -> Path | None:
     return None
 
 
+def judgments_file(path: str | Path) -> Path:
+    """The judgments JSONL of a session folder (or of its qrels.txt), else ``path`` itself."""
+    path = Path(path)
+    if path.is_dir() or (path.name == QRELS_FILE and session_folder(path)):
+        return (path if path.is_dir() else path.parent) / JUDGMENTS_FILE
+    return path
+
+
+def one_per_hit(records: list[Judgment]) -> list[Judgment]:
+    """One record per (query, document): a hit judged once keeps its record; a hit several
+    assessors judged gets the first record with the grade (or, without grades, the label)
+    folded as the qrels fold it."""
+    groups: dict[tuple[str, str], list[Judgment]] = {}
+    for record in records:
+        groups.setdefault((record.qid, record.doc_id), []).append(record)
+    out = []
+    for group in groups.values():
+        if len(group) == 1:
+            out.append(group[0])
+        elif all(r.grade is not None for r in group):
+            grade = next(iter(fold(group).values()))
+            out.append(
+                group[0].model_copy(update={"grade": grade, "label": label_from_grade(grade)})
+            )
+        else:
+            out.append(
+                group[0].model_copy(update={"label": next(iter(fold(group, "label").values()))})
+            )
+    return out
+
+
 def read_judgments(path: str | Path) -> list[Judgment]:
     """The judgments of a judging session (folder) or of any judgments JSONL; records with an
     error are refused."""
-    file = Path(path) / JUDGMENTS_FILE if Path(path).is_dir() else Path(path)
-    if Path(path).name == QRELS_FILE and session_folder(path):
-        file = Path(path).parent / JUDGMENTS_FILE
+    file = judgments_file(path)
     records = list(read_records(file, Judgment))
     for record in records:
         if record.error is not None:
