@@ -615,6 +615,21 @@ def compare_runs(
     return tables
 
 
+def read_human(config: SearchEvalConfig, runs: dict[str, Run]) -> tuple[Any, Any, tuple]:
+    """(--human's per-run metrics, --human_pairs' labels, their designs), checked against the
+    runs and the draw before any hit is labelled."""
+    designs = sample_designs(config)
+    human = human_metrics(config.human, runs, config.k) if config.human else None
+    if config.human and human is not None:
+        check_judged_hits(config.human, runs, config.k)
+        judged = {qid for values in next(iter(human.values())).values() for qid in values}
+        check_sample(designs[0], judged, "queries", "--human")
+    human_pairs = read_human_pairs(config.human_pairs) if config.human_pairs else None
+    if human_pairs is not None:
+        check_sample(designs[1], set(human_pairs), "hits", "--human_pairs")
+    return human, human_pairs, designs
+
+
 def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([SearchEvalConfig], args)
     if not config.run or not config.corpus or not config.labeler:
@@ -623,16 +638,7 @@ def main(args: Sequence[str] | None = None) -> None:
     run_paths = [config.run, *config.compare]
     runs = read_named_runs(run_paths)  # bad runs are found before a grader is loaded
     labeler = make_labeler(config.labeler, cache_dir=config.label_cache or out / "labels")
-    # Human judgments are checked against the runs and the draw before any hit is labelled.
-    query_design, pair_design = sample_designs(config)
-    human = human_metrics(config.human, runs, config.k) if config.human else None
-    if config.human and human is not None:
-        check_judged_hits(config.human, runs, config.k)
-        judged = {qid for values in next(iter(human.values())).values() for qid in values}
-        check_sample(query_design, judged, "queries", "--human")
-    human_pairs = read_human_pairs(config.human_pairs) if config.human_pairs else None
-    if human_pairs is not None:
-        check_sample(pair_design, set(human_pairs), "hits", "--human_pairs")
+    human, human_pairs, (query_design, pair_design) = read_human(config, runs)
     results = label_runs(config, labeler, runs)
     counts = QrelsLabeler(config.num_relevant_from) if config.num_relevant_from else None
     per_run = pooled_metrics(runs, results, config.k, counts)

@@ -26,6 +26,7 @@ from pydantic import BaseModel, Field
 
 from data.beir import Document
 from data.records import GRADE_SCALE, MAX_GRADE, label_from_grade
+from eval.annotate.agreement import by_assessor, disagreements
 from eval.annotate.store import JudgmentStore, assessor_of
 
 ASSESSOR = r"^[\w.@-]{1,64}$"
@@ -67,8 +68,8 @@ class Judging:
         self.labels, self.assessor, self.adjudicate = labels, assessor, adjudicate
         self.order: list[Hit] = [(q, d) for q, docs in pool.items() for d in docs]
         if adjudicate:
-            disputed = disagreements(store)
-            self.order = [hit for hit in self.order if hit in disputed]
+            contested = disputed(store)
+            self.order = [hit for hit in self.order if hit in contested]
         self.skipped: dict[str, set[Hit]] = {}
         self.again: dict[str, Hit] = {}  # the hit an undo withdrew, shown next
 
@@ -165,13 +166,9 @@ class Judging:
         }
 
 
-def disagreements(store: JudgmentStore) -> set[Hit]:
+def disputed(store: JudgmentStore) -> set[Hit]:
     """Hits that two or more assessors graded differently."""
-    grades: dict[Hit, set[int]] = {}
-    for record in store.records:
-        if not (record.model_extra or {}).get("adjudication"):
-            grades.setdefault((record.qid, record.doc_id), set()).add(int(record.grade or 0))
-    return {hit for hit, values in grades.items() if len(values) > 1}
+    return {(row["qid"], row["doc_id"]) for row in disagreements(by_assessor(store.records))}
 
 
 def page() -> str:

@@ -120,14 +120,15 @@ class JudgmentStore:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.path = folder / JUDGMENTS_FILE
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # add() and undo() read the records under it too
         # A kill mid-append leaves a partial last line: the appender cuts it off on open.
         self._appender = JsonlAppender(self.path, fsync=True)
         self.records = list(read_records(self.path, Judgment))
         self._write_qrels()
 
     def judged(self, assessor: str) -> dict[tuple[str, str], Judgment]:
-        return {(r.qid, r.doc_id): r for r in self.records if assessor_of(r) == assessor}
+        with self._lock:
+            return {(r.qid, r.doc_id): r for r in self.records if assessor_of(r) == assessor}
 
     def add(self, record: dict[str, Any]) -> Judgment | None:
         """Append one judgment, durably; None when the assessor already judged the hit."""
@@ -156,7 +157,8 @@ class JudgmentStore:
         return withdrawn
 
     def grades(self) -> dict[tuple[str, str], int]:
-        return fold(self.records)
+        with self._lock:
+            return fold(self.records)
 
     def _write_qrels(self) -> None:
         write_trec_qrels(self.folder / QRELS_FILE, as_qrels(self.grades()))
