@@ -27,7 +27,7 @@ from pydantic import BaseModel, Field
 from data.beir import Document
 from data.records import GRADE_SCALE, MAX_GRADE, label_from_grade
 from eval.annotate.agreement import by_assessor, disagreements
-from eval.annotate.store import JudgmentStore, assessor_of
+from eval.annotate.store import JudgmentStore
 
 ASSESSOR = r"^[\w.@-]{1,64}$"
 Assessor = Annotated[str, Field(pattern=ASSESSOR)]
@@ -227,6 +227,3 @@ def create_app(judging: Judging) -> FastAPI:
         return {"status": "ok", "judgments": len(judging.store.records)}
 
     return app
-
-
-__all__ = ["Judging", "assessor_of", "create_app"]
