@@ -161,3 +161,23 @@ def test_signals_come_from_the_labelers_per_query_output():
     hits, spread = unit_signals(per_query, "hits", "m")
     assert set(hits) == {("q1", "d1"), ("q1", "d3"), ("q2", "d2")}
     assert spread[("q1", "d1")] == pytest.approx(0.25)
+
+
+def test_the_draw_command_records_its_design_and_needs_labels_to_stratify(tmp_path: Path, capsys):
+    from eval.ppi import main as draw
+    from tests.eval.test_annotate import make_inputs
+
+    inputs = make_inputs(tmp_path, queries=12)
+    with pytest.raises(ValueError, match="neyman needs the labeler's labels"):
+        draw(["--run", str(inputs["a"]), "--design", "neyman", "--n", "6"])
+    labels = ["--labels", str(tmp_path / "labels"), "--n", "6", "--seed", "3"]
+    draw([*labels, "--design", "neyman", "--out", str(tmp_path / "draw.json")])
+    printed = capsys.readouterr()
+    design = read_design(tmp_path / "draw.json")
+    assert printed.out.split() == [str(u) for u in design.drawn]
+    assert design.kind == "neyman" and len(design.strata) == 2 and len(design.population) == 12
+    assert "neyman allocation over 2 strata" in printed.err
+    # The uniform draw of the same queries is the draw eval.ppi always made.
+    draw([*labels, "--out", str(tmp_path / "uniform.json")])
+    uniform = read_design(tmp_path / "uniform.json")
+    assert sorted(uniform.drawn) == draw_queries([f"q{i}" for i in range(1, 13)], 6, seed=3)
