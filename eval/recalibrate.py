@@ -1,8 +1,8 @@
 """Fit an exported grader's threshold and temperature to a new collection, on a few judged queries.
 
-    # human labels for the top hits of a few queries of your collection (any judgments JSONL,
-    # e.g. from `python -m data.label --backend qrels` over your qrels)
-    python -m eval.recalibrate --export runs/main/export --judgments my-judged.jsonl \\
+    # human labels for the top hits of a few queries of your collection: the judging page's
+    # folder (eval.annotate) or any judgments JSONL, e.g. from `python -m data.label --backend qrels`
+    python -m eval.recalibrate --export runs/main/export --judgments runs/judging \\
         --out runs/export-mine
 
 A grader's threshold and temperature are fitted on one collection's validation queries and do not
@@ -44,7 +44,11 @@ RECALIBRATED = "recalibration.json"  # written last: the folder is a finished re
 class RecalibrateConfig:
     export: str = field(default="", metadata={"help": "An exported grader (models.export)."})
     judgments: str = field(
-        default="", metadata={"help": "Judgments JSONL with human labels of a few queries' hits."}
+        default="",
+        metadata={
+            "help": "Judgments JSONL with human labels of a few queries' hits, or an eval.annotate "
+            "folder (several assessors' labels folded into one per hit)."
+        },
     )
     out: str = field(default="", metadata={"help": "Where the recalibrated copy is written."})
     fit_share: float = bounded(
@@ -86,7 +90,10 @@ def recalibrate(config: RecalibrateConfig) -> dict[str, Any]:
     # Both ways: the copy inside the export, or the export (or the judgments) inside the copy.
     refuse_overlap("out", out, [("export", export), ("judgments", config.judgments)])
     check_replaceable(out, RECALIBRATED, config.overwrite, "recalibrated export")
-    records = [r for r in read_records(config.judgments, Judgment) if r.error is None]
+    from eval.annotate.store import judgments_file, one_per_hit
+
+    judged = read_records(judgments_file(config.judgments), Judgment)
+    records = one_per_hit([r for r in judged if r.error is None])
     fit, held_out = split_queries([r.qid for r in records], config.fit_share, config.seed)
     labels = np.array([r.label for r in records])
     for name, part in (("fit", fit), ("held-out", held_out)):
