@@ -14,8 +14,9 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from data.io import RecordError, atomic_writer, iter_json_lines
+from data.io import READ_ENCODING, RecordError, atomic_writer, iter_json_lines
 from data.records import BLANK_QUERY, Pair, is_blank, normalise_text
 
 logger = logging.getLogger(__name__)
@@ -100,7 +101,7 @@ def read_qrels(path: str | os.PathLike[str]) -> Qrels:
     """
     path = Path(path)
     qrels: Qrels = {}
-    with open(path, encoding="utf-8") as handle:
+    with open(path, encoding=READ_ENCODING) as handle:
         lines = list(enumerate(handle, start=1))
     if not lines:
         return qrels
@@ -169,7 +170,7 @@ def read_trec_run(path: str | os.PathLike[str]) -> Run:
     """A TREC run (``qid Q0 docid rank score tag``) → {qid: {docid: score}}."""
     path = Path(path)
     run: Run = {}
-    with open(path, encoding="utf-8") as handle:
+    with open(path, encoding=READ_ENCODING) as handle:
         for number, raw in enumerate(handle, start=1):
             if not raw.strip():
                 continue
@@ -277,7 +278,7 @@ class Collection:
         root = Path(root)
         if not (root / "corpus.jsonl").exists():
             raise FileNotFoundError(f"{root}: no corpus.jsonl (expected a BEIR-layout folder)")
-        qrels_path = _find_qrels(root, qrels_file)
+        qrels_path = find_qrels(root, qrels_file)
         return cls(
             root=root,
             corpus=read_corpus(root / "corpus.jsonl"),
@@ -289,28 +290,40 @@ class Collection:
         )
 
     def pairs(self, run: Mapping[str, Mapping[str, float]]) -> Iterable[Pair]:
-        """Pairs for every (query, document) of a run or qrels, ranked by score within a query."""
+        """Pairs for every (query, document) of a run, ranked by score within a query."""
         for qid in sorted(run):
-            if qid not in self.queries:
-                raise KeyError(f"query {qid!r} of the run is not in {self.root / 'queries.jsonl'}")
             for rank, (doc_id, score) in enumerate(ranked(run[qid]), start=1):
-                doc = self.corpus.get(doc_id)
-                if doc is None:
-                    raise KeyError(
-                        f"document {doc_id!r} of the run is not in {self.root / 'corpus.jsonl'}"
-                    )
-                yield Pair(
-                    qid=qid,
-                    query=self.queries[qid],
-                    doc_id=doc_id,
-                    text=doc.text,
-                    title=doc.title or None,
-                    rank=rank,
-                    retriever_score=float(score),
-                )
+                yield self.pair(qid, doc_id, rank=rank, retriever_score=float(score))
+
+    def judged_pool(self) -> Iterable[Pair]:
+        """Every judged (query, document) pair, ordered by query id, then document id: an order
+        of the content alone (no retriever ranked them, so they carry no rank or score)."""
+        for qid in sorted(self.qrels):
+            for doc_id in sorted(self.qrels[qid]):
+                yield self.pair(qid, doc_id)
+
+    def pair(self, qid: str, doc_id: str, **where: Any) -> Pair:
+        """The pair of a query and a document of this collection (both must exist)."""
+        if qid not in self.queries:
+            raise KeyError(f"query {qid!r} is not in {self.root / 'queries.jsonl'}")
+        doc = self.corpus.get(doc_id)
+        if doc is None:
+            raise KeyError(
+                f"document {doc_id!r} of query {qid!r} is not in {self.root / 'corpus.jsonl'}"
+            )
+        return Pair(
+            qid=qid,
+            query=self.queries[qid],
+            doc_id=doc_id,
+            text=doc.text,
+            title=doc.title or None,
+            **where,
+        )
 
 
-def _find_qrels(root: Path, qrels_file: str | None) -> Path | None:
+def find_qrels(root: Path, qrels_file: str | None = None) -> Path | None:
+    """The qrels file of a BEIR folder: ``qrels_file`` (absolute, or relative to the folder), else
+    ``qrels.tsv`` or ``qrels/test.tsv``; None when there is none."""
     if qrels_file:
         path = Path(qrels_file)
         return path if path.is_absolute() or path.exists() else root / qrels_file

@@ -11,21 +11,27 @@ Steps, in order:
    (duplicates and conflicting verdicts counted); one text per query id, no empty document;
 3. binary label from the grade at ``label_threshold`` (default: grade >= 2 of 0-3), or the
    judgment's own label when it has no grade;
-4. split into train / test (and validation carved from train the same way): ``query`` mode keeps
-   every query on one side and stratifies so both sides have similar positive ratios
-   (scikit-learn's StratifiedGroupKFold); ``pair`` mode is the paper's stratified 80/20;
-5. balance the train split only (oversample positives, undersample negatives, or both) to
+4. sort by (query id, document id) and keep at most ``max_pairs_per_query`` pairs per query:
+   from here on nothing depends on the input's line order (``data.splits``), so the same
+   judgments in any order give the same folder, byte for byte;
+5. split into train / test and carve validation from train: ``query`` mode keeps every query on
+   one side, sized in queries and stratified by each query's share of relevant pairs (``--folds
+   N``: N cross-validation folds instead, one folder each); ``pair`` mode is the paper's
+   stratified 80/20;
+6. balance the train split only (oversample positives, undersample negatives, or both) to
    ``target_ratio`` positives per negative. Validation and test are never resampled.
 
-Output in ``out``: a ``datasets.DatasetDict`` (``dataset/``), the same splits as JSONL,
-``manifest.json`` (counts before and after balancing, queries per split, sources with sha256,
-seed, config, skipped lines) and a printed summary table.
+Output in ``out`` (with ``--folds``, in each ``out/fold-K``, and every tested pair once in
+``out/tested.jsonl``): the splits as JSONL, a
+``datasets.DatasetDict`` (``dataset/``), ``manifest.json`` (counts before and after balancing,
+the held-out queries, sources with an order-free digest, seed, config, skipped lines) and a
+printed summary table.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
+import hashlib
 import logging
 from collections import Counter
 from collections.abc import Sequence
@@ -42,7 +48,6 @@ from data.io import (
     read_numbered_records,
     refuse_overlap,
     replace_folder,
-    sha256_file,
     write_json,
     write_jsonl,
 )
@@ -53,9 +58,19 @@ from data.records import (
     is_blank,
     label_from_grade,
 )
+from data.splits import (
+    MIN_VALIDATION_QUERIES,
+    canonical_order,
+    cap_per_query,
+    held_out_queries,
+    queries_for_share,
+    query_folds,
+    relevant_share,
+)
 
 logger = logging.getLogger(__name__)
 SPLIT_MODES = ("query", "pair")
+TESTED_FILE = "tested.jsonl"  # with --folds: every pair that some fold tests, each once
 BALANCE_MODES = ("none", "oversample", "undersample", "both")
 COLUMNS = (
     "qid",
@@ -94,13 +109,21 @@ class BuildConfig:
     test_size: float = bounded(
         0.2,
         0,
-        1,
-        help="Fraction of queries (or pairs) held out for test.",
+        help="Held out for test: a fraction of the queries (or pairs), or a number of them when >= 1.",
         open_low=True,
-        open_high=True,
     )
     validation_size: float = bounded(
-        0.1, 0, 1, help="Fraction of train carved out for validation (0: none).", open_high=True
+        0.2,
+        0,
+        help="Carved from train for validation (thresholds, calibration, model choice): a "
+        f"fraction or a number, as test_size; 0: none. Fewer than {MIN_VALIDATION_QUERIES} "
+        "validation queries draw a warning.",
+    )
+    folds: int = bounded(
+        0,
+        0,
+        help="Cross-validation by query: write fold-0 ... fold-(N-1), each fold's queries the test "
+        "split of its folder and validation carved from the others (test_size unused); 0: one split.",
     )
     balance: str = choice(
         "none", BALANCE_MODES, "none, oversample, undersample or both (train only)."
@@ -124,6 +147,15 @@ class BuildConfig:
 
     def __post_init__(self) -> None:
         check_choices(self)  # YAML values and library callers too, before anything is read
+        for name in ("test_size", "validation_size"):
+            value = getattr(self, name)
+            if value >= 1 and value != int(value):
+                raise ValueError(f"{name}: a number of queries or pairs is whole, got {value}")
+        if self.folds == 1 or (self.folds and self.split_by != "query"):
+            raise ValueError(
+                f"folds: expected 0 (one split) or >= 2 folds by query, got {self.folds} "
+                f"with split_by {self.split_by}"
+            )
 
 
 def load_judgments(config: BuildConfig) -> tuple[list[dict[str, Any]], dict[str, Any]]:
@@ -194,36 +226,15 @@ def load_judgments(config: BuildConfig) -> tuple[list[dict[str, Any]], dict[str,
     return rows, report
 
 
-def split_indices(
-    labels: np.ndarray, groups: np.ndarray | None, test_size: float, seed: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """(keep, held_out) index arrays: grouped + stratified when ``groups`` is given, else stratified."""
+def split_pairs(labels: np.ndarray, held_out: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(keep, held_out) pair indices, stratified by label: the paper's pair-level split."""
+    from sklearn.model_selection import train_test_split
+
     indices = np.arange(len(labels))
-    if not 0 < test_size < 1:
-        raise ValueError(f"split size must be between 0 and 1, got {test_size}")
-    if groups is None:
-        from sklearn.model_selection import train_test_split
-
-        stratify = (
-            labels
-            if min(Counter(labels.tolist()).values()) >= 2 and len(set(labels.tolist())) > 1
-            else None
-        )
-        keep, held = train_test_split(
-            indices, test_size=test_size, random_state=seed, stratify=stratify
-        )
-        return np.sort(keep), np.sort(held)
-    from sklearn.model_selection import StratifiedGroupKFold
-
-    n_groups = len(np.unique(groups))
-    if n_groups < 2:
-        raise ValueError(f"{n_groups} query is too few for a query-level split")
-    # With fewer queries than folds, hold out a single query's fold rather than fail.
-    n_splits = min(max(2, round(1 / test_size)), n_groups)
-    # Stratification needs each class to appear; with a single class, plain group folds do.
-    y = labels if len(np.unique(labels)) > 1 else np.zeros_like(labels)
-    folds = StratifiedGroupKFold(n_splits=n_splits, shuffle=True, random_state=seed)
-    keep, held = next(folds.split(indices, y, groups))
+    counts = Counter(labels.tolist())
+    stratify = labels if len(counts) > 1 and min(counts.values()) >= 2 else None
+    size = int(held_out) if held_out >= 1 else held_out
+    keep, held = train_test_split(indices, test_size=size, random_state=seed, stratify=stratify)
     return np.sort(keep), np.sort(held)
 
 
@@ -268,19 +279,6 @@ def _resample(indices: np.ndarray, count: int, rng: np.random.Generator) -> np.n
     return np.concatenate([indices, extra])
 
 
-def _cap_per_query(rows: list[dict[str, Any]], cap: int, seed: int) -> list[dict[str, Any]]:
-    rng = np.random.default_rng(seed)
-    by_query: dict[str, list[int]] = {}
-    for i, row in enumerate(rows):
-        by_query.setdefault(row["qid"], []).append(i)
-    keep = sorted(
-        i
-        for indices in by_query.values()
-        for i in (indices if len(indices) <= cap else rng.choice(indices, cap, replace=False))
-    )
-    return [rows[i] for i in keep]
-
-
 def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     labels = Counter(row["label"] for row in rows)
     return {
@@ -303,81 +301,161 @@ def build_dataset(config: BuildConfig) -> dict[str, Any]:
     rows, cleaning = load_judgments(config)
     if not rows:
         raise ValueError("no usable judgments (every record was an error, a duplicate or skipped)")
+    rows = canonical_order(rows)  # from here on, nothing depends on the input's line order
     if config.max_pairs_per_query:
-        rows = _cap_per_query(rows, config.max_pairs_per_query, config.seed)
+        rows = cap_per_query(rows, config.max_pairs_per_query, config.seed)
         cleaning["capped_to"] = len(rows)
-    labels = np.array([row["label"] for row in rows], dtype=np.int64)
-    groups = np.array([row["qid"] for row in rows]) if config.split_by == "query" else None
-    train_idx, test_idx = split_indices(labels, groups, config.test_size, config.seed)
-    splits: dict[str, np.ndarray] = {"test": test_idx}
-    if config.validation_size > 0:
-        sub_groups = groups[train_idx] if groups is not None else None
-        keep, val = split_indices(
-            labels[train_idx], sub_groups, config.validation_size, config.seed + 1
-        )
-        splits["validation"] = train_idx[val]
-        train_idx = train_idx[keep]
-    splits["train"] = train_idx
-    for name in ("validation", "test"):
-        # A split without both labels gives no threshold (training stored 1e-83) and no ROC-AUC.
-        held_out = labels[splits[name]] if name in splits else None
-        if held_out is not None and len(set(held_out.tolist())) < 2:
-            raise ValueError(
-                f"{name}_size: the {name} split ({len(held_out)} pairs) has "
-                f"{'no relevant' if held_out.sum() == 0 else 'only relevant'} pairs; judge more "
-                f"queries or raise {name}_size"
-            )
-    if config.train_only:
-        extra, cleaning["train_only"] = load_judgments(
-            dataclasses.replace(config, judgments=config.train_only)
-        )
-        shared = sorted({r["qid"] for r in extra} & {r["qid"] for r in rows})
-        if shared:
-            raise ValueError(
-                f"train_only: {len(shared)} query id(s) also occur in judgments (e.g. "
-                f"{shared[0]!r}); they could reach the validation or test split"
-            )
-        first = len(rows)
-        rows = rows + extra
-        labels = np.concatenate([labels, np.array([r["label"] for r in extra], dtype=np.int64)])
-        train_idx = np.concatenate([train_idx, np.arange(first, len(rows))])
-        splits["train"] = train_idx
-    before = {name: _counts([rows[i] for i in idx]) for name, idx in splits.items()}
-    balanced = train_idx[
-        balance_indices(labels[train_idx], config.balance, config.target_ratio, config.seed)
-    ]
-    rng = np.random.default_rng(config.seed)
-    splits["train"] = balanced[rng.permutation(len(balanced))]
-    split_rows = {
-        name: [rows[i] for i in splits[name]]
-        for name in ("train", "validation", "test")
-        if name in splits
-    }
-    after = {name: _counts(items) for name, items in split_rows.items()}
-
+    extra = _train_only_rows(config, rows, cleaning)
+    plans = _query_plans(rows, config) if config.split_by == "query" else [_pair_plan(rows, config)]
+    folds = [_fold(rows, extra, plan, config) for plan in plans]
     manifest = {
-        "counts_before_balancing": before,
-        "counts": after,
         "cleaning": cleaning,
-        "sources": [{"path": str(p), "sha256": sha256_file(p)} for p in config.judgments],
-        "train_only_sources": [
-            {"path": str(p), "sha256": sha256_file(p)} for p in config.train_only
-        ],
+        "sources": [_source(p) for p in config.judgments],
+        "train_only_sources": [_source(p) for p in config.train_only],
         "seed": config.seed,
         "config": asdict(config),
     }
     # The folder is replaced as one unit: a kill mid-write leaves the previous dataset whole, and
     # splits of an earlier build (a validation split no longer asked for) do not survive.
     with replace_folder(config.out) as out:
-        for name, items in split_rows.items():
-            write_jsonl(
-                out / f"{name}.jsonl",
-                ({k: v for k, v in row.items() if v is not None} for row in items),
-            )
-        if config.save_dataset:
-            _save_dataset_dict(split_rows, out / "dataset")
+        if config.folds:
+            for number, fold in enumerate(folds):
+                _write_splits(out / f"fold-{number}", fold, {**manifest, "fold": number}, config)
+            manifest["folds"] = [fold.summary() for fold in folds]
+            # Every pair a fold tests, each once: what a judge labels to be compared on all folds.
+            write_jsonl(out / TESTED_FILE, (_compact(row) for row in rows))
+        else:
+            manifest |= folds[0].summary()
+            _write_splits(out, folds[0], manifest, config)
         write_json(out / "manifest.json", manifest)  # last: its presence marks a finished build
     return manifest
+
+
+def _source(path: str) -> dict[str, str]:
+    """A judgments file and an order-free digest of it (its lines, sorted)."""
+    lines = sorted(Path(path).read_bytes().splitlines())
+    return {"path": str(path), "sorted_lines_sha256": hashlib.sha256(b"\n".join(lines)).hexdigest()}
+
+
+def _train_only_rows(
+    config: BuildConfig, rows: list[dict[str, Any]], cleaning: dict[str, Any]
+) -> list[dict[str, Any]]:
+    if not config.train_only:
+        return []
+    extra, cleaning["train_only"] = load_judgments(
+        dataclasses.replace(config, judgments=config.train_only)
+    )
+    shared = sorted({r["qid"] for r in extra} & {r["qid"] for r in rows})
+    if shared:
+        raise ValueError(
+            f"train_only: {len(shared)} query id(s) also occur in judgments (e.g. "
+            f"{shared[0]!r}); they could reach the validation or test split"
+        )
+    return canonical_order(extra)
+
+
+def _query_plans(rows: list[dict[str, Any]], config: BuildConfig) -> list[dict[str, np.ndarray]]:
+    """Row indices of each split, by query: one split, or one plan per fold."""
+    shares = relevant_share(rows)
+    if config.folds:
+        tests = query_folds(shares, config.folds, config.seed)
+    else:
+        count = queries_for_share(len(shares), config.test_size)
+        tests = [held_out_queries(shares, count, config.seed)]
+    plans = []
+    for number, test in enumerate(tests):
+        rest = {qid: share for qid, share in shares.items() if qid not in set(test)}
+        splits = {"test": set(test), "train": set(rest)}
+        if config.validation_size > 0:
+            count = queries_for_share(len(rest), config.validation_size)
+            splits["validation"] = set(held_out_queries(rest, count, config.seed + 1 + number))
+            splits["train"] -= splits["validation"]
+            if count < MIN_VALIDATION_QUERIES:
+                logger.warning(
+                    "validation_size: %d validation quer%s: thresholds and calibration fitted on "
+                    "so few queries are unstable (at least %d advised)",
+                    count,
+                    "y" if count == 1 else "ies",
+                    MIN_VALIDATION_QUERIES,
+                )
+        plans.append(
+            {
+                name: np.array([i for i, row in enumerate(rows) if row["qid"] in qids], dtype=int)
+                for name, qids in splits.items()
+            }
+        )
+    return plans
+
+
+def _pair_plan(rows: list[dict[str, Any]], config: BuildConfig) -> dict[str, np.ndarray]:
+    labels = np.array([row["label"] for row in rows], dtype=np.int64)
+    train, test = split_pairs(labels, config.test_size, config.seed)
+    plan = {"test": test, "train": train}
+    if config.validation_size > 0:
+        keep, validation = split_pairs(labels[train], config.validation_size, config.seed + 1)
+        plan |= {"validation": train[validation], "train": train[keep]}
+    return plan
+
+
+@dataclass
+class Fold:
+    """One split of the rows: what each split holds before and after balancing."""
+
+    split_rows: dict[str, list[dict[str, Any]]]
+    before: dict[str, dict[str, int]]
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "counts_before_balancing": self.before,
+            "counts": {name: _counts(items) for name, items in self.split_rows.items()},
+            "queries": {
+                name: sorted({row["qid"] for row in items})
+                for name, items in self.split_rows.items()
+                if name != "train"
+            },
+        }
+
+
+def _fold(
+    rows: list[dict[str, Any]],
+    extra: list[dict[str, Any]],
+    plan: dict[str, np.ndarray],
+    config: BuildConfig,
+) -> Fold:
+    every = rows + extra
+    labels = np.array([row["label"] for row in every], dtype=np.int64)
+    for name in ("validation", "test"):
+        # A split without both labels gives no threshold (training stored 1e-83) and no ROC-AUC.
+        held_out = labels[plan[name]] if name in plan else None
+        if held_out is not None and len(set(held_out.tolist())) < 2:
+            raise ValueError(
+                f"{name}_size: the {name} split ({len(held_out)} pairs) has "
+                f"{'no relevant' if held_out.sum() == 0 else 'only relevant'} pairs; judge more "
+                f"queries or raise {name}_size"
+            )
+    train = np.concatenate([plan["train"], np.arange(len(rows), len(every))]).astype(int)
+    splits = {name: plan[name] for name in ("validation", "test") if name in plan}
+    before = {"train": _counts([every[i] for i in train])}
+    before |= {name: _counts([every[i] for i in idx]) for name, idx in splits.items()}
+    balanced = train[
+        balance_indices(labels[train], config.balance, config.target_ratio, config.seed)
+    ]
+    shuffled = balanced[np.random.default_rng(config.seed).permutation(len(balanced))]
+    split_rows = {"train": [every[i] for i in shuffled]}
+    split_rows |= {name: [every[i] for i in idx] for name, idx in splits.items()}
+    return Fold(split_rows, before)
+
+
+def _compact(row: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if v is not None}
+
+
+def _write_splits(folder: Path, fold: Fold, manifest: dict[str, Any], config: BuildConfig) -> None:
+    for name, items in fold.split_rows.items():
+        write_jsonl(folder / f"{name}.jsonl", (_compact(row) for row in items))
+    if config.save_dataset:
+        _save_dataset_dict(fold.split_rows, folder / "dataset")
+    write_json(folder / "manifest.json", manifest | fold.summary())
 
 
 def _save_dataset_dict(split_rows: dict[str, list[dict[str, Any]]], path: Path) -> None:
@@ -401,17 +479,22 @@ def _save_dataset_dict(split_rows: dict[str, list[dict[str, Any]]], path: Path) 
 
 
 def summary_table(manifest: dict[str, Any]) -> str:
+    folds = manifest.get("folds") or [manifest]
     lines = [
         f"{'split':<11} {'pairs':>9} {'pos':>8} {'neg':>9} {'pos %':>6} {'queries':>8}   (before balancing)",
     ]
-    for name, counts in manifest["counts"].items():
-        before = manifest["counts_before_balancing"][name]
-        share = 100 * counts["positive"] / max(counts["pairs"], 1)
-        note = "" if before == counts else f"   {before['pairs']} pairs, {before['positive']} pos"
-        lines.append(
-            f"{name:<11} {counts['pairs']:>9} {counts['positive']:>8} {counts['negative']:>9} "
-            f"{share:>5.1f}% {counts['queries']:>8}{note}"
-        )
+    for number, fold in enumerate(folds):
+        for name, counts in fold["counts"].items():
+            before = fold["counts_before_balancing"][name]
+            share = 100 * counts["positive"] / max(counts["pairs"], 1)
+            note = (
+                "" if before == counts else f"   {before['pairs']} pairs, {before['positive']} pos"
+            )
+            label = f"{number}:{name}" if "folds" in manifest else name
+            lines.append(
+                f"{label:<11} {counts['pairs']:>9} {counts['positive']:>8} {counts['negative']:>9} "
+                f"{share:>5.1f}% {counts['queries']:>8}{note}"
+            )
     cleaning = manifest["cleaning"]
     lines.append(
         f"read {cleaning['read']}, kept {cleaning['kept']}; dropped {cleaning['errors_dropped']} error record(s), "
@@ -424,8 +507,8 @@ def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([BuildConfig], args)
     manifest = build_dataset(config)
     print(summary_table(manifest))
-    print(f"wrote {config.out}/ (manifest.json, train/validation/test JSONL, dataset/)")
-    logger.debug(json.dumps(manifest["counts"]))
+    where = f"{config.out}/fold-0 ... fold-{config.folds - 1}" if config.folds else config.out
+    print(f"wrote {where}/ (manifest.json, train/validation/test JSONL, dataset/)")
 
 
 if __name__ == "__main__":

@@ -205,6 +205,13 @@ def generate_candidates(config: CandidatesConfig) -> dict[str, dict]:
             "have a teacher write some with python -m data.synthesize"
         )
     qids = sorted(collection.qrels if config.judged_queries_only else collection.queries)
+    unknown = [qid for qid in qids if qid not in collection.queries]
+    if unknown:
+        raise ValueError(
+            f"judged_queries_only: {len(unknown)} judged quer(ies) of {collection.root}'s qrels "
+            f"are not in {collection.root / 'queries.jsonl'} (e.g. {unknown[0]!r}); add their "
+            "text there, or remove their judgments"
+        )
     queries = [collection.queries[q] for q in qids]
     out = Path(config.out)
     index_dir = Path(config.index_dir) if config.index_dir else default_index_dir()

@@ -31,6 +31,13 @@ def split_flags(values: Sequence[str]) -> list[str]:
     return [part for value in values for part in shlex.split(value)]
 
 
+def passed_flags(flags: Sequence[str]) -> list[str] | None:
+    """The one quoted value that carries ``flags`` to a command whose option takes other flags
+    (read back by :func:`split_flags`); the trailing space keeps argparse from reading a single
+    flag as an option of its own. None when there are none."""
+    return [shlex.join(flags) + " "] if flags else None
+
+
 def bounded(
     default: Any,
     low: float | None = None,
@@ -212,6 +219,21 @@ def parse_config(
     return configs
 
 
+def _key_error_message(exc: KeyError) -> str:
+    """A KeyError raised with a sentence is that sentence; a bare missing key (``error: 1``
+    says nothing) is named with the place that looked it up, for a bug report."""
+    import traceback
+
+    key = exc.args[0] if exc.args else ""
+    if isinstance(key, str) and " " in key:
+        return key
+    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
+    place = (
+        f" (looked up in {Path(frame.filename).name}:{frame.lineno}, {frame.name})" if frame else ""
+    )
+    return f"unknown key {key!r}{place}: an input refers to something that is not there"
+
+
 def run_main(
     main: Callable[[Sequence[str] | None], Any], args: Sequence[str] | None = None
 ) -> None:
@@ -235,7 +257,7 @@ def run_main(
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
     except (OSError, KeyError, ValueError) as exc:
-        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        message = _key_error_message(exc) if isinstance(exc, KeyError) else exc
         print(f"error: {message}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:

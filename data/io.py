@@ -22,6 +22,10 @@ from pydantic import BaseModel, ValidationError
 from data.parallel import is_main_process
 
 RecordT = TypeVar("RecordT", bound=BaseModel)
+# Editors on Windows start UTF-8 files with a byte-order mark; every reader takes it as nothing
+# (text files are opened with READ_ENCODING), so it never becomes part of a first id or field.
+UTF8_BOM = b"\xef\xbb\xbf"
+READ_ENCODING = "utf-8-sig"
 
 
 class RecordError(ValueError):
@@ -57,6 +61,8 @@ def iter_json_lines(
     """
     with open(path, "rb") as handle:  # decoded per line, so a bad byte names its line
         for number, data in enumerate(handle, start=1):
+            if number == 1:
+                data = data.removeprefix(UTF8_BOM)  # a byte-order mark is no part of the data
             try:
                 raw = data.decode("utf-8")
             except UnicodeDecodeError as exc:
@@ -167,14 +173,28 @@ def _read_umask() -> int:
 _UMASK = _read_umask()
 
 
-def make_shareable(path: str | os.PathLike[str] | int, directory: bool = False) -> None:
-    """Give a file (or folder) made by ``tempfile`` (mode 0600/0700) the mode an ordinary
-    ``open``/``mkdir`` would have given it, so other users can read the outputs."""
-    mode = (0o777 if directory else 0o666) & ~_UMASK
-    if isinstance(path, int):
-        os.fchmod(path, mode)
-    else:
-        os.chmod(path, mode)
+def make_shareable(fd: int) -> None:
+    """Give a file made by ``tempfile`` (mode 0600) the mode an ordinary ``open`` would have
+    given it, so other users can read the outputs."""
+    os.fchmod(fd, 0o666 & ~_UMASK)
+
+
+def share_tree(root: str | os.PathLike[str]) -> None:
+    """Give ``root`` and every file and folder under it at least the permissions an ordinary
+    ``open``/``mkdir`` would have given under the umask.
+
+    Writers that go through a private temporary file leave their output mode 0600: safetensors
+    does, so the weights of an export, a trained grader or a checkpoint would be the only files
+    another user of a shared folder cannot read. Links are left alone (their targets are not ours).
+    """
+    root = Path(root)
+    for path in (root, *root.rglob("*")):
+        if path.is_symlink():
+            continue
+        mode = path.stat().st_mode & 0o7777
+        ordinary = (0o777 if path.is_dir() else 0o666) & ~_UMASK
+        if mode | ordinary != mode:
+            os.chmod(path, mode | ordinary)
 
 
 @contextlib.contextmanager
@@ -227,17 +247,31 @@ def refuse_overlap(
     out_flag: str,
     out: str | os.PathLike[str],
     inputs: Iterable[tuple[str, str | os.PathLike[str] | None]],
+    *,
+    writes: Collection[str] | None = None,
 ) -> None:
-    """Refuse, before any work, an output that is (or, for a folder, contains) one of the inputs
-    ((flag, path) pairs), which writing it would replace or delete."""
+    """Refuse, before any work, an output that overlaps an input ((flag, path) pairs) either way.
+
+    - The output is an input or holds one: writing it would replace or delete that input. An
+      output folder is replaced as a whole unless ``writes`` names the only files written into
+      it; then only inputs at those names count.
+    - The output lies inside an input folder: writing it would change that input (an export's
+      files, a collection), and replacing it as a copy of that folder would copy into itself.
+    """
     target = Path(out).resolve()
+    written = [target] if writes is None else [target / name for name in writes]
     for flag, path in inputs:
         if not path:
             continue
         source = Path(path).resolve()
-        if source == target or target in source.parents:
+        if any(source == place or place in source.parents for place in written):
             raise ValueError(
                 f"{out_flag}: {out} would replace --{flag} {path}; write somewhere else"
+            )
+        if source.is_dir() and (source == target or source in target.parents):
+            raise ValueError(
+                f"{out_flag}: {out} is inside --{flag} {path}, and writing it would change "
+                "that input; write somewhere else"
             )
 
 
@@ -280,12 +314,22 @@ def replace_folder(target: str | os.PathLike[str]) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    make_shareable(tmp, directory=True)
+    share_tree(tmp)  # the folder (mkdtemp: 0700) and files written privately (weights: 0600)
     old = None
-    if target.exists():
-        old = target.parent / f".{target.name}.old-{tmp.name.rsplit('-', 1)[-1]}"
-        os.replace(target, old)
-    os.replace(tmp, target)
+    try:
+        if target.exists():
+            old = target.parent / f".{target.name}.old-{tmp.name.rsplit('-', 1)[-1]}"
+            os.replace(target, old)
+        os.replace(tmp, target)
+    except OSError as exc:
+        if old is not None and old.exists() and not target.exists():
+            with contextlib.suppress(OSError):
+                os.replace(old, target)  # the previous folder back in its place
+        raise OSError(
+            f"{target}: the finished result could not take this folder's place "
+            f"({exc.strerror or exc}); it is complete in {tmp}: move it there yourself, or make "
+            f"{target} replaceable and run again"
+        ) from None
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 

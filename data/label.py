@@ -43,6 +43,7 @@ from data.judges.prompts import load_prompt
 from data.records import Judgment, Pair
 
 logger = logging.getLogger(__name__)
+MIN_REPLIES_CHECKED = 20  # the share of unusable replies is judged from this many on
 
 
 @dataclass
@@ -60,7 +61,11 @@ class LabelConfig:
         default=None, metadata={"help": "TREC run with the pairs to judge (with --collection)."}
     )
     pool_from_qrels: bool = field(
-        default=False, metadata={"help": "Judge the collection's judged pool."}
+        default=False,
+        metadata={
+            "help": "Judge the collection's judged pool (every qrels pair, by query id, then "
+            "document id)."
+        },
     )
     sample: int = bounded(0, 0, help="Judge a seeded random sample of this many pairs (0: all).")
     seed: int = field(default=0)
@@ -70,6 +75,48 @@ class LabelConfig:
     retry_errors: bool = field(
         default=True, metadata={"help": "Re-judge pairs whose cached judgment is an error."}
     )
+    max_error_share: float = bounded(
+        0.5,
+        0,
+        1,
+        help=f"Stop when more than this share of this run's replies (once there are "
+        f"{MIN_REPLIES_CHECKED}) is unusable: no answer, or a failed request. Finished "
+        "judgments stay cached. 1: never stop.",
+    )
+
+
+@dataclass
+class UnusableReplies:
+    """Stops a run whose teacher mostly gives no usable reply (a prompt the model cannot follow,
+    a server that refuses every request) where it happens, instead of a later stage failing on
+    too few labels: one line naming the prompt, the teacher and a sample of what it replied."""
+
+    max_share: float
+    teacher: str
+    replies: int = 0
+    unusable: int = 0
+    sample: str = ""
+
+    def count(self, judgment: Judgment) -> None:
+        self.replies += 1
+        if judgment.error is None:
+            return
+        self.unusable += 1
+        self.sample = self.sample or f"pair {judgment.qid}/{judgment.doc_id}: {judgment.error}"
+        if self.replies >= MIN_REPLIES_CHECKED and self.unusable > self.max_share * self.replies:
+            raise ValueError(
+                f"{self.unusable} of {self.replies} replies this run were unusable (more than "
+                f"--max_error_share {self.max_share:g}) from {self.teacher}; e.g. "
+                f"{self.sample[:300]}. The finished judgments are cached; change the prompt, "
+                "the model or --response_format, or pass --max_error_share 1 to go on"
+            )
+
+
+def teacher_description(judge_config: JudgeConfig, prompt_id: str) -> str:
+    """The prompt, the backend and where it runs, for messages about the teacher."""
+    where = judge_config.base_url or judge_config.azure_endpoint
+    place = f" at {where}" if where else ""
+    return f"prompt {prompt_id}, backend {judge_config.backend}{place}, model {judge_config.model}"
 
 
 def batch_record_path(out: Path) -> Path:
@@ -84,12 +131,11 @@ def load_pairs(config: LabelConfig) -> list[Pair]:
     elif config.collection:
         collection = Collection.load(config.collection)
         if config.run:
-            source = read_trec_run(config.run)
+            pairs = list(collection.pairs(read_trec_run(config.run)))
         elif config.pool_from_qrels:
-            source = {q: {d: 0.0 for d in docs} for q, docs in collection.qrels.items()}
+            pairs = list(collection.judged_pool())
         else:
             raise ValueError("with --collection, give --run RUN or --pool_from_qrels true")
-        pairs = list(collection.pairs(source))
     else:
         raise ValueError("pairs: give --pairs FILE or --collection DIR")
     if config.sample and config.sample < len(pairs):
@@ -130,12 +176,15 @@ def label(label_config: LabelConfig, judge_config: JudgeConfig) -> dict[str, Any
     if out.parent.exists() and not out.parent.is_dir():
         raise NotADirectoryError(f"out: {out.parent} is a file, not a folder")
     cache_path = Path(label_config.cache) if label_config.cache else out.with_suffix(".cache.jsonl")
-    # The judgments are written over --out at the end: never over the paid cache or the input.
-    refuse_overlap(
-        "out",
-        out,
-        [("cache", cache_path), ("pairs", label_config.pairs), ("run", label_config.run)],
-    )
+    # The judgments are written over --out at the end and the cache is appended to: neither
+    # ever lands on the paid cache or an input.
+    inputs = [
+        ("pairs", label_config.pairs),
+        ("run", label_config.run),
+        ("qrels", judge_config.qrels),
+    ]
+    refuse_overlap("out", out, [("cache", cache_path), *inputs])
+    refuse_overlap("cache", cache_path, inputs)
     if judge_config.batch and judge_config.backend not in BATCH_BACKENDS:
         raise ValueError(
             f"batch: the {judge_config.backend} backend has no batch mode (it runs on "
@@ -183,6 +232,14 @@ def label(label_config: LabelConfig, judge_config: JudgeConfig) -> dict[str, Any
         bar = tqdm(
             total=len(todo), desc=f"judging ({judge_config.backend})", unit="pair", file=sys.stderr
         )
+        # Human qrels miss pairs by design; an LLM teacher's errors are replies it got wrong.
+        unusable = (
+            UnusableReplies(
+                label_config.max_error_share, teacher_description(judge_config, prompt.id)
+            )
+            if judge_config.backend != "qrels"
+            else None
+        )
         with JsonlAppender(cache_path) as cache:
 
             def on_result(judgment: Judgment) -> None:
@@ -190,15 +247,17 @@ def label(label_config: LabelConfig, judge_config: JudgeConfig) -> dict[str, Any
                 key = cache_key(model_id, prompt.id, settings, judgment, by_ids)
                 record = judgment.model_dump(mode="json", exclude_none=True)
                 record["cache_key"] = key
-                cache.write(record)
+                cache.write(record)  # cached first: a stop below loses nothing paid for
                 cached[key] = Judgment.model_validate(record)
                 failed += judgment.error is not None
                 bar.update(1)
                 bar.set_postfix(failed=failed, refresh=False)
+                if unusable is not None:
+                    unusable.count(judgment)
 
             try:
                 if judge is not None:
-                    batches = judge.run(todo, list(todo_index), on_result, known=set(keys))
+                    batches = judge.run(todo, list(todo_index), on_result)
                 else:
                     backend.run(todo, on_result)
             finally:

@@ -27,19 +27,41 @@ SCALAR_METRICS = (
 )
 
 
+def per_query_roc_auc(
+    probabilities: np.ndarray, labels: np.ndarray, queries: np.ndarray
+) -> dict[str, float]:
+    """Each query's ROC-AUC among its own pairs, for the queries with both classes."""
+    labels, queries = np.asarray(labels).astype(int), np.asarray(queries)
+    probabilities = np.asarray(probabilities, dtype=np.float64)
+    return {
+        str(q): float(roc_auc_score(labels[queries == q], probabilities[queries == q]))
+        for q in np.unique(queries)
+        if len(np.unique(labels[queries == q])) > 1
+    }
+
+
+def require_both_classes(labels: Any, source: str) -> None:
+    """Refuse to fit a threshold or a calibration on labels of one class: with no relevant pair
+    (or none that is not) any fit is degenerate (a threshold near 0 that calls every pair
+    relevant, a temperature near 0) and would pass silently."""
+    values = np.asarray(labels).astype(int)
+    relevant = int((values == 1).sum())
+    if relevant == 0 or relevant == len(values):
+        missing = "relevant" if relevant == 0 else "non-relevant"
+        raise ValueError(
+            f"{source}: no {missing} pair among {len(values)}; a threshold or calibration is "
+            "fitted on both classes (judge more queries, or pairs with both labels)"
+        )
+
+
 def query_roc_auc(
     probabilities: np.ndarray, labels: np.ndarray, queries: np.ndarray
 ) -> float | None:
     """Mean over queries of the ROC-AUC among each query's own pairs (queries with both classes):
     how well a query's documents are ordered, apart from how scores compare across queries
     (pooled ROC-AUC needs both). None when no query has both classes."""
-    labels, queries = np.asarray(labels).astype(int), np.asarray(queries)
-    aucs = [
-        roc_auc_score(labels[queries == q], probabilities[queries == q])
-        for q in np.unique(queries)
-        if len(np.unique(labels[queries == q])) > 1
-    ]
-    return float(np.mean(aucs)) if aucs else None
+    aucs = per_query_roc_auc(probabilities, labels, queries)
+    return float(np.mean(list(aucs.values()))) if aucs else None
 
 
 def binary_metrics(

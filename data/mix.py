@@ -29,7 +29,7 @@ from typing import Any
 
 from data.beir import Collection
 from data.cli import parse_config, run_main
-from data.io import write_json, write_jsonl
+from data.io import READ_ENCODING, refuse_overlap, write_json, write_jsonl
 from data.records import Judgment, label_from_grade
 
 
@@ -58,7 +58,7 @@ class MixConfig:
 
 def _queries_with_extras(path: Path) -> dict[str, dict[str, Any]]:
     out = {}
-    with open(path, encoding="utf-8") as handle:
+    with open(path, encoding=READ_ENCODING) as handle:
         for number, line in enumerate(handle, 1):
             try:
                 row = json.loads(line)
@@ -137,6 +137,9 @@ def wikiqa_judgments(root: Path, pairs: int, rng: random.Random) -> list[Judgmen
 
 def build_mix(config: MixConfig) -> dict[str, Any]:
     shared = Path(config.shared)
+    refuse_overlap(
+        "out", config.out, [("shared", shared)], writes=("judgments.jsonl", "manifest.json")
+    )
     rng = random.Random(config.seed)
     judgments: list[Judgment] = []
     if config.squad_questions:

@@ -15,6 +15,17 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 # Relevant when grade >= 2 on the 0-3 scale (TREC's convention for binary metrics).
 DEFAULT_RELEVANCE_THRESHOLD = 2
 MAX_GRADE = 3
+# The 0-3 scale in words: what the graded prompt (data/prompts/trec-graded.yaml) asks a judge and
+# the judging page (eval.annotate) shows a person, so people and judges grade on one scale.
+GRADE_SCALE: dict[int, tuple[str, str]] = {
+    0: ("Not relevant", "the passage has nothing to do with the query"),
+    1: ("Related", "the passage is on the query's topic but does not answer it"),
+    2: (
+        "Relevant",
+        "the passage answers the query, but the answer is unclear or mixed with unrelated text",
+    ),
+    3: ("Perfect", "the passage is dedicated to the query and contains the exact answer"),
+}
 
 
 def normalise_text(text: str) -> str:

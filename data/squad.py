@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import Any
 
 from data.cli import bounded, parse_config, run_main
-from data.io import RecordError, iter_json_lines, replace_folder, write_json, write_jsonl
+from data.io import (
+    RecordError,
+    iter_json_lines,
+    refuse_overlap,
+    replace_folder,
+    write_json,
+    write_jsonl,
+)
 
 
 @dataclass
@@ -54,6 +61,8 @@ def training_questions(paths: Sequence[str]) -> set[str]:
 
 def build_subset(config: SquadSubsetConfig) -> dict[str, Any]:
     source = Path(config.source)
+    inputs = [("source", config.source), *(("exclude", path) for path in config.exclude)]
+    refuse_overlap("out", config.out, inputs)  # --out is replaced as a whole
     rows: list[dict[str, Any]] = []
     for _, obj in iter_json_lines(source / "queries.jsonl"):
         if isinstance(obj, RecordError):

@@ -49,7 +49,15 @@ from tqdm.auto import tqdm
 
 from data.beir import Collection, Document
 from data.cli import bounded, check_choices, choice, parse_config, run_main
-from data.io import JsonlAppender, fingerprint, iter_json_lines, write_json, write_jsonl
+from data.io import (
+    READ_ENCODING,
+    JsonlAppender,
+    fingerprint,
+    iter_json_lines,
+    refuse_overlap,
+    write_json,
+    write_jsonl,
+)
 from data.judges.backends import REASONING_MODEL, JudgeConfig
 from data.records import JudgeInfo, Judgment, Pair, document_text
 
@@ -302,7 +310,7 @@ def read_examples_file(path: str) -> list[dict[str, str]]:
                 raise ValueError(f"{path}:{line}: text: expected a string")
             examples.append({"query": obj["query"].strip(), "text": (text or "").strip()})
     else:
-        lines = source.read_text(encoding="utf-8").splitlines()
+        lines = source.read_text(encoding=READ_ENCODING).splitlines()
         examples = [{"query": q.strip(), "text": ""} for q in lines if q.strip()]
     if not examples:
         raise ValueError(f"examples_file: {path} holds no example query")
@@ -337,9 +345,11 @@ class Synthesizer:
         if not config.collection:
             raise ValueError("collection: give --collection DIR (a BEIR-layout folder)")
         self.out = Path(config.out)
-        collection_root = Path(config.collection).resolve()
-        if self.out.resolve() == collection_root or collection_root in self.out.resolve().parents:
-            raise ValueError(f"out: {self.out} is inside the collection {config.collection}")
+        refuse_overlap(
+            "out",
+            self.out,
+            [("collection", config.collection), ("examples_file", config.examples_file)],
+        )
         if self.out.exists() and not self.out.is_dir():
             raise NotADirectoryError(f"out: {self.out} is a file, not a folder")
         self.prompt = load_query_prompt(config.query_prompt)
@@ -374,13 +384,31 @@ class Synthesizer:
     def document(self, doc: Document) -> str:
         return document_text(doc.text, doc.title)[: self.teacher.max_document_chars]
 
+    def chat_model(self) -> Any:
+        """The generator: the teacher's backend and serving settings, ``generator_model``'s name."""
+        from models.llm_client import ChatModel
+
+        reasoning = (
+            bool(REASONING_MODEL.match(self.generator_model.rsplit("/", 1)[-1].lower()))
+            if self.teacher.reasoning == "auto"
+            else self.teacher.reasoning == "yes"
+        )
+        return ChatModel(
+            self.teacher,
+            self.teacher.backend,
+            self.generator_model,
+            reasoning=reasoning,
+            reasoning_tokens=self.teacher.reasoning_tokens,
+            azure_endpoint=self.teacher.azure_endpoint,
+            azure_api_version=self.teacher.azure_api_version,
+            batch_size=self.teacher.batch_size,
+        )
+
     def generate(
         self, doc_ids: Sequence[str], examples_block: str
     ) -> tuple[dict[tuple[str, int], dict[str, Any]], dict[str, int], int]:
         """Every (passage, sample) reply, from the cache or the generator, appended as it comes;
         returns the replies, this run's token counts and the failed requests (not cached)."""
-        from models.llm_client import ChatModel
-
         c = self.config
         settings = json.dumps(self.generation_settings(examples_block), sort_keys=True)
         cache_path = self.out / "generation.cache.jsonl"
@@ -403,69 +431,74 @@ class Synthesizer:
             len(wanted) - len(todo),
             len(todo),
         )
-        tokens = {"input_tokens": 0, "output_tokens": 0}
-        failed = 0
-        if todo:
-            chat = ChatModel(
-                self.teacher,
-                self.teacher.backend,
-                self.generator_model,
-                reasoning=bool(
-                    REASONING_MODEL.match(self.generator_model.rsplit("/", 1)[-1].lower())
-                )
-                if self.teacher.reasoning == "auto"
-                else self.teacher.reasoning == "yes",
-                reasoning_tokens=self.teacher.reasoning_tokens,
-                azure_endpoint=self.teacher.azure_endpoint,
-                azure_api_version=self.teacher.azure_api_version,
-                batch_size=self.teacher.batch_size,
-            )
-            step = max(self.teacher.batch_size * 8, self.teacher.concurrency * 4)
-            self.out.mkdir(parents=True, exist_ok=True)
-            with (
-                JsonlAppender(cache_path) as cache,
-                tqdm(total=len(todo), desc="writing queries", unit="query", file=sys.stderr) as bar,
-            ):
-                for start in range(0, len(todo), step):
-                    chunk = todo[start : start + step]
-                    if c.generator_temperature > 0:
-                        import torch
-
-                        torch.manual_seed(c.seed + start)  # local sampling, reproducible per chunk
-                    conversations = [
-                        self.prompt.messages(
-                            examples_block, self.document(self.collection.corpus[d])
-                        )
-                        for d, _ in chunk
-                    ]
-                    completions = chat.complete(
-                        conversations,
-                        max_tokens=c.max_query_tokens,
-                        temperature=c.generator_temperature,
-                    )
-                    for (doc_id, sample), completion in zip(chunk, completions, strict=True):
-                        if completion.error:  # not cached: the next run asks again
-                            failed += 1
-                            logger.warning("%s: %s", doc_id, completion.error)
-                            continue
-                        record = {
-                            "key": keys[(doc_id, sample)],
-                            "doc_id": doc_id,
-                            "sample": sample,
-                            "reply": completion.text,
-                            "finished": completion.finished,
-                            "usage": {
-                                "input_tokens": completion.input_tokens,
-                                "output_tokens": completion.output_tokens,
-                            },
-                        }
-                        cache.write(record)
-                        cached[record["key"]] = record
-                        tokens["input_tokens"] += completion.input_tokens
-                        tokens["output_tokens"] += completion.output_tokens
-                    bar.update(len(chunk))
+        tokens, failed = self.ask(todo, keys, examples_block, cache_path, cached)
         replies = {item: cached[keys[item]] for item in wanted if keys[item] in cached}
         return replies, tokens, failed
+
+    def ask(
+        self,
+        todo: list[tuple[str, int]],
+        keys: dict[tuple[str, int], str],
+        examples_block: str,
+        cache_path: Path,
+        cached: dict[str, dict[str, Any]],
+    ) -> tuple[dict[str, int], int]:
+        """Ask the generator for ``todo``'s replies, appending each to the cache as it arrives;
+        returns this run's token counts and the failed requests (not cached: asked again)."""
+        from models.llm_client import Completion
+
+        c = self.config
+        tokens = {"input_tokens": 0, "output_tokens": 0}
+        failed = 0
+        if not todo:
+            return tokens, failed
+        chat = self.chat_model()
+        self.out.mkdir(parents=True, exist_ok=True)
+        if c.generator_temperature > 0:
+            import torch
+
+            torch.manual_seed(c.seed)  # local sampling, reproducible for the same todo list
+        conversations = [
+            self.prompt.messages(examples_block, self.document(self.collection.corpus[d]))
+            for d, _ in todo
+        ]
+        with (
+            JsonlAppender(cache_path) as cache,
+            tqdm(total=len(todo), desc="writing queries", unit="query", file=sys.stderr) as bar,
+        ):
+
+            def on_result(index: int, completion: Completion) -> None:
+                # Each reply is cached as it arrives: a kill loses only those in flight.
+                nonlocal failed
+                bar.update(1)
+                doc_id, sample = todo[index]
+                if completion.error:  # not cached: the next run asks again
+                    failed += 1
+                    logger.warning("%s: %s", doc_id, completion.error)
+                    return
+                record = {
+                    "key": keys[(doc_id, sample)],
+                    "doc_id": doc_id,
+                    "sample": sample,
+                    "reply": completion.text,
+                    "finished": completion.finished,
+                    "usage": {
+                        "input_tokens": completion.input_tokens,
+                        "output_tokens": completion.output_tokens,
+                    },
+                }
+                cache.write(record)
+                cached[record["key"]] = record
+                tokens["input_tokens"] += completion.input_tokens
+                tokens["output_tokens"] += completion.output_tokens
+
+            chat.complete(
+                conversations,
+                max_tokens=c.max_query_tokens,
+                temperature=c.generator_temperature,
+                on_result=on_result,
+            )
+        return tokens, failed
 
     def retriever(self, name: str) -> Any:
         from data.candidates import (

@@ -1,9 +1,10 @@
-"""Validate JSONL record files (pairs or judgments) and report the first problem precisely.
+"""Validate JSONL record files (pairs or judgments) and report every bad line precisely.
 
     python -m data.validate --files pairs.jsonl --record pair
-    python -m data.validate --files judgments.jsonl --record judgment --lenient true
+    python -m data.validate --files a.jsonl b.jsonl --record judgment
 
-Exit code 0 when every line is valid, 2 otherwise; problems print as ``file:line: field: problem``.
+Exit code 0 when every line is valid, 2 otherwise; every bad line of every file prints as
+``error: file:line: field: problem``, then a count.
 """
 
 from __future__ import annotations
@@ -21,9 +22,6 @@ from data.records import RECORD_TYPES
 class ValidateConfig:
     files: list[str] = field(default_factory=list, metadata={"help": "JSONL files to check."})
     record: str = field(default="judgment", metadata={"help": "Record type: pair or judgment."})
-    lenient: bool = field(
-        default=False, metadata={"help": "List every bad line instead of stopping at the first."}
-    )
 
 
 def validate(config: ValidateConfig) -> dict[str, int]:
@@ -34,14 +32,14 @@ def validate(config: ValidateConfig) -> dict[str, int]:
     record_type = RECORD_TYPES[config.record]
     counts: dict[str, int] = {}
     problems: list[RecordError] = []
-    for path in config.files:
-        skipped: list[RecordError] | None = [] if config.lenient else None
+    for path in config.files:  # every bad line of every file, not only the first
+        skipped: list[RecordError] = []
         counts[path] = sum(1 for _ in read_records(path, record_type, skipped=skipped))
-        problems.extend(skipped or [])
+        problems.extend(skipped)
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     if problems:
-        raise ValueError(f"{len(problems)} bad line(s)")
+        raise ValueError(f"{len(problems)} bad line(s) in {len(config.files)} file(s)")
     return counts
 
 

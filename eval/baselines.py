@@ -45,6 +45,8 @@ def bm25_scores(
         by_query.setdefault(query, []).append(i)
     for query, rows in by_query.items():
         tokens = bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)[0]
+        if not tokens:  # only stopwords or one-letter words: nothing to match, score 0
+            continue
         all_scores = retriever.get_scores(tokens)
         for i in rows:
             scores[i] = float(all_scores[position[documents[i]]])
@@ -99,11 +101,14 @@ class PlattScaling:
     intercept: float = 0.0
 
     @classmethod
-    def fit(cls, scores: np.ndarray, labels: np.ndarray) -> PlattScaling:
+    def fit(
+        cls, scores: np.ndarray, labels: np.ndarray, source: str = "calibration pairs"
+    ) -> PlattScaling:
         from sklearn.linear_model import LogisticRegression
 
-        if len(np.unique(labels)) < 2:
-            raise ValueError("Platt scaling needs both labels in the calibration pairs")
+        from data.metrics import require_both_classes
+
+        require_both_classes(labels, source)
         model = LogisticRegression(C=1e4).fit(np.asarray(scores).reshape(-1, 1), labels)
         return cls(slope=float(model.coef_[0, 0]), intercept=float(model.intercept_[0]))
 

@@ -66,7 +66,11 @@ class CheckpointEvalConfig:
         metadata={"help": "BEIR folder whose corpus gives BM25 its document frequencies."},
     )
     calibration_data: str | None = field(
-        default=None, metadata={"help": "Validation judgments: fit temperature and threshold here."}
+        default=None,
+        metadata={
+            "help": "Validation judgments: fit temperature and threshold here (both classes "
+            "needed)."
+        },
     )
     labels: str = choice("teacher", LABEL_SOURCES, "Reference labels.")
     qrels: str | None = field(
@@ -295,16 +299,17 @@ def evaluate(config: CheckpointEvalConfig, scorer: Scorer | None = None) -> dict
         )
         valid = ~np.isnan(calibration_probabilities)
         calibration_labels = np.array([r.label for r in calibration_records])[valid]
+        source = f"calibration_data: {config.calibration_data}"
         if config.baseline:  # scores -> P(relevant), fitted on the calibration pairs only
             from eval.baselines import PlattScaling
 
-            platt = PlattScaling.fit(calibration_probabilities[valid], calibration_labels)
+            platt = PlattScaling.fit(calibration_probabilities[valid], calibration_labels, source)
             probabilities = platt.apply(probabilities)
             calibration_probabilities = platt.apply(calibration_probabilities)
             result["score_mapping"] = platt.to_dict()
-        calibration = fit_temperature(calibration_probabilities[valid], calibration_labels)
+        calibration = fit_temperature(calibration_probabilities[valid], calibration_labels, source)
         threshold = best_f1_threshold(
-            calibration.apply(calibration_probabilities[valid]), calibration_labels
+            calibration.apply(calibration_probabilities[valid]), calibration_labels, source
         )
         result["calibration"] = calibration.to_dict()
         result["threshold"] = threshold

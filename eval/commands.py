@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ranking-agreement": ("eval.ranking_agreement", "Kendall's tau between system rankings"),
     "report": ("eval.report", "one HTML page of an eval.search or main-job folder"),
     "ppi": ("eval.ppi", "draw the queries to have judged (PPI++ estimates in search)"),
+    "annotate": ("eval.annotate", "judge the drawn queries' hits in the browser (agreement: κ)"),
     "recalibrate": ("eval.recalibrate", "refit an export's threshold on your judged queries"),
     "serve": ("eval.api", "the eval_search REST API"),
     "pipeline": ("eval.pipeline", "the main job, every stage end to end"),

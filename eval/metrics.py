@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from sklearn.metrics import precision_recall_curve
 
-from data.metrics import binary_metrics, expected_calibration_error
+from data.metrics import binary_metrics, expected_calibration_error, require_both_classes
 from models.scoring import apply_temperature
 
 __all__ = [
@@ -26,8 +26,12 @@ __all__ = [
 EPS = 1e-7
 
 
-def best_f1_threshold(probabilities: np.ndarray, labels: np.ndarray) -> float:
-    """The probability threshold that maximises F1 on the given (validation) data."""
+def best_f1_threshold(
+    probabilities: np.ndarray, labels: np.ndarray, source: str = "labels"
+) -> float:
+    """The probability threshold that maximises F1 on the given (validation) data (both classes
+    needed; ``source`` names the data in the error)."""
+    require_both_classes(labels, source)
     precision, recall, thresholds = precision_recall_curve(labels, probabilities)
     f1 = 2 * precision * recall / np.maximum(precision + recall, EPS)
     if len(thresholds) == 0:
@@ -54,9 +58,14 @@ class Calibration:
         return asdict(self)
 
 
-def fit_temperature(probabilities: np.ndarray, labels: np.ndarray) -> Calibration:
-    """The temperature that minimises the negative log-likelihood on the given (validation) data."""
+def fit_temperature(
+    probabilities: np.ndarray, labels: np.ndarray, source: str = "labels"
+) -> Calibration:
+    """The temperature that minimises the negative log-likelihood on the given (validation) data
+    (both classes needed; ``source`` names the data in the error)."""
     from scipy.optimize import minimize_scalar
+
+    require_both_classes(labels, source)
 
     z = _logit(probabilities)
     y = np.asarray(labels).astype(float)

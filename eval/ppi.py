@@ -18,6 +18,11 @@ its coverage at n = 5–10 where the normal interval of the PPI papers falls sho
 with population variances reproduces ``ppi_py``'s ``ppi_mean_ci``.
 
     python -m eval.ppi --run runs/main/candidates/bm25.trec --n 20 --seed 0   # queries to judge
+    # strata by the labeler's uncertainty, more judgments where it is least sure (eval.design)
+    python -m eval.ppi --labels runs/search --design neyman --n 20 --out runs/judging/draw.json
+
+A draw written with ``--out`` records its design; ``eval.annotate`` serves its units and
+``eval.search --human`` / ``--human_pairs`` use the estimator valid under it.
 """
 
 from __future__ import annotations
@@ -217,17 +222,59 @@ def draw_queries(qids: Sequence[str], n: int, seed: int = 0) -> list[str]:
 @dataclass
 class DrawConfig:
     run: str = field(default="", metadata={"help": "TREC run (or queries.jsonl) to draw from."})
-    n: int = bounded(20, 2, help="Queries to have judged.")
+    n: int = bounded(20, 2, help="Queries (or hits) to have judged.")
     seed: int = field(default=0)
+    design: str = choice(
+        "uniform",
+        ("uniform", "proportional", "neyman"),
+        "uniform: a simple random sample; proportional / neyman: strata by the labeler's "
+        "--strata_by, judged in proportion to their size / to size x the labeler's uncertainty "
+        "(needs --labels).",
+    )
+    unit: str = choice(
+        "queries", ("queries", "hits"), "Draw whole queries (--human) or hits (--human_pairs)."
+    )
+    labels: str | None = field(
+        default=None,
+        metadata={
+            "help": "eval.search output (folder or per_query.json): the labeler's labels of every "
+            "run's top k, for strata and the hit pool."
+        },
+    )
+    strata: int = bounded(2, 1, help="Strata of the proportional and neyman designs.")
+    strata_by: str = choice(
+        "uncertainty",
+        ("uncertainty", "score"),
+        "Cut strata by the labeler's uncertainty (mean p(1 - p) of the hits) or its --metric.",
+    )
+    k: int = bounded(10, 1, help="Hits per query in the pool of --unit hits without --labels.")
+    out: str | None = field(
+        default=None,
+        metadata={"help": "Write the draw (design, strata, sample) here, for eval.annotate."},
+    )
     pilot: str | None = field(
         default=None,
         metadata={"help": "metrics.json of an eval.search run with --human: size n for a width."},
     )
-    metric: str = field(default="ndcg@10", metadata={"help": "Metric whose width --pilot sizes."})
+    metric: str = field(
+        default="ndcg@10",
+        metadata={"help": "Metric whose width --pilot sizes (and the score of --strata_by score)."},
+    )
     target_width: float | None = bounded(
         None, 0, help="With --pilot: the PPI++ interval width to reach.", open_low=True
     )
     interval: str = choice("t", INTERVALS, "Interval of the pilot.")
+
+
+def read_labels(path: str) -> dict[str, Any]:
+    """eval.search's per_query.json (or the folder holding it)."""
+    import json
+    from pathlib import Path
+
+    file = Path(path) / "per_query.json" if Path(path).is_dir() else Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"labels: {file} not found (an eval.search output folder)")
+    return json.loads(file.read_text(encoding="utf-8"))
 
 
 def _run_queries(path: str) -> list[str]:
@@ -242,30 +289,86 @@ def _run_queries(path: str) -> list[str]:
     return sorted(read_trec_run(path))
 
 
-def main(args: Sequence[str] | None = None) -> None:
+def _run_hits(path: str, k: int) -> list[tuple[str, str]]:
+    from data.beir import ranked, read_trec_run
+
+    run = read_trec_run(path)
+    return [(qid, doc_id) for qid in sorted(run) for doc_id, _ in ranked(run[qid])[:k]]
+
+
+def _sized(config: DrawConfig, population: int) -> int:
+    """--n, or the n that --pilot says reaches --target_width."""
     import json
     from pathlib import Path
 
-    (config,) = parse_config([DrawConfig], args)
-    if not config.run:
-        raise ValueError("run: give --run RUN.trec (or a queries.jsonl) to draw queries from")
-    qids = _run_queries(config.run)
-    n = config.n
-    if config.pilot:
-        if config.target_width is None:
-            raise ValueError("target_width: give the interval width to reach with --pilot")
-        report = json.loads(Path(config.pilot).read_text())
-        first = next(iter(report.get("ppi", {}).get("runs", {}).values()), None)
-        if first is None or config.metric not in first:
+    if not config.pilot:
+        return config.n
+    if config.target_width is None:
+        raise ValueError("target_width: give the interval width to reach with --pilot")
+    report = json.loads(Path(config.pilot).read_text())
+    first = next(iter(report.get("ppi", {}).get("runs", {}).values()), None)
+    if first is None or config.metric not in first:
+        raise ValueError(f"{config.pilot}: no PPI estimate of {config.metric} (run with --human)")
+    ppi = first[config.metric]["ppi"]
+    pilot = Interval(ppi["estimate"], ppi["low"], ppi["high"], ppi["n"], 0, ppi["lam"], "")
+    n = min(population, queries_for_width(pilot, config.target_width))
+    print(f"{n} judged queries for a {config.metric} interval of width {config.target_width}")
+    return n
+
+
+def draw(config: DrawConfig):
+    """The draw ``config`` asks for (an :class:`eval.design.Design`)."""
+    from eval.design import draw_design, unit_signals
+
+    if not config.run and not config.labels:
+        raise ValueError("run: give --run RUN.trec (or a queries.jsonl, or --labels) to draw from")
+    score = uncertainty = None
+    if config.labels:
+        score, uncertainty = unit_signals(read_labels(config.labels), config.unit, config.metric)
+        population = sorted(uncertainty)
+        if config.strata_by == "score" and len(score) < len(uncertainty):
             raise ValueError(
-                f"{config.pilot}: no PPI estimate of {config.metric} (run with --human)"
+                f"metric: {config.labels} has no {config.metric} for some queries; give --metric "
+                "as eval.search names it (e.g. ndcg@10)"
             )
-        ppi = first[config.metric]["ppi"]
-        pilot = Interval(ppi["estimate"], ppi["low"], ppi["high"], ppi["n"], 0, ppi["lam"], "")
-        n = min(len(qids), queries_for_width(pilot, config.target_width))
-        print(f"{n} judged queries for a {config.metric} interval of width {config.target_width}")
-    for qid in draw_queries(qids, n, config.seed):
-        print(qid)
+    elif config.unit == "hits":
+        population = _run_hits(config.run, config.k)
+    else:
+        population = _run_queries(config.run)
+    if config.labels and config.run and config.unit == "queries":
+        others = sorted(set(_run_queries(config.run)) ^ set(population))
+        if others:
+            raise ValueError(
+                f"labels: {config.labels} and {config.run} hold different queries "
+                f"(e.g. {others[0]!r}); label the run with eval.search first"
+            )
+    sources = {"run": config.run or None, "labels": config.labels, "metric": config.metric}
+    return draw_design(
+        population,
+        _sized(config, len(population)),
+        config.design,
+        unit=config.unit,
+        seed=config.seed,
+        strata=config.strata,
+        strata_by=config.strata_by,
+        score=score,
+        uncertainty=uncertainty,
+        sources=sources | ({"k": config.k} if config.unit == "hits" and not config.labels else {}),
+    )
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    import sys
+
+    from eval.design import write_design
+
+    (config,) = parse_config([DrawConfig], args)
+    design = draw(config)
+    for unit in design.drawn:
+        print(" ".join(unit) if isinstance(unit, tuple) else unit)
+    if config.out:
+        write_design(config.out, design)
+        print(f"wrote {config.out}: {design.describe()}", file=sys.stderr)
 
 
 if __name__ == "__main__":

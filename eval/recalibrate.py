@@ -1,8 +1,8 @@
 """Fit an exported grader's threshold and temperature to a new collection, on a few judged queries.
 
-    # human labels for the top hits of a few queries of your collection (any judgments JSONL,
-    # e.g. from `python -m data.label --backend qrels` over your qrels)
-    python -m eval.recalibrate --export runs/main/export --judgments my-judged.jsonl \\
+    # human labels for the top hits of a few queries of your collection: the judging page's
+    # folder (eval.annotate) or any judgments JSONL, e.g. from `python -m data.label --backend qrels`
+    python -m eval.recalibrate --export runs/main/export --judgments runs/judging \\
         --out runs/export-mine
 
 A grader's threshold and temperature are fitted on one collection's validation queries and do not
@@ -27,7 +27,13 @@ from typing import Any
 import numpy as np
 
 from data.cli import bounded, parse_config, run_main
-from data.io import check_replaceable, markdown_table, read_records, replace_folder
+from data.io import (
+    check_replaceable,
+    markdown_table,
+    read_records,
+    refuse_overlap,
+    replace_folder,
+)
 from data.records import Judgment, document_text
 from eval.metrics import best_f1_threshold, binary_metrics, fit_temperature
 
@@ -38,7 +44,11 @@ RECALIBRATED = "recalibration.json"  # written last: the folder is a finished re
 class RecalibrateConfig:
     export: str = field(default="", metadata={"help": "An exported grader (models.export)."})
     judgments: str = field(
-        default="", metadata={"help": "Judgments JSONL with human labels of a few queries' hits."}
+        default="",
+        metadata={
+            "help": "Judgments JSONL with human labels of a few queries' hits, or an eval.annotate "
+            "folder (several assessors' labels folded into one per hit)."
+        },
     )
     out: str = field(default="", metadata={"help": "Where the recalibrated copy is written."})
     fit_share: float = bounded(
@@ -77,10 +87,13 @@ def recalibrate(config: RecalibrateConfig) -> dict[str, Any]:
         raise FileNotFoundError(f"export: {export} is not a finished export (no {EXPORT_MARKER})")
     if not config.out:
         raise ValueError("out: give the folder for the recalibrated copy")
-    if out.resolve() == export.resolve() or out.resolve().is_relative_to(export.resolve()):
-        raise ValueError(f"out: {out} overlaps the export {export}; write the copy elsewhere")
+    # Both ways: the copy inside the export, or the export (or the judgments) inside the copy.
+    refuse_overlap("out", out, [("export", export), ("judgments", config.judgments)])
     check_replaceable(out, RECALIBRATED, config.overwrite, "recalibrated export")
-    records = [r for r in read_records(config.judgments, Judgment) if r.error is None]
+    from eval.annotate.store import judgments_file, one_per_hit
+
+    judged = read_records(judgments_file(config.judgments), Judgment)
+    records = one_per_hit([r for r in judged if r.error is None])
     fit, held_out = split_queries([r.qid for r in records], config.fit_share, config.seed)
     labels = np.array([r.label for r in records])
     for name, part in (("fit", fit), ("held-out", held_out)):
@@ -126,7 +139,9 @@ def recalibrate(config: RecalibrateConfig) -> dict[str, Any]:
         (staging / GRADER_CONFIG_FILE).write_text(
             json.dumps(description, indent=2, ensure_ascii=False) + "\n"
         )
-        (staging / "README.md").write_text(model_card(description, out.name))
+        (staging / "README.md").write_text(
+            model_card(description, out.name, path=str(out.resolve()))
+        )
         # The weights are the export's: plain transformers must still give its raw scores.
         difference = check_round_trip(grader, staging, sample, 1e-4, out)
         report["round_trip_max_abs_difference"] = difference

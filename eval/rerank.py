@@ -78,7 +78,8 @@ def main(args: Sequence[str] | None = None) -> None:
     if not (config.run and config.corpus and config.grader and config.out):
         raise ValueError("give --run, --corpus, --grader and --out")
     # Found before the grading is paid for, not when the run is written.
-    refuse_overlap("out", config.out, [("run", config.run)])
+    inputs = [("run", config.run), ("grader", config.grader), ("corpus", config.corpus)]
+    refuse_overlap("out", config.out, inputs)
     check_writable_file("out", config.out)
     run, collection = read_trec_run(config.run), Collection.load(config.corpus)
     check_run_against(run, config.run, collection)

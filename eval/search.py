@@ -37,7 +37,7 @@ from data.beir import (
     write_trec_qrels,
 )
 from data.cli import bounded, check_choices, choice, parse_config, run_main
-from data.io import markdown_table, write_json
+from data.io import markdown_table, refuse_overlap, write_json
 from data.provenance import write_provenance
 from eval.labelers import Hit, HitLabel, Labeler, QrelsLabeler, make_labeler
 
@@ -205,15 +205,23 @@ class SearchEvalConfig:
     human: str | None = field(
         default=None,
         metadata={
-            "help": "Human qrels for a random subset of the queries: prediction-powered (PPI++) "
-            "estimates and confidence intervals of every metric and paired difference."
+            "help": "Human judgments of a random sample of the queries (qrels, a judgments JSONL "
+            "or an eval.annotate folder): prediction-powered (PPI++) estimates and confidence "
+            "intervals of every metric and paired difference."
         },
     )
     human_pairs: str | None = field(
         default=None,
         metadata={
-            "help": "Human labels of a random sample of hits (judgments JSONL): PPI++ estimates of "
-            "each run's share of relevant hits in its top k."
+            "help": "Human labels of a random sample of hits (judgments JSONL or an eval.annotate "
+            "folder): PPI++ estimates of each run's share of relevant hits in its top k."
+        },
+    )
+    draw: str | None = field(
+        default=None,
+        metadata={
+            "help": "The eval.ppi draw file the human sample came from: the estimate valid under "
+            "its design (found by itself in an eval.annotate folder)."
         },
     )
     alpha: float = bounded(
@@ -325,6 +333,79 @@ def inferred_qrels(results: dict[str, dict[str, Any]]) -> tuple[Qrels, Qrels]:
     return graded, binary
 
 
+def human_qrels(path: str) -> Qrels:
+    """Human grades from a qrels file, a judgments JSONL or an eval.annotate session folder (its
+    assessors' grades folded into one per hit, as its qrels.txt holds them)."""
+    from eval.annotate.store import as_qrels, fold, read_judgments, session_folder
+
+    if session_folder(path) is not None or str(path).endswith(".jsonl"):
+        return as_qrels(fold(read_judgments(path)))
+    return graded_qrels(read_qrels(path), path)
+
+
+def human_design(config: SearchEvalConfig):
+    """The design the human sample was drawn under (:class:`eval.design.Design`): --draw, or the
+    draw recorded by the eval.annotate session that holds the judgments; None for a sample of
+    unknown design (read as a uniform draw)."""
+    from eval.annotate.store import read_session, session_folder
+    from eval.design import design_from_dict, read_design
+
+    if config.draw:
+        return read_design(config.draw)
+    for path in (config.human, config.human_pairs):
+        folder = session_folder(path) if path else None
+        draw = read_session(folder).get("draw") if folder else None
+        if draw:
+            return design_from_dict(draw, str(folder))
+    return None
+
+
+def sample_designs(config: SearchEvalConfig) -> tuple[Any, Any]:
+    """(the design of --human's queries, the design of --human_pairs' hits); None: uniform."""
+    design = human_design(config)
+    if design is None:
+        return None, None
+    flag = "--human" if design.unit == "queries" else "--human_pairs"
+    if not (config.human if design.unit == "queries" else config.human_pairs):
+        raise ValueError(f"draw: a draw of {design.unit} is for {flag}; give {flag}")
+    return (design, None) if design.unit == "queries" else (None, design)
+
+
+def check_sample(design, judged: set, unit: str, flag: str) -> None:
+    """Before any labelling: the human sample is the draw's (every drawn unit judged, nothing
+    else judged) and its unit is the one ``flag`` estimates with."""
+    if design is None:
+        return
+    if design.unit != unit:
+        raise ValueError(f"{flag}: the draw samples {design.unit}; {flag} needs a draw of {unit}")
+    extra = sorted(map(str, judged - set(design.drawn)))
+    missing = sorted(map(str, set(design.drawn) - judged))
+    if extra or missing:
+        raise ValueError(
+            f"{flag}: the judgments are not the draw's sample ({len(missing)} drawn {unit} not "
+            f"judged, {len(extra)} judged but not drawn; first: {(missing or extra)[0]})"
+        )
+
+
+def check_judged_hits(path: str, runs: dict[str, Run], k: int) -> None:
+    """An eval.annotate session's judged queries must have every hit of each run's top k judged
+    (an unjudged hit would count as not relevant)."""
+    from eval.annotate.store import session_folder
+
+    if session_folder(path) is None:
+        return
+    qrels = human_qrels(path)
+    for name, run in runs.items():
+        for qid in sorted(set(qrels) & set(run)):
+            for doc_id, _ in ranked(run[qid])[:k]:
+                if doc_id not in qrels[qid]:
+                    raise ValueError(
+                        f"human: {path}: run {name}'s top {k} of query {qid!r} holds {doc_id!r}, "
+                        "which is not judged; judge it on the page (the same runs, --k >= "
+                        f"{k}) or give eval.search the runs and k that were judged"
+                    )
+
+
 def human_metrics(
     path: str, runs: dict[str, Run], k: int
 ) -> dict[str, dict[str, dict[str, float]]]:
@@ -333,7 +414,7 @@ def human_metrics(
     is not relevant)."""
     from data.records import label_from_grade
 
-    qrels = graded_qrels(read_qrels(path), path)
+    qrels = human_qrels(path)
     if len(qrels) < 2:
         raise ValueError(f"human: {path} judges {len(qrels)} queries; an interval needs at least 2")
     out = {}
@@ -351,14 +432,32 @@ def human_metrics(
     return out
 
 
+def _stratified(design: Any) -> bool:
+    """A stratified draw gets the estimator valid under its design; a uniform one (or a sample
+    of unknown design) gets PPI++, which measured as wide or narrower on uniform draws."""
+    return design is not None and design.kind != "uniform"
+
+
+def _estimator(config: SearchEvalConfig, design: Any) -> str:
+    if not _stratified(design):
+        return f"PPI++ with a power-tuned lambda, {config.interval} interval"
+    return (
+        f"PPI++ under the draw's design ({design.describe()}): the mean over the "
+        f"{len(design.population)} {design.unit} drawn from, {config.interval} interval"
+    )
+
+
 def ppi_estimates(
     config: SearchEvalConfig,
     per_run: dict[str, dict[str, dict[str, float]]],
     human: dict[str, dict[str, dict[str, float]]],
+    design: Any = None,
 ) -> dict[str, Any]:
     """For every run and metric, and every compared run's paired difference with the first: the
     labeler's mean over all queries, the human-only interval and the PPI++ interval (``human``:
-    :func:`human_metrics`)."""
+    :func:`human_metrics`); under ``design`` (an :class:`eval.design.Design` of queries) the
+    estimates valid under it."""
+    from eval.design import design_estimate
     from eval.ppi import estimate_metric, paired_difference
 
     def estimates(
@@ -367,8 +466,12 @@ def ppi_estimates(
         bounds: tuple[float, float],
     ) -> dict[str, Any]:
         return {
-            metric: estimate_metric(
-                values, truth[metric], config.alpha, config.interval, bounds
+            metric: (
+                design_estimate(
+                    design, values, truth[metric], config.alpha, config.interval, bounds
+                )
+                if _stratified(design)
+                else estimate_metric(values, truth[metric], config.alpha, config.interval, bounds)
             ).to_dict()
             for metric, values in labeler.items()
             if metric in truth
@@ -379,7 +482,7 @@ def ppi_estimates(
     report: dict[str, Any] = {
         "human": config.human,
         "judged_queries": len(judged),
-        "estimator": f"PPI++ with a power-tuned lambda, {config.interval} interval",
+        "estimator": _estimator(config, design),
         "confidence": 1 - config.alpha,
         # Every metric lies in [0, 1], a difference of two in [-1, 1].
         "runs": {name: estimates(per_run[name], human[name], (0.0, 1.0)) for name in per_run},
@@ -401,17 +504,14 @@ def ppi_estimates(
 
 
 def read_human_pairs(path: str) -> dict[tuple[str, str], int]:
-    """{(qid, doc_id): 0/1} from a judgments JSONL of human labels (error records refused)."""
-    from data.io import read_records
-    from data.records import Judgment
+    """{(qid, doc_id): 0/1} from a judgments JSONL of human labels or an eval.annotate folder
+    (several assessors' labels folded into one per hit; error records refused)."""
+    from eval.annotate.store import fold, read_judgments
 
-    labels: dict[tuple[str, str], int] = {}
-    for record in read_records(path, Judgment):
-        if record.error is not None or record.label is None:
-            raise ValueError(
-                f"human_pairs: {path}: the pair {record.qid}/{record.doc_id} has no label"
-            )
-        labels[(record.qid, record.doc_id)] = int(record.label)
+    try:
+        labels = fold(read_judgments(path), "label")
+    except ValueError as exc:
+        raise ValueError(f"human_pairs: {exc}") from None
     if len(labels) < 2:
         raise ValueError(f"human_pairs: {path} labels {len(labels)} pairs; at least 2 are needed")
     return labels
@@ -421,9 +521,12 @@ def pair_estimates(
     config: SearchEvalConfig,
     results: dict[str, dict[str, Any]],
     human: dict[tuple[str, str], int],
+    design: Any = None,
 ) -> dict[str, Any]:
     """Each run's share of relevant hits in its top k, from the labeler's label of every hit and
-    the human labels of a random sample of hits (PPI++ over pairs)."""
+    the human labels of a random sample of hits (PPI++ over pairs; under ``design``, a draw of
+    hits, the estimate valid under it)."""
+    from eval.design import design_estimate
     from eval.ppi import estimate_metric
 
     out = {}
@@ -439,7 +542,11 @@ def pair_estimates(
                 f"human_pairs: {config.human_pairs} labels {len(truth)} of {name}'s top-{config.k} "
                 "hits; at least 2 are needed"
             )
-        estimates = estimate_metric(labeler, truth, config.alpha, config.interval, (0.0, 1.0))
+        arguments = (config.alpha, config.interval, (0.0, 1.0))
+        if _stratified(design):
+            estimates = design_estimate(design, labeler, truth, *arguments)
+        else:
+            estimates = estimate_metric(labeler, truth, *arguments)
         out[name] = {"relevant share": estimates.to_dict()}
     return out
 
@@ -513,17 +620,48 @@ def compare_runs(
     return tables
 
 
+# What eval.search writes into --out (the folder may hold other files, the runs among them).
+SEARCH_OUTPUTS = ("metrics.json", "per_query.json", "inferred_qrels.txt", "labels")
+
+
+def search_inputs(config: SearchEvalConfig) -> list[tuple[str, str | None]]:
+    """(flag, path) of every file or folder the command reads, the labeler's among them."""
+    labeler_path = config.labeler.partition(":")[2]
+    return [
+        ("run", config.run),
+        *(("compare", path) for path in config.compare),
+        ("corpus", config.corpus),
+        ("human", config.human),
+        ("human_pairs", config.human_pairs),
+        ("labeler", labeler_path if Path(labeler_path).exists() else None),
+    ]
+
+
+def read_human(config: SearchEvalConfig, runs: dict[str, Run]) -> tuple[Any, Any, tuple]:
+    """(--human's per-run metrics, --human_pairs' labels, their designs), checked against the
+    runs and the draw before any hit is labelled."""
+    designs = sample_designs(config)
+    human = human_metrics(config.human, runs, config.k) if config.human else None
+    if config.human and human is not None:
+        check_judged_hits(config.human, runs, config.k)
+        judged = {qid for values in next(iter(human.values())).values() for qid in values}
+        check_sample(designs[0], judged, "queries", "--human")
+    human_pairs = read_human_pairs(config.human_pairs) if config.human_pairs else None
+    if human_pairs is not None:
+        check_sample(designs[1], set(human_pairs), "hits", "--human_pairs")
+    return human, human_pairs, designs
+
+
 def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([SearchEvalConfig], args)
     if not config.run or not config.corpus or not config.labeler:
         raise ValueError("give --run, --corpus and --labeler")
     out = Path(config.out)
     run_paths = [config.run, *config.compare]
+    refuse_overlap("out", out, search_inputs(config), writes=SEARCH_OUTPUTS)
     runs = read_named_runs(run_paths)  # bad runs are found before a grader is loaded
     labeler = make_labeler(config.labeler, cache_dir=config.label_cache or out / "labels")
-    # Human judgments are checked against the runs before any hit is labelled.
-    human = human_metrics(config.human, runs, config.k) if config.human else None
-    human_pairs = read_human_pairs(config.human_pairs) if config.human_pairs else None
+    human, human_pairs, (query_design, pair_design) = read_human(config, runs)
     results = label_runs(config, labeler, runs)
     counts = QrelsLabeler(config.num_relevant_from) if config.num_relevant_from else None
     per_run = pooled_metrics(runs, results, config.k, counts)
@@ -540,9 +678,9 @@ def main(args: Sequence[str] | None = None) -> None:
     if len(runs) > 1:
         report["comparison"] = compare_runs(runs, graded, binary, config.k, config.stat_test)
     if human is not None:
-        report["ppi"] = ppi_estimates(config, per_run, human)
+        report["ppi"] = ppi_estimates(config, per_run, human, query_design)
     if human_pairs is not None:
-        pairs = pair_estimates(config, results, human_pairs)
+        pairs = pair_estimates(config, results, human_pairs, pair_design)
         report.setdefault(
             "ppi",
             {
@@ -550,7 +688,7 @@ def main(args: Sequence[str] | None = None) -> None:
                 "differences": {},
                 "judged_queries": 0,
                 "confidence": 1 - config.alpha,
-                "estimator": f"PPI++ with a power-tuned lambda, {config.interval} interval",
+                "estimator": _estimator(config, pair_design),
             },
         )
         report["ppi"]["pairs"] = pairs

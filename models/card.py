@@ -1,8 +1,10 @@
 """The exported grader's model card (``README.md`` with hub metadata).
 
 The usage snippet and the serving section come from the grader's scoring family
-(``models.families``); the card names the model by the name it will have on a hub, never by the
-local export folder.
+(``models.families``). The card's title names the model by the name it will have on a hub; a
+local export's snippet and serving commands load it from its absolute path (a bare folder name
+would be looked up on the hub from anywhere but the folder's parent), and a pushed card's from its
+repo id (``models.push`` writes the card again).
 """
 
 from __future__ import annotations
@@ -91,8 +93,12 @@ def metrics_table(description: dict[str, Any]) -> str:
     return markdown_table(header, rows)
 
 
-def model_card(description: dict[str, Any], name: str, license_id: str | None = None) -> str:
-    """The card of an export described by ``description`` and published as ``name``."""
+def model_card(
+    description: dict[str, Any], name: str, license_id: str | None = None, path: str | None = None
+) -> str:
+    """The card of an export described by ``description`` and published as ``name``; its code
+    loads the model from ``path`` (the export's absolute path; default: ``name``, a hub id)."""
+    path = path or name
     family = family_of_description(description)
     fmt = description["input_format"]
     data = description.get("data", {})
@@ -153,10 +159,10 @@ template with `{{query}}` and `{{document}}` slots, at most {fmt["max_length"]} 
 documents are cut at the end, never the query.
 
 ```python
-{family.usage_snippet(name)}```
+{family.usage_snippet(path)}```
 
 With this repository: `Grader.from_pretrained(path).score(query, documents)`.
-{family.serving_section(name, description)}
+{family.serving_section(path, description)}
 ## Intended use and limitations
 
 - Intended for labeling retrieved passages to compute retrieval metrics and to compare retrieval

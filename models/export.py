@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from data.cli import check_choices, choice, parse_config, run_main
-from data.io import check_replaceable, replace_folder
+from data.io import check_replaceable, refuse_overlap, replace_folder
 from models.builder import GRADER_CONFIG_FILE, load_trained, read_grader_config
 from models.card import model_card, relevant_grade
 from models.families import family_of_description
@@ -159,14 +159,11 @@ def _sample_pairs(config: ExportConfig) -> list[tuple[str, str]]:
     return pairs
 
 
-def _check_out(checkpoint: Path, out: Path, overwrite: bool) -> None:
-    """Refuse an --out that would destroy the checkpoint or a user's folder, before any work."""
-    source, target = checkpoint.resolve(), out.resolve()
-    if target == source or source.is_relative_to(target) or target.is_relative_to(source):
-        raise ValueError(
-            f"out: {out} overlaps the checkpoint {checkpoint}; export to a separate folder"
-        )
-    check_replaceable(out, EXPORT_MARKER, overwrite, "export")
+def _check_out(config: ExportConfig) -> None:
+    """Refuse an --out that would destroy an input or a user's folder, before any work."""
+    inputs = [("checkpoint", config.checkpoint), ("pairs", config.pairs)]
+    refuse_overlap("out", config.out, [*inputs, ("metrics", config.metrics)])
+    check_replaceable(config.out, EXPORT_MARKER, config.overwrite, "export")
 
 
 def export(config: ExportConfig) -> dict[str, Any]:
@@ -174,7 +171,7 @@ def export(config: ExportConfig) -> dict[str, Any]:
 
     checkpoint = Path(config.checkpoint)
     out = Path(config.out)
-    _check_out(checkpoint, out, config.overwrite)
+    _check_out(config)
     info = read_grader_config(checkpoint)
     if not info:
         raise FileNotFoundError(f"{checkpoint}: no {GRADER_CONFIG_FILE} (not a grader checkpoint)")
@@ -214,7 +211,8 @@ def export(config: ExportConfig) -> dict[str, Any]:
             json.dumps(description, indent=2, ensure_ascii=False) + "\n"
         )
         name = config.model_name or out.name
-        (staging / "README.md").write_text(model_card(description, name, config.license))
+        card = model_card(description, name, config.license, path=str(out.resolve()))
+        (staging / "README.md").write_text(card)
 
         # Round trip: plain transformers on the export vs our inference path on the checkpoint;
         # a failure leaves the previous export in place.

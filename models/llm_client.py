@@ -6,6 +6,7 @@ completion's reply and log-probabilities."""
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,6 +152,9 @@ class Completion:
     error: str | None = None
 
 
+OnCompletion = Callable[[int, Completion], None]  # (conversation index, its reply)
+
+
 class ChatModel:
     """Plain chat completion over the same backends as the judge and the reader: a list of
     conversations in, one :class:`Completion` per conversation out, in order.
@@ -199,14 +203,27 @@ class ChatModel:
         *,
         max_tokens: int,
         temperature: float = 0.0,
+        on_result: OnCompletion | None = None,
     ) -> list[Completion]:
+        """One completion per conversation, in order. ``on_result(index, completion)`` is called
+        as each reply arrives (as the judge backends' ``on_result`` is), so a caller can keep
+        every finished reply before the whole list is done (a kill loses only those in flight)."""
         if not conversations:
             return []
+        out: list[Completion | None] = [None] * len(conversations)
+
+        def arrived(index: int, completion: Completion) -> None:
+            out[index] = completion
+            if on_result is not None:
+                on_result(index, completion)
+
         if self.backend == "hf":
-            return self._complete_hf(conversations, max_tokens, temperature)
-        if self.backend == "vllm":
-            return self._complete_vllm(conversations, max_tokens, temperature)
-        return self._complete_openai(conversations, max_tokens, temperature)
+            self._complete_hf(conversations, max_tokens, temperature, arrived)
+        elif self.backend == "vllm":
+            self._complete_vllm(conversations, max_tokens, temperature, arrived)
+        else:
+            self._complete_openai(conversations, max_tokens, temperature, arrived)
+        return [c for c in out if c is not None]
 
     def local_device(self) -> str:
         """The device a local (hf) model runs on; loads it."""
@@ -214,14 +231,15 @@ class ChatModel:
             self._local = local_chat_model(self.settings, self.model)
         return self._local[2]
 
-    def _complete_hf(self, conversations, max_tokens: int, temperature: float) -> list[Completion]:
+    def _complete_hf(
+        self, conversations, max_tokens: int, temperature: float, arrived: OnCompletion
+    ) -> None:
         from models.generation import chat_input_ids, generate
         from models.scoring import length_sorted_batches
 
         self.local_device()
         model, tokenizer, _device = self._local
         ids = [chat_input_ids(tokenizer, messages) for messages in conversations]
-        out: list[Completion | None] = [None] * len(ids)
         # Long prompts go fewer at a time (max_batch_tokens): 32 x 450 tokens runs 1.4x slower
         # on a 2-core CPU than the same prompts 8 or 16 at a time.
         lengths = [len(x) for x in ids]
@@ -234,28 +252,31 @@ class ChatModel:
                 temperature=temperature,
             )
             for i, reply in zip(batch, replies, strict=True):
-                out[i] = Completion(
-                    reply.texts[0], reply.finished[0], reply.input_tokens, reply.output_tokens
+                arrived(
+                    i,
+                    Completion(
+                        reply.texts[0], reply.finished[0], reply.input_tokens, reply.output_tokens
+                    ),
                 )
-        return [c for c in out if c is not None]
 
     def _complete_vllm(
-        self, conversations, max_tokens: int, temperature: float
-    ) -> list[Completion]:
+        self, conversations, max_tokens: int, temperature: float, arrived: OnCompletion
+    ) -> None:
         if self._local is None:
             self._local = vllm_engine_for(self.settings, self.model)
         vllm, engine = self._local
         params = vllm.SamplingParams(temperature=temperature, max_tokens=max_tokens)
         outputs = engine.chat(conversations, params, use_tqdm=False)
-        return [
-            Completion(
-                o.outputs[0].text,
-                getattr(o.outputs[0], "finish_reason", "stop") != "length",
-                len(o.prompt_token_ids or []),
-                len(o.outputs[0].token_ids),
+        for i, o in enumerate(outputs):
+            arrived(
+                i,
+                Completion(
+                    o.outputs[0].text,
+                    getattr(o.outputs[0], "finish_reason", "stop") != "length",
+                    len(o.prompt_token_ids or []),
+                    len(o.outputs[0].token_ids),
+                ),
             )
-            for o in outputs
-        ]
 
     def request(self, messages: list[dict[str, str]], max_tokens: int, temperature: float) -> dict:
         """The chat-completions request body for one conversation."""
@@ -268,8 +289,8 @@ class ChatModel:
         return body
 
     def _complete_openai(
-        self, conversations, max_tokens: int, temperature: float
-    ) -> list[Completion]:
+        self, conversations, max_tokens: int, temperature: float, arrived: OnCompletion
+    ) -> None:
         import asyncio
 
         import openai
@@ -296,21 +317,29 @@ class ChatModel:
                 (usage.completion_tokens or 0) if usage else 0,
             )
 
-        async def main() -> list[Completion]:
+        async def indexed(index: int, coroutine: Any) -> tuple[int, Completion]:
+            return index, await coroutine
+
+        async def main() -> None:
             client = openai_client(
                 self.settings,
                 azure_endpoint=self.azure_endpoint if self.backend == "azure" else None,
                 azure_api_version=self.azure_api_version,
             )
             semaphore = asyncio.Semaphore(self.settings.concurrency)
+            tasks = [
+                asyncio.ensure_future(indexed(i, ask(client, semaphore, m)))
+                for i, m in enumerate(conversations)
+            ]
             try:
-                return list(
-                    await asyncio.gather(*(ask(client, semaphore, m) for m in conversations))
-                )
+                for finished in asyncio.as_completed(tasks):
+                    arrived(*await finished)
             finally:
+                for task in tasks:
+                    task.cancel()
                 await client.close()
 
-        return asyncio.run(main())
+        asyncio.run(main())
 
 
 CHAT_BACKENDS = ("hf", "openai", "azure", "vllm")

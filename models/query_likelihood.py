@@ -185,6 +185,9 @@ def fit_scale_and_bias(
     """Logistic regression of the labels on PMI (Platt scaling): the head's starting point."""
     from sklearn.linear_model import LogisticRegression
 
+    from data.metrics import require_both_classes
+
+    require_both_classes(labels, "training pairs (query-likelihood scale and bias)")
     weights = None if class_weights is None else dict(enumerate(class_weights))
     regression = LogisticRegression(C=1e4, class_weight=weights)
     regression.fit(np.asarray(pmi, dtype=np.float64)[:, None], np.asarray(labels, dtype=int))

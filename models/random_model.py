@@ -25,6 +25,7 @@ import torch
 from transformers import LlamaConfig, PreTrainedTokenizerBase
 
 from data.cli import check_choices, choice, parse_config, run_main
+from data.io import share_tree
 from models.assets import TINY_TOKENIZER
 
 LLAMA3_SPECIAL_TOKENS = (
@@ -130,6 +131,7 @@ def write_random_model(config: RandomModelConfig) -> Path:
     out = Path(config.out)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
+    share_tree(out)  # safetensors writes its weights 0600
     return out
 
 

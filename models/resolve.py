@@ -35,7 +35,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from data.io import make_shareable
+from data.io import share_tree
 
 logger = logging.getLogger(__name__)
 
@@ -139,10 +139,10 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
         del model.config.quantization_config
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    make_shareable(staging, directory=True)
     try:
         model.save_pretrained(staging)
         tokenizer.save_pretrained(staging)
+        share_tree(staging)  # mkdtemp's 0700 and safetensors' 0600: readable as usual
         try:
             staging.rename(target)
         except OSError:

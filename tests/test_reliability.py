@@ -8,7 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from eval.bench.reliability import Case, cases, report, run_case, teacher_faults
+from eval.bench.reliability import (
+    REPLAYS_DATA,
+    Case,
+    Replay,
+    cases,
+    replay_report,
+    report,
+    run_case,
+    run_replay,
+    teacher_faults,
+)
 
 
 @pytest.mark.parametrize("case", cases(), ids=lambda case: case.name)
@@ -37,3 +47,20 @@ def test_teacher_faults_and_a_kill_lose_nothing_pay_nothing_twice_and_mislabel_n
     assert figures["completed_pairs_paid_twice"] == 0
     assert figures["labels_from_unusable_replies"] == 0
     assert figures["error_records"] == figures["unusable_pairs"]
+
+
+# ---- Round 3 (issue 42), data side -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("replay", REPLAYS_DATA, ids=lambda r: f"item{r.item}-{r.name}")
+def test_round_3_data_replays_hold(replay: Replay, tmp_path: Path):
+    assert run_replay(replay, tmp_path) is None
+
+
+def test_a_replay_that_fails_is_reported_with_what_went_wrong(tmp_path: Path):
+    def broken(root: Path) -> None:
+        raise AssertionError("3 replies cached of 20")
+
+    problem = run_replay(Replay(1, "broken", broken), tmp_path)
+    assert problem == "AssertionError: 3 replies cached of 20"
+    assert "0/1 replays hold" in replay_report([(Replay(1, "broken", broken), problem)])

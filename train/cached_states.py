@@ -241,6 +241,53 @@ def compute_states(
     return out if cache is None else StoredStates(cache, input_ids, key, dtype)
 
 
+class TrainedStates:
+    """A grader trained on cached states, loaded with what reads its frozen bottom from the
+    state cache its training filled (``settings``: the training run's parsed configs)."""
+
+    def __init__(self, grader: str | Path, settings: Any) -> None:
+        from models.backbone import split_index
+        from models.builder import load_trained, read_grader_config
+        from models.input_format import GraderInputFormat
+
+        model_config, args = settings.model, settings.args
+        self.model, self.tokenizer = load_trained(grader)
+        self.model.eval()
+        self.info = read_grader_config(grader)
+        self.fmt = GraderInputFormat.from_dict(self.info["input_format"])
+        self.first = split_index(self.model, model_config.trained_layers)
+        self.cache = StateCache(
+            args.state_cache or default_state_cache(),
+            state_cache_key(model_config.model_name_or_path),
+        )
+        self.dtype = resolve_state_dtype(args.state_dtype, args.device)
+        self.batch_size = args.per_device_eval_batch_size
+
+    def input_ids(self, records: Sequence[Any]) -> list[list[int]]:
+        """The grader's token ids of records with ``query``, ``text`` and ``title``."""
+        from models.input_format import format_pairs
+
+        return format_pairs(
+            self.tokenizer,
+            self.fmt,
+            [r.query for r in records],
+            [r.text for r in records],
+            [r.title for r in records],
+        ).input_ids
+
+    def compute(self, input_ids: Sequence[Sequence[int]], **options: Any) -> Sequence[torch.Tensor]:
+        """The bottom's states of ``input_ids``: from the cache where stored, else computed."""
+        return compute_states(
+            self.model,
+            input_ids,
+            self.first,
+            batch_size=self.batch_size,
+            dtype=self.dtype,
+            cache=self.cache,
+            **options,
+        )
+
+
 class CachedStates(torch.utils.data.Dataset):
     """Cached states with their labels and soft targets: the dataset ``Trainer`` sees."""
 

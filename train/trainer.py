@@ -17,6 +17,7 @@ from transformers import (
     TrainingArguments,
 )
 
+from data.io import share_tree
 from models.builder import save_grader_config
 from train.config import GraderTrainingArguments
 from train.grader_data import compute_metrics
@@ -79,11 +80,22 @@ class GraderConfigCallback(TrainerCallback):
             save_grader_config(checkpoint, self.info)
 
 
+class ShareableCheckpoints(TrainerCallback):
+    """Every checkpoint readable as the umask allows (safetensors writes its weights 0600)."""
+
+    def on_save(self, args, state, control, **kwargs):
+        checkpoint = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if state.is_world_process_zero and checkpoint.exists():
+            share_tree(checkpoint)
+
+
 def describe_checkpoints(trainer: Trainer, model: PreTrainedModel, info: dict[str, Any]) -> None:
     """Checkpoints of the whole model get their grader_config.json; cached-state checkpoints hold
-    only the trained top (they resume training but are not graders on their own)."""
+    only the trained top (they resume training but are not graders on their own). Every
+    checkpoint gets the ordinary file modes."""
     if trainer.model is model:
         trainer.add_callback(GraderConfigCallback(info))
+    trainer.add_callback(ShareableCheckpoints())
 
 
 def grader_trainer(
@@ -151,3 +163,4 @@ def save_trained(
     info["metrics"] = {k: v for k, v in metrics.items() if k != "history"}
     save_grader_config(output_dir, info)
     (output_dir / "train_results.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    share_tree(output_dir)  # the weights and checkpoints as readable as the other files

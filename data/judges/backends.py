@@ -47,6 +47,11 @@ BATCH_BACKENDS = ("openai", "azure", "vllm")  # --batch: the Batch API, or vLLM'
 # OpenAI's reasoning models reject temperature and max_tokens (o1, o3, o3-mini, o4-mini, gpt-5...).
 REASONING_MODEL = re.compile(r"^(o\d|gpt-5)")
 OnResult = Callable[[Judgment], None]
+# Structured output, strictest first; a server that refuses one is asked with the next.
+RESPONSE_FORMATS = ("json_schema", "json_object", "none")
+# Words of a server's refusal of response_format (llama.cpp: "Input should be 'text' or
+# 'json_object'"; others name the field or the schema).
+_FORMAT_REFUSAL = re.compile(r"response_format|json_schema|json_object|schema", re.IGNORECASE)
 
 
 @dataclass
@@ -71,9 +76,13 @@ class JudgeConfig(ServingSettings):
         default=None, metadata={"help": "Azure OpenAI endpoint URL."}
     )
     azure_api_version: str = field(default="2024-10-21")
-    response_format: str = field(
-        default="json_schema",
-        metadata={"help": "json_schema, json_object or none (for JSON prompts)."},
+    response_format: str = choice(
+        "json_schema",
+        RESPONSE_FORMATS,
+        "Structured output asked of an OpenAI-compatible endpoint for JSON prompts (binary-cot, "
+        "checklist): json_schema (OpenAI, vLLM, Ollama), json_object (llama.cpp's server), none "
+        "(plain text; the same parser reads the JSON). A server that refuses the format asked is "
+        "found on the run's first request and the next one down is used for the rest of the run.",
     )
     token_limit_field: str = field(
         default="max_tokens",
@@ -426,10 +435,14 @@ class OpenAIBackend(Backend):
 
         if not config.model:
             raise ValueError("model: the openai backend needs a model name (--model)")
-        if config.response_format not in ("json_schema", "json_object", "none"):
+        if config.response_format not in RESPONSE_FORMATS:
             raise ValueError(
-                f"response_format: expected json_schema, json_object or none, got {config.response_format!r}"
+                f"response_format: expected one of {', '.join(RESPONSE_FORMATS)}, got "
+                f"{config.response_format!r}"
             )
+        # Until the server has accepted a request with this run's response_format, a refusal
+        # of it is looked for (once: the first pair goes alone, without the SDK's retries).
+        self.format_settled = not (prompt.json_schema and config.response_format != "none")
         self.openai = openai
         self.headers = _json_option(config.extra_headers, "extra_headers")
         if config.backend == "azure":
@@ -449,6 +462,60 @@ class OpenAIBackend(Backend):
             azure_api_version=self.config.azure_api_version,
         )
 
+    async def _create(self, pair: Pair) -> Any:
+        """One chat completion for ``pair``. While the response format is not settled, the
+        request goes without the SDK's retries (a refusal is not worth six), and a refusal of the
+        format is answered by the next format down, remembered for the rest of the run."""
+        while not self.format_settled:
+            request = self.chat_request(pair)
+            if "response_format" not in request:
+                self.format_settled = True
+                break
+            try:
+                response = await self.client.with_options(max_retries=0).chat.completions.create(
+                    **request
+                )
+            except self.openai.APIError as exc:
+                status = getattr(exc, "status_code", None)
+                if status not in (None, 401, 403, 429) and _FORMAT_REFUSAL.search(str(exc)):
+                    self._fall_back(request["response_format"]["type"], exc)
+                    continue
+                return await self._retry(request, exc)  # not about the format
+            self.format_settled = True
+            return response
+        return await self.client.chat.completions.create(**self.chat_request(pair))
+
+    async def _retry(self, request: dict[str, Any], exc: Any) -> Any:
+        """The SDK's remaining retries of a request whose first try failed (it counts as one),
+        after the wait the SDK would have made; an error the SDK never retries is final."""
+        status = getattr(exc, "status_code", None)
+        retryable = status is None or status in (408, 409, 429) or status >= 500
+        if not retryable or self.config.max_retries == 0:
+            raise exc
+        response = getattr(exc, "response", None)
+        retry_after = response.headers.get("retry-after") if response is not None else None
+        try:
+            wait = min(float(retry_after), 60.0) if retry_after else 0.5
+        except ValueError:
+            wait = 0.5
+        await asyncio.sleep(wait)
+        client = self.client.with_options(max_retries=self.config.max_retries - 1)
+        return await client.chat.completions.create(**request)
+
+    def _fall_back(self, refused: str, exc: Any) -> None:
+        fallback = RESPONSE_FORMATS[RESPONSE_FORMATS.index(refused) + 1]
+        logger.warning(
+            "%s refused response_format %s (%s: %s); asking with %s for the rest of this run "
+            "(--response_format %s skips this check)",
+            self.config.base_url or self.config.azure_endpoint or "the endpoint",
+            refused,
+            exc.status_code,
+            str(exc)[:200],
+            fallback,
+            fallback,
+        )
+        self.config = dataclasses.replace(self.config, response_format=fallback)
+
     async def _judge(self, pair: Pair, semaphore: asyncio.Semaphore) -> Judgment:
         usage = Usage()
         verdicts: list[Verdict] = []
@@ -457,9 +524,7 @@ class OpenAIBackend(Backend):
                 problem = ""
                 for _attempt in range(self.config.parse_retries + 1):
                     try:
-                        response = await self.client.chat.completions.create(
-                            **self.chat_request(pair)
-                        )
+                        response = await self._create(pair)
                         first_choice(response)  # a malformed body fails this pair alone
                     except self.openai.APIError as exc:
                         # The SDK already retried what is retryable; this pair failed.
@@ -497,7 +562,10 @@ class OpenAIBackend(Backend):
         async def main() -> None:
             self.client = self._new_client()
             semaphore = asyncio.Semaphore(max(1, self.config.concurrency))
-            tasks = [asyncio.ensure_future(self._judge(pair, semaphore)) for pair in pairs]
+            rest = list(pairs)
+            if rest and not self.format_settled:  # the format is settled on one request
+                on_result(await self._judge(rest.pop(0), semaphore))
+            tasks = [asyncio.ensure_future(self._judge(pair, semaphore)) for pair in rest]
             try:
                 for finished in asyncio.as_completed(tasks):
                     on_result(await finished)

@@ -4,9 +4,10 @@ synchronous calls, results within the completion window), or vLLM's offline ``ru
 The requests are the synchronous path's own (``chat_request_body``: prompts, sampling settings,
 o-series rules, log-probabilities), one line per pair and sample, ``custom_id`` = the pair's
 cache key and the sample. Everything a run submits or receives is recorded beside the output
-before the next step (``OUT.batches.json``, request and result files in ``OUT.batches/``), so a
-killed or restarted command polls the batches it submitted instead of paying for them again, and
-re-reads every result it downloaded. Each result becomes a judgment through the synchronous
+before the next step (``OUT.batches.json``, request and result files in ``OUT.batches/``, named
+relative to the record), so a killed or restarted command polls the batches it submitted instead
+of paying for them again, and re-reads every result it downloaded; a later run with other pairs
+uses the results of its own and sets the others aside. Each result becomes a judgment through the synchronous
 path's parser and lands in the same cache. A reply that is not an answer (or a request that
 failed) is asked again in a later batch, synchronously, or left as an ``error`` record
 (``--batch_retry``); requests a batch did not reach before it expired or was cancelled were not
@@ -60,7 +61,8 @@ class BatchError(ValueError):
 
 @dataclass
 class SubmittedBatch:
-    """One batch as recorded in ``OUT.batches.json`` (written before and after each step)."""
+    """One batch as recorded in ``OUT.batches.json`` (written before and after each step); its
+    files are named relative to the record, so the output folder can move."""
 
     requests_file: str
     requests: int
@@ -96,6 +98,31 @@ class BatchState:
     @property
     def folder(self) -> Path:
         return self.path.with_suffix("")
+
+    def relative(self, path: Path) -> str:
+        """How the record names a file of its folder: relative to the record."""
+        return str(path.relative_to(self.path.parent))
+
+    def file(self, name: str) -> Path:
+        """A file the record names: relative to the record (or, in records written before that,
+        absolute; found in the batch folder by name when the folder has moved)."""
+        path = Path(name)
+        if not path.is_absolute():
+            path = self.path.parent / path
+        if not path.exists() and (self.folder / path.name).exists():
+            path = self.folder / path.name
+        if not path.exists():
+            raise BatchError(
+                f"{self.path}: names {name}, which is not there (nor in {self.folder}); the "
+                f"batch files were moved or deleted: put {self.folder.name}/ back beside "
+                f"{self.path.name}, or move both away to start over (batches in it are paid for)"
+            )
+        return path
+
+    def requested(self, record: SubmittedBatch) -> set[str]:
+        """The custom ids a batch asked for (its request file)."""
+        lines = self.file(record.requests_file).read_text(encoding="utf-8").splitlines()
+        return {str(json.loads(line)["custom_id"]) for line in lines if line.strip()}
 
     def in_flight(self) -> list[SubmittedBatch]:
         return [b for b in self.batches if not b.downloaded]
@@ -211,6 +238,15 @@ def _message(exc: Any) -> str:
 
 
 @dataclass
+class _BatchLines:
+    """What reading one batch's results needs: the custom ids it asked for, and whether its
+    failed tries count (downloaded by this run) or not (an earlier run gave up on them)."""
+
+    requested: set[str]
+    counts_tries: bool
+
+
+@dataclass
 class _Outcome:
     """What the downloaded results say about one pair."""
 
@@ -246,6 +282,7 @@ class BatchJudge:
         # Failed tries count from the batches this run downloads: a re-run asks again what an
         # earlier run gave up on (as --retry_errors does for the synchronous path).
         self.read_before = {b.requests_file for b in self.state.batches if b.downloaded}
+        self._requested: dict[str, set[str]] = {}  # request file -> the custom ids it holds
 
     @classmethod
     def for_config(
@@ -312,14 +349,14 @@ class BatchJudge:
             number = len(self.state.batches)
             path = folder / f"{number:04d}.requests.jsonl"
             path.write_text("".join(line + "\n" for line in chunk), encoding="utf-8")
-            record = SubmittedBatch(requests_file=str(path), requests=len(chunk))
+            record = SubmittedBatch(requests_file=self.state.relative(path), requests=len(chunk))
             self.state.batches.append(record)
             self.state.save()
             self._create(record)
 
     def _create(self, record: SubmittedBatch) -> None:
         if record.input_file_id is None:
-            record.input_file_id = self.provider.upload(Path(record.requests_file))
+            record.input_file_id = self.provider.upload(self.state.file(record.requests_file))
             self.state.save()
         if record.id is None:
             record.id = self.provider.find(record.input_file_id)
@@ -369,7 +406,7 @@ class BatchJudge:
             if file_id:
                 path = folder / f"{stem}.{kind}.jsonl"
                 path.write_text(self.provider.content(file_id), encoding="utf-8")
-                setattr(record, f"{kind}_file", str(path))
+                setattr(record, f"{kind}_file", self.state.relative(path))
         record.downloaded = True
         self.state.save()
         if batch.status == "failed":
@@ -386,31 +423,37 @@ class BatchJudge:
             )
 
     # results
-    def read_results(self, pairs_by_key: dict[str, Pair], known: set[str]) -> dict[str, _Outcome]:
-        """Every downloaded result line, per pair (re-read on each run: nothing is lost); lines
-        of pairs judged before (``known`` but not asked) are skipped."""
+    def read_results(self, pairs_by_key: dict[str, Pair]) -> dict[str, _Outcome]:
+        """Every downloaded result line, per pair of this run (re-read on each run: nothing is
+        lost). Results of earlier runs' pairs that this run does not ask for (judged before, in
+        the cache, or left out of this run) are set aside; a line its batch never asked for is
+        a stray."""
         outcomes: dict[str, _Outcome] = defaultdict(_Outcome)
         self.unknown = []
         for record in self.state.batches:
-            counts = record.requests_file not in self.read_before
+            if not (record.output_file or record.error_file):
+                continue
+            if record.requests_file not in self._requested:  # read once per run
+                self._requested[record.requests_file] = self.state.requested(record)
+            batch = _BatchLines(
+                self._requested[record.requests_file], record.requests_file not in self.read_before
+            )
             for name in (record.output_file, record.error_file):
                 if not name:
                     continue
-                lines = Path(name).read_text(encoding="utf-8").splitlines()
+                lines = self.state.file(name).read_text(encoding="utf-8").splitlines()
                 for number, line in enumerate(lines, 1):
                     if line.strip():
-                        self._read_line(name, number, line, pairs_by_key, known, outcomes, counts)
+                        self._read_line(f"{name}:{number}", line, batch, pairs_by_key, outcomes)
         return outcomes
 
     def _read_line(
         self,
-        path: str,
-        number: int,
+        where: str,
         line: str,
+        batch: _BatchLines,
         pairs_by_key: dict[str, Pair],
-        known: set[str],
         outcomes: dict[str, _Outcome],
-        counts: bool,
     ) -> None:
         from openai.types.chat import ChatCompletion
 
@@ -419,15 +462,16 @@ class BatchJudge:
             key, _, sample_text = str(result["custom_id"]).rpartition(":")
             sample = int(sample_text)
         except (ValueError, KeyError, TypeError):
-            self.unknown.append(f"{path}:{number}: not a batch result line")
+            self.unknown.append(f"{where}: not a batch result line")
             return
-        if key in known and key not in pairs_by_key:
-            return  # judged by an earlier run: in the cache
-        if key not in pairs_by_key:
+        if str(result["custom_id"]) not in batch.requested:
             self.unknown.append(
-                f"{path}:{number}: custom_id {result['custom_id']!r} is no request of this run"
+                f"{where}: custom_id {result['custom_id']!r} is no request of its batch"
             )
             return
+        if key not in pairs_by_key:
+            return  # an earlier run's pair that this run does not ask for
+        counts = batch.counts_tries
         outcome = outcomes[key]
         if sample in outcome.replies:
             return  # answered by an earlier batch
@@ -467,21 +511,15 @@ class BatchJudge:
 
     # the whole run
     def run(
-        self,
-        pairs: Sequence[Pair],
-        keys: Sequence[str],
-        on_result: OnResult,
-        known: set[str] | None = None,
+        self, pairs: Sequence[Pair], keys: Sequence[str], on_result: OnResult
     ) -> dict[str, Any]:
-        """Judge ``pairs`` (cache ``keys``); ``known``: every key of the command's pairs, cached
-        ones included, so their results from earlier batches are not taken for strangers."""
+        """Judge ``pairs`` (cache ``keys``), using every result already in the batch folder."""
         pairs_by_key = dict(zip(keys, pairs, strict=True))
-        known = set(keys) | (known or set())
         reported: set[str] = set()
         rounds = 0
         while True:
             self.wait()
-            outcomes = self.read_results(pairs_by_key, known)  # nothing is in flight now
+            outcomes = self.read_results(pairs_by_key)  # nothing is in flight now
             to_ask: list[str] = []
             given_up: list[str] = []
             for key, pair in pairs_by_key.items():
@@ -510,7 +548,7 @@ class BatchJudge:
         self._finish(given_up, pairs_by_key, outcomes, on_result, reported)
         if self.unknown:
             raise BatchError(
-                f"{len(self.unknown)} result line(s) match no request of this run, first "
+                f"{len(self.unknown)} result line(s) match no request of their batch, first "
                 f"{self.unknown[0]}; every other result is in the cache"
             )
         return {"batches": len(self.state.batches), "rounds": rounds}

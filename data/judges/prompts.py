@@ -187,11 +187,19 @@ _DIRECT_ANSWER = re.compile(
 )
 
 
+# List numbering, bullets, quotes and headings before a reply ("1. Yes", "- yes.", "> No").
+_LIST_MARKER = re.compile(r"^(?:\d{1,2}[.)]\s+|[-+*•>#]+\s*)")
+
+
 def _parse_direct(prompt: Prompt, text: str) -> Verdict:
-    cleaned = text.strip().strip(".!\"'`*").lower()
-    if cleaned in prompt.answers:
-        return prompt.verdict_from_answer(prompt.answers[cleaned])
-    match = _DIRECT_ANSWER.match(re.sub(r"[*`_]", "", cleaned))  # markdown emphasis
-    if match and match.group(1) in prompt.answers:
-        return prompt.verdict_from_answer(prompt.answers[match.group(1)])
+    reply = re.sub(r"[*`_]", "", text).strip().lower()  # markdown emphasis ("**No**")
+    # The answer after a list marker first ("1. 3" is grade 3), else the reply as it is ("2. The
+    # passage ..." is grade 2).
+    for candidate in dict.fromkeys((_LIST_MARKER.sub("", reply, count=1), reply)):
+        cleaned = candidate.strip().strip(".!\"'")
+        if cleaned in prompt.answers:
+            return prompt.verdict_from_answer(prompt.answers[cleaned])
+        match = _DIRECT_ANSWER.match(cleaned)
+        if match and match.group(1) in prompt.answers:
+            return prompt.verdict_from_answer(prompt.answers[match.group(1)])
     raise ParseError(f"expected one of {sorted(prompt.answers)}, got {text[:200]!r}")

@@ -46,6 +46,11 @@ class EvalOptions(BaseModel):
     k: int | None = Field(default=None, ge=1)
 
 
+def _json_type(value: Any) -> str:
+    names = {list: "a list", dict: "an object", bool: "true/false", type(None): "null"}
+    return names.get(type(value), "a number" if isinstance(value, int | float) else "a value")
+
+
 class HitIn(BaseModel):
     """A hit in any of the documented shapes, normalised to ``id`` + ``fields``:
     ``{"id", "fields": {...}}``, ``{"id", "title": ..., "text": ...}`` (text fields at the top
@@ -69,7 +74,13 @@ class HitIn(BaseModel):
         fields = data.get("fields")
         fields = dict(fields) if isinstance(fields, dict) else fields
         for key in [k for k in data if k not in cls.model_fields]:
-            if isinstance(data[key], str) and isinstance(fields, dict | None):
+            if not isinstance(data[key], str):
+                raise ValueError(
+                    f"{key!r}: a hit's entries besides id, fields and retrieval_score (_id, "
+                    f"_score) are text fields and must be strings, got {_json_type(data[key])}"
+                    "; join a list into one string"
+                )
+            if isinstance(fields, dict | None):
                 fields = fields or {}
                 if key in fields:
                     continue  # "fields" wins; the duplicate stays and extra="forbid" names it

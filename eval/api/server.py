@@ -29,6 +29,17 @@ def _printable(value: Any) -> Any:
     return value
 
 
+def _not_an_object(content_type: str | None) -> str:
+    """What is wrong with a body that did not reach the route as a JSON object: most often the
+    content type (FastAPI reads a body as JSON only under application/json)."""
+    if not content_type or "json" not in content_type.lower():
+        return (
+            f"the body must be a JSON object sent with Content-Type: application/json (this "
+            f"request's content type: {content_type or 'none'})"
+        )
+    return 'the body must be a JSON object ({"query": ..., "hits": [...]}), not a list or a value'
+
+
 class BodyLimit:
     """Refuses a request body over ``max_bytes`` with 413, whether its size is announced
     (Content-Length) or not (chunked: counted as it arrives, never buffered past the limit).
@@ -117,6 +128,11 @@ def create_app(
             {key: error[key] for key in ("type", "loc", "msg") if key in error}
             for error in exc.errors()
         ]
+        for error in errors:  # pydantic's prefix of a validator's own message says nothing
+            error["msg"] = str(error.get("msg", "")).removeprefix("Value error, ")
+        for error in errors:
+            if error.get("type") == "model_attributes_type" and list(error["loc"]) == ["body"]:
+                error["msg"] = _not_an_object(request.headers.get("content-type"))
         return JSONResponse(status_code=422, content={"detail": _printable(errors)})
 
     def authorize(request: Request) -> None:

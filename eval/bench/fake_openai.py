@@ -20,6 +20,9 @@ says (``completed``; ``expire_half``: the second half of its lines expire unrun;
 count (the provider's enqueued-token limit). ``python -m eval.bench.fake_openai run-batch -i IN -o
 OUT --model M`` answers a request file as vLLM's ``run_batch`` does.
 
+``refused_formats`` makes the server refuse a ``response_format`` type as llama.cpp's server
+refuses ``json_schema`` (HTTP 500, "Input should be 'text' or 'json_object'").
+
 Models named ``o*`` behave like OpenAI's reasoning models: ``temperature``, ``max_tokens`` or
 ``logprobs`` in the request get HTTP 400. Others return the first token's top log-probabilities
 when asked (``logprobs``): P(yes) 0.8 for relevant documents, 0.1 for the others.
@@ -53,6 +56,10 @@ class FakeOpenAI:
         self.batch_outcome = "completed"  # completed, expire_half, failed
         self.forget_batches = False  # every batch id answers 404 (deleted at the provider)
         self.batches_accepted: int | None = None  # after this many, creating one is refused
+        self.chat_delay = 0.0  # seconds every chat request waits (for interrupt-and-resume tests)
+        # response_format types refused, with the status (llama.cpp's server: json_schema, 500)
+        self.refused_formats: dict[str, int] = {}
+        self.refusals = 0
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -110,6 +117,7 @@ class FakeOpenAI:
             self.requests[doc_id] += 1
             self.bodies.append(body)
             count = self.requests[doc_id]
+        time.sleep(self.chat_delay)
 
         def send(status: int, payload: dict, headers: dict | None = None):
             return status, json.dumps(payload).encode(), "application/json", headers or {}
@@ -129,6 +137,22 @@ class FakeOpenAI:
                         }
                     },
                 )
+        asked_format = (body.get("response_format") or {}).get("type")
+        if asked_format in self.refused_formats:
+            with self.lock:
+                self.refusals += 1
+            # llama-cpp-python's server validates the body with pydantic and answers 500
+            problem = "Input should be 'text' or 'json_object'"
+            return send(
+                self.refused_formats[asked_format],
+                {
+                    "error": {
+                        "message": f"[{{'type': 'literal_error', 'loc': ('body', "
+                        f"'response_format', 'type'), 'msg': \"{problem}\"}}]",
+                        "type": "internal_server_error",
+                    }
+                },
+            )
         if mode == "429-once" and count == 1:
             return send(429, {"error": {"message": "slow down"}}, {"Retry-After": "1"})
         if mode == "500-twice" and count <= 2:

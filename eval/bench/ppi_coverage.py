@@ -12,6 +12,14 @@ the human-judged subset (the others keep only the labeler's values, from ``eval.
 same draws. Reported per system, paired difference (each run against the first), metric and n:
 coverage of both intervals, their mean widths, the width ratio, the effective number of human
 queries, and the bias of the labeler's plain mean.
+
+With ``--designs uniform proportional neyman`` the study also compares sampling designs
+(:mod:`eval.design`): for each n, ``draws`` samples under each design (strata by the labeler's
+per-query uncertainty or score, from the same ``per_query.json``), each with the estimator valid
+under its design, against uniform PPI++ on the uniform draws (the same seeds):
+
+    python -m eval.bench.ppi_coverage --search grader=runs/main/search judge=runs/search-judge \
+        --runs ... --qrels ... --designs uniform proportional neyman --strata 2
 """
 
 from __future__ import annotations
@@ -26,10 +34,19 @@ from typing import Any
 import numpy as np
 
 from data.beir import read_named_runs
-from data.cli import bounded, parse_config, run_main
+from data.cli import bounded, choice, parse_config, run_main
 from data.io import markdown_table, write_json
+from eval.design import DESIGNS, STRATA_BY, Design, design_mean, draw_design, unit_signals
 from eval.ppi import classical_mean, effective_queries, paired_difference, ppi_mean
 from eval.search import human_metrics
+
+# Row names: on uniform draws the design estimator (one stratum) is shown beside PPI++, the
+# estimator eval.search uses for them.
+DESIGN_ROWS = {
+    "uniform": "uniform, design-based",
+    "proportional": "proportional",
+    "neyman": "neyman",
+}
 
 
 @dataclass
@@ -48,18 +65,43 @@ class CoverageConfig:
     k: int = bounded(10, 1)
     alpha: float = bounded(0.05, 0, 1, open_low=True, open_high=True)
     seed: int = field(default=0)
+    designs: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": f"Sampling designs to compare with uniform PPI++ ({', '.join(DESIGNS)})."
+        },
+    )
+    strata: int = bounded(2, 1, help="Strata of the stratified designs.")
+    strata_by: str = choice("uncertainty", STRATA_BY, "What the strata are cut by.")
+    finite_population: bool = field(
+        default=False,
+        metadata={"help": "The designs' variance with the finite-population correction."},
+    )
     out: str | None = field(default=None, metadata={"help": "Write the figures as JSON here."})
 
 
-def labeler_values(folder: Path) -> dict[str, dict[str, dict[str, float]]]:
+def labeler_values(per_query: dict[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
     """{run: {metric: {qid: value}}} from eval.search's per_query.json."""
-    per_query = json.loads((folder / "per_query.json").read_text())
     out: dict[str, dict[str, dict[str, float]]] = {}
     for run, queries in per_query.items():
         for qid, result in queries.items():
             for metric, value in result["metrics"].items():
                 out.setdefault(run, {}).setdefault(metric, {})[qid] = value
     return out
+
+
+def with_differences(
+    values: dict[str, dict[str, dict[str, float]]], runs: Sequence[str]
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Each run's per-query values and each other run's paired difference with the first."""
+    first, *others = runs
+    systems = {name: values[name] for name in runs}
+    return systems | {
+        f"{other} - {first}": {
+            m: paired_difference(values[other][m], values[first][m]) for m in values[first]
+        }
+        for other in others
+    }
 
 
 def coverage(
@@ -97,30 +139,88 @@ def coverage(
     }
 
 
+def design_draws(
+    kind: str, qids: list[str], n: int, config: CoverageConfig, signals: tuple[dict, dict]
+) -> list[Design]:
+    """``config.draws`` samples of n queries under ``kind``, seeded alike for every design."""
+    score, uncertainty = signals
+    return [
+        draw_design(
+            qids,
+            n,
+            kind,
+            seed=config.seed * 1_000_003 + i,
+            strata=config.strata,
+            strata_by=config.strata_by,
+            score=score,
+            uncertainty=uncertainty,
+        )
+        for i in range(config.draws)
+    ]
+
+
+def _uniform_ppi(design: Design, labeler: dict, human: dict, alpha: float):
+    judged = set(design.drawn)
+    y = [human[q] for q in design.drawn]
+    f = [labeler[q] for q in design.drawn]
+    return ppi_mean(y, f, [v for q, v in labeler.items() if q not in judged], alpha)
+
+
+def design_estimator(config: CoverageConfig):
+    def estimate(design: Design, labeler: dict, human: dict, alpha: float):
+        return design_mean(
+            design, labeler, human, alpha, finite_population=config.finite_population
+        )
+
+    return estimate
+
+
+def design_rows(
+    labeler: dict, human: dict, qids: list[str], config: CoverageConfig, signals: tuple
+) -> list[dict[str, Any]]:
+    """Coverage and mean width of each design's interval, and uniform PPI++'s on the uniform
+    draws, per system, metric and n."""
+    rows = []
+    for n in config.n:
+        draws = {
+            kind: design_draws(kind, qids, n, config, signals)
+            for kind in dict.fromkeys(["uniform", *config.designs])
+        }
+        for system in human:
+            for metric in config.metrics:
+                f = {q: labeler[system][metric][q] for q in qids}
+                y = {q: human[system][metric][q] for q in qids}
+                truth = float(np.mean(list(y.values())))
+                estimators = {"uniform PPI++": (draws["uniform"], _uniform_ppi)}
+                estimators |= {
+                    DESIGN_ROWS[kind]: (draws[kind], design_estimator(config))
+                    for kind in config.designs
+                }
+                for name, (designs, estimate) in estimators.items():
+                    intervals = [estimate(d, f, y, config.alpha) for d in designs]
+                    rows.append(
+                        {"design": name, "system": system, "metric": metric, "n": n}
+                        | {
+                            "coverage": float(
+                                np.mean([i.low <= truth <= i.high for i in intervals])
+                            ),
+                            "width": float(np.mean([i.width for i in intervals])),
+                        }
+                    )
+    return rows
+
+
 def study(config: CoverageConfig) -> dict[str, Any]:
     runs = read_named_runs(config.runs, "runs")
-    human = human_metrics(config.qrels, runs, config.k)
-    first, *others = runs
-    systems = {name: human[name] for name in runs}
-    systems |= {
-        f"{other} - {first}": {
-            m: paired_difference(human[other][m], human[first][m]) for m in human[first]
-        }
-        for other in others
-    }
-    results: dict[str, Any] = {}
+    systems = with_differences(human_metrics(config.qrels, runs, config.k), list(runs))
+    results: dict[str, Any] = {"intervals": {}, "designs": {}}
     for spec in config.search:
         name, _, folder = spec.rpartition("=")
-        values = labeler_values(Path(folder))
-        labeler = {run: values[run] for run in runs}
-        labeler |= {
-            f"{other} - {first}": {
-                m: paired_difference(values[other][m], values[first][m]) for m in values[first]
-            }
-            for other in others
-        }
+        name = name or Path(folder).name
+        per_query = json.loads((Path(folder) / "per_query.json").read_text())
+        labeler = with_differences(labeler_values(per_query), list(runs))
         rng = random.Random(config.seed)
-        results[name or Path(folder).name] = [
+        results["intervals"][name] = [
             {"system": system, "metric": metric, "n": n}
             | coverage(
                 labeler[system][metric], systems[system][metric], n, config.draws, config.alpha, rng
@@ -129,7 +229,42 @@ def study(config: CoverageConfig) -> dict[str, Any]:
             for metric in config.metrics
             for n in config.n
         ]
+        if config.designs:
+            qids = sorted(set(labeler[next(iter(runs))][config.metrics[0]]))
+            signals = unit_signals({r: per_query[r] for r in runs}, "queries", config.metrics[0])
+            results["designs"][name] = design_rows(labeler, systems, qids, config, signals)
     return results
+
+
+def design_table(rows: list[dict[str, Any]]) -> str:
+    """Per design, metric and n: the lowest and mean coverage over the systems, the mean width,
+    and the width against uniform PPI++ on the same systems."""
+    cells: dict[tuple, list[dict]] = {}
+    for r in rows:
+        cells.setdefault((r["design"], r["metric"], r["n"]), []).append(r)
+    table = []
+    for (design, metric, n), group in cells.items():
+        base = cells[("uniform PPI++", metric, n)]
+        ratios = [g["width"] / b["width"] for g, b in zip(group, base, strict=True) if b["width"]]
+        ratio = f"{np.mean(ratios):.2f}" if ratios else "–"
+        table.append(
+            [
+                design,
+                metric,
+                n,
+                f"{min(g['coverage'] for g in group):.3f}",
+                f"{np.mean([g['coverage'] for g in group]):.3f}",
+                f"{np.mean([g['width'] for g in group]):.3f}",
+                ratio,
+            ]
+        )
+    header = ["design", "metric", "n", "lowest coverage", "mean coverage", "mean width"]
+    return markdown_table([*header, "width vs uniform PPI++"], sorted(table, key=_order))
+
+
+def _order(row: list) -> tuple:
+    designs = ["uniform PPI++", *DESIGN_ROWS.values()]
+    return (row[1], row[2], designs.index(row[0]))
 
 
 def main(args: Sequence[str] | None = None) -> None:
@@ -150,7 +285,7 @@ def main(args: Sequence[str] | None = None) -> None:
         "width ratio",
         "worth (queries)",
     ]
-    for labeler, rows in results.items():
+    for labeler, rows in results["intervals"].items():
         print(
             f"\n### Labeler: {labeler} ({config.draws} draws per n, t intervals, {1 - config.alpha:.0%})\n"
         )
@@ -171,6 +306,13 @@ def main(args: Sequence[str] | None = None) -> None:
             for r in rows
         ]
         print(markdown_table(header, table), end="")
+    for labeler, rows in results["designs"].items():
+        print(
+            f"\n### Sampling designs, labeler {labeler} ({config.draws} draws per n and design; "
+            f"{config.strata} strata by the labeler's {config.strata_by}"
+            f"{'; with the finite-population correction' if config.finite_population else ''})\n"
+        )
+        print(design_table(rows), end="")
     if config.out:
         write_json(config.out, results)
 

@@ -12,6 +12,12 @@ Teacher faults: ``data.label`` against a fault-injecting OpenAI-compatible endpo
 (:mod:`eval.bench.fake_openai`: 429s, 500s, cut-off replies, invalid JSON and text/plain bodies,
 non-answers), killed with SIGKILL mid-run and resumed; counted: pairs lost, completed pairs paid
 twice, labels taken from unusable replies. The figures go to BENCHMARKS.md.
+
+Replays (issue 42, data side): each item's reported situation set up and run again (an
+interrupted synthesis, weights' file modes, byte-order marks, an unreplaceable folder, the API's
+messages, a server refusing structured output, list-numbered answers, a mostly unusable teacher,
+a batch re-run on a subset in a moved folder, the card's snippet from another folder); a replay
+holds when the fix does.
 """
 
 from __future__ import annotations
@@ -120,6 +126,7 @@ def make_files(root: Path) -> None:
     shutil.copytree(TINY_TOKENIZER, weights, dirs_exist_ok=True)
     (weights / "model.safetensors").write_bytes(b'\x08\x00\x00\x00\x00\x00\x00\x00{"a":')
     (root / "grader-config-bad.json").write_text("{")
+    make_round3_data_files(root)
 
 
 # One bad input per line: command | case | arguments | words the error line must contain.
@@ -182,13 +189,43 @@ eval.rerank | rerank k 0 | --run {dir}/run-dup.trec --corpus {adi} --grader {dir
 models.export | export of a non-checkpoint | --checkpoint {dir}/a-folder --out {dir}/e | a-folder
 models.export | export truncated config.json | --checkpoint {dir}/truncated-config --out {dir}/e | config.json
 models.export | export truncated weights | --checkpoint {dir}/truncated-weights --out {dir}/e | model.safetensors
-models.export | export onto the checkpoint | --checkpoint {dir}/truncated-config --out {dir}/truncated-config | overlaps
+models.export | export onto the checkpoint | --checkpoint {dir}/truncated-config --out {dir}/truncated-config | would replace --checkpoint
 models.export | export onto a user's folder | --checkpoint {dir}/truncated-config --out {dir}/users | not a previous export
 eval.checkpoint | evaluate batch_size 0 | --judgments {dir}/judgments.jsonl --batch_size 0 | batch_size
 eval.checkpoint | evaluate missing data | --judgments {dir}/nope.jsonl --data {dir}/nope.jsonl | nope.jsonl
 train | train mode unknown | --mode everything | mode
 train | train dataset missing | --dataset {dir}/nope --model_name_or_path {dir}/a-folder | nope
 """
+
+
+# ---- Round 3 (issue 42), data side: bad inputs that must be refused in one line ----------------
+CASE_TABLE_ROUND3_DATA = """
+eval.recalibrate | recalibrate out holds the export | --export {dir}/holder/export --judgments {dir}/judgments.jsonl --out {dir}/holder --overwrite true | would replace --export
+data.synthesize | synthesize out holds its examples | --collection {adi} --out {dir}/holds-judgments --examples_file {dir}/holds-judgments/judgments.jsonl --examples 1 | would replace --examples_file
+eval.checkpoint | calibration pairs without a relevant pair | --baseline bm25 --data {dir}/judgments.jsonl --calibration_data {dir}/no-relevant.jsonl --out {dir}/ck | no-relevant.jsonl, no relevant pair
+data.candidates | judged query missing from queries.jsonl | --collection {dir}/missing-query --out {dir}/c --retrievers bm25 --judged_queries_only true | queries.jsonl, '1'
+data.validate | every bad line of every file | --files {dir}/bad-json.jsonl {dir}/missing-field.jsonl --record judgment | 2 bad line(s) in 2 file(s)
+"""
+
+
+def make_round3_data_files(root: Path) -> None:
+    """The inputs of CASE_TABLE_ROUND3_DATA."""
+    from models.export import EXPORT_MARKER
+
+    export = root / "holder" / "export"
+    export.mkdir(parents=True)
+    (export / EXPORT_MARKER).write_text("{}\n")
+    (export / "model.safetensors").write_bytes(b"weights")
+    no_relevant = [
+        {**JUDGMENT, "qid": f"v{i % 3}", "doc_id": f"v{i}", "grade": i % 2} for i in range(12)
+    ]
+    (root / "no-relevant.jsonl").write_text(_jsonl(no_relevant))
+    missing = root / "missing-query"
+    missing.mkdir()
+    for name in ("corpus.jsonl", "qrels.tsv"):
+        shutil.copyfile(ADI / name, missing / name)
+    queries = (ADI / "queries.jsonl").read_text().splitlines()
+    (missing / "queries.jsonl").write_text("\n".join(q for q in queries if '"_id": "1"' not in q))
 
 
 def cases() -> list[Case]:
@@ -200,7 +237,8 @@ def cases() -> list[Case]:
         "{adi}": str(ADI),
     }
     table = []
-    for line in CASE_TABLE.strip().splitlines():
+    lines = (CASE_TABLE + CASE_TABLE_ROUND3_DATA).strip().splitlines()
+    for line in (line for line in lines if line.strip()):
         module, name, arguments, expect = (cell.strip() for cell in line.split(" | "))
         for short, full in shorthands.items():
             arguments = arguments.replace(short, full)
@@ -408,6 +446,317 @@ def teacher_faults(root: Path, kill_after: int = 30) -> dict[str, int]:
     }
 
 
+# ---- Round 3 (issue 42), data side: lost work and silent wrong results, replayed -----------------
+# Each replay sets up the reported situation, runs the commands as a user would and returns None
+# when the fix holds, else what went wrong (an assertion's message).
+
+
+@dataclass(frozen=True)
+class Replay:
+    item: int  # the issue's item
+    name: str
+    run: Callable[[Path], None]  # raises AssertionError with what went wrong
+
+
+def _marked_collection(root: Path, passages: int) -> Path:
+    """A corpus whose passages tell the fake endpoint what to reply (a query each)."""
+    root.mkdir(parents=True)
+    docs = [
+        {
+            "_id": f"p{i}",
+            "text": f"[[id=p{i} mode=reply=gravel_roads_number_{i} rel=1]] " + "w " * 60,
+        }
+        for i in range(passages)
+    ]
+    (root / "corpus.jsonl").write_text(_jsonl(docs))
+    return root
+
+
+def replay_synthesis_interrupted(root: Path) -> None:
+    """Item 1: Ctrl-C mid-synthesis keeps every reply that arrived; the resumed run asks the rest."""
+    import os
+    import signal
+    import subprocess
+
+    from data.cli import cli_args
+    from eval.bench.fake_openai import FakeOpenAI
+
+    out = root / "synthetic"
+    with FakeOpenAI() as server:
+        server.chat_delay = 0.1
+        command = [
+            sys.executable,
+            "-m",
+            "data.synthesize",
+            *cli_args(
+                collection=_marked_collection(root / "corpus", 40),
+                out=out,
+                passages=40,
+                backend="openai",
+                model="fake-writer",
+                base_url=server.base_url,
+                concurrency=2,
+                labels="source",
+                filter_retriever="none",
+                negatives=0,
+            ),
+        ]
+        env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+        process = subprocess.Popen(command, env=env, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 120
+        while sum(server.requests.values()) < 20 and time.time() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.15)
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=60)
+        cache = out / "generation.cache.jsonl"
+        kept = (
+            {json.loads(x)["doc_id"] for x in cache.read_text().splitlines()}
+            if cache.exists()
+            else set()
+        )
+        assert len(kept) >= 16, f"{len(kept)} replies cached after about 20 answered"
+        subprocess.run(command, env=env, capture_output=True, check=True)
+    asked_twice = sorted(d for d in kept if server.requests[d] > 1)
+    assert not asked_twice, f"cached replies asked again: {asked_twice[:5]}"
+
+
+def replay_weights_shareable(root: Path) -> None:
+    """Item 3: weights written privately (safetensors: 0600) get the ordinary mode."""
+    import os
+    import stat
+
+    import torch
+    from safetensors.torch import save_file
+
+    from data.io import replace_folder
+
+    with replace_folder(root / "export") as staging:
+        save_file({"w": torch.zeros(1)}, str(staging / "model.safetensors"))
+    mask = os.umask(0o022)
+    os.umask(mask)
+    mode = stat.S_IMODE((root / "export" / "model.safetensors").stat().st_mode)
+    assert mode == 0o666 & ~mask, f"model.safetensors is {oct(mode)}"
+
+
+def replay_byte_order_mark(root: Path) -> None:
+    """Item 13: a BOM at the start of a run or qrels file is read as nothing."""
+    from data.beir import read_qrels, read_trec_run
+
+    (root / "run.trec").write_text("\ufeff1 Q0 d1 1 2.0 r\n", encoding="utf-8")
+    (root / "qrels.tsv").write_text(
+        "\ufeffquery-id\tcorpus-id\tscore\n1\td1\t2\n", encoding="utf-8"
+    )
+    assert read_trec_run(root / "run.trec") == {"1": {"d1": 2.0}}, "the BOM joined the query id"
+    assert read_qrels(root / "qrels.tsv") == {"1": {"d1": 2}}, "the BOM hid the BEIR header"
+
+
+def replay_folder_not_replaceable(root: Path) -> None:
+    """Item 14: a folder that cannot take --out's place names where the finished result is."""
+    import os
+
+    import data.io as io_module
+
+    out = root / "dataset"
+    out.mkdir()
+    real = os.replace
+
+    def refuse(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        if Path(dst) == out and ".new-" in str(src):
+            raise PermissionError(13, "Permission denied")
+        real(src, dst)
+
+    io_module.os.replace = refuse  # type: ignore[assignment]
+    try:
+        with io_module.replace_folder(out) as staging:
+            (staging / "train.jsonl").write_text("{}\n")
+    except OSError as exc:
+        staged = Path(str(exc).split("complete in ")[-1].split(":")[0])
+        assert (staged / "train.jsonl").exists(), f"the message does not say where: {exc}"
+        return
+    finally:
+        io_module.os.replace = real  # type: ignore[assignment]
+    raise AssertionError("the refused rename went unnoticed")
+
+
+def replay_api_messages(root: Path) -> None:
+    """Item 14: the API names a list-valued hit field and a body that is not JSON."""
+    from fastapi.testclient import TestClient
+
+    from eval.api import create_app
+    from eval.labelers import HitLabel, Labeler
+
+    class Fixed(Labeler):
+        name = "fixed"
+
+        def label(self, qid, query, hits):
+            return [HitLabel(relevant=True, grade=3, score=0.9) for _ in hits]
+
+    body = {"query": {"inputs": {"text": "axon"}}, "hits": [{"id": "d1", "text": ["a", "b"]}]}
+    with TestClient(create_app(labeler=Fixed(), token="")) as client:
+        listed = client.post("/v1/eval/search", json=body).json()["detail"][0]["msg"]
+        plain = client.post(
+            "/v1/eval/search", content=json.dumps(body), headers={"content-type": "text/plain"}
+        ).json()["detail"][0]["msg"]
+    assert "got a list" in listed, listed
+    assert "application/json" in plain, plain
+
+
+def _fake_label(server, pairs: Path, out: Path, **judge) -> dict:
+    from data.judges.backends import JudgeConfig
+    from data.label import LabelConfig, label
+
+    settings = dict(
+        backend="openai", model="fake", base_url=server.base_url, concurrency=4, max_retries=3
+    )
+    return label(LabelConfig(pairs=str(pairs), out=str(out)), JudgeConfig(**{**settings, **judge}))
+
+
+def _marked_pairs(path: Path, modes: list[str]) -> Path:
+    rows = [
+        {
+            "qid": f"q{i % 3}",
+            "query": f"query {i % 3}",
+            "doc_id": f"d{i}",
+            "text": f"[[id=d{i} mode={mode} rel={i % 2}]] body",
+        }
+        for i, mode in enumerate(modes)
+    ]
+    path.write_text(_jsonl(rows))
+    return path
+
+
+def replay_structured_output_refused(root: Path) -> None:
+    """Item 16: a server refusing json_schema (llama.cpp's 500) is found once, then json_object."""
+    from eval.bench.fake_openai import FakeOpenAI
+
+    pairs = _marked_pairs(root / "pairs.jsonl", ["ok"] * 20)
+    with FakeOpenAI() as server:
+        server.refused_formats = {"json_schema": 500}
+        summary = _fake_label(server, pairs, root / "j.jsonl", prompt="binary-cot")
+    assert summary["failed"] == 0, f"{summary['failed']} of 20 pairs failed"
+    assert server.refusals == 1, f"{server.refusals} refused requests (1 expected)"
+
+
+def replay_list_numbered_answers(root: Path) -> None:
+    """Item 17: '1. Yes', '**No**', '- yes.' are answers."""
+    from data.judges.prompts import load_prompt, parse_reply
+
+    binary = load_prompt("binary")
+    labels = [parse_reply(binary, reply).label for reply in ("1. Yes", "**No**", "- yes.")]
+    assert labels == [1, 0, 1], labels
+
+
+def replay_mostly_unusable_teacher(root: Path) -> None:
+    """Item 19: a teacher whose replies are mostly unusable stops the stage, naming the prompt."""
+    from eval.bench.fake_openai import FakeOpenAI
+
+    modes = ["ok"] * 2 + ["reply=I_think_it_might_be."] * 38
+    pairs = _marked_pairs(root / "pairs.jsonl", modes)
+    with FakeOpenAI() as server:
+        try:
+            _fake_label(server, pairs, root / "j.jsonl", prompt="binary", parse_retries=0)
+        except ValueError as exc:
+            assert "prompt binary@1" in str(exc) and "I think it might be" in str(exc), str(exc)
+            return
+    raise AssertionError("the stage passed with 38 of 40 replies unusable")
+
+
+def replay_batch_rerun_subset(root: Path) -> None:
+    """Items 11 and 12: a batch re-run on a subset finishes without paying twice; a moved output
+    folder is read where it now is."""
+    from eval.bench.fake_openai import FakeOpenAI
+
+    pairs = _marked_pairs(root / "pairs.jsonl", ["ok"] * 17 + ["garbage"] * 3)
+    subset = root / "subset.jsonl"
+    subset.write_text("\n".join(pairs.read_text().splitlines()[12:]) + "\n")
+    batch = {"prompt": "binary", "batch": True, "batch_poll_seconds": 0.0, "parse_retries": 1}
+    with FakeOpenAI() as server:
+        _fake_label(server, pairs, root / "first" / "j.jsonl", **batch)
+        shutil.move(root / "first", root / "moved")
+        asked = dict(server.requests)
+        summary = _fake_label(server, subset, root / "moved" / "j.jsonl", **batch)
+    again = sorted(d for d in server.requests if server.requests[d] > asked.get(d, 0))
+    assert again == ["d17", "d18", "d19"], f"asked again: {again}"  # only the failed pairs
+    assert summary["pairs"] == 8, summary
+
+
+def replay_card_snippet_elsewhere(root: Path) -> None:
+    """Item 23: a local export's card snippet runs as pasted from another folder."""
+    import os
+    import re
+    import subprocess
+
+    from models.builder import GraderModelConfig, build_grader, grader_info, save_grader_config
+    from models.export import ExportConfig, export
+    from models.input_format import GraderInputFormat
+    from models.random_model import RandomModelConfig, write_random_model
+
+    base = write_random_model(
+        RandomModelConfig(out=str(root / "base"), shape="tiny", dtype="float32")
+    )
+    config = GraderModelConfig(model_name_or_path=str(base), mode="full", max_length=256)
+    model, tokenizer = build_grader(config)
+    model.save_pretrained(root / "grader")
+    tokenizer.save_pretrained(root / "grader")
+    input_format = GraderInputFormat.from_tokenizer(tokenizer, 256).to_dict()
+    save_grader_config(root / "grader", grader_info(config, input_format))
+    export(ExportConfig(checkpoint=str(root / "grader"), out=str(root / "export")))
+    card = (root / "export" / "README.md").read_text()
+    snippet = re.search(r"```python\n(.*?)```", card, re.S).group(1)
+    (root / "elsewhere").mkdir()
+    (root / "elsewhere" / "snippet.py").write_text(snippet)
+    result = subprocess.run(
+        [sys.executable, "snippet.py"],
+        cwd=root / "elsewhere",
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        capture_output=True,
+        text=True,
+    )
+    lines = result.stderr.strip().splitlines() or ["no output"]
+    assert result.returncode == 0, f"the snippet failed: {lines[-1]}"
+
+
+REPLAYS_DATA = [
+    Replay(1, "synthesis interrupted keeps its replies", replay_synthesis_interrupted),
+    Replay(3, "weights readable as other files", replay_weights_shareable),
+    Replay(13, "byte-order mark read as nothing", replay_byte_order_mark),
+    Replay(14, "unreplaceable folder names the result", replay_folder_not_replaceable),
+    Replay(14, "API names what is wrong", replay_api_messages),
+    Replay(16, "structured output refused: found once", replay_structured_output_refused),
+    Replay(17, "list-numbered yes/no answers", replay_list_numbered_answers),
+    Replay(19, "mostly unusable teacher stops", replay_mostly_unusable_teacher),
+    Replay(11, "batch re-run on a subset in a moved folder", replay_batch_rerun_subset),
+    Replay(23, "card snippet runs from another folder", replay_card_snippet_elsewhere),
+]
+
+
+def run_replay(replay: Replay, root: Path) -> str | None:
+    """None when the fix holds, else what went wrong (an exception is a failure too)."""
+    import logging
+
+    folder = root / f"item{replay.item}-{replay.name.replace(' ', '-').replace(':', '')}"
+    folder.mkdir(parents=True)
+    logging.disable(logging.CRITICAL)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            replay.run(folder)
+    except Exception as exc:  # an AssertionError says what; anything else is a failure as well
+        return f"{type(exc).__name__}: {exc}"[:240]
+    finally:
+        logging.disable(logging.NOTSET)
+    return None
+
+
+def replay_report(results: list[tuple[Replay, str | None]]) -> str:
+    rows = [
+        [r.item, r.name, "yes" if problem is None else f"NO: {problem}"] for r, problem in results
+    ]
+    held = sum(problem is None for _, problem in results)
+    table = markdown_table(["item", "replay (issue 42, data side)", "holds"], rows)
+    return f"{table}{held}/{len(results)} replays hold"
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", help="Also write the outcomes here.")
@@ -444,7 +793,11 @@ def main(argv: list[str] | None = None) -> None:
         or faults["completed_pairs_paid_twice"]
         or faults["labels_from_unusable_replies"]
     )
-    sys.exit(0 if all(o.passed for o in outcomes) and faults_ok else 1)
+    with tempfile.TemporaryDirectory() as tmp:  # round 3, data side
+        replays = [(r, run_replay(r, Path(tmp))) for r in REPLAYS_DATA]
+    print("\n" + replay_report(replays))
+    replays_ok = all(problem is None for _, problem in replays)
+    sys.exit(0 if all(o.passed for o in outcomes) and faults_ok and replays_ok else 1)
 
 
 if __name__ == "__main__":

@@ -10,12 +10,15 @@ upstream output re-runs what depends on it. Each stage's output goes to ``run_di
 
 Stages:
  1. teacher labels for the judged pool (``data.label``; default teacher: the human qrels);
- 2. a query-split, stratified dataset (``data.build``);
- 3. the student grader (``train``; default: the query-likelihood grader on SmolLM2-135M);
- 4. evaluation on held-out queries against teacher and human labels, threshold and temperature
-    fitted on validation (``eval.checkpoint``), beside the zero-shot student and the embedded LLM
-    judge on a sample of the same test pairs (``data.label`` + ``eval.checkpoint``);
- 5. export with its round-trip check (``models.export``);
+ 2. cross-validation folds by query, stratified (``data.build --folds``);
+ 3. the embedded LLM judge on a sample of the pairs the folds test (``data.label``);
+ 4. cross-validation (``eval.study``): per fold, the student grader trained on the other folds'
+    queries (default: the query-likelihood grader on SmolLM2-135M), threshold and temperature
+    fitted on validation queries inside them, and evaluated on the fold beside the BM25 and
+    cosine baselines and the judge; pooled over the folds with the paired per-query difference
+    to each baseline and its 95% interval (the report's verdict). The frozen bottom's states are
+    computed once per pair for every fold;
+ 5. export of fold 0's grader with its round-trip check (``models.export``);
  6. retrieval runs (``data.candidates``) and a grader rerank (``eval.rerank``);
  7. the metric pipeline over the runs with grader labels (``eval.search``) and the agreement of
     the system ranking with the human judgments (``eval.ranking_agreement``).
@@ -40,7 +43,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data.build import BALANCE_MODES
+from data.build import BALANCE_MODES, TESTED_FILE
 from data.candidates import POOL_FILE, RETRIEVERS
 from data.cli import (
     bounded,
@@ -48,13 +51,14 @@ from data.cli import (
     choice,
     cli_args,
     parse_config,
+    passed_flags,
     run_main,
     split_flags,
 )
-from data.io import atomic_writer, fingerprint, sha256_path, write_json
+from data.io import atomic_writer, fingerprint, markdown_table, sha256_path, write_json
 from data.judges.backends import BACKENDS
 from eval.baselines import BASELINES
-from eval.compare import comparison_rows, to_markdown
+from eval.crossval import pooled_table
 from eval.ranking_agreement import scores_table
 from eval.search import metrics_table, ppi_table
 
@@ -89,8 +93,19 @@ class PipelineConfig:
     max_pairs_per_query: int | None = field(
         default=30, metadata={"help": "Pairs kept per query (time budget)."}
     )
-    validation_size: float = field(default=0.2)
-    test_size: float = field(default=0.2)
+    folds: int = bounded(
+        5,
+        2,
+        help="Cross-validation folds by query: each judged query tests in one fold; the grader "
+        "of fold 0 is exported and labels the runs.",
+    )
+    validation_size: float = bounded(
+        0.2,
+        0,
+        help="Validation queries carved from each fold's training queries (thresholds, "
+        "calibration): a share, or a number when >= 1.",
+        open_low=True,
+    )
     balance: str = choice("none", BALANCE_MODES, "Balancing of the train split.")
     train_only: list[str] = field(
         default_factory=list,
@@ -163,13 +178,10 @@ class PipelineConfig:
             )
         if self.rerank and self.rerank not in self.retrievers:
             raise ValueError(f"rerank: {self.rerank!r} is not one of retrievers {self.retrievers}")
-        for name in ("validation_size", "test_size"):
-            if not 0 < getattr(self, name) < 1:
-                raise ValueError(
-                    f"{name}: expected a fraction in (0, 1), got {getattr(self, name)}"
-                )
-        if self.validation_size + self.test_size >= 1:
-            raise ValueError("validation_size + test_size: leaves no training queries")
+        if self.validation_size >= 1 and self.validation_size != int(self.validation_size):
+            raise ValueError(
+                f"validation_size: a number of queries is whole, got {self.validation_size}"
+            )
         for name in ("k", "batch_size", "judge_sample"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name}: expected >= 1, got {getattr(self, name)}")
@@ -254,264 +266,248 @@ class Pipeline:
         self.timings[stage.name] = round(time.perf_counter() - start, 1)
         write_json(self.stamp(stage), {"fingerprint": digest, "command": stage.command})
 
+    # Where each stage writes.
+    @property
+    def teacher_file(self) -> Path:
+        return self.path("labels", "teacher.jsonl")
+
+    @property
+    def judge_file(self) -> Path:
+        return self.path("labels", "judge.jsonl")
+
+    @property
+    def dataset(self) -> Path:
+        return self.path("dataset")
+
+    @property
+    def export_fold(self) -> Path:
+        """The fold whose grader is exported and labels the runs (fold 0)."""
+        return self.path("cv", "fold-0")
+
+    @property
+    def candidates(self) -> Path:
+        return self.path("candidates")
+
     def stages(self) -> list[Stage]:
         c = self.config
-        teacher_file = self.path("labels", "teacher.jsonl")
-        dataset = self.path("dataset")
-        grader = self.path("grader")
-        export = self.path("export")
-        candidates = self.path("candidates")
-        test, validation = str(dataset / "test.jsonl"), str(dataset / "validation.jsonl")
-        # A student given as a local folder is an input too (its weights may change).
-        student = [c.student] if Path(c.student).exists() else []
-        qrels = [c.qrels] if c.qrels else []
+        stages = [] if c.qrels else [self.retrieval_stage()]  # without qrels, the runs' pool
+        stages += [self.teacher_stage(), self.dataset_stage()]
+        if c.judge_model:
+            stages.append(self.judge_stage())
+        stages += [self.cross_validation_stage(), self.export_stage()]
+        if c.qrels:
+            stages.append(self.retrieval_stage())
+        if c.rerank:
+            stages.append(self.rerank_stage())
+        self.search_runs = self.runs()
+        return [*stages, self.metric_stage(), self.agreement_stage()]
+
+    def runs(self) -> list[str]:
+        c = self.config
+        runs = [str(self.candidates / f"{name}.trec") for name in c.retrievers]
+        return runs + ([str(self.candidates / f"{c.rerank}-grader.trec")] if c.rerank else [])
+
+    def retrieval_stage(self) -> Stage:
+        c = self.config
+        return Stage(
+            "retrieval runs",
+            self.candidates / "candidates.json",
+            "data.candidates",
+            cli_args(
+                collection=c.collection,
+                retrievers=c.retrievers,
+                k=c.k,
+                out=self.candidates,
+                judged_queries_only=bool(c.qrels),
+            ),
+            inputs=[c.collection],
+        )
+
+    def teacher_stage(self) -> Stage:
+        c = self.config
         if c.teacher_backend == "qrels":
             teacher = cli_args(backend="qrels", qrels=c.qrels, grade_map=c.grade_map)
         else:
             teacher = cli_args(
                 backend=c.teacher_backend, model=c.teacher_model, prompt=c.teacher_prompt
             )
-        # Binary collections (grade_map given): the teacher *is* the human qrels; without qrels
-        # the teacher is all there is.
-        human = (
-            cli_args(labels="both", qrels=c.qrels)
-            if c.qrels and not c.grade_map
-            else cli_args(labels="teacher")
-        )
-        retrieval = Stage(
-            "retrieval runs",
-            candidates / "candidates.json",
-            "data.candidates",
-            cli_args(
-                collection=c.collection,
-                retrievers=c.retrievers,
-                k=max(c.k, 10),
-                out=candidates,
-                judged_queries_only=bool(c.qrels),
-            ),
-            inputs=[c.collection],
-        )
         if c.qrels:  # the judged pool
-            pool, pool_inputs = cli_args(collection=c.collection, pool_from_qrels=True), qrels
+            pool, pool_inputs = cli_args(collection=c.collection, pool_from_qrels=True), [c.qrels]
         else:  # the pairs the candidate retrievers return, each once
-            pool_file = candidates / POOL_FILE
+            pool_file = self.candidates / POOL_FILE
             pool, pool_inputs = cli_args(pairs=pool_file), [str(pool_file)]
-        stages = [] if c.qrels else [retrieval]
-        stages += [
-            Stage(
-                "teacher labels",
-                teacher_file,
-                "data.label",
-                pool + teacher + [*c.teacher_args, "--out", str(teacher_file)],
-                inputs=[c.collection, *pool_inputs],
+        return Stage(
+            "teacher labels",
+            self.teacher_file,
+            "data.label",
+            pool + teacher + [*c.teacher_args, "--out", str(self.teacher_file)],
+            inputs=[c.collection, *pool_inputs],
+        )
+
+    def dataset_stage(self) -> Stage:
+        c = self.config
+        return Stage(
+            "dataset",
+            self.dataset / "manifest.json",
+            "data.build",
+            cli_args(
+                judgments=self.teacher_file,
+                out=self.dataset,
+                seed=c.seed,
+                folds=c.folds,
+                validation_size=c.validation_size,
+                balance=c.balance,
+                save_dataset=False,
+                max_pairs_per_query=c.max_pairs_per_query or None,
+                train_only=c.train_only or None,
             ),
-            Stage(
-                "dataset",
-                dataset / "manifest.json",
-                "data.build",
-                cli_args(
-                    judgments=teacher_file,
-                    out=dataset,
-                    seed=c.seed,
-                    validation_size=c.validation_size,
-                    test_size=c.test_size,
-                    balance=c.balance,
-                    save_dataset=False,
-                    max_pairs_per_query=c.max_pairs_per_query or None,
-                    train_only=c.train_only or None,
-                ),
-                inputs=[str(teacher_file), *c.train_only],
+            inputs=[str(self.teacher_file), *c.train_only],
+        )
+
+    def judge_stage(self) -> Stage:
+        """The embedded LLM judge on a sample of the pairs the folds test (each fold reads its
+        own share)."""
+        c = self.config
+        tested = self.dataset / TESTED_FILE
+        return Stage(
+            "LLM judge labels",
+            self.judge_file,
+            "data.label",
+            cli_args(
+                pairs=tested,
+                sample=c.judge_sample,
+                seed=c.seed,
+                backend="hf",
+                model=c.judge_model,
+                prompt=c.judge_prompt,
+                out=self.judge_file,
             ),
-            Stage(
-                "train",
-                grader / "grader_config.json",
-                "train",
-                cli_args(
-                    config=c.train_config,
-                    dataset=dataset,
-                    output_dir=grader,
-                    model_name_or_path=c.student,
-                    max_length=c.max_length,
-                    report_to="none",
-                    seed=c.seed,
-                    state_cache=self.state_cache,
-                )
-                + c.train_args,
-                inputs=[c.train_config, str(dataset), *student],
-                launcher=shlex.split(c.train_launcher) if c.train_launcher else None,
-            ),
-            Stage(
-                "evaluate grader",
-                self.path("eval", "grader", "metrics.json"),
-                "eval.checkpoint",
-                cli_args(
-                    model=grader,
-                    data=test,
-                    calibration_data=validation,
-                    out=self.path("eval", "grader"),
-                    name=f"{Path(c.student).name} grader (ours)",
-                    batch_size=c.batch_size,
-                )
-                + human,
-                inputs=[str(grader), str(dataset), *qrels],
-            ),
-        ]
-        for baseline in BASELINES:
-            stages.append(
-                Stage(
-                    f"evaluate {baseline} baseline",
-                    self.path("eval", baseline, "metrics.json"),
-                    "eval.checkpoint",
-                    cli_args(
-                        baseline=baseline,
-                        collection=c.collection,
-                        data=test,
-                        calibration_data=validation,
-                        out=self.path("eval", baseline),
-                        name="BM25 score" if baseline == "bm25" else "MiniLM cosine",
-                    )
-                    + human,
-                    inputs=[str(dataset), c.collection, *qrels],
-                )
-            )
-        if c.zero_shot:
-            stages.append(
-                Stage(
-                    "evaluate zero-shot student",
-                    self.path("eval", "zero-shot", "metrics.json"),
-                    "eval.checkpoint",
-                    cli_args(
-                        model=c.student,
-                        zero_shot=True,
-                        data=test,
-                        calibration_data=validation,
-                        max_length=c.max_length,
-                        out=self.path("eval", "zero-shot"),
-                        name=f"{Path(c.student).name} zero-shot",
-                        batch_size=c.batch_size,
-                    )
-                    + human,
-                    inputs=[str(dataset), *qrels, *student],
-                )
-            )
+            inputs=[str(tested)],
+        )
+
+    def cross_validation_stage(self) -> Stage:
+        """Every fold's grader trained and evaluated beside the baselines (``eval.study``)."""
+        c = self.config
+        student = [c.student] if Path(c.student).exists() else []  # its weights may change
+        models = [*BASELINES, *(["zero-shot"] if c.zero_shot else [])]
         if c.judge_model:
-            judge_file = self.path("labels", "judge.jsonl")
-            stages += [
-                Stage(
-                    "LLM judge labels",
-                    judge_file,
-                    "data.label",
-                    cli_args(
-                        pairs=test,
-                        sample=c.judge_sample,
-                        seed=c.seed,
-                        backend="hf",
-                        model=c.judge_model,
-                        prompt=c.judge_prompt,
-                        out=judge_file,
-                    ),
-                    inputs=[test],
-                ),
-                Stage(
-                    "evaluate LLM judge",
-                    self.path("eval", "judge", "metrics.json"),
-                    "eval.checkpoint",
-                    cli_args(
-                        judgments=judge_file,
-                        data=test,
-                        out=self.path("eval", "judge"),
-                        name=f"{Path(c.judge_model).name} judge ({c.judge_prompt})",
-                    )
-                    + human,
-                    inputs=[str(judge_file), test, *qrels],
-                ),
-            ]
-        runs = [str(candidates / f"{name}.trec") for name in c.retrievers]
-        stages += [
-            Stage(
-                "export",
-                export / "export_check.json",
-                "models.export",
-                cli_args(
-                    checkpoint=grader,
-                    out=export,
-                    metrics=self.path("eval", "grader", "metrics.json"),
-                    pairs=test,
-                ),
-                inputs=[str(grader), str(self.path("eval", "grader", "metrics.json")), test],
+            models.append(f"judge=judgments:{self.judge_file}")
+        models.append(f"grader={c.train_config}")
+        # Against the human judgments wherever there are graded ones (binary collections map
+        # their qrels into the teacher's labels: grade_map).
+        human = bool(c.qrels) and not c.grade_map
+        return Stage(
+            "cross-validation",
+            self.path("cv", "study.json"),
+            "eval.study",
+            cli_args(
+                dataset=self.dataset,
+                out=self.path("cv"),
+                collection=c.collection,
+                models=models,
+                student=c.student,
+                max_length=c.max_length,
+                train_args=passed_flags(c.train_args),
+                train_launcher=c.train_launcher,
+                state_cache=self.state_cache or "none",
+                labels="both" if human else "teacher",
+                qrels=c.qrels if human else None,
+                batch_size=c.batch_size,
+                seed=c.seed,
             ),
-        ]
-        if c.qrels:
-            stages.append(retrieval)
-        label_cache = self.path("label-cache")
-        human_sample = self.human_sample()
-        if c.rerank:
-            reranked = candidates / f"{c.rerank}-grader.trec"
-            stages.append(
-                Stage(
-                    "grader rerank",
-                    reranked,
-                    "eval.rerank",
-                    cli_args(
-                        run=candidates / f"{c.rerank}.trec",
-                        corpus=c.collection,
-                        grader=export,
-                        k=c.k,
-                        out=reranked,
-                        # The metric pipeline labels the same pairs: scored once, reused there.
-                        label_cache=label_cache,
-                    ),
-                    inputs=[str(candidates / f"{c.rerank}.trec"), c.collection, str(export)],
-                )
-            )
-            runs.append(str(reranked))
-        self.search_runs = runs
-        stages += [
-            Stage(
-                "metric pipeline",
-                self.path("search", "metrics.json"),
-                "eval.search",
-                cli_args(
-                    run=runs[0],
-                    compare=runs[1:] or None,
-                    corpus=c.collection,
-                    labeler=f"grader:{export}",
-                    k=c.k,
-                    out=self.path("search"),
-                    label_cache=label_cache,
-                    human=human_sample,
-                ),
-                inputs=[
-                    *runs,
-                    c.collection,
-                    str(export),
-                    *([human_sample] if human_sample else []),
-                ],
+            inputs=[
+                str(self.dataset),
+                c.train_config,
+                c.collection,
+                *student,
+                *([str(self.judge_file)] if c.judge_model else []),
+                *([c.qrels] if human else []),
+            ],
+        )
+
+    def export_stage(self) -> Stage:
+        evaluation = self.export_fold / "grader"  # the grader row of fold 0: metrics.json, grader/
+        metrics, grader = evaluation / "metrics.json", evaluation / "grader"
+        test = str(self.dataset / "fold-0" / "test.jsonl")
+        return Stage(
+            "export",
+            self.path("export", "export_check.json"),
+            "models.export",
+            cli_args(checkpoint=grader, out=self.path("export"), metrics=metrics, pairs=test),
+            inputs=[str(grader), str(metrics), test],
+        )
+
+    def rerank_stage(self) -> Stage:
+        c = self.config
+        run, reranked = self.candidates / f"{c.rerank}.trec", self.runs()[-1]
+        return Stage(
+            "grader rerank",
+            Path(reranked),
+            "eval.rerank",
+            cli_args(
+                run=run,
+                corpus=c.collection,
+                grader=self.path("export"),
+                k=c.k,
+                out=reranked,
+                # The metric pipeline labels the same pairs: scored once, reused there.
+                label_cache=self.path("label-cache"),
             ),
-            Stage(
-                "ranking agreement",
-                self.path("agreement", "agreement.json"),
-                "eval.ranking_agreement",
-                cli_args(
-                    runs=runs,
-                    corpus=c.collection,
-                    labelers=[f"grader:{export}"]
-                    + (
-                        [f"judgments:{teacher_file}"]
-                        if c.qrels and c.teacher_backend != "qrels"
-                        else []
-                    ),
-                    # Without qrels the teacher, which labelled every pooled hit, is the reference.
-                    reference=f"qrels:{c.qrels}" if c.qrels else f"judgments:{teacher_file}",
-                    metric=f"ndcg@{c.k}",
-                    k=c.k,
-                    out=self.path("agreement"),
-                    label_cache=label_cache,
-                ),
-                inputs=[*runs, c.collection, str(export), *qrels, str(teacher_file)],
+            inputs=[str(run), c.collection, str(self.path("export"))],
+        )
+
+    def metric_stage(self) -> Stage:
+        c = self.config
+        runs, human_sample = self.runs(), self.human_sample()
+        return Stage(
+            "metric pipeline",
+            self.path("search", "metrics.json"),
+            "eval.search",
+            cli_args(
+                run=runs[0],
+                compare=runs[1:] or None,
+                corpus=c.collection,
+                labeler=f"grader:{self.path('export')}",
+                k=c.k,
+                out=self.path("search"),
+                label_cache=self.path("label-cache"),
+                human=human_sample,
             ),
-        ]
-        return stages
+            inputs=[
+                *runs,
+                c.collection,
+                str(self.path("export")),
+                *([human_sample] if human_sample else []),
+            ],
+        )
+
+    def agreement_stage(self) -> Stage:
+        c = self.config
+        runs, teacher = self.runs(), f"judgments:{self.teacher_file}"
+        teacher_labeler = [teacher] if c.qrels and c.teacher_backend != "qrels" else []
+        return Stage(
+            "ranking agreement",
+            self.path("agreement", "agreement.json"),
+            "eval.ranking_agreement",
+            cli_args(
+                runs=runs,
+                corpus=c.collection,
+                labelers=[f"grader:{self.path('export')}", *teacher_labeler],
+                # Without qrels the teacher, which labelled every pooled hit, is the reference.
+                reference=f"qrels:{c.qrels}" if c.qrels else teacher,
+                metric=f"ndcg@{c.k}",
+                k=c.k,
+                out=self.path("agreement"),
+                label_cache=self.path("label-cache"),
+            ),
+            inputs=[
+                *runs,
+                c.collection,
+                str(self.path("export")),
+                *([c.qrels] if c.qrels else []),
+                str(self.teacher_file),
+            ],
+        )
 
     def human_sample(self) -> str | None:
         """The qrels of ``human_queries`` judged queries drawn at random: the human-judged subset
@@ -561,26 +557,36 @@ class Pipeline:
         return summary
 
     def summarise(self, seconds: float) -> dict[str, Any]:
-        results = [
-            json.loads(path.read_text())
-            for name in (*BASELINES, "zero-shot", "judge", "grader")
-            if (path := self.path("eval", name, "metrics.json")).exists()
-        ]
-        sources = list(dict.fromkeys(s for result in results for s in result["metrics"]))
+        study = json.loads(self.path("cv", "study.json").read_text())
         search = json.loads(self.path("search", "metrics.json").read_text())
         agreement = json.loads(self.path("agreement", "agreement.json").read_text())
-        manifest = json.loads(self.path("dataset", "manifest.json").read_text())
         return {
             "run_dir": str(self.root),
             "seconds": round(seconds, 1),
             "stage_seconds": self.timings,
-            "dataset": manifest["counts"],
-            "classification": {source: comparison_rows(results, source) for source in sources},
+            "folds": study["folds"],
+            "queries_per_fold": study["queries_per_fold"],
+            "names": self.row_names(),
+            "cross_validation": study["cross_validation"],
+            "per_fold": study["per_fold"],
+            "export_fold": 0,
             "search": search["mean"],
             "agreement": agreement,
             "ppi": search.get("ppi"),
             "human_all_queries": self.human_all_queries() if search.get("ppi") else None,
             "export": str(self.path("export")),
+        }
+
+    def row_names(self) -> dict[str, str]:
+        """How the report and the README name the study's rows."""
+        c = self.config
+        student = Path(c.student).name
+        return {
+            "bm25": "BM25 score",
+            "cosine": "MiniLM cosine",
+            "zero-shot": f"{student} zero-shot",
+            "judge": f"{Path(c.judge_model or '').name} judge ({c.judge_prompt})",
+            "grader": f"{student} grader (ours)",
         }
 
 
@@ -597,21 +603,49 @@ def _run_logged(command: list[str], log: Path) -> int:
         return process.wait()
 
 
+def cross_validation_markdown(summary: dict[str, Any]) -> list[str]:
+    """The held-out quality: the pooled table with its paired intervals, then ROC-AUC per fold."""
+    cross, names = summary["cross_validation"], summary["names"]
+    source = "human judgments" if cross["source"] == "human" else "teacher labels"
+    models = list(cross["pooled"])
+    by_fold = {(r["fold"], r["model"]): r["roc_auc"] for r in summary["per_fold"]}
+    per_fold = markdown_table(
+        ["fold", "test queries", *(names.get(m, m) for m in models)],
+        [
+            [fold, queries, *(_number(by_fold.get((fold, m))) for m in models)]
+            for fold, queries in enumerate(summary["queries_per_fold"])
+        ],
+    )
+    return [
+        f"{summary['folds']}-fold cross-validation by query against the {source}: every judged "
+        "query tests in one fold, thresholds and calibrations are fitted on validation queries "
+        "inside each fold's training side, and the folds' test predictions are pooled. Δ is the "
+        "per-query ROC-AUC difference, grader minus baseline, with its 95% interval over "
+        "queries; the grader beats a baseline only when the interval lies above zero.",
+        "",
+        pooled_table(cross, names),
+        "ROC-AUC per fold:",
+        "",
+        per_fold,
+        f"The grader of fold {summary['export_fold']} is exported and labels the retrieval runs "
+        "below.",
+        "",
+    ]
+
+
+def _number(value: float | None) -> str:
+    return "–" if value is None else f"{value:.3f}"
+
+
 def report_markdown(summary: dict[str, Any]) -> str:
     lines = [
         "# Main job report",
         "",
         f"Run directory `{summary['run_dir']}`; total {summary['seconds']} s.",
         "",
-        "## Held-out queries: classification",
+        "## Held-out quality",
         "",
-    ]
-    for source, rows in summary["classification"].items():
-        lines += [to_markdown(rows, source)]
-    lines += [
-        "Thresholds, temperatures and the baselines' score-to-probability maps were fitted on the "
-        "validation queries.",
-        "",
+        *cross_validation_markdown(summary),
         "## Retrieval runs labelled by the grader",
         "",
     ]

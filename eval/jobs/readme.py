@@ -1,64 +1,63 @@
-"""The README's results table, regenerated from a main-job run instead of edited by hand.
+"""The README's results block, regenerated from a main-job run instead of edited by hand.
 
-    python -m eval.jobs.readme --run_dir runs/main               # print the table
+    python -m eval.jobs.readme --run_dir runs/main                  # print the block
     python -m eval.jobs.readme --run_dir runs/main --readme README.md   # replace it in place
+    python -m eval.jobs.readme --run_dir runs/main --check README.md    # differ? exit 1
 
-The table is the held-out classification against the human judgments (the grader beside the
-BM25 and MiniLM-cosine baselines and the embedded LLM judge, scored on the same test pairs), then
-NDCG@k of the retrieval runs under the grader's labels, and the Kendall's τ of the system ranking
+The block is the cross-validated held-out quality (the grader beside the BM25 and MiniLM-cosine
+baselines and the embedded LLM judge, on the same pairs, with the paired intervals), then NDCG@k
+of the retrieval runs under the grader's labels, and the Kendall's τ of the system ranking
 against the human judgments. It lands between the README's ``results`` markers.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data.cli import parse_config, run_main
-from data.io import atomic_writer, markdown_table
+from data.cli import bounded, parse_config, run_main
+from data.io import atomic_writer
+from eval.crossval import pooled_table
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
-COLUMNS = (
-    ("roc_auc", "ROC-AUC"),
-    ("query_roc_auc", "per-query ROC-AUC"),
-    ("pr_auc", "PR-AUC"),
-    ("f1", "F1"),
-    ("kappa", "κ"),
-)
+# Float noise between CPUs: the README's run is float32; another CPU sums in another order, which
+# can move a pair across a fitted threshold (one pair of 1,290 moves F1 by about 0.003) or an
+# interval's end by a few thousandths. A changed split, model or metric moves figures by more.
+TOLERANCE = 0.01
+NUMBER = re.compile(r"[-+−]?\d+(?:\.\d+)?")
 
 
 @dataclass
 class ReadmeConfig:
     run_dir: str = field(default="runs/main", metadata={"help": "A main-job run directory."})
     readme: str | None = field(
-        default=None, metadata={"help": "Replace the table between the results markers here."}
+        default=None, metadata={"help": "Replace the block between the results markers here."}
     )
-    labels: str = field(default="human", metadata={"help": "Reference labels of the table."})
+    check: str | None = field(
+        default=None,
+        metadata={
+            "help": "Compare this README's block with the run's instead (exit 1 when they "
+            "differ beyond --tolerance)."
+        },
+    )
+    tolerance: float = bounded(
+        TOLERANCE,
+        0,
+        help="Largest difference allowed between a figure of the README and the run's.",
+    )
 
 
-def _number(value: float | None) -> str:
-    return "–" if value is None else f"{value:.3f}"
-
-
-def results_table(summary: dict[str, Any], labels: str = "human") -> str:
-    """The headline table of a main job's ``summary.json``."""
-    rows = summary["classification"].get(labels)
-    if not rows:
-        raise ValueError(f"labels: the run has no evaluation against {labels} labels")
-    verdicts = {None: "", True: "yes", False: "**no**"}
-    table = [
-        [
-            f"{row['model']} (baseline)" if row["baseline"] else row["model"],
-            row["pairs"],
-            *(_number(row.get(key)) for key, _ in COLUMNS),
-            "(baseline)" if row["baseline"] else verdicts[row["beats_baselines"]],
-        ]
-        for row in rows
-    ]
-    header = ["labeler", "test pairs", *(name for _, name in COLUMNS), "beats both baselines"]
+def results_table(summary: dict[str, Any]) -> str:
+    """The headline of a main job's ``summary.json``: the cross-validated quality table, then
+    the retrieval runs' NDCG and the system ranking's agreement with the reference."""
+    cross = summary["cross_validation"]
+    source = "human judgments" if cross["source"] == "human" else "teacher labels"
+    queries = sum(summary["queries_per_fold"])
     ndcg = next(m for m in next(iter(summary["search"].values())) if m.startswith("ndcg@"))
     runs = ", ".join(f"{run} {values[ndcg]:.3f}" for run, values in summary["search"].items())
     agreement = summary["agreement"]
@@ -68,22 +67,41 @@ def results_table(summary: dict[str, Any], labels: str = "human") -> str:
         f"{spec.split(':')[0]} {entry['kendall_tau']:.2f}"
         for spec, entry in agreement["agreement"].items()
     )
-    counts = summary["dataset"]
     return (
-        f"Held-out queries ({counts['train']['queries']} train / "
-        f"{counts['validation']['queries']} validation / {counts['test']['queries']} test), "
-        f"against {labels} labels; thresholds fitted on validation:\n\n"
-        + markdown_table(header, table)
-        + f"\n{ndcg} of the retrieval runs, against the labels of the runs' pooled top k "
-        f"(not trec_eval on the full qrels), under the grader's labels: {runs}; under "
-        f"`{reference.split(':')[0]}` (all queries): {truth}. Kendall's τ between the two "
-        f"system rankings: {taus}.\n"
+        f"{summary['folds']}-fold cross-validation by query over {queries} judged queries, "
+        f"against the {source}; thresholds fitted on validation queries inside each fold; Δ is "
+        "the per-query ROC-AUC difference to each baseline with its 95% interval:\n\n"
+        + pooled_table(cross, summary["names"])
+        + f"\n{ndcg} of the retrieval runs (the grader of fold {summary['export_fold']} labels "
+        f"them), against the labels of the runs' pooled top k (not trec_eval on the full qrels), "
+        f"under the grader's labels: {runs}; under `{reference.split(':')[0]}` (all queries): "
+        f"{truth}. Kendall's τ between the two system rankings: {taus}.\n"
     )
 
 
-def replace_between_markers(text: str, block: str) -> str:
+def block_of(text: str) -> str:
+    """The README's block between the results markers."""
     if START not in text or END not in text:
         raise ValueError(f"the README has no {START} ... {END} markers")
+    return text.split(START, 1)[1].split(END, 1)[0].strip("\n") + "\n"
+
+
+def differences(written: str, produced: str, tolerance: float = TOLERANCE) -> list[str]:
+    """Where the README's block and the run's differ: other text, a whole number that is not
+    equal, or a decimal further apart than ``tolerance``."""
+    if NUMBER.sub("#", written) != NUMBER.sub("#", produced):
+        return ["the text around the figures differs (regenerate the block)"]
+    found = []
+    for a, b in zip(NUMBER.findall(written), NUMBER.findall(produced), strict=True):
+        x, y = (float(v.replace("−", "-")) for v in (a, b))
+        whole = "." not in a and "." not in b
+        if (whole and x != y) or abs(x - y) > tolerance:
+            found.append(f"README {a}, run {b}")
+    return found
+
+
+def replace_between_markers(text: str, block: str) -> str:
+    block_of(text)  # the markers are there
     head, rest = text.split(START, 1)
     _, tail = rest.split(END, 1)
     return f"{head}{START}\n{block}{END}{tail}"
@@ -94,7 +112,15 @@ def main(args: Sequence[str] | None = None) -> None:
     path = Path(config.run_dir) / "summary.json"
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no summary (run `python -m eval.pipeline` first)")
-    block = results_table(json.loads(path.read_text()), config.labels)
+    block = results_table(json.loads(path.read_text()))
+    if config.check:
+        written = block_of(Path(config.check).read_text(encoding="utf-8"))
+        found = differences(written, block, config.tolerance)
+        if found:
+            print(f"{config.check}: the results block differs from {path}: " + "; ".join(found))
+            sys.exit(1)
+        print(f"{config.check}: the results block matches {path} (tolerance {config.tolerance})")
+        return
     if config.readme is None:
         print(block, end="")
         return

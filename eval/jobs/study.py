@@ -2,21 +2,28 @@
 
     python -m eval.study --config eval/configs/study.yaml
     python -m eval.study --config eval/configs/study.yaml --folds 3 --models bm25 cosine frozen=train/configs/smollm2-135m-B-frozen.yaml
+    python -m eval.study --dataset runs/main/dataset --models bm25 cosine ql=train/configs/smollm2-135m-ql.yaml
 
-The judged pool of a collection (human qrels as the teacher) is split into ``folds`` groups of
-queries. For each fold, the other folds' queries train (a share of them, also by query, is the
-validation split: model selection, threshold and calibration are fitted there, never on the test
-fold) and the fold's queries test. Every model row is scored on exactly the same test pairs:
+The folds are ``data.build --folds``'s: the collection's judged pool (labelled by its qrels, as
+``data.label --pool_from_qrels`` does for the main job), capped per query and dealt into
+``folds`` groups of queries, or a dataset the main job built (``--dataset``). For each fold, the
+fold's queries test and the others train (a share of them, also by query, is the validation split:
+model selection, threshold and calibration are fitted there, never on the test fold). Every model
+row is scored on exactly the same test pairs:
 
 - ``bm25``, ``cosine``: the untrained baselines (eval.baselines);
 - ``zero-shot``: the student's P(yes) with the grader's prompt;
-- ``NAME=CONFIG.yaml``: a grader trained with ``python -m train``'s config plus ``train_args``.
+- ``NAME=CONFIG.yaml``: a grader trained with ``python -m train``'s config plus ``train_args``;
+- ``NAME=judgments:FILE``: a judge's labels (e.g. the embedded LLM judge's), where it judged.
 
-A learning curve trains ``learning_curve_model`` on growing shares of each fold's training
-queries. Writes ``out/study.md`` (mean ± sd per metric, per-fold rows, whether a model beats both
-baselines in every fold), ``out/study.json``, plots, and per fold and model the usual
-``metrics.json``. Finished folds and models are skipped on a re-run (fingerprinted like the main
-job's stages); cached states are shared by all folds and with the main job (``state_cache``).
+Pooled over the folds (``eval.crossval``): each model's out-of-fold metrics and each grader's
+paired per-query ROC-AUC difference to every baseline with a 95% interval. A learning curve trains
+``learning_curve_model`` on growing shares of each fold's training queries. Writes
+``out/study.md``, ``out/study.json``, plots, and per fold and model the usual ``metrics.json`` and
+``predictions.jsonl`` (each trained grader in ``fold-K/NAME/grader``). Finished folds and models
+are skipped on a re-run (fingerprinted like the main job's stages); the frozen bottom's states
+are computed once per pair for all folds and shared with the main job (``state_cache``), and
+graders trained on them are scored from them too.
 """
 
 from __future__ import annotations
@@ -24,6 +31,9 @@ from __future__ import annotations
 import json
 import logging
 import random
+import shlex
+import shutil
+import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -32,22 +42,24 @@ from typing import Any
 
 import numpy as np
 
-from data.beir import Collection
-from data.cli import cli_args, parse_config, run_main, split_flags
+from data.cli import check_choices, choice, cli_args, parse_config, run_main, split_flags
 from data.io import (
     atomic_writer,
     fingerprint,
     markdown_table,
     read_records,
+    sha256_path,
     write_json,
     write_jsonl,
 )
-from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, label_from_grade
+from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment
+from data.splits import cap_per_query, held_out_queries, queries_for_share, relevant_share
 from eval.baselines import BASELINES
-from eval.checkpoint import CheckpointEvalConfig, Scorer, evaluate
+from eval.checkpoint import LABEL_SOURCES, CheckpointEvalConfig, Scorer, evaluate
+from eval.crossval import CrossValidation, cross_validate, pooled_table
 from models.builder import GraderModelConfig
-from models.families import CLASSIFIER
 from train.cached_states import default_state_cache
+from train.recipes import recipe_for
 
 logger = logging.getLogger(__name__)
 METRICS = ("roc_auc", "query_roc_auc", "pr_auc", "f1", "kappa", "precision", "recall")
@@ -60,16 +72,31 @@ class StudyConfig:
         default=None, metadata={"help": "Human judgments (default: the collection's qrels)."}
     )
     out: str = field(default="runs/study")
+    dataset: str | None = field(
+        default=None,
+        metadata={
+            "help": "Folds written by `data.build --folds` (the main job's); default: the "
+            "collection's judged pool, labelled by its qrels and split here (folds, "
+            "max_pairs_per_query, validation_size and train_only then apply)."
+        },
+    )
     folds: int = field(default=5, metadata={"help": "Query-grouped folds (>= 2)."})
     max_pairs_per_query: int = field(
         default=40, metadata={"help": "Judged pairs kept per query, sampled (0: all)."}
     )
     validation_size: float = field(
-        default=0.2, metadata={"help": "Share of each fold's training queries for validation."}
+        default=0.2,
+        metadata={
+            "help": "Each fold's validation queries: a share of its training queries, or a "
+            "number when >= 1."
+        },
     )
     models: list[str] = field(
         default_factory=lambda: ["bm25", "cosine", "zero-shot"],
-        metadata={"help": "bm25, cosine, zero-shot and NAME=TRAIN_CONFIG.yaml entries."},
+        metadata={
+            "help": "bm25, cosine, zero-shot, NAME=TRAIN_CONFIG.yaml (a grader trained per fold) "
+            "and NAME=judgments:FILE (a judge's labels, read where they exist) entries."
+        },
     )
     train_only: list[str] = field(
         default_factory=list,
@@ -94,7 +121,7 @@ class StudyConfig:
         },
     )
     learning_curve: list[float] = field(
-        default_factory=lambda: [0.25, 0.5],
+        default_factory=list,
         metadata={"help": "Shares of training queries (the full set is the main row)."},
     )
     learning_curve_model: str | None = field(
@@ -107,26 +134,43 @@ class StudyConfig:
         default=None,
         metadata={
             "help": "Cached bottom-layer states, shared with other runs on this machine "
-            "(default: the model cache's states/ folder)."
+            "(default: the model cache's states/ folder; 'none': in memory, and graders are "
+            "evaluated by a full forward pass)."
+        },
+    )
+    train_launcher: str | None = field(
+        default=None,
+        metadata={
+            "help": "Launcher of each fold's training, e.g. \"accelerate launch --config_file "
+            'accelerate_config.yaml" (default: in this process).'
         },
     )
     label_threshold: int = field(default=DEFAULT_RELEVANCE_THRESHOLD)
+    labels: str = choice(
+        "teacher",
+        LABEL_SOURCES,
+        "Reference of the rows: the judgments' own labels (teacher), or human qrels (--qrels).",
+    )
     batch_size: int = field(default=32)
     seed: int = field(default=42)
 
     def __post_init__(self) -> None:
+        check_choices(self)
         self.train_args = split_flags(self.train_args)
         if self.folds < 2:
             raise ValueError(f"folds: expected >= 2, got {self.folds}")
-        if not 0 < self.validation_size < 1:
-            raise ValueError(f"validation_size: expected (0, 1), got {self.validation_size}")
+        if self.validation_size <= 0:
+            raise ValueError(f"validation_size: expected > 0, got {self.validation_size}")
         if self.max_pairs_per_query < 0:
             raise ValueError(f"max_pairs_per_query: expected >= 0, got {self.max_pairs_per_query}")
         for spec in self.models:
             if spec not in (*BASELINES, "zero-shot") and "=" not in spec:
                 raise ValueError(
-                    f"models: {spec!r} is not bm25, cosine, zero-shot or NAME=TRAIN_CONFIG.yaml"
+                    f"models: {spec!r} is not bm25, cosine, zero-shot, NAME=TRAIN_CONFIG.yaml "
+                    "or NAME=judgments:FILE"
                 )
+        if self.labels != "teacher" and not self.qrels:
+            raise ValueError(f"labels: {self.labels} needs --qrels (the human judgments)")
         if any(not 0 < share < 1 for share in self.learning_curve):
             raise ValueError(
                 f"learning_curve: shares must lie in (0, 1), got {self.learning_curve}"
@@ -138,122 +182,141 @@ class StudyConfig:
             raise ValueError(f"learning_curve_model: {self.learning_curve_model!r} is not trained")
 
     def trained_models(self) -> dict[str, str]:
-        return dict(spec.split("=", 1) for spec in self.models if "=" in spec)
+        pairs = (spec.split("=", 1) for spec in self.models if "=" in spec)
+        return {name: source for name, source in pairs if not source.startswith("judgments:")}
 
 
-def judged_pool(config: StudyConfig) -> list[dict[str, Any]]:
-    """The collection's judged pairs as judgments (human grade as the teacher), capped per query."""
-    collection = Collection.load(config.collection, config.qrels)
-    rng = random.Random(config.seed)
-    rows = []
-    for qid in sorted(collection.qrels):
-        judged = sorted(collection.qrels[qid].items())
-        rng.shuffle(judged)
-        if config.max_pairs_per_query:
-            judged = judged[: config.max_pairs_per_query]
-        for doc_id, grade in judged:
-            document = collection.corpus[doc_id]
-            grade = max(0, min(3, int(grade)))
-            rows.append(
-                {
-                    "qid": qid,
-                    "query": collection.queries[qid],
-                    "doc_id": doc_id,
-                    "text": document.text,
-                    "title": document.title or None,
-                    "grade": grade,
-                    "label": label_from_grade(grade, config.label_threshold),
-                }
-            )
-    return rows
-
-
-def query_folds(rows: Sequence[dict[str, Any]], folds: int, seed: int) -> list[list[str]]:
-    """Queries in ``folds`` groups, stratified by each query's share of relevant pairs."""
-    by_query: dict[str, list[int]] = {}
-    for row in rows:
-        by_query.setdefault(row["qid"], []).append(row["label"])
-    if len(by_query) < folds:
-        raise ValueError(f"folds: {folds} folds need at least {folds} judged queries")
-    rng = random.Random(seed)
-    order = sorted(by_query, key=lambda q: (np.mean(by_query[q]), rng.random()))
-    groups: list[list[str]] = [[] for _ in range(folds)]
-    for i, qid in enumerate(order):  # deal in rank order: every fold spans easy and hard queries
-        groups[i % folds].append(qid)
-    return groups
-
-
-def split_queries(qids: Sequence[str], share: float, seed: int) -> tuple[list[str], list[str]]:
-    shuffled = sorted(qids)
-    random.Random(seed).shuffle(shuffled)
-    cut = max(1, round(len(shuffled) * share))
-    return shuffled[cut:], shuffled[:cut]
+def fold_folders(dataset: Path) -> list[Path]:
+    """The ``fold-K`` folders of a ``data.build --folds`` output, in order."""
+    folders = sorted(dataset.glob("fold-*"), key=lambda p: int(p.name.split("-")[1]))
+    if len(folders) < 2 or not all((f / "manifest.json").exists() for f in folders):
+        raise FileNotFoundError(
+            f"dataset: {dataset} holds no finished cross-validation folds (python -m data.build "
+            "--folds N writes fold-0 ... fold-N-1)"
+        )
+    return folders
 
 
 class Study:
     def __init__(self, config: StudyConfig) -> None:
         self.config = config
         self.root = Path(config.out)
-        self.state_cache = Path(config.state_cache or default_state_cache())
+        self.state_cache: Path | None = (
+            None
+            if config.state_cache == "none"
+            else Path(config.state_cache or default_state_cache())
+        )
         self.extra_train: list[dict[str, Any]] = []
         for path in config.train_only:
             self.extra_train += [
                 j.model_dump(exclude_none=True) for j in read_records(path, Judgment) if j.ok
             ]
 
-    def write_fold(
-        self, rows, fold: int, test_q: list[str], train_q: list[str], tag: str, share: float = 1.0
-    ) -> Path:
-        folder = self.root / f"fold-{fold}" / f"data-{tag}"
-        if not train_q:
-            return self.write_other_source_fold(folder, rows, fold, test_q)
-        train_only, validation_q = split_queries(
-            train_q, self.config.validation_size, self.config.seed + fold
+    def judged_pool(self) -> Path:
+        """The collection's judged pool labelled by its qrels, as ``data.label`` writes it for the
+        main job (the same judgments, so the same folds for the same settings)."""
+        from data.judges.backends import JudgeConfig
+        from data.label import LabelConfig, label
+
+        c = self.config
+        out = self.root / "pool" / "judgments.jsonl"
+        label(
+            LabelConfig(collection=c.collection, pool_from_qrels=True, out=str(out)),
+            JudgeConfig(backend="qrels", qrels=c.qrels or _collection_qrels(c.collection)),
+        )
+        return out
+
+    def build_folds(self) -> list[Path]:
+        """``data.build --folds``: the judged pool capped per query and dealt into query folds."""
+        from data.build import BuildConfig, build_dataset
+
+        c = self.config
+        build_dataset(
+            BuildConfig(
+                judgments=[str(self.judged_pool())],
+                train_only=c.train_only,
+                out=str(self.root / "dataset"),
+                label_threshold=c.label_threshold,
+                validation_size=c.validation_size,
+                folds=c.folds,
+                max_pairs_per_query=c.max_pairs_per_query or None,
+                seed=c.seed,
+                save_dataset=False,
+                overwrite=True,
+            )
+        )
+        return fold_folders(self.root / "dataset")
+
+    def other_source_fold(self) -> list[Path]:
+        """One fold: train and validation from the other sources' judgments alone, split by
+        query; every judged query of the collection tests."""
+        c = self.config
+        folder = self.root / "fold-0" / "data-all"
+        shares = relevant_share(self.extra_train)
+        validation = set(
+            held_out_queries(shares, queries_for_share(len(shares), c.validation_size), c.seed)
         )
         splits = {
-            "train": set(train_only),
-            "validation": set(validation_q),
-            "test": set(test_q),
+            "train": [r for r in self.extra_train if r["qid"] not in validation],
+            "validation": [r for r in self.extra_train if r["qid"] in validation],
+            "test": read_jsonl_rows(self.judged_pool()),
         }
-        for name, qids in splits.items():
-            selected = [r for r in rows if r["qid"] in qids]
-            if name == "train":
-                extra = self.extra_train
-                if share < 1.0:  # the learning curve thins the other collections' pairs alike
-                    extra = random.Random(self.config.seed + fold).sample(
-                        extra, round(len(extra) * share)
-                    )
-                selected += extra
-            write_jsonl(folder / f"{name}.jsonl", selected)
-        write_json(folder / "manifest.json", {name: sorted(q) for name, q in splits.items()})
-        return folder
+        if c.max_pairs_per_query:
+            splits["test"] = cap_per_query(splits["test"], c.max_pairs_per_query, c.seed)
+        for name, rows in splits.items():
+            write_jsonl(folder / f"{name}.jsonl", rows)
+        queries = {name: sorted({r["qid"] for r in rows}) for name, rows in splits.items()}
+        write_json(folder / "manifest.json", {"queries": queries})
+        return [folder]
 
-    def write_other_source_fold(self, folder: Path, rows, fold: int, test_q: list[str]) -> Path:
-        """Train and validation from the other sources' judgments alone, split by query; every
-        judged query of the collection tests."""
-        other_q = sorted({r["qid"] for r in self.extra_train})
-        train_q, validation_q = split_queries(
-            other_q, self.config.validation_size, self.config.seed + fold
-        )
-        splits = {"train": set(train_q), "validation": set(validation_q)}
-        for name, qids in splits.items():
-            write_jsonl(folder / f"{name}.jsonl", [r for r in self.extra_train if r["qid"] in qids])
-        test = set(test_q)
-        write_jsonl(folder / "test.jsonl", [r for r in rows if r["qid"] in test])
-        manifest = {name: sorted(q) for name, q in splits.items()} | {"test": sorted(test)}
-        write_json(folder / "manifest.json", manifest)
+    def curve_fold(self, data: Path, fold: int, share: float) -> Path:
+        """Fold ``data`` with a ``share`` of its own training queries (and of the other
+        sources' pairs), validation and test unchanged."""
+        c = self.config
+        folder = self.root / f"fold-{fold}" / f"data-share-{share:g}"
+        extra_queries = {r["qid"] for r in self.extra_train}
+        train = read_jsonl_rows(data / "train.jsonl")
+        own = [r for r in train if r["qid"] not in extra_queries]
+        shares = relevant_share(own)
+        kept = set(held_out_queries(shares, queries_for_share(len(shares), share), c.seed + fold))
+        extra = [r for r in train if r["qid"] in extra_queries]
+        extra = random.Random(c.seed + fold).sample(extra, round(len(extra) * share))
+        write_jsonl(folder / "train.jsonl", [r for r in own if r["qid"] in kept] + extra)
+        for name in ("validation", "test", "manifest"):
+            suffix = ".json" if name == "manifest" else ".jsonl"
+            shutil.copyfile(data / f"{name}{suffix}", folder / f"{name}{suffix}")
         return folder
 
     def run_model(self, spec: str, data: Path, out: Path) -> dict[str, Any]:
         """Train (if needed) and evaluate one model on one fold's data; skipped when done."""
         c = self.config
-        name, _, train_config = spec.partition("=")
+        name, _, source = spec.partition("=")
         stamp = fingerprint(
-            spec, *c.train_args, str(c.max_length), c.student, (data / "manifest.json").read_text()
+            spec,
+            *c.train_args,
+            str(c.max_length),
+            c.student,
+            c.labels,
+            c.qrels or "",
+            sha256_path(data),
+            sha256_path(source[len("judgments:") :]) if source.startswith("judgments:") else "",
         )
         done = out / "metrics.json"
         if done.exists() and json.loads(done.read_text()).get("study_fingerprint") == stamp:
             return json.loads(done.read_text())
+        start = time.perf_counter()
+        evaluation, scorer = self.evaluation(name, source, data, out)
+        result = evaluate(evaluation, scorer)
+        result["study_fingerprint"] = stamp
+        result["seconds"] = round(time.perf_counter() - start, 1)
+        write_json(done, result)
+        return result
+
+    def evaluation(
+        self, name: str, source: str, data: Path, out: Path
+    ) -> tuple[CheckpointEvalConfig, Scorer | None]:
+        """How one model is evaluated on a fold (training a grader first)."""
+        c = self.config
         common = {
             "data": str(data / "test.jsonl"),
             "calibration_data": str(data / "validation.jsonl"),
@@ -261,160 +324,160 @@ class Study:
             "name": name,
             "batch_size": c.batch_size,
             "plots": False,
+            "labels": c.labels,
+            "qrels": c.qrels if c.labels != "teacher" else None,
         }
-        start = time.perf_counter()
-        scorer = None
         if name in BASELINES:
-            evaluation = CheckpointEvalConfig(baseline=name, collection=c.collection, **common)
-        elif name == "zero-shot":
-            evaluation = CheckpointEvalConfig(
+            return CheckpointEvalConfig(baseline=name, collection=c.collection, **common), None
+        if name == "zero-shot":
+            return CheckpointEvalConfig(
                 model=c.student, zero_shot=True, max_length=c.max_length, **common
-            )
-        else:
-            from train.train import (
-                DataConfig,
-                GraderTrainingArguments,
-                LossConfig,
-                train,
-            )
+            ), None
+        if source.startswith("judgments:"):  # a judge's labels, read at its own 0.5
+            common.pop("calibration_data")
+            return CheckpointEvalConfig(judgments=source[len("judgments:") :], **common), None
+        grader, settings = self.train_grader(source, data, out / "grader")
+        scorer = None
+        if self.state_cache is not None:  # the states training stored: no forward pass again
+            scorer = recipe_for(settings.model.family).state_scorer(grader, settings)
+        return CheckpointEvalConfig(model=str(grader), **common), scorer
 
-            grader = out / "grader"
-            overrides = cli_args(
-                dataset=data,
-                output_dir=grader,
-                model_name_or_path=c.student,
-                max_length=c.max_length,
-                report_to="none",
-                seed=c.seed,
-                save_strategy="no",
-                load_best_model_at_end=False,
-                state_cache=self.state_cache,
-                disable_tqdm=True,
-            )
-            parsed = parse_config(
-                [GraderModelConfig, DataConfig, LossConfig, GraderTrainingArguments],
-                ["--config", train_config, *overrides, *c.train_args],
-            )
-            train(*parsed)
-            evaluation = CheckpointEvalConfig(model=str(grader), **common)
-            model_config, training_args = parsed[0], parsed[3]
-            cached = model_config.training_mode.cached_states and training_args.cache_states
-            if cached and model_config.family is CLASSIFIER:
-                scorer = self.cached_state_scorer(grader, model_config, training_args)
-        result = evaluate(evaluation, scorer)
-        result["study_fingerprint"] = stamp
-        result["seconds"] = round(time.perf_counter() - start, 1)
-        write_json(done, result)
-        return result
+    def train_grader(self, train_config: str, data: Path, grader: Path) -> tuple[Path, Any]:
+        from train.recipes import TrainingSettings
+        from train.train import DataConfig, GraderTrainingArguments, LossConfig, train
 
-    def cached_state_scorer(self, grader: Path, model_config, training_args) -> Scorer:
-        """Scores a frozen / top_layers grader from the shared state cache: the pool's bottom
-        layers run once for the whole study, and the top gives the full forward's scores."""
-        from models.backbone import split_index
-        from models.builder import load_trained, read_grader_config
-        from models.input_format import GraderInputFormat, format_pairs
-        from models.scoring import relevant_probability
-        from train.cached_states import (
-            StateCache,
-            compute_states,
-            resolve_state_dtype,
-            state_cache_key,
-            top_probabilities,
+        c = self.config
+        overrides = cli_args(
+            dataset=data,
+            output_dir=grader,
+            model_name_or_path=c.student,
+            max_length=c.max_length,
+            report_to="none",
+            seed=c.seed,
+            save_strategy="no",
+            load_best_model_at_end=False,
+            state_cache=self.state_cache,
+            disable_tqdm=True,
         )
+        args = ["--config", train_config, *overrides, *c.train_args]
+        parsed = parse_config(
+            [GraderModelConfig, DataConfig, LossConfig, GraderTrainingArguments], args
+        )
+        if c.train_launcher:  # several processes (accelerate launch, torchrun)
+            command = [*shlex.split(c.train_launcher), "-m", "train", *args]
+            subprocess.run(command, check=True)
+        else:
+            train(*parsed)
+        return grader, TrainingSettings(*parsed)
 
-        model, tokenizer = load_trained(grader)
-        model.eval()
-        info = read_grader_config(grader)
-        fmt = GraderInputFormat.from_dict(info["input_format"])
-        first = split_index(model, model_config.trained_layers)
-        cache = StateCache(self.state_cache, state_cache_key(model_config.model_name_or_path))
-        dtype = resolve_state_dtype(training_args.state_dtype, training_args.device)
-
-        def scorer(records: list[Judgment]) -> np.ndarray:
-            ids = format_pairs(
-                tokenizer,
-                fmt,
-                [r.query for r in records],
-                [r.text for r in records],
-                [r.title for r in records],
-            ).input_ids
-            states = compute_states(model, ids, first, dtype=dtype, cache=cache)
-            return relevant_probability(
-                top_probabilities(model, first, states), info.get("relevant_from", 1)
-            )
-
-        return scorer
+    def folds(self) -> list[Path]:
+        c = self.config
+        if c.dataset:
+            return fold_folders(Path(c.dataset))
+        return self.build_folds() if c.real_training_queries else self.other_source_fold()
 
     def run(self) -> dict[str, Any]:
         c = self.config
         self.root.mkdir(parents=True, exist_ok=True)
         write_json(self.root / "config.json", asdict(c))
-        rows = judged_pool(c)
-        if c.real_training_queries:
-            groups = query_folds(rows, c.folds, c.seed)
-        else:  # one fold: every judged query tests a grader trained on other sources alone
-            groups = [sorted({r["qid"] for r in rows})]
+        folders = self.folds()
         trained = c.trained_models()
         curve_model = c.learning_curve_model or (list(trained)[-1] if trained else None)
         per_fold: list[dict[str, Any]] = []
         curve: list[dict[str, Any]] = []
-        for fold, test_q in enumerate(groups):
-            train_q = [q for group in groups if group is not test_q for q in group]
-            curve_wanted = c.real_training_queries and c.learning_curve
-            data = self.write_fold(rows, fold, test_q, train_q, "all")
+        outputs: list[dict[str, Path]] = []
+        for fold, data in enumerate(folders):
+            outputs.append({})
             for spec in c.models:
                 name = spec.partition("=")[0]
-                logger.info("fold %d/%d: %s", fold + 1, len(groups), name)
-                result = self.run_model(spec, data, self.root / f"fold-{fold}" / name)
-                per_fold.append({"fold": fold, "model": name, **row_metrics(result)})
-            if (
-                curve_wanted
-                and curve_model
-                and (not c.learning_curve_folds or fold < c.learning_curve_folds)
-            ):
-                spec = f"{curve_model}={trained[curve_model]}"
-                for share in c.learning_curve:
-                    subset, _ = split_queries(train_q, 1 - share, c.seed + 100 + fold)
-                    tag = f"share-{share:g}"
-                    data_share = self.write_fold(rows, fold, test_q, subset, tag, share)
-                    result = self.run_model(
-                        spec, data_share, self.root / f"fold-{fold}" / f"{curve_model}-{tag}"
-                    )
-                    curve.append(curve_point(fold, share, data_share, result))
-                full = next(r for r in per_fold if r["fold"] == fold and r["model"] == curve_model)
-                curve.append(curve_point(fold, 1.0, data, {"_row": full}))
-        summary = summarise(per_fold, curve, c, groups)
+                logger.info("fold %d/%d: %s", fold + 1, len(folders), name)
+                outputs[-1][name] = self.root / f"fold-{fold}" / name
+                result = self.run_model(spec, data, outputs[-1][name])
+                per_fold.append({"fold": fold, "model": name, **row_metrics(result, c.labels)})
+            if self.curve_wanted(curve_model, fold):
+                curve += self.learning_curve(curve_model, data, fold, per_fold)
+        cross = cross_validate(outputs, list(trained), _baselines(c.models), row_source(c.labels))
+        summary = summarise(per_fold, curve, c, folders, cross)
         write_json(self.root / "study.json", summary)
         with atomic_writer(self.root / "study.md") as handle:
             handle.write(study_markdown(summary))
         write_plots(summary, self.root)
         return summary
 
+    def curve_wanted(self, curve_model: str | None, fold: int) -> bool:
+        c = self.config
+        return bool(
+            c.real_training_queries
+            and c.learning_curve
+            and curve_model
+            and (not c.learning_curve_folds or fold < c.learning_curve_folds)
+        )
 
-def row_metrics(result: dict[str, Any]) -> dict[str, Any]:
-    entry = result["metrics"]["teacher"]
+    def learning_curve(
+        self, model: str, data: Path, fold: int, per_fold: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        spec = f"{model}={self.config.trained_models()[model]}"
+        points = []
+        for share in self.config.learning_curve:
+            subset = self.curve_fold(data, fold, share)
+            out = self.root / f"fold-{fold}" / f"{model}-share-{share:g}"
+            result = self.run_model(spec, subset, out)
+            points.append(self.curve_point(fold, share, subset, row_metrics(result)))
+        full = next(r for r in per_fold if r["fold"] == fold and r["model"] == model)
+        return [*points, self.curve_point(fold, 1.0, data, full)]
+
+    def curve_point(
+        self, fold: int, share: float, data: Path, metrics: dict[str, Any]
+    ) -> dict[str, Any]:
+        train_rows = read_jsonl_rows(data / "train.jsonl")
+        extra_queries = {r["qid"] for r in self.extra_train}
+        own = [r for r in train_rows if r["qid"] not in extra_queries]
+        return {
+            "fold": fold,
+            "share": share,
+            "train_queries": len({r["qid"] for r in own}),
+            "train_pairs": len(train_rows),
+            "other_collection_pairs": len(train_rows) - len(own),
+            "roc_auc": metrics["roc_auc"],
+        }
+
+
+def _collection_qrels(collection: str) -> str:
+    from data.beir import find_qrels
+
+    path = find_qrels(Path(collection), None)
+    if path is None:
+        raise FileNotFoundError(f"collection: {collection} has no qrels (give --qrels)")
+    return str(path)
+
+
+def _baselines(models: Sequence[str]) -> list[str]:
+    return [m for m in models if m in BASELINES]
+
+
+def read_jsonl_rows(path: Path) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def row_source(labels: str) -> str:
+    """Which reference the study's rows read: the human judgments when they are given."""
+    return "teacher" if labels == "teacher" else "human"
+
+
+def row_metrics(result: dict[str, Any], labels: str = "teacher") -> dict[str, Any]:
+    entry = result["metrics"][row_source(labels)]
     metrics = entry.get("at_validation_threshold", entry["at_0.5"])
     # .get: results written before a metric was added lack it (shown as –).
     return {k: metrics.get(k) for k in ("pairs", *METRICS)} | {"seconds": result.get("seconds")}
 
 
-def curve_point(fold: int, share: float, data: Path, result: dict[str, Any]) -> dict[str, Any]:
-    train_rows = [json.loads(line) for line in (data / "train.jsonl").open()]
-    # Other collections' query ids carry their source as a prefix (data.mix).
-    own = [r for r in train_rows if ":" not in r["qid"]]
-    metrics = result["_row"] if "_row" in result else row_metrics(result)
-    return {
-        "fold": fold,
-        "share": share,
-        "train_queries": len({r["qid"] for r in own}),
-        "train_pairs": len(train_rows),
-        "other_collection_pairs": len(train_rows) - len(own),
-        "roc_auc": metrics["roc_auc"],
-    }
-
-
 def summarise(
-    per_fold: list[dict[str, Any]], curve: list[dict[str, Any]], config: StudyConfig, groups
+    per_fold: list[dict[str, Any]],
+    curve: list[dict[str, Any]],
+    config: StudyConfig,
+    folders: Sequence[Path],
+    cross: CrossValidation,
 ) -> dict[str, Any]:
     models = list(dict.fromkeys(r["model"] for r in per_fold))
     baselines = [m for m in models if m in BASELINES]
@@ -432,21 +495,27 @@ def summarise(
         if model not in BASELINES and baselines:
             wins = []
             for row in rows:
-                best = max(
+                others = [
                     r["roc_auc"]
                     for r in per_fold
                     if r["fold"] == row["fold"] and r["model"] in baselines
-                )
-                wins.append(row["roc_auc"] > best)
+                ]
+                if row["roc_auc"] is not None and None not in others:  # a one-class sample
+                    wins.append(row["roc_auc"] > max(others))
             entry["beats_baselines_in_folds"] = f"{sum(wins)}/{len(wins)}"
         mean[model] = entry
+    test_queries = [
+        len(json.loads((folder / "manifest.json").read_text())["queries"]["test"])
+        for folder in folders
+    ]
     return {
         "collection": config.collection,
-        "folds": len(groups),
-        "queries_per_fold": [len(g) for g in groups],
+        "folds": len(folders),
+        "queries_per_fold": test_queries,
         "max_pairs_per_query": config.max_pairs_per_query,
         "models": mean,
         "per_fold": per_fold,
+        "cross_validation": cross.to_dict(),
         "learning_curve": curve,
     }
 
@@ -469,7 +538,16 @@ def study_markdown(summary: dict[str, Any]) -> str:
         f"{summary['queries_per_fold']}), at most {summary['max_pairs_per_query'] or 'all'} "
         "judged pairs per query; human judgments, relevant = grade ≥ 2. Thresholds, temperatures "
         "and model selection were fitted on validation queries inside each fold's training "
-        "queries. Mean ± sd over folds.",
+        "queries.",
+        "",
+        "## Pooled over the folds",
+        "",
+        "Every query tests in one fold: the folds' test predictions pooled, and the paired "
+        "per-query ROC-AUC difference of each grader to each baseline with its 95% interval "
+        "(a grader beats a baseline only when the interval lies above zero).",
+        "",
+        pooled_table(summary["cross_validation"]),
+        "## Mean ± sd over folds",
         "",
         markdown_table(
             ["model", *METRICS, "beats BM25 and cosine (folds)", "seconds"],

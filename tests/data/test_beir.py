@@ -164,3 +164,27 @@ def test_a_pair_with_a_blank_query_is_a_record_error(tmp_path: Path):
     path.write_text(json.dumps({"qid": "1", "query": "\u2060", "doc_id": "d", "text": "t"}) + "\n")
     with pytest.raises(ValueError, match=r"pairs\.jsonl:1: query: .*blank query"):
         list(read_records(path, Pair))
+
+
+BOM = "\ufeff"
+
+
+def test_a_byte_order_mark_is_read_as_nothing(tmp_path: Path):
+    """Windows editors start UTF-8 files with a BOM: it was part of the first query id of a run
+    (silently another query) and turned a BEIR qrels header into a bad TREC line."""
+    run = tmp_path / "run.trec"
+    run.write_text(BOM + "1 Q0 d1 1 2.0 r\n1 Q0 d2 2 1.0 r\n", encoding="utf-8")
+    assert read_trec_run(run) == {"1": {"d1": 2.0, "d2": 1.0}}
+    beir = tmp_path / "qrels.tsv"
+    beir.write_text(BOM + "query-id\tcorpus-id\tscore\n1\td1\t2\n", encoding="utf-8")
+    trec = tmp_path / "qrels.txt"
+    trec.write_text(BOM + "1 0 d1 2\n", encoding="utf-8")
+    assert read_qrels(beir) == read_qrels(trec) == {"1": {"d1": 2}}
+    (tmp_path / "corpus.jsonl").write_text(
+        BOM + json.dumps({"_id": "d1", "text": "an axon"}) + "\n", encoding="utf-8"
+    )
+    (tmp_path / "queries.jsonl").write_text(
+        BOM + json.dumps({"_id": "1", "text": "axon"}) + "\n", encoding="utf-8"
+    )
+    collection = Collection.load(tmp_path, qrels_file=str(beir))
+    assert set(collection.corpus) == {"d1"} and collection.queries == {"1": "axon"}

@@ -155,7 +155,7 @@ def test_strict_stops_and_lenient_lists_bad_lines(judgments: Path, tmp_path: Pat
     dataset = load_from_disk(str(tmp_path / "l" / "dataset"))
     assert set(dataset) == {"train", "validation", "test"}
     assert dataset["test"].num_rows == manifest["counts"]["test"]["pairs"]
-    assert manifest["sources"][0]["sha256"] and manifest["config"]["seed"] == 42
+    assert manifest["sources"][0]["sorted_lines_sha256"] and manifest["config"]["seed"] == 42
 
 
 def test_train_only_judgments_reach_the_train_split_alone(tmp_path: Path):
@@ -363,3 +363,83 @@ def test_a_pair_judged_twice_keeps_its_last_judgment_as_the_judgments_labeler_do
     }
     assert built[("q0", "d5")] == 1
     assert JudgmentsLabeler(str(path)).label("q0", "query 0", [Hit("d5", "t")])[0].relevant
+
+
+def folder_bytes(folder: Path) -> dict[str, bytes]:
+    return {
+        str(path.relative_to(folder)): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+@pytest.mark.parametrize("folds", [0, 3])
+def test_the_same_judgments_in_any_line_order_give_a_byte_identical_folder(
+    tmp_path: Path, folds: int
+):
+    source = tmp_path / "judgments.jsonl"
+    make_judgments(source, n_queries=30, per_query=12)
+    lines = source.read_text().splitlines(keepends=True)
+    # The duplicate and the error record keep their places (a later line re-judges a pair).
+    body, tail = lines[:-2], lines[-2:]
+    config = dict(
+        judgments=[str(source)],
+        out=str(tmp_path / "ds"),
+        max_pairs_per_query=8,
+        balance="both",
+        folds=folds,
+        overwrite=True,
+    )
+    build_dataset(BuildConfig(**config))
+    first = folder_bytes(tmp_path / "ds")
+    np.random.default_rng(7).shuffle(body)
+    source.write_text("".join(body + tail))
+    build_dataset(BuildConfig(**config))
+    second = folder_bytes(tmp_path / "ds")
+    assert first.keys() == second.keys() and any(name.endswith(".arrow") for name in first)
+    assert [name for name in first if first[name] != second[name]] == []
+    # A different seed does change the choice.
+    build_dataset(BuildConfig(**config | {"seed": 5}))
+    test_split = "fold-0/test.jsonl" if folds else "test.jsonl"
+    assert folder_bytes(tmp_path / "ds")[test_split] != first[test_split]
+
+
+def test_folds_test_every_query_once_and_validate_inside_the_training_side(
+    judgments: Path, tmp_path: Path
+):
+    manifest = build_dataset(
+        BuildConfig(judgments=[str(judgments)], out=str(tmp_path / "ds"), folds=5)
+    )
+    tested = [q for fold in manifest["folds"] for q in fold["queries"]["test"]]
+    assert sorted(tested) == sorted(f"q{i}" for i in range(40))  # each query tested once
+    for number, fold in enumerate(manifest["folds"]):
+        folder = tmp_path / "ds" / f"fold-{number}"
+        splits = {name: {q for q, _ in split_ids(folder, name)} for name in fold["counts"]}
+        assert splits["test"] == set(fold["queries"]["test"]) and len(splits["test"]) == 8
+        assert not splits["test"] & (splits["train"] | splits["validation"])
+        assert not splits["train"] & splits["validation"]
+        assert len(splits["validation"]) == round(32 * 0.2)  # sized in queries
+        assert json.loads((folder / "manifest.json").read_text())["fold"] == number
+    positive = [fold["counts"]["test"]["positive"] / 80 for fold in manifest["folds"]]
+    assert max(positive) - min(positive) < 0.1  # every fold spans easy and hard queries
+
+
+def test_held_out_sizes_count_queries_and_few_validation_queries_are_warned(
+    judgments: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    manifest = build_dataset(
+        BuildConfig(
+            judgments=[str(judgments)],
+            out=str(tmp_path / "ds"),
+            test_size=10,
+            validation_size=3,
+            save_dataset=False,
+        )
+    )
+    assert manifest["counts"]["test"]["queries"] == 10
+    assert manifest["counts"]["validation"]["queries"] == 3
+    assert "3 validation queries" in caplog.text and "unstable" in caplog.text
+    with pytest.raises(ValueError, match="whole"):
+        BuildConfig(judgments=[str(judgments)], validation_size=2.5)
+    with pytest.raises(ValueError, match="folds"):
+        BuildConfig(judgments=[str(judgments)], folds=1)

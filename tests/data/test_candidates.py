@@ -50,6 +50,25 @@ def test_unknown_retriever_is_rejected(adi_dir: Path, tmp_path: Path):
         )
 
 
+def test_a_judged_query_missing_from_the_queries_file_is_named(adi_dir: Path, tmp_path: Path):
+    """It was `error: 1` (a bare KeyError)."""
+    import shutil
+
+    collection = tmp_path / "adi"
+    shutil.copytree(adi_dir, collection)
+    queries = (collection / "queries.jsonl").read_text().splitlines()
+    (collection / "queries.jsonl").write_text("\n".join(queries[1:]) + "\n")  # drops query 1
+    with pytest.raises(ValueError, match=r"judged quer\(ies\) .* not in .*queries.jsonl.*'1'"):
+        generate_candidates(
+            CandidatesConfig(
+                collection=str(collection),
+                out=str(tmp_path / "out"),
+                retrievers=["bm25"],
+                judged_queries_only=True,
+            )
+        )
+
+
 @pytest.mark.slow
 def test_dense_minilm_hnsw_finds_known_documents_on_adi(adi_dir: Path, tmp_path: Path):
     index = tmp_path / "index"

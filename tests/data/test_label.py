@@ -76,6 +76,15 @@ def test_every_prompt_loads_with_name_version_and_slots():
         ("binary", "Yes.", None, 1),
         ("binary", "No, it is about something else.", None, 0),
         ("binary", "**Answer:** yes", None, 1),
+        # The first word after list numbering, a bullet or markdown is the answer.
+        ("binary", "1. Yes", None, 1),
+        ("binary", "**No**", None, 0),
+        ("binary", "- yes.", None, 1),
+        ("binary", "1) No, it is about trains.", None, 0),
+        ("binary", "> Yes", None, 1),
+        ("binary", "* **Yes**", None, 1),
+        ("trec-graded", "1. 3", 3, 1),
+        ("trec-graded", "2. The passage answers part of it.", 2, 1),
     ],
 )
 def test_replies_parse(prompt: str, reply: str, grade: int | None, label: int):
@@ -92,6 +101,8 @@ def test_replies_parse(prompt: str, reply: str, grade: int | None, label: int):
         ("binary", "No idea, sorry."),
         ("binary", "I can't answer yes or no to that."),
         ("binary", "Yes and no."),
+        ("binary", "1. Maybe"),
+        ("binary", "- Yes and no"),
         ("trec-graded", "Somewhere between 1 and 2"),
     ],
 )
@@ -156,6 +167,63 @@ def test_openai_backend_retries_parses_records_errors_and_caches(tmp_path: Path)
             openai_judge(server, prompt="binary"),
         )
         assert other["cached"] == 0
+
+
+@pytest.mark.parametrize(
+    ("refused", "used"),
+    [({"json_schema": 500}, "json_object"), ({"json_schema": 400, "json_object": 400}, None)],
+    ids=["llama.cpp-refuses-json_schema", "refuses-both"],
+)
+def test_a_server_that_refuses_the_response_format_is_found_once_and_asked_the_next_way(
+    tmp_path: Path, caplog, refused: dict, used: str | None
+):
+    """llama.cpp's server refuses json_schema (500: "Input should be 'text' or 'json_object'");
+    every pair of a JSON prompt failed after three tries each. Now the first request finds the
+    refusal (no SDK retries), and every pair is asked the accepted way and judged."""
+    pairs = write_pairs(tmp_path / "pairs.jsonl", ["ok"] * 12)
+    out = tmp_path / "judgments.jsonl"
+    with FakeOpenAI() as server:
+        server.refused_formats = refused
+        summary = label(LabelConfig(out=str(out), pairs=str(pairs)), openai_judge(server))
+        formats = [(b.get("response_format") or {}).get("type") for b in server.bodies]
+    assert summary["failed"] == 0 and summary["judged_now"] == 12
+    assert server.refusals == len(refused)  # one refused request per refused format, no retries
+    assert formats[: len(refused)] == list(refused)
+    assert formats[len(refused) :] == [used] * 12
+    assert sum(server.requests.values()) == 12 + len(refused)
+    assert f"refused response_format json_schema ({refused['json_schema']}" in caplog.text
+    judged = list(read_records(out, Judgment))
+    assert [j.label for j in judged] == [i % 2 for i in range(12)]
+
+
+def test_a_teacher_whose_replies_are_mostly_unusable_stops_the_stage_where_it_happens(
+    tmp_path: Path,
+):
+    """145 of 149 replies unusable once passed as a success, and data.build failed a stage later:
+    past --max_error_share of at least 20 replies the stage stops, naming the prompt, the server
+    and a reply, with every finished judgment cached."""
+    modes = ["ok", "ok"] + ["reply=I_think_it_is_relevant."] * 38
+    pairs = write_pairs(tmp_path / "pairs.jsonl", modes)
+    out = tmp_path / "judgments.jsonl"
+    with FakeOpenAI() as server:
+        judge = openai_judge(server, prompt="binary", parse_retries=0, concurrency=1)
+        with pytest.raises(ValueError) as stopped:
+            label(LabelConfig(out=str(out), pairs=str(pairs)), judge)
+        message = str(stopped.value)
+        assert "18 of 20 replies this run were unusable" in message
+        assert f"prompt binary@1, backend openai at {server.base_url}" in message
+        assert "I think it is relevant." in message and "--max_error_share" in message
+        assert sum(server.requests.values()) == 20  # nothing more was asked
+    assert not out.exists()
+    assert len(out.with_suffix(".cache.jsonl").read_text().splitlines()) == 20
+    # A teacher that fails a few pairs goes on; so does one told to (--max_error_share 1).
+    mostly_fine = write_pairs(tmp_path / "fine.jsonl", ["ok"] * 14 + ["garbage"] * 6)
+    with FakeOpenAI() as server:
+        judge = openai_judge(server, prompt="binary", parse_retries=0)
+        summary = label(LabelConfig(out=str(tmp_path / "f.jsonl"), pairs=str(mostly_fine)), judge)
+        assert summary["failed"] == 6
+        config = LabelConfig(out=str(out), pairs=str(pairs), max_error_share=1.0)
+        assert label(config, judge)["failed"] == 38
 
 
 def test_unfinished_replies_and_bad_bodies_never_become_labels_nor_stop_the_run(
@@ -470,3 +538,39 @@ def test_out_equal_to_the_cache_or_the_input_is_refused_before_any_work(tmp_path
         with pytest.raises(ValueError, match=f"out: .* would replace --{flag}"):
             label(config, judge)
     assert (cache.read_bytes(), pairs.read_bytes()) == before
+
+
+def test_the_judged_pool_is_ordered_by_query_then_document_and_carries_no_rank(tmp_path: Path):
+    from data.label import LabelConfig, load_pairs
+
+    collection = tmp_path / "c"
+    collection.mkdir()
+    (collection / "corpus.jsonl").write_text(
+        "".join(json.dumps({"_id": d, "text": f"text {d}"}) + "\n" for d in ("b", "a", "c"))
+    )
+    (collection / "queries.jsonl").write_text(
+        "".join(json.dumps({"_id": q, "text": f"query {q}"}) + "\n" for q in ("2", "1"))
+    )
+    (collection / "qrels.tsv").write_text(
+        "query-id\tcorpus-id\tscore\n2\tc\t0\n1\tb\t1\n2\ta\t2\n1\ta\t0\n"
+    )
+    pairs = load_pairs(LabelConfig(collection=str(collection), pool_from_qrels=True, out="x"))
+    assert [(p.qid, p.doc_id) for p in pairs] == [("1", "a"), ("1", "b"), ("2", "a"), ("2", "c")]
+    assert {p.rank for p in pairs} == {None} and {p.retriever_score for p in pairs} == {None}
+
+
+def test_each_prompt_gives_the_judgment_fields_the_design_says(tmp_path: Path):
+    """The design's record listed grade and rationale for every judgment; binary prompts give
+    neither. The record description now says which judge gives what, and the records agree."""
+    pairs = write_pairs(tmp_path / "pairs.jsonl", ["ok", "ok"])
+    given = {}
+    with FakeOpenAI() as server:
+        for prompt in ("binary", "binary-cot"):
+            out = tmp_path / f"{prompt}.jsonl"
+            label(LabelConfig(out=str(out), pairs=str(pairs)), openai_judge(server, prompt=prompt))
+            given[prompt] = [json.loads(line) for line in out.read_text().splitlines()]
+    assert all("grade" not in j and "rationale" not in j and "label" in j for j in given["binary"])
+    assert all("grade" not in j and j["rationale"] == "checked" for j in given["binary-cot"])
+    design = " ".join((REPO / "docs" / "design.md").read_text().split())
+    assert "the yes/no prompts (`binary`, `binary-cot`) give a `label` and no `grade`" in design
+    assert "`binary` and `trec-graded` answer in one word, so no `rationale`" in design

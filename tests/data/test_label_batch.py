@@ -207,15 +207,71 @@ def test_a_result_line_for_no_request_of_the_run_is_named_and_the_rest_kept(tmp_
         label(LabelConfig(pairs=str(pairs), out=str(out)), openai_judge(server, **FAST))
         record_path = batch_record_path(out)
         record = json.loads(record_path.read_text())
-        results = Path(record["batches"][0]["output_file"])
+        results = record_path.parent / record["batches"][0]["output_file"]
         stranger = json.loads(results.read_text().splitlines()[0])
         stranger["custom_id"] = "f" * 64 + ":0"
         results.write_text(results.read_text() + json.dumps(stranger) + "\n")
         more = write_pairs(tmp_path / "more.jsonl", ["ok"] * 3)  # a third pair to ask
-        with pytest.raises(ValueError, match=r"1 result line\(s\) match no request of this run"):
+        with pytest.raises(ValueError, match=r"1 result line\(s\) match no request of their batch"):
             label(LabelConfig(pairs=str(more), out=str(out)), openai_judge(server, **FAST))
     cache = [json.loads(line) for line in out.with_suffix(".cache.jsonl").open()]
     assert len(cache) == 3  # the new pair's judgment was kept
+
+
+def test_a_rerun_on_a_subset_finishes_and_pays_for_nothing_twice(tmp_path: Path):
+    """Results of an earlier run's pairs in the batch folder were taken for strays: the run
+    stopped without its output and every attempt paid for the failed pairs again."""
+    modes = ["ok"] * 17 + ["garbage"] * 3
+    pairs = write_pairs(tmp_path / "pairs.jsonl", modes)
+    lines = pairs.read_text().splitlines()
+    subset = tmp_path / "subset.jsonl"
+    subset.write_text("\n".join(lines[:5] + lines[17:]) + "\n")  # 5 answered, the 3 failed
+    out = tmp_path / "j.jsonl"
+    with FakeOpenAI() as server:
+        first = label(LabelConfig(pairs=str(pairs), out=str(out)), openai_judge(server, **FAST))
+        assert first["failed"] == 3
+        asked = dict(server.requests)
+        kept = label(
+            LabelConfig(pairs=str(subset), out=str(out), retry_errors=False),
+            openai_judge(server, **FAST),
+        )
+        assert dict(server.requests) == asked  # nothing sent: everything is in the cache
+        assert kept["cached"] == 8 and len(judgments(out)) == 8
+        # Asking the failed pairs again (--retry_errors, the default) pays for them alone, once.
+        again = label(LabelConfig(pairs=str(subset), out=str(out)), openai_judge(server, **FAST))
+        assert again["judged_now"] == 3 and again["failed"] == 3
+    new_requests = {d: server.requests[d] - asked.get(d, 0) for d in server.requests}
+    assert {d for d, n in new_requests.items() if n} == {"d17", "d18", "d19"}
+    assert set(judgments(out)) == {f"d{i}" for i in [0, 1, 2, 3, 4, 17, 18, 19]}
+
+
+def test_a_moved_output_folder_reads_its_batches_where_they_now_are(tmp_path: Path):
+    """The record named absolute paths: a folder moved after its batches finished failed with
+    a bare [Errno 2] on the old path. It names its files relative to itself now."""
+    import shutil
+
+    pairs = write_pairs(tmp_path / "pairs.jsonl", ["ok"] * 4)
+    old = tmp_path / "old" / "j.jsonl"
+    with FakeOpenAI() as server:
+        label(LabelConfig(pairs=str(pairs), out=str(old)), openai_judge(server, **FAST))
+        record = json.loads(batch_record_path(old).read_text())
+        assert all(
+            not Path(b[name]).is_absolute()
+            for b in record["batches"]
+            for name in ("requests_file", "output_file")
+        )
+        shutil.move(tmp_path / "old", tmp_path / "new")
+        new = tmp_path / "new" / "j.jsonl"
+        new.with_suffix(".cache.jsonl").unlink()  # the results must be read from the batches
+        asked = sum(server.requests.values())
+        summary = label(LabelConfig(pairs=str(pairs), out=str(new)), openai_judge(server, **FAST))
+        assert summary["judged_now"] == 4 and sum(server.requests.values()) == asked
+        assert len(judgments(new)) == 4
+        # Batch files gone altogether: named in one line, not a bare [Errno 2].
+        shutil.rmtree(new.with_suffix(".batches"))
+        new.with_suffix(".cache.jsonl").unlink()
+        with pytest.raises(ValueError, match=r"j.batches.json: names .* which is not there"):
+            label(LabelConfig(pairs=str(pairs), out=str(new)), openai_judge(server, **FAST))
 
 
 def test_hf_has_no_batch_mode(tmp_path: Path):

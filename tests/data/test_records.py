@@ -139,3 +139,19 @@ def test_validate_cli_exits_non_zero_with_file_line_field(tmp_path: Path):
     )
     assert result.returncode == 0, result.stderr
     assert "1 valid judgment record(s)" in result.stdout
+
+
+def test_the_grade_scale_in_words_is_the_graded_prompts():
+    """People (the judging page) and judges (the graded prompt) grade on one scale."""
+    from pathlib import Path
+
+    import yaml
+
+    from data.records import GRADE_SCALE, MAX_GRADE
+
+    prompt = yaml.safe_load(
+        (Path(__file__).resolve().parents[2] / "data/prompts/trec-graded.yaml").read_text()
+    )["user"]
+    assert sorted(GRADE_SCALE) == list(range(MAX_GRADE + 1))
+    for grade, (_, meaning) in GRADE_SCALE.items():
+        assert f"{grade} = {meaning}" in prompt

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
 
+from data.cli import cli_args
 from data.io import read_records
 from data.records import Judgment, document_text
 from data.synthesize import (
@@ -23,6 +25,7 @@ from data.synthesize import (
 from eval.bench.fake_openai import FakeOpenAI
 from models.llm_client import ChatModel, Completion, ServingSettings
 
+REPO = Path(__file__).resolve().parents[2]
 PASSAGE = (
     "The Eiffel Tower was completed in 1889 for the World's Fair in Paris and is 330 metres tall."
 )
@@ -126,14 +129,16 @@ class ScriptedWriter:
         self.asked = 0
         self.fail_after = fail_after
 
-    def complete(self, conversations, *, max_tokens, temperature):
-        if self.fail_after is not None and self.asked >= self.fail_after:
-            raise KeyboardInterrupt
-        self.asked += len(conversations)
+    def complete(self, conversations, *, max_tokens, temperature, on_result=None):
         out = []
-        for messages in conversations:
+        for index, messages in enumerate(conversations):
+            if self.fail_after is not None and self.asked >= self.fail_after:
+                raise KeyboardInterrupt  # Ctrl-C after fail_after replies
+            self.asked += 1
             passage = messages[-1]["content"].split("Passage:\n", 1)[1]
             out.append(Completion(self.reply_for[passage[:60]], True, 50, 6))
+            if on_result is not None:
+                on_result(index, out[-1])
         return out
 
 
@@ -203,15 +208,15 @@ def test_a_killed_synthesis_resumes_without_asking_twice(
     adi_dir: Path, tmp_path: Path, monkeypatch
 ):
     out = tmp_path / "synthetic"
-    writer = ScriptedWriter(adi_dir, fail_after=16)  # killed during the third call of 8
+    writer = ScriptedWriter(adi_dir, fail_after=13)  # Ctrl-C after 13 replies
     monkeypatch.setattr(ChatModel, "complete", writer.complete)
     with pytest.raises(KeyboardInterrupt):
         synthesize(adi_dir, out)
-    assert len((out / "generation.cache.jsonl").read_text().splitlines()) == 16
+    assert len((out / "generation.cache.jsonl").read_text().splitlines()) == 13  # each one kept
     resumed = ScriptedWriter(adi_dir)
     monkeypatch.setattr(ChatModel, "complete", resumed.complete)
     first = synthesize(adi_dir, out)
-    assert resumed.asked == 30 - 16
+    assert resumed.asked == 30 - 13
     again = ScriptedWriter(adi_dir)
     monkeypatch.setattr(ChatModel, "complete", again.complete)
     second = synthesize(adi_dir, out)
@@ -302,10 +307,20 @@ def test_bad_settings_fail_before_any_work(
     assert message in capsys.readouterr().err
 
 
-def test_out_inside_the_collection_is_refused(adi_dir: Path):
-    with pytest.raises(ValueError, match="inside the collection"):
+def test_an_out_overlapping_an_input_either_way_is_refused(adi_dir: Path, tmp_path: Path):
+    with pytest.raises(ValueError, match="is inside --collection"):
         Synthesizer(
             SynthesisConfig(collection=str(adi_dir), out=str(adi_dir / "synthetic")),
+            SyntheticTeacherConfig(),
+        )
+    examples = tmp_path / "synthetic" / "examples.txt"  # an input inside the output folder
+    examples.parent.mkdir()
+    examples.write_text("what is an axon\n")
+    with pytest.raises(ValueError, match="would replace --examples_file"):
+        Synthesizer(
+            SynthesisConfig(
+                collection=str(adi_dir), out=str(examples.parent), examples_file=str(examples)
+            ),
             SyntheticTeacherConfig(),
         )
 
@@ -353,3 +368,70 @@ def test_a_local_model_writes_the_queries(adi_dir: Path, tiny_model_dir: Path, t
     kept = {json.loads(x)["_id"] for x in (tmp_path / "out" / "queries.jsonl").open()}
     assert all("query" in g or "error" in g for g in generated)
     assert kept == {g["qid"] for g in generated if "error" not in g}
+
+
+def marked_corpus(root: Path, passages: int) -> Path:
+    """A corpus whose passages tell the fake endpoint what to answer (a query per passage)."""
+    root.mkdir(parents=True)
+    lines = [
+        {
+            "_id": f"p{i}",
+            "title": "",
+            "text": f"[[id=p{i} mode=reply=gravel_roads_number_{i} rel=1]] " + "word " * 30,
+        }
+        for i in range(passages)
+    ]
+    (root / "corpus.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return root
+
+
+def test_ctrl_c_keeps_every_reply_that_arrived_and_the_resumed_run_asks_only_the_rest(
+    tmp_path: Path,
+):
+    """A paid generator interrupted mid-run: each reply was cached as it arrived (not per chunk),
+    and the resumed run asks only the passages without one."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    collection = marked_corpus(tmp_path / "corpus", 40)
+    out = tmp_path / "synthetic"
+    cache = out / "generation.cache.jsonl"
+    with FakeOpenAI() as server:
+        server.chat_delay = 0.1
+        command = [
+            sys.executable,
+            "-m",
+            "data.synthesize",
+            *cli_args(
+                collection=collection,
+                out=out,
+                passages=40,
+                backend="openai",
+                model="fake-writer",
+                base_url=server.base_url,
+                concurrency=2,
+                labels="source",
+                filter_retriever="none",
+                negatives=0,
+            ),
+        ]
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
+        process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+        deadline = time.time() + 120
+        while sum(server.requests.values()) < 20 and time.time() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.15)  # the 20th reply arrives; 20 more are still to be asked
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode == 130, stderr
+        assert "finished work is kept" in stderr
+        kept = {json.loads(line)["doc_id"] for line in cache.read_text().splitlines()}
+        asked_before = dict(server.requests)
+        assert len(kept) >= 16 and len(asked_before) < 40
+        resumed = subprocess.run(command, env=env, capture_output=True, text=True)
+        assert resumed.returncode == 0, resumed.stderr
+    assert all(server.requests[doc_id] == 1 for doc_id in kept)  # not asked again
+    assert set(server.requests) == {f"p{i}" for i in range(40)}
+    assert len(cache.read_text().splitlines()) == 40

@@ -86,6 +86,27 @@ def test_threshold_is_never_fitted_on_the_evaluated_split(
         )
 
 
+def test_calibration_pairs_of_one_class_are_refused_not_fitted(
+    tiny_model_dir: Path, splits, tmp_path: Path
+):
+    """No relevant calibration pair once fitted a threshold of 4e-84 (every pair relevant) and
+    exited 0: a threshold or a temperature needs both classes."""
+    none_relevant = write_split(
+        tmp_path / "none-relevant.jsonl", [(f"v{i % 3}", f"v{i}", i % 2) for i in range(12)]
+    )
+    with pytest.raises(ValueError, match=r"calibration_data: .*none-relevant.jsonl: no relevant"):
+        evaluate(
+            CheckpointEvalConfig(
+                data=str(splits["test"]),
+                out=str(tmp_path / "x"),
+                model=str(tiny_model_dir),
+                zero_shot=True,
+                calibration_data=str(none_relevant),
+                plots=False,
+            )
+        )
+
+
 def test_judgments_file_as_a_baseline(splits, tmp_path: Path):
     judgments = tmp_path / "judge.jsonl"
     rows = [json.loads(line) for line in splits["test"].read_text().splitlines()]
@@ -258,3 +279,11 @@ def test_a_graded_grader_is_also_scored_on_its_grades(
         assert found["mae"] == pytest.approx(np.mean(np.abs(grades - reference)))
     # The tiny task is learnable: the grades agree with the teacher's far above chance.
     assert result["metrics"]["teacher"]["grades"]["weighted_kappa"] > 0.5
+
+
+def test_bm25_scores_a_query_without_an_indexable_word_zero_instead_of_crashing():
+    """A query with no indexable word ("v 0": one-letter words) was an IndexError inside bm25s."""
+    from eval.baselines import bm25_scores
+
+    scores = bm25_scores(["v 0", "axon terminal"], ["axon terminals", "axon terminals"])
+    assert scores[0] == 0.0 and scores[1] > 0

@@ -81,3 +81,13 @@ def test_best_f1_threshold_beats_half_on_shifted_scores():
     threshold = best_f1_threshold(probabilities, labels)
     assert 0.25 < threshold <= 0.3
     assert binary_metrics(probabilities, labels, threshold)["f1"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("fit", [best_f1_threshold, fit_temperature])
+@pytest.mark.parametrize(("labels", "missing"), [([0, 0, 0], "relevant"), ([1, 1], "non-relevant")])
+def test_a_threshold_or_temperature_is_never_fitted_on_one_class(fit, labels, missing):
+    probabilities = np.linspace(0.1, 0.9, len(labels))
+    with pytest.raises(
+        ValueError, match=f"validation.jsonl: no {missing} pair among {len(labels)}"
+    ):
+        fit(probabilities, np.array(labels), "validation.jsonl")

@@ -53,9 +53,12 @@ def test_main_job_end_to_end_reduced(
         collection=str(collection),
         qrels=str(collection / "qrels.tsv"),
         max_pairs_per_query=12,
+        folds=3,
+        validation_size=2,
         student=str(tiny_model_dir),
         train_config="train/configs/smollm2-135m-B-frozen.yaml",
         train_args=["--num_train_epochs", "2"],
+        zero_shot=True,
         judge_model=str(tiny_model_dir),
         judge_sample=10,
         retrievers=["bm25"],
@@ -65,42 +68,50 @@ def test_main_job_end_to_end_reduced(
         state_cache=str(tmp_path / "states"),
     )
     broken = dataclasses.replace(config, train_args=["--mode", "frozne"])
-    with pytest.raises(StageFailed, match="train") as failure:
+    with pytest.raises(StageFailed, match="cross-validation") as failure:
         Pipeline(broken).run()
-    log = tmp_path / "run" / "logs" / "train.log"
+    log = tmp_path / "run" / "logs" / "cross-validation.log"
     assert str(log) in str(failure.value) and "mode" in log.read_text()
     first = Pipeline(config)
     summary = first.run()
     assert first.timings["teacher labels"] == first.timings["dataset"] == 0.0  # done before
-    assert first.timings["train"] > 0
+    assert first.timings["cross-validation"] > 0
+    fold0 = json.loads((tmp_path / "run" / "cv" / "fold-0" / "grader" / "metrics.json").read_text())
     run = tmp_path / "run"
     expected = [
         "report.md",
         "report.html",
         "summary.json",
-        "eval/grader/metrics.json",
-        "eval/grader/human_roc_curve.png",
-        "eval/zero-shot/metrics.json",
-        "eval/judge/metrics.json",
+        "dataset/fold-2/test.jsonl",
+        "cv/study.json",
+        "cv/fold-0/grader/metrics.json",
+        "cv/fold-2/zero-shot/metrics.json",
+        "cv/fold-1/judge/predictions.jsonl",
         "export/model.safetensors",
         "export/README.md",
         "search/metrics.json",
         "search/inferred_qrels.txt",
         "agreement/agreement.json",
-        "stages/train.json",
-        "logs/train.log",
+        "stages/cross-validation.json",
+        "logs/cross-validation.log",
     ]
     for path in expected:
         assert (run / path).exists(), path
-    assert set(summary["classification"]) == {"teacher", "human"}
-    rows = {row["model"]: row for row in summary["classification"]["human"]}
-    assert {f"{tiny_model_dir.name} grader (ours)", f"{tiny_model_dir.name} zero-shot"} <= set(rows)
-    assert rows["BM25 score"]["baseline"] and rows["MiniLM cosine"]["baseline"]
-    grader = rows[f"{tiny_model_dir.name} grader (ours)"]
-    best_baseline = max(rows["BM25 score"]["roc_auc"], rows["MiniLM cosine"]["roc_auc"])
-    assert grader["beats_baselines"] == (grader["roc_auc"] > best_baseline)
+    cross = summary["cross_validation"]
+    assert cross["source"] == "human" and summary["folds"] == 3
+    assert set(cross["pooled"]) == {"bm25", "cosine", "zero-shot", "judge", "grader"}
+    tested = len((run / "dataset" / "tested.jsonl").read_text().splitlines())
+    assert cross["pooled"]["grader"]["pairs"] == cross["pooled"]["bm25"]["pairs"] == tested
+    assert cross["pooled"]["judge"]["pairs"] <= 10  # its sample
+    verdict = cross["beats_every_baseline"]["grader"]
+    paired = [d for d in cross["differences"] if d["model"] == "grader"]
+    assert {d["baseline"] for d in paired} == {"bm25", "cosine"}
+    assert verdict == all(d["low"] is not None and d["low"] > 0 for d in paired)
+    # The exported grader is fold 0's, evaluated on fold 0's test queries.
+    card = json.loads((run / "export" / "config.json").read_text())["grader"]
+    assert card["data"]["dataset"].endswith("fold-0")
     report = (run / "report.md").read_text()
-    assert "baseline: BM25 score" in report and "beats baselines" in report
+    assert "3-fold cross-validation by query" in report and "MiniLM cosine (baseline)" in report
     assert set(summary["search"]) == {"bm25", "bm25-grader"}
     assert "Kendall" in (run / "report.md").read_text()
     # Four queries keep their human judgments: PPI estimates of every run and of the difference.
@@ -108,13 +119,15 @@ def test_main_job_end_to_end_reduced(
     assert set(summary["ppi"]["runs"]) == {"bm25", "bm25-grader"}
     assert "bm25-grader - bm25" in summary["ppi"]["differences"]
     assert "corrected by 4 human-judged queries" in report
-    # The README's results table comes from this summary, between its markers.
-    from eval.jobs.readme import END, START, replace_between_markers, results_table
+    # The README's results block comes from this summary, between its markers, and the check
+    # finds a README that says something else.
+    from eval.jobs.readme import END, START, differences, replace_between_markers, results_table
 
     table = results_table(summary)
     assert f"| {tiny_model_dir.name} grader (ours) | " in table and "BM25 score (baseline)" in table
     readme = replace_between_markers(f"intro\n{START}\nold\n{END}\nrest\n", table)
     assert readme == f"intro\n{START}\n{table}{END}\nrest\n"
+    assert differences(table, table) == []
     assert (
         json.loads((run / "export" / "export_check.json").read_text())["max_abs_difference"] <= 1e-4
     )
@@ -124,8 +137,9 @@ def test_main_job_end_to_end_reduced(
     changed = Pipeline(dataclasses.replace(config, judge_sample=8))
     changed.run()
     rerun = {name for name, seconds in changed.timings.items() if seconds > 0}
-    assert rerun == {"LLM judge labels", "evaluate LLM judge"}
-    assert (run / "eval" / "bm25" / "metrics.json").exists()
+    assert rerun == {"LLM judge labels", "cross-validation"}
+    # Only the judge's rows were evaluated again: the graders' folds are reused.
+    assert json.loads((run / "cv" / "fold-0" / "grader" / "metrics.json").read_text()) == fold0
 
 
 @pytest.mark.parametrize(
@@ -134,8 +148,9 @@ def test_main_job_end_to_end_reduced(
         (["--teacher_backend", "opnai"], "teacher_backend"),
         (["--retrievers", "bm25", "splade"], "retrievers"),
         (["--rerank", "dense", "--retrievers", "bm25"], "rerank"),
-        (["--test_size", "1.5"], "test_size"),
-        (["--validation_size", "0.5", "--test_size", "0.5"], "validation_size"),
+        (["--folds", "1"], "folds"),
+        (["--validation_size", "0"], "validation_size"),
+        (["--validation_size", "2.5"], "validation_size"),
         (["--k", "0"], "k: expected >= 1"),
         (["--max_pairs_per_query", "-3"], "max_pairs_per_query"),
         (["--balance", "smote"], "balance"),
@@ -214,7 +229,7 @@ def test_main_job_on_a_corpus_without_qrels(
     assert len(judgments) == len(pool) > 0  # every retrieved pair, labelled once
     assert {(j.qid, j.doc_id) for j in judgments} == {(p.qid, p.doc_id) for p in pool}
     assert all(j.label == int("rel=1" in j.text) for j in judgments)  # the teacher's word
-    assert set(summary["classification"]) == {"teacher"}
+    assert summary["cross_validation"]["source"] == "teacher"
     assert summary["agreement"]["reference"] == f"judgments:{run / 'labels' / 'teacher.jsonl'}"
     assert set(summary["search"]) == {"bm25", "bm25-grader"}
     assert "Kendall" in (run / "report.md").read_text()

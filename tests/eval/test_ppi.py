@@ -245,8 +245,12 @@ def test_the_coverage_study_reads_search_outputs_and_reports_both_intervals(tmp_
     human = human_metrics(str(tmp_path / "qrels.txt"), runs, 10)
     for name in runs:
         per_query[name] = {
-            q: {"metrics": {"precision@10": min(1.0, human[name]["precision@10"][q] + 0.3)}}
-            for q in qids
+            q: {
+                "metrics": {"precision@10": min(1.0, human[name]["precision@10"][q] + 0.3)},
+                # The labeler's P(relevant) of each hit: sure of some queries, unsure of others.
+                "hits": [{"id": f"{q}-d0", "score": 0.5 if i % 2 else 0.95, "relevant": True}],
+            }
+            for i, q in enumerate(qids)
         }
     (tmp_path / "search").mkdir()
     (tmp_path / "search" / "per_query.json").write_text(json.dumps(per_query))
@@ -265,13 +269,23 @@ def test_the_coverage_study_reads_search_outputs_and_reports_both_intervals(tmp_
             "8",
             "--draws",
             "200",
+            "--designs",
+            "uniform",
+            "neyman",
             "--out",
             str(tmp_path / "coverage.json"),
         ]
     )
-    rows = json.loads((tmp_path / "coverage.json").read_text())["grader"]
+    results = json.loads((tmp_path / "coverage.json").read_text())
+    rows = results["intervals"]["grader"]
     assert {r["system"] for r in rows} == {"a", "b", "b - a"}
     a = next(r for r in rows if r["system"] == "a")
     assert a["labeler_bias"] > 0.15
     assert a["coverage_ppi"] >= 0.9 and a["width_ppi"] < 0.7 * a["width_classical"]
-    assert "coverage, PPI++" in capsys.readouterr().out
+    designs = {(r["design"], r["system"]): r for r in results["designs"]["grader"]}
+    assert {d for d, _ in designs} == {"uniform PPI++", "uniform, design-based", "neyman"}
+    assert all(r["coverage"] >= 0.85 for r in designs.values())
+    # A labeler off by a constant: every design's PPI++ interval is far narrower than human-only.
+    assert designs[("neyman", "a")]["width"] < 0.7 * a["width_classical"]
+    out = capsys.readouterr().out
+    assert "coverage, PPI++" in out and "| neyman | precision@10 | 8 |" in out

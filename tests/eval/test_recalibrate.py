@@ -59,7 +59,7 @@ def test_bad_input_fails_before_any_work(tiny_export: Path, tiny_dataset: Path, 
                 export=str(tiny_export), judgments=str(one_query), out=str(tmp_path / "o")
             )
         )
-    with pytest.raises(ValueError, match="overlaps the export"):
+    with pytest.raises(ValueError, match="is inside --export"):
         recalibrate(
             RecalibrateConfig(
                 export=str(tiny_export),
@@ -67,3 +67,50 @@ def test_bad_input_fails_before_any_work(tiny_export: Path, tiny_dataset: Path, 
                 out=str(tiny_export / "inside"),
             )
         )
+
+
+def test_an_out_that_holds_the_export_is_refused_even_with_overwrite(
+    tiny_export: Path, tiny_dataset: Path, tmp_path: Path
+):
+    """Replacing a folder that holds the export would delete it (and the record would name a
+    path that no longer exists): refused before any work, the export untouched."""
+    import shutil
+
+    holder = tmp_path / "holder"
+    shutil.copytree(tiny_export, holder / "export")
+    before = sorted(p.name for p in (holder / "export").iterdir())
+    with pytest.raises(ValueError, match="would replace --export"):
+        recalibrate(
+            RecalibrateConfig(
+                export=str(holder / "export"),
+                judgments=str(tiny_dataset / "train.jsonl"),
+                out=str(holder),
+                overwrite=True,
+            )
+        )
+    assert sorted(p.name for p in (holder / "export").iterdir()) == before
+
+
+def test_the_judging_pages_folder_is_read_as_it_is(
+    tiny_export: Path, tiny_dataset: Path, tmp_path: Path
+):
+    """Two assessors judged the same pairs on the page: one record per pair, the lower grade."""
+    from eval.annotate.store import JudgmentStore
+
+    store = JudgmentStore(tmp_path / "judging")
+    lines = (tiny_dataset / "train.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
+    for name, shift in (("alice", 0), ("bob", 1)):
+        for r in records:
+            grade = 3 if r["label"] else shift  # bob calls the irrelevant ones related
+            hit = {k: r[k] for k in ("qid", "query", "doc_id", "text")}
+            store.add(hit | {"grade": grade, "assessor": name, "seconds": 1.0})
+    store.close()
+    report = recalibrate(
+        RecalibrateConfig(
+            export=str(tiny_export), judgments=str(tmp_path / "judging"), out=str(tmp_path / "o")
+        )
+    )
+    pairs = {(r["qid"], r["doc_id"]) for r in records}
+    fit = sum(1 for r in records if r["qid"] in report["fit_queries"])
+    assert report["before"]["pairs"] == len(pairs) - fit  # each pair once, not once per assessor

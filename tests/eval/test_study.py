@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from data.cli import parse_config
-from eval.jobs.study import Study, StudyConfig, judged_pool, query_folds
+from eval.jobs.study import Study, StudyConfig
 from tests.eval.test_pipeline import small_trec_dl
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,12 +28,30 @@ def test_study_configs_parse(path: Path):
         )
 
 
-def test_folds_never_share_a_query_and_cover_them_all(trec_dl_dir: Path):
-    config = StudyConfig(collection=str(trec_dl_dir), max_pairs_per_query=5)
-    rows = judged_pool(config)
-    groups = query_folds(rows, 5, seed=1)
-    flat = [q for g in groups for q in g]
-    assert len(flat) == len(set(flat)) == 43 and max(map(len, groups)) - min(map(len, groups)) <= 1
+def test_the_study_folds_are_the_main_jobs_build(trec_dl_dir: Path, tmp_path: Path):
+    """The study labels the judged pool and splits it with data.build, as the main job does."""
+    config = StudyConfig(
+        collection=str(trec_dl_dir), out=str(tmp_path / "study"), max_pairs_per_query=5
+    )
+    folders = Study(config).build_folds()
+    tests = [json.loads((f / "manifest.json").read_text())["queries"]["test"] for f in folders]
+    flat = [q for group in tests for q in group]
+    assert len(flat) == len(set(flat)) == 43 and max(map(len, tests)) - min(map(len, tests)) <= 1
+    from data.build import BuildConfig, build_dataset
+
+    build_dataset(
+        BuildConfig(
+            judgments=[str(tmp_path / "study/pool/judgments.jsonl")],
+            out=str(tmp_path / "main-dataset"),
+            folds=5,
+            max_pairs_per_query=5,
+            validation_size=0.2,
+            save_dataset=False,
+        )
+    )
+    for number, folder in enumerate(folders):
+        main = tmp_path / "main-dataset" / f"fold-{number}"
+        assert (main / "test.jsonl").read_bytes() == (folder / "test.jsonl").read_bytes()
 
 
 @pytest.mark.parametrize(
@@ -75,61 +93,91 @@ def test_a_study_on_other_sources_alone_tests_every_judged_query(trec_dl_dir: Pa
         models=["bm25", "cosine"],
     )
     summary = Study(config).run()
-    manifest = json.loads((tmp_path / "study/fold-0/data-all/manifest.json").read_text())
-    assert len(manifest["test"]) == 6 and summary["folds"] == 1
-    assert all(q.startswith("synthetic:") for q in manifest["train"] + manifest["validation"])
-    assert len(manifest["train"]) == 8 and len(manifest["validation"]) == 2
+    queries = json.loads((tmp_path / "study/fold-0/data-all/manifest.json").read_text())["queries"]
+    assert len(queries["test"]) == 6 and summary["folds"] == 1
+    assert all(q.startswith("synthetic:") for q in queries["train"] + queries["validation"])
+    assert len(queries["train"]) == 8 and len(queries["validation"]) == 2
     assert {r["model"] for r in summary["per_fold"]} == {"bm25", "cosine"}
 
 
 def test_study_end_to_end_on_a_tiny_model(tiny_model_dir: Path, trec_dl_dir: Path, tmp_path: Path):
     collection = small_trec_dl(tmp_path / "dl", trec_dl_dir, queries=8, docs_per_query=10)
+    # A judge that labelled every other pair of the pool (P(yes) where it answered).
+    judge = tmp_path / "judge.jsonl"
     config = StudyConfig(
         collection=str(collection),
         out=str(tmp_path / "study"),
         folds=2,
         max_pairs_per_query=10,
-        validation_size=0.34,
+        validation_size=2,  # queries
         student=str(tiny_model_dir),
         max_length=256,
-        models=["bm25", "top=train/configs/smollm2-135m-top.yaml"],
+        models=[
+            "bm25",
+            "top=train/configs/smollm2-135m-top.yaml",
+            "ql=train/configs/smollm2-135m-ql.yaml",
+            f"judge=judgments:{judge}",
+        ],
         train_args=["--num_train_epochs", "1", "--trainable_layers", "1"],
         learning_curve=[0.5],
+        learning_curve_model="top",
         state_cache=str(tmp_path / "states"),
+    )
+    pool = [json.loads(x) for x in Study(config).judged_pool().read_text().splitlines()]
+    judge.write_text(
+        "".join(
+            json.dumps(row | {"p_relevant": 0.9 if row["label"] else 0.2}) + "\n"
+            for row in pool[::2]
+        )
     )
     summary = Study(config).run()
     root = tmp_path / "study"
+    test_pairs = 0
     for fold in range(2):
-        manifest = json.loads((root / f"fold-{fold}" / "data-all" / "manifest.json").read_text())
-        train, validation, test = (set(manifest[k]) for k in ("train", "validation", "test"))
+        data = root / "dataset" / f"fold-{fold}"
+        splits = {
+            name: {json.loads(x)["qid"] for x in (data / f"{name}.jsonl").open()}
+            for name in ("train", "validation", "test")
+        }
+        train, validation, test = splits["train"], splits["validation"], splits["test"]
         assert not (train & test or validation & test or train & validation)
         assert test and validation and train
-        test_pairs = [json.loads(x) for x in (root / f"fold-{fold}/data-all/test.jsonl").open()]
-        for model in ("bm25", "top"):  # every row is scored on the same pairs
+        pairs = [json.loads(x) for x in (data / "test.jsonl").open()]
+        test_pairs += len(pairs)
+        for model in ("bm25", "top", "ql"):  # every row is scored on the same pairs
             result = json.loads((root / f"fold-{fold}" / model / "metrics.json").read_text())
-            assert result["pairs"] == len(test_pairs)
-    assert set(summary["models"]) == {"bm25", "top"}
+            assert result["pairs"] == len(pairs)
+    assert set(summary["models"]) == {"bm25", "top", "ql", "judge"}
     assert summary["models"]["top"]["beats_baselines_in_folds"].endswith("/2")
     assert {p["share"] for p in summary["learning_curve"]} == {0.5, 1.0}
     assert (root / "study.md").exists() and (root / "study_auc.png").exists()
-    # The study scored the cached-state grader from its state cache; the plain Grader agrees.
+    cross = summary["cross_validation"]
+    assert cross["pooled"]["bm25"]["pairs"] == cross["pooled"]["ql"]["pairs"] == test_pairs
+    assert cross["pooled"]["judge"]["pairs"] == pytest.approx(test_pairs / 2, abs=2)
+    assert {(d["model"], d["baseline"]) for d in cross["differences"]} == {
+        ("top", "bm25"),
+        ("ql", "bm25"),
+    }
+    assert "Pooled over the folds" in (root / "study.md").read_text()
+    # The study scored the cached-state graders from its state cache; the plain Grader agrees.
     from eval.checkpoint import CheckpointEvalConfig, evaluate
 
-    data = root / "fold-0" / "data-all"
-    plain = evaluate(
-        CheckpointEvalConfig(
-            model=str(root / "fold-0" / "top" / "grader"),
-            data=str(data / "test.jsonl"),
-            calibration_data=str(data / "validation.jsonl"),
-            out=str(tmp_path / "plain"),
-            plots=False,
+    data = root / "dataset" / "fold-0"
+    for model in ("top", "ql"):
+        plain = evaluate(
+            CheckpointEvalConfig(
+                model=str(root / "fold-0" / model / "grader"),
+                data=str(data / "test.jsonl"),
+                calibration_data=str(data / "validation.jsonl"),
+                out=str(tmp_path / "plain" / model),
+                plots=False,
+            )
         )
-    )
-    cached = json.loads((root / "fold-0" / "top" / "metrics.json").read_text())
-    for split in ("at_0.5", "at_validation_threshold"):
-        a, b = plain["metrics"]["teacher"][split], cached["metrics"]["teacher"][split]
-        assert a["roc_auc"] == pytest.approx(b["roc_auc"], abs=1e-6)
-        assert a["f1"] == pytest.approx(b["f1"], abs=1e-6)
+        cached = json.loads((root / "fold-0" / model / "metrics.json").read_text())
+        for split in ("at_0.5", "at_validation_threshold"):
+            a, b = plain["metrics"]["teacher"][split], cached["metrics"]["teacher"][split]
+            assert a["roc_auc"] == pytest.approx(b["roc_auc"], abs=1e-6)
+            assert a["f1"] == pytest.approx(b["f1"], abs=1e-6)
     stamp = (root / "fold-0" / "top" / "metrics.json").stat().st_mtime
     Study(config).run()  # resumes: nothing recomputed
     assert (root / "fold-0" / "top" / "metrics.json").stat().st_mtime == stamp

@@ -44,7 +44,7 @@ def lora_checkpoint(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFacto
         model_config,
         DataConfig(dataset=str(root / "ds")),
         LossConfig(),
-        args_for(root, num_train_epochs=1),
+        args_for(root, num_train_epochs=1, save_strategy="epoch"),  # a checkpoint too
     )
     metrics = {"threshold": 0.42, "calibration": {"method": "temperature", "temperature": 1.7}}
     (root / "metrics.json").write_text(json.dumps(metrics))
@@ -121,7 +121,7 @@ def test_export_never_destroys_the_checkpoint_or_a_users_folder(
     checkpoint = lora_checkpoint / "out"
     before = sorted(p.name for p in checkpoint.iterdir())
     for out in (checkpoint, checkpoint / "export", lora_checkpoint):
-        with pytest.raises(ValueError, match="overlaps the checkpoint"):
+        with pytest.raises(ValueError, match=r"(would replace|is inside) --checkpoint"):
             export(ExportConfig(checkpoint=str(checkpoint), out=str(out)))
     assert sorted(p.name for p in checkpoint.iterdir()) == before
     users = tmp_path / "mine"
@@ -314,8 +314,7 @@ def test_every_mode_exports_with_the_checkpoints_scores_and_a_card_snippet_that_
     )
     stored = exported_grader.score(query, [document])[0]  # with the stored temperature
     card = (out / "README.md").read_text()
-    snippet = re.search(r"```python\n(.*?)```", card, re.S).group(1)
-    snippet = re.sub(r'path = ".*?"', f'path = "{out}"', snippet)
+    snippet = re.search(r"```python\n(.*?)```", card, re.S).group(1)  # as it is, unchanged
     capsys.readouterr()  # drop what training and export printed
     namespace: dict = {}
     exec(compile(snippet, "model-card-snippet", "exec"), namespace)
@@ -408,3 +407,50 @@ def test_the_card_links_only_a_hub_id_as_its_base_model(base: str, expected: str
     from models.card import hub_base_model
 
     assert hub_base_model(base) == expected
+
+
+def test_the_weights_of_a_trained_grader_its_checkpoints_and_its_export_are_shareable(
+    lora_checkpoint: Path, exported: Path
+):
+    """safetensors writes 0600: the weights would be the one file another user cannot read."""
+    import os
+    import stat
+
+    mask = os.umask(0o022)
+    os.umask(mask)
+    weights = [
+        *(lora_checkpoint / "out").rglob("*.safetensors"),
+        *exported.rglob("*.safetensors"),
+    ]
+    assert any("checkpoint-" in str(path) for path in weights) and len(weights) >= 3
+    for path in weights:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask, path
+
+
+def test_the_local_cards_snippet_runs_as_pasted_from_another_folder(exported: Path, tmp_path: Path):
+    """The card's snippet said path = "export", which from anywhere but the export's parent is
+    a hub id (a connection error offline). Pasted as it is and run elsewhere, it now loads the
+    export and prints its P(relevant) and decision."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    card = (exported / "README.md").read_text()
+    snippet = re.search(r"```python\n(.*?)```", card, re.S).group(1)
+    assert f'path = "{exported.resolve()}"' in snippet
+    elsewhere = tmp_path / "somewhere-else"
+    elsewhere.mkdir()
+    (elsewhere / "snippet.py").write_text(snippet)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(
+        [sys.executable, "snippet.py"], cwd=elsewhere, env=env, capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    p, decision = result.stdout.split()
+    grader = Grader.from_pretrained(exported, dtype="float32", device="cpu")
+    stored = grader.score(
+        "what is an axon terminal", ["Axon terminals are the ends of an axon's branches."]
+    )[0]
+    assert float(p) == pytest.approx(float(stored), abs=5e-5)
+    assert decision == str(bool(stored >= grader.threshold))

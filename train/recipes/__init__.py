@@ -8,8 +8,12 @@ entry in ``RECIPES``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 if TYPE_CHECKING:
     from datasets import Dataset
@@ -44,6 +48,10 @@ class TrainingJob:
     relevant_from: int = 1
 
 
+# Records with ``query``, ``text`` and ``title`` -> P(relevant) of each.
+StateScorer = Callable[[Sequence[Any]], np.ndarray]
+
+
 class TrainingRecipe:
     """The base of the three recipes."""
 
@@ -60,6 +68,12 @@ class TrainingRecipe:
 
     def finish(self, trainer: Trainer, job: TrainingJob, info: dict, metrics: dict) -> None:
         """After training: add the family's read-out to ``info`` or its metrics to ``metrics``."""
+
+    def state_scorer(self, grader: Path, settings: TrainingSettings) -> StateScorer | None:
+        """P(relevant) of a grader trained on cached states, read through its trained top from the
+        state cache: a full forward pass's scores without running the frozen bottom again (cross-
+        validation folds share every pair's states). None where the family has no such path."""
+        return None
 
 
 def recipe_for(family: ScoringFamily) -> TrainingRecipe:

@@ -5,9 +5,12 @@ trains on the grades and is evaluated on P(relevant)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from datasets import Dataset
 from transformers import Trainer
@@ -15,7 +18,7 @@ from transformers import Trainer
 from models.losses import build_loss
 from train.cached_states import state_cache_for
 from train.grader_data import GraderCollator, compute_metrics, tokenize
-from train.recipes import TrainingJob, TrainingRecipe
+from train.recipes import StateScorer, TrainingJob, TrainingRecipe, TrainingSettings
 from train.trainer import grader_trainer
 
 
@@ -24,6 +27,23 @@ class ClassifierRecipe(TrainingRecipe):
 
     def trainer(self, job: TrainingJob) -> Trainer:
         return classifier_trainer(job)
+
+    def state_scorer(self, grader: Path, settings: TrainingSettings) -> StateScorer | None:
+        """Frozen / top_layers graders: the bottom layers' states from the cache, the top's
+        class probabilities on them."""
+        from models.scoring import relevant_probability
+        from train.cached_states import TrainedStates, top_probabilities
+
+        if not (settings.model.training_mode.cached_states and settings.args.cache_states):
+            return None
+        trained = TrainedStates(grader, settings)
+
+        def scorer(records: Sequence[Any]) -> np.ndarray:
+            states = trained.compute(trained.input_ids(records))
+            probabilities = top_probabilities(trained.model, trained.first, states)
+            return relevant_probability(probabilities, trained.info.get("relevant_from", 1))
+
+        return scorer
 
 
 def classifier_trainer(job: TrainingJob) -> Trainer:

@@ -12,8 +12,10 @@ PMI of the training pairs and are saved in ``grader_config.json``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer
@@ -29,7 +31,7 @@ from models.query_likelihood import (
     target_log_likelihood,
 )
 from train.cached_states import DecoderTop, compute_states, pad_states
-from train.recipes import TrainingJob, TrainingRecipe, TrainingSettings
+from train.recipes import StateScorer, TrainingJob, TrainingRecipe, TrainingSettings
 
 
 class QueryLikelihoodTop(DecoderTop):
@@ -174,15 +176,10 @@ def query_likelihood_datasets(
 
 
 @torch.no_grad()
-def initial_scale_and_bias(
-    top: QueryLikelihoodTop,
-    data: QueryLikelihoodStates,
-    class_weights: Sequence[float] | None,
-    batch_size: int = 32,
-) -> tuple[float, float]:
-    """A logistic fit of the labels on the untrained top's PMI of the training pairs."""
-    import numpy as np
-
+def pmi_of_states(
+    top: QueryLikelihoodTop, data: QueryLikelihoodStates, batch_size: int = 32
+) -> np.ndarray:
+    """PMI of every pair of ``data`` through ``top``."""
     pmi = []
     for start in range(0, len(data), batch_size):
         batch = collate_query_likelihood(
@@ -190,7 +187,18 @@ def initial_scale_and_bias(
         )
         batch.pop("labels")
         pmi.append(top.pmi(batch))
-    return fit_scale_and_bias(torch.cat(pmi).numpy(), np.asarray(data.labels), class_weights)
+    return torch.cat(pmi).numpy()
+
+
+def initial_scale_and_bias(
+    top: QueryLikelihoodTop,
+    data: QueryLikelihoodStates,
+    class_weights: Sequence[float] | None,
+    batch_size: int = 32,
+) -> tuple[float, float]:
+    """A logistic fit of the labels on the untrained top's PMI of the training pairs."""
+    pmi = pmi_of_states(top, data, batch_size)
+    return fit_scale_and_bias(pmi, np.asarray(data.labels), class_weights)
 
 
 class QueryLikelihoodRecipe(TrainingRecipe):
@@ -251,3 +259,31 @@ class QueryLikelihoodRecipe(TrainingRecipe):
     def finish(self, trainer: Trainer, job: TrainingJob, info: dict, metrics: dict) -> None:
         scale, bias = trainer.model.scale_and_bias
         info["query_likelihood"] = {"scale": scale, "bias": bias, "marker": MARKER}
+
+    def state_scorer(self, grader: Path, settings: TrainingSettings) -> StateScorer:
+        """sigmoid(scale * PMI + bias) with each pair's and each query prior's states read from
+        the cache (or computed into it) and the trained top above them."""
+        from models.families.query_likelihood import scale_and_bias
+        from models.query_likelihood import pmi_probabilities
+        from train.cached_states import TrainedStates
+
+        trained = TrainedStates(grader, settings)
+        top = QueryLikelihoodTop(trained.model, trained.first).eval()
+        top.set_scale_and_bias(*scale_and_bias(trained.info))
+
+        def scorer(records: Sequence[Any]) -> np.ndarray:
+            ids = trained.input_ids(records)
+            (data,) = query_likelihood_datasets(
+                trained.model,
+                trained.tokenizer,
+                trained.fmt,
+                trained.first,
+                [{"input_ids": ids, "labels": [0] * len(ids)}],
+                batch_size=trained.batch_size,
+                dtype=trained.dtype,
+                cache=trained.cache,
+            )
+            probabilities = pmi_probabilities(pmi_of_states(top, data), *top.scale_and_bias)
+            return probabilities[:, 1].astype(np.float64)
+
+        return scorer

@@ -1,0 +1,12 @@
+"""People in the loop: a judging page in the browser (``python -m eval.annotate``).
+
+The page pools each sampled query's top-k hits across runs, shows one hit at a time with the
+query's terms highlighted and the 0-3 scale in words, and keeps every judgment on disk as it is
+made; ``eval.search --human`` and ``eval.recalibrate`` read its output as it is. See
+docs/judging.md.
+
+- :mod:`eval.annotate.pool`: the sample and each query's pooled hits, in a hashed order;
+- :mod:`eval.annotate.store`: the session folder (session.json, judgments.jsonl, qrels.txt);
+- :mod:`eval.annotate.app`: the web app and its page (page.html, everything inline);
+- :mod:`eval.annotate.agreement`: two or more assessors' agreement and their disagreements.
+"""

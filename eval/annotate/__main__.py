@@ -1,0 +1,195 @@
+"""Judge hits in the browser: ``python -m eval.annotate`` (``relevance-grader annotate``).
+
+    python -m eval.annotate --corpus data/collections/trec-dl-2019-passage \\
+        --runs runs/main/candidates/bm25.trec runs/main/candidates/dense.trec \\
+        --draw runs/judging/draw.json --out runs/judging --assessor alice
+    python -m eval.annotate --out runs/judging                 # resume: the session has the rest
+    python -m eval.annotate.agreement --judgments runs/judging # two assessors: κ, disagreements
+
+Every input is checked before the server starts (a run naming a document the corpus lacks, an
+empty sample, a port in use, an output folder of another corpus or sample: one line, exit 2).
+Then it serves the page at http://HOST:PORT/ until Ctrl-C; the judgments are on disk as they are
+made (:mod:`eval.annotate.store`).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from data.beir import read_corpus, read_named_runs, read_queries
+from data.cli import bounded, parse_config, run_main
+from data.io import sha256_file
+from eval.annotate.app import ASSESSOR, Judging, create_app
+from eval.annotate.pool import pool_hits, read_sample
+from eval.annotate.store import (
+    JudgmentStore,
+    check_out,
+    new_session,
+    read_session,
+    write_session,
+)
+
+
+@dataclass
+class AnnotateConfig:
+    corpus: str = field(
+        default="",
+        metadata={"help": "BEIR folder (corpus.jsonl, queries.jsonl) the runs retrieved from."},
+    )
+    runs: list[str] = field(
+        default_factory=list, metadata={"help": "TREC runs whose top k are pooled and judged."}
+    )
+    draw: str | None = field(
+        default=None,
+        metadata={
+            "help": "The sample: a draw file of eval.ppi --out (its design goes to eval.search), "
+            "or a text file of query ids (or `qid doc_id` hits), one per line."
+        },
+    )
+    queries: list[str] = field(
+        default_factory=list, metadata={"help": "Or the query ids to judge, on the command line."}
+    )
+    k: int = bounded(10, 1, help="Hits per run and query that are pooled.")
+    out: str = field(
+        default="runs/judging",
+        metadata={"help": "Session folder: session.json, judgments.jsonl, qrels.txt."},
+    )
+    assessor: str = field(
+        default_factory=lambda: os.environ.get("USER") or "assessor",
+        metadata={"help": "Who judges (the page's ?assessor=NAME overrides it)."},
+    )
+    labels: str | None = field(
+        default=None,
+        metadata={
+            "help": "eval.search output (folder or per_query.json): the labeler's labels, shown "
+            "only after a query is judged."
+        },
+    )
+    adjudicate: bool = field(
+        default=False,
+        metadata={"help": "Serve only the hits assessors graded differently; this grade wins."},
+    )
+    seed: int = field(default=0, metadata={"help": "Seed of the hashed order hits are shown in."})
+    host: str = field(default="127.0.0.1", metadata={"help": "Address to listen on."})
+    port: int = bounded(8765, 0, 65535, help="Port to listen on (0: any free port).")
+
+
+def new_session_for(config: AnnotateConfig, corpus: dict, queries: dict) -> dict[str, Any]:
+    """The session the inputs describe: the sample, its pooled hits, the draw's design."""
+    units, design = read_sample(config.draw, config.queries)
+    by_hits = all(isinstance(u, tuple) for u in units)
+    if not config.runs and not by_hits:
+        raise ValueError("runs: give --runs RUN.trec ... whose top k are judged")
+    runs = read_named_runs(config.runs, "runs", same_queries=False) if config.runs else {}
+    files = {Path(p).stem: p for p in config.runs} | {"sample": config.draw or "--queries"}
+    corpus_file = Path(config.corpus) / "corpus.jsonl"
+    pool = pool_hits(
+        units, runs, config.k, config.seed, corpus, files | {"corpus": str(corpus_file)}
+    )
+    for qid in pool:
+        if qid not in queries:
+            raise ValueError(f"queries: query {qid!r} of the sample is not in the queries file")
+    session = new_session(corpus_file, files, config.k, config.seed, pool)
+    return session | {"draw": design.to_dict() if design else None, "sample": files["sample"]}
+
+
+def resolve(config: AnnotateConfig) -> tuple[dict[str, Any], dict, dict]:
+    """(session, corpus, queries): from the inputs, or from the session folder alone (resume)."""
+    out = Path(config.out)
+    old = read_session(out) if out.is_dir() else None
+    fresh = bool(config.runs or config.draw or config.queries)
+    if not fresh and old is None:
+        raise ValueError(
+            "give --corpus, --runs and --draw (or --queries), or the --out of a session to resume"
+        )
+    if fresh and not config.corpus:
+        raise ValueError("corpus: give --corpus DIR, the BEIR folder the runs retrieved from")
+    folder = Path(config.corpus) if config.corpus else Path(old["corpus"]["path"]).parent
+    if not (folder / "corpus.jsonl").is_file() or not (folder / "queries.jsonl").is_file():
+        raise FileNotFoundError(
+            f"corpus: {folder} has no corpus.jsonl and queries.jsonl (a BEIR folder)"
+        )
+    corpus, queries = read_corpus(folder / "corpus.jsonl"), read_queries(folder / "queries.jsonl")
+    if fresh:
+        session = new_session_for(config, corpus, queries)
+    else:
+        corpus_file = folder / "corpus.jsonl"
+        session = old | {"corpus": {"path": str(corpus_file), "sha256": sha256_file(corpus_file)}}
+    check_out(out, session)
+    return session, corpus, queries
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before the server starts so a port in use is one error."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(128)  # a browser that connects before uvicorn is up waits in the backlog
+    except OSError as exc:
+        sock.close()
+        raise ValueError(
+            f"port: {host}:{port} cannot be used ({exc.strerror}); give another --port"
+        ) from None
+    return sock
+
+
+def labeler_labels(path: str | None) -> dict[tuple[str, str], dict[str, Any]] | None:
+    """{(qid, doc_id): the labeler's verdict} from eval.search's per_query.json."""
+    if not path:
+        return None
+    from eval.ppi import read_labels
+
+    return {
+        (qid, hit["id"]): {k: hit.get(k) for k in ("relevant", "score", "grade")}
+        for queries in read_labels(path).values()
+        for qid, result in queries.items()
+        for hit in result["hits"]
+    }
+
+
+def serve(config: AnnotateConfig) -> None:
+    import re
+
+    import uvicorn
+
+    if not re.fullmatch(ASSESSOR, config.assessor):
+        raise ValueError(f"assessor: {config.assessor!r}: letters, digits and . _ @ - (up to 64)")
+    session, corpus, queries = resolve(config)
+    labels = labeler_labels(config.labels)
+    sock = bind(config.host, config.port)
+    out = Path(config.out)
+    write_session(out, session)
+    store = JudgmentStore(out)
+    pool = {qid: docs for qid, docs in session["pool"]}
+    documents = {d: corpus[d] for docs in pool.values() for d in docs}
+    judging = Judging(pool, queries, documents, store, labels, config.assessor, config.adjudicate)
+    port = sock.getsockname()[1]
+    print(f"judging {len(judging.order)} hits of {len(pool)} queries into {out}", flush=True)
+    print(f"open http://{config.host}:{port}/?assessor={config.assessor}", flush=True)
+    server = uvicorn.Server(uvicorn.Config(create_app(judging), log_level="warning"))
+    try:
+        server.run(sockets=[sock])
+    finally:
+        store.close()
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    args = list(sys.argv[1:] if args is None else args)
+    if args[:1] == ["agreement"]:
+        from eval.annotate.agreement import main as agreement
+
+        return agreement(args[1:])
+    (config,) = parse_config([AnnotateConfig], args)
+    serve(config)
+
+
+if __name__ == "__main__":
+    run_main(main)

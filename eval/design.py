@@ -1,0 +1,398 @@
+"""Which queries (or hits) to have judged, and the estimate that stays valid for how they were
+chosen.
+
+A *design* draws the human sample from a population of units: the queries of the runs, or their
+pooled top-k hits (``--human_pairs``).
+
+- ``uniform``: a simple random sample of n units, what PPI++ (:mod:`eval.ppi`) assumes.
+- ``proportional``: the units are cut into H strata of near-equal size by the labeler's own signal
+  (its per-unit *uncertainty*, or its *score*), and each stratum gets a simple random sample of
+  n_h ∝ N_h units.
+- ``neyman``: the same strata, n_h ∝ N_h·σ_h, where σ_h² is the labeler's own variance of the
+  human value within the stratum: the mean of p(1 − p) over the units' hits, p its P(relevant).
+  More judgments go where the labeler is least sure (Neyman allocation; active statistical
+  inference, Zrnic & Candès 2024; stratified PPI, Fisch et al. 2024; LARA, Takehi et al. 2024).
+
+Every stratum keeps at least two judged units (its variance must be estimable), so a unit's
+inclusion probability n_h/N_h is known by construction. **What is estimated**: the mean human
+value over the design's domain D (every query the draw was made from, or every hit of one run's
+top k): the "all-query human value", a finite-population mean, not a mean over a larger world of
+queries. The stratified difference estimator (PPI with known inclusion probabilities)
+
+    θ̂ = (1/N_D) [ λ Σ_{i∈D} f_i + Σ_h (N_h/n_h) Σ_{i∈s_h} z_i ],   z_i = 1{i∈D} (Y_i − λ f_i)
+    V̂ = (1/N_D²) Σ_h N_h² s²_h(z) / n_h
+
+is design-unbiased for any fixed λ. V̂ treats each stratum's sample as drawn with replacement,
+which overstates θ̂'s variance by the finite-population factor 1 − n_h/N_h: conservative. With the
+factor (``finite_population=True``) V̂ is unbiased for the variance (tests/eval/test_design.py
+enumerates every sample of a small population) and the interval is about 30% narrower when half
+the queries are judged, but on TREC DL 2019 its t interval covered the all-query value only
+0.89-0.93 of the time at n = 20 (docs/results.md), so it is not the default. λ is tuned to
+minimise V̂ (one λ for all strata: a stratum holds too few judged units to tune its own), clipped
+to [0, 1]; λ = 0 is the human-only (Horvitz-Thompson) estimate. The interval is Student's t with
+Satterthwaite's degrees of freedom.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.special import ndtri, stdtrit
+
+from data.io import fingerprint, write_json
+from eval.ppi import INTERVALS, Interval, MetricEstimates
+
+DESIGNS = ("uniform", "proportional", "neyman")
+UNITS = ("queries", "hits")
+STRATA_BY = ("uncertainty", "score")
+FORMAT = "relevance-grader draw 1"
+MIN_PER_STRATUM = 2
+Unit = Hashable  # a query id, or a (query id, document id) hit
+
+
+@dataclass(frozen=True)
+class Stratum:
+    units: tuple[Unit, ...]  # every unit of the stratum, N_h
+    drawn: tuple[Unit, ...]  # its simple random sample without replacement, n_h
+
+    @property
+    def inclusion(self) -> float:
+        return len(self.drawn) / len(self.units)
+
+
+@dataclass(frozen=True)
+class Design:
+    kind: str
+    unit: str
+    strata: tuple[Stratum, ...]
+    strata_by: str | None = None
+    seed: int = 0
+    sources: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def drawn(self) -> list[Unit]:
+        return [u for stratum in self.strata for u in stratum.drawn]
+
+    @property
+    def population(self) -> set[Unit]:
+        return {u for stratum in self.strata for u in stratum.units}
+
+    def describe(self) -> str:
+        if self.kind == "uniform":
+            return f"uniform draw of {len(self.drawn)} of {len(self.population)} {self.unit}"
+        sizes = ", ".join(f"{len(s.drawn)}/{len(s.units)}" for s in self.strata)
+        return (
+            f"{self.kind} allocation over {len(self.strata)} strata by the labeler's "
+            f"{self.strata_by} ({sizes} {self.unit} judged per stratum)"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "design": self.kind,
+            "unit": self.unit,
+            "strata_by": self.strata_by,
+            "seed": self.seed,
+            "sources": self.sources,
+            "strata": [
+                {"units": [_dump(u) for u in s.units], "drawn": [_dump(u) for u in s.drawn]}
+                for s in self.strata
+            ],
+        }
+
+
+def _dump(unit: Unit) -> Any:
+    return list(unit) if isinstance(unit, tuple) else unit
+
+
+def _load(unit: Any) -> Unit:
+    return tuple(unit) if isinstance(unit, list) else str(unit)
+
+
+def design_from_dict(data: Mapping[str, Any], where: str = "draw") -> Design:
+    """A design from its JSON form; a malformed one is one error naming ``where`` and the field."""
+    if data.get("format") != FORMAT:
+        raise ValueError(f"{where}: not a draw file (format {data.get('format')!r})")
+    kind, unit = data.get("design"), data.get("unit")
+    if kind not in DESIGNS or unit not in UNITS:
+        raise ValueError(f"{where}: design/unit: unknown {kind!r}/{unit!r}")
+    strata = []
+    for i, item in enumerate(data.get("strata") or []):
+        units = tuple(_load(u) for u in item["units"])
+        drawn = tuple(_load(u) for u in item["drawn"])
+        if not drawn or not set(drawn) <= set(units) or len(set(drawn)) != len(drawn):
+            raise ValueError(f"{where}: strata[{i}].drawn: not a sample of the stratum's units")
+        strata.append(Stratum(units, drawn))
+    if not strata:
+        raise ValueError(f"{where}: strata: the draw holds no stratum")
+    return Design(
+        kind,
+        unit,
+        tuple(strata),
+        data.get("strata_by"),
+        data.get("seed", 0),
+        data.get("sources", {}),
+    )
+
+
+def read_design(path: str | Path) -> Design:
+    import json
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not a draw file (invalid JSON at line {exc.lineno})") from None
+    return design_from_dict(data, str(path))
+
+
+def write_design(path: str | Path, design: Design) -> None:
+    write_json(path, design.to_dict())
+
+
+def hit_probability(hit: Mapping[str, Any]) -> float:
+    """The labeler's P(relevant) of a hit of eval.search's per_query.json (its 0/1 verdict where
+    it gives no probability)."""
+    return float(hit["score"]) if hit.get("score") is not None else float(hit["relevant"])
+
+
+def pooled_hits(per_query: Mapping[str, Any]) -> dict[tuple[str, str], float]:
+    """{(qid, doc_id): P(relevant)} over every run's labelled top k (eval.search's per_query.json);
+    a hit several runs share is one unit."""
+    return {
+        (qid, hit["id"]): hit_probability(hit)
+        for queries in per_query.values()
+        for qid, result in queries.items()
+        for hit in result["hits"]
+    }
+
+
+def unit_signals(
+    per_query: Mapping[str, Any], unit: str, metric: str
+) -> tuple[dict[Unit, float], dict[Unit, float]]:
+    """(score, uncertainty) of every unit from eval.search's per_query.json. A hit: P(relevant)
+    and p(1 − p). A query: the labeler's ``metric`` averaged over the runs (left out where the
+    labels lack it), and the mean p(1 − p) over its pooled hits."""
+    hits = pooled_hits(per_query)
+    if unit == "hits":
+        return dict(hits), {h: p * (1 - p) for h, p in hits.items()}
+    per_unit: dict[str, list[float]] = {}
+    for (qid, _), p in hits.items():
+        per_unit.setdefault(qid, []).append(p * (1 - p))
+    scores: dict[str, list[float]] = {}
+    for queries in per_query.values():
+        for qid, result in queries.items():
+            values = scores.setdefault(qid, [])
+            if metric in result.get("metrics", {}):
+                values.append(float(result["metrics"][metric]))
+    score = {q: float(np.mean(v)) for q, v in scores.items() if v}
+    return score, {q: float(np.mean(per_unit.get(q, [0.0]))) for q in scores}
+
+
+def _tie_break(unit: Unit) -> str:
+    return fingerprint(*(unit if isinstance(unit, tuple) else (unit,)))
+
+
+def make_strata(values: Mapping[Unit, float], count: int) -> list[list[Unit]]:
+    """``count`` strata of near-equal size, by ascending value (ties in a fixed hashed order)."""
+    order = sorted(values, key=lambda u: (values[u], _tie_break(u)))
+    bounds = np.linspace(0, len(order), count + 1).round().astype(int)
+    return [order[a:b] for a, b in itertools.pairwise(bounds) if b > a]
+
+
+def allocate(sizes: Sequence[int], weights: Sequence[float], n: int) -> list[int]:
+    """n judged units over strata of ``sizes``, as near n·w_h/Σw as the bounds allow: at least
+    two per stratum (fewer only in a stratum that small), at most its size."""
+    if n > sum(sizes):
+        raise ValueError(f"n: {n} units asked for, the population has {sum(sizes)}")
+    alloc = [min(MIN_PER_STRATUM, size) for size in sizes]
+    if sum(alloc) > n:
+        raise ValueError(
+            f"n: {n} judged units cannot give each of {len(sizes)} strata {MIN_PER_STRATUM}; "
+            "judge more or give fewer --strata"
+        )
+    total = float(sum(weights))
+    target = [
+        n * w / total if total > 0 else n * s / sum(sizes)
+        for w, s in zip(weights, sizes, strict=True)
+    ]
+    while sum(alloc) < n:
+        open_ = [h for h in range(len(sizes)) if alloc[h] < sizes[h]]
+        alloc[max(open_, key=lambda h: (target[h] - alloc[h], -h))] += 1
+    return alloc
+
+
+def draw_design(
+    population: Iterable[Unit],
+    n: int,
+    kind: str = "uniform",
+    *,
+    unit: str = "queries",
+    seed: int = 0,
+    strata: int = 2,
+    strata_by: str = "uncertainty",
+    score: Mapping[Unit, float] | None = None,
+    uncertainty: Mapping[Unit, float] | None = None,
+    sources: dict[str, Any] | None = None,
+) -> Design:
+    """Draw n units under ``kind``; the stratified designs need the labeler's ``uncertainty``
+    (and its ``score`` when the strata are by score) of every unit."""
+    units = sorted(set(population))
+    if kind == "uniform":
+        groups, alloc = [units], [n]
+        if n > len(units):
+            raise ValueError(f"n: {n} units asked for, the population has {len(units)}")
+    else:
+        if uncertainty is None or (strata_by == "score" and score is None):
+            raise ValueError(f"design: {kind} needs the labeler's labels (--labels)")
+        values = uncertainty if strata_by == "uncertainty" else score
+        groups = make_strata({u: values[u] for u in units}, strata)
+        spread = [math.sqrt(float(np.mean([uncertainty[u] for u in g]))) for g in groups]
+        if kind == "neyman" and not any(spread):
+            raise ValueError(
+                "design: neyman needs the labeler's P(relevant) (its labels are all 0 or 1); "
+                "use --design proportional"
+            )
+        weights = [
+            len(g) * (s if kind == "neyman" else 1.0) for g, s in zip(groups, spread, strict=True)
+        ]
+        alloc = allocate([len(g) for g in groups], weights, n)
+    rng = random.Random(seed)
+    drawn = [tuple(sorted(rng.sample(sorted(g), m))) for g, m in zip(groups, alloc, strict=True)]
+    return Design(
+        kind,
+        unit,
+        tuple(Stratum(tuple(g), d) for g, d in zip(groups, drawn, strict=True)),
+        None if kind == "uniform" else strata_by,
+        seed,
+        sources or {},
+    )
+
+
+def _stratum_terms(
+    stratum: Stratum, labeler: Mapping[Unit, float], human: Mapping[Unit, float]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(1{i∈D}·Y_i, 1{i∈D}·f_i) over the stratum's drawn units (D: the units ``labeler`` has)."""
+    a = np.array([human[u] if u in labeler else 0.0 for u in stratum.drawn])
+    b = np.array([labeler.get(u, 0.0) for u in stratum.drawn])
+    return a, b
+
+
+def _weights(stratum: Stratum, finite_population: bool) -> float:
+    """N_h² / n_h, times 1 − n_h/N_h with ``finite_population``: the stratum's weight in V̂."""
+    big, small = len(stratum.units), len(stratum.drawn)
+    return big * big / small * ((1 - small / big) if finite_population else 1.0)
+
+
+def _check_design_inputs(
+    design: Design, labeler: Mapping[Unit, float], human: Mapping[Unit, float]
+) -> None:
+    outside = sorted(map(str, set(labeler) - design.population))
+    if outside:
+        raise ValueError(
+            f"{len(outside)} {design.unit} are not in the draw's population (first: {outside[0]}); "
+            "draw from the runs you evaluate"
+        )
+    missing = sorted(str(u) for u in design.drawn if u in labeler and u not in human)
+    if missing:
+        raise ValueError(
+            f"human: {len(missing)} drawn {design.unit} have no human judgment "
+            f"(first: {missing[0]}); judge every drawn unit"
+        )
+    for i, stratum in enumerate(design.strata):
+        if len(stratum.drawn) < min(MIN_PER_STRATUM, len(stratum.units)):
+            raise ValueError(f"draw: stratum {i} has {len(stratum.drawn)} judged unit(s)")
+    if sum(1 for u in design.drawn if u in labeler) < 2:
+        raise ValueError(f"human: fewer than 2 judged {design.unit} fall in the evaluated set")
+
+
+def design_lambda(
+    design: Design,
+    labeler: Mapping[Unit, float],
+    human: Mapping[Unit, float],
+    finite_population: bool = False,
+) -> float:
+    """The λ in [0, 1] that minimises the estimated variance of θ̂(λ)."""
+    numerator = denominator = 0.0
+    for stratum in design.strata:
+        if len(stratum.drawn) < 2:
+            continue
+        a, b = _stratum_terms(stratum, labeler, human)
+        weight = _weights(stratum, finite_population)
+        centred = b - b.mean()
+        numerator += weight * float(np.dot(a - a.mean(), centred)) / (len(b) - 1)
+        denominator += weight * float(np.dot(centred, centred)) / (len(b) - 1)
+    return float(np.clip(numerator / denominator, 0.0, 1.0)) if denominator > 0 else 0.0
+
+
+def design_mean(
+    design: Design,
+    labeler: Mapping[Unit, float],
+    human: Mapping[Unit, float],
+    alpha: float = 0.05,
+    lam: float | None = None,
+    interval: str = "t",
+    finite_population: bool = False,
+) -> Interval:
+    """The mean of the human value over the units ``labeler`` covers (the domain D), from the
+    labeler's value of every unit of D and the human value of the drawn ones, valid under
+    ``design``. ``lam`` None tunes λ; 0 is the human-only estimate."""
+    if interval not in INTERVALS:
+        raise ValueError(f"interval: expected one of {', '.join(INTERVALS)}, got {interval!r}")
+    _check_design_inputs(design, labeler, human)
+    tuned = lam is None
+    if lam is None:
+        lam = design_lambda(design, labeler, human, finite_population)
+    size = len(labeler)
+    total = lam * sum(labeler.values())
+    parts = []  # (variance term g_h, n_h) per stratum
+    for stratum in design.strata:
+        a, b = _stratum_terms(stratum, labeler, human)
+        z = a - lam * b
+        total += len(stratum.units) / len(stratum.drawn) * float(z.sum())
+        if len(z) > 1:
+            weight = _weights(stratum, finite_population)
+            parts.append((weight * float(np.var(z, ddof=1)) / size**2, len(z)))
+    variance = sum(g for g, _ in parts)
+    judged = sum(1 for u in design.drawn if u in labeler)
+    half = _quantile(alpha, parts, interval) * math.sqrt(variance)
+    estimate = total / size
+    name = "stratified" if len(design.strata) > 1 else "design-based"
+    method = f"{name} PPI++ ({interval})" if tuned else f"{name} λ={lam:g} ({interval})"
+    return Interval(estimate, estimate - half, estimate + half, judged, size - judged, lam, method)
+
+
+def _quantile(alpha: float, parts: list[tuple[float, int]], interval: str) -> float:
+    """Student's t with Satterthwaite's degrees of freedom (normal for ``interval="normal"``)."""
+    if interval == "normal":
+        return float(ndtri(1 - alpha / 2))
+    variance = sum(g for g, _ in parts)
+    spread = sum(g * g / (n - 1) for g, n in parts)
+    df = variance**2 / spread if spread > 0 else max(1, sum(n for _, n in parts) - len(parts))
+    return float(stdtrit(max(df, 1.0), 1 - alpha / 2))
+
+
+def design_estimate(
+    design: Design,
+    labeler: Mapping[Unit, float],
+    human: Mapping[Unit, float],
+    alpha: float = 0.05,
+    interval: str = "t",
+    bounds: tuple[float, float] = (-math.inf, math.inf),
+) -> MetricEstimates:
+    """:func:`eval.ppi.estimate_metric` under a design: the labeler's plain mean, the human-only
+    design estimate and the design's PPI++ estimate (only the drawn units' human values count)."""
+    drawn = {u: human[u] for u in design.drawn if u in human}
+    return MetricEstimates(
+        labeler_mean=float(np.mean(list(labeler.values()))),
+        classical=design_mean(design, labeler, drawn, alpha, 0.0, interval),
+        ppi=design_mean(design, labeler, drawn, alpha, None, interval),
+        queries=len(labeler),
+        bounds=bounds,
+    )

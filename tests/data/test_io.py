@@ -1,0 +1,88 @@
+"""data.io: overlap checks between outputs and inputs, folder replacement, file modes, BOMs."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from data.io import refuse_overlap, replace_folder
+
+
+def test_an_output_may_not_hold_an_input_nor_lie_inside_an_input_folder(tmp_path: Path):
+    export = tmp_path / "holder" / "export"
+    export.mkdir(parents=True)
+    judgments = tmp_path / "judgments.jsonl"
+    judgments.write_text("{}\n")
+    inputs = [("export", export), ("judgments", judgments)]
+    # The output replaced as a whole holds the input: replacing it would delete the input.
+    for out in (export, tmp_path / "holder", tmp_path):
+        with pytest.raises(ValueError, match=r"would replace --(export|judgments)"):
+            refuse_overlap("out", out, inputs)
+    # The output inside an input folder: writing it would change that input.
+    with pytest.raises(ValueError, match=r"out: .* is inside --export"):
+        refuse_overlap("out", export / "copy", inputs)
+    refuse_overlap("out", tmp_path / "elsewhere", inputs)  # apart: fine
+
+
+def test_an_output_folder_written_into_counts_only_the_files_it_writes(tmp_path: Path):
+    run = tmp_path / "search" / "run.trec"
+    run.parent.mkdir()
+    run.write_text("1 Q0 d 1 1.0 r\n")
+    writes = ("metrics.json", "per_query.json")
+    refuse_overlap("out", run.parent, [("run", run)], writes=writes)  # beside the outputs
+    with pytest.raises(ValueError, match="would replace --human"):
+        refuse_overlap("out", run.parent, [("human", run.parent / "metrics.json")], writes=writes)
+    with pytest.raises(ValueError, match="is inside --corpus"):
+        refuse_overlap("out", tmp_path / "search", [("corpus", tmp_path)], writes=writes)
+
+
+def ordinary_mode(directory: bool = False) -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return (0o777 if directory else 0o666) & ~mask
+
+
+def test_a_replaced_folder_has_the_ordinary_modes_even_for_privately_written_weights(
+    tmp_path: Path,
+):
+    import torch
+    from safetensors.torch import save_file
+
+    out = tmp_path / "export"
+    with replace_folder(out) as staging:
+        save_file({"w": torch.zeros(2)}, str(staging / "model.safetensors"))  # written 0600
+        (staging / "config.json").write_text("{}")
+        (staging / "sub").mkdir()
+        save_file({"w": torch.zeros(2)}, str(staging / "sub" / "model.safetensors"))
+    assert stat.S_IMODE(out.stat().st_mode) == ordinary_mode(directory=True)
+    for name in ("model.safetensors", "config.json", "sub/model.safetensors"):
+        assert stat.S_IMODE((out / name).stat().st_mode) == ordinary_mode(), name
+
+
+def test_a_folder_that_cannot_be_replaced_names_where_the_finished_result_is(
+    tmp_path: Path, monkeypatch
+):
+    """A rename refused (a mount point, a busy folder) left a complete result in a hidden
+    .NAME.new-* folder that the error did not mention; the old folder stays as it was."""
+    import data.io as io_module
+
+    out = tmp_path / "dataset"
+    out.mkdir()
+    (out / "old.txt").write_text("previous")
+    real_replace = os.replace
+
+    def refuse_the_new_folder(src, dst):
+        if Path(dst) == out and ".new-" in str(src):
+            raise PermissionError(13, "Permission denied")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(io_module.os, "replace", refuse_the_new_folder)
+    expected = r"could not take .*complete in .*\.dataset\.new-"
+    with pytest.raises(OSError, match=expected) as info, replace_folder(out) as staging:
+        (staging / "train.jsonl").write_text("{}\n")
+    staged = Path(str(info.value).split("complete in ")[1].split(":")[0])
+    assert (staged / "train.jsonl").exists()
+    assert (out / "old.txt").read_text() == "previous"  # the old folder is back in its place
