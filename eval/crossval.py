@@ -35,6 +35,7 @@ class OutOfFold:
     probabilities: np.ndarray
     decisions: np.ndarray
     labels: np.ndarray
+    doc_ids: np.ndarray
 
     @classmethod
     def read(cls, folders: Sequence[Path], source: str) -> OutOfFold:
@@ -49,6 +50,7 @@ class OutOfFold:
             np.array([r["probability"] for r in usable], dtype=np.float64),
             np.array([r["predicted"] for r in usable], dtype=int),
             np.array([r[column] for r in usable], dtype=int),
+            np.array([r["doc_id"] for r in usable]),
         )
 
     def query_aucs(self) -> dict[str, float]:

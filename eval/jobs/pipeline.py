@@ -692,7 +692,8 @@ def main(args: Sequence[str] | None = None) -> None:
     print()
     print(report_markdown(summary))
     print(
-        f"everything is in {config.run_dir}/ (report.md, summary.json, eval/, export/, search/, agreement/)"
+        f"everything is in {config.run_dir}/ (report.html, report.md, summary.json, cv/, export/, "
+        "search/, agreement/)"
     )
 
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from eval.report.held_out import held_out, learned_queries_note, out_of_fold_agreement
 from eval.report.inputs import HumanLabels, Inputs, read_human_pairs, read_human_qrels, read_inputs
 from eval.report.model import (
     Cell,
@@ -19,7 +20,7 @@ from eval.report.model import (
     QueryRow,
     Report,
 )
-from eval.report.sections import held_out, label_agreement, provenance, ranking
+from eval.report.sections import label_agreement, provenance, ranking
 
 # The order a reader expects; metrics the file has beyond these follow in its own order.
 METRIC_ORDER = ("ndcg@{k}", "map", "mrr", "precision@{k}", "recall@{k}", "hit@{k}")
@@ -357,6 +358,10 @@ def build_report(folder: str | Path, options: ReportOptions | None = None) -> Re
     notes: list[str] = []
     headline = build_headline(inputs, options.max_p)
     queries, documents, human = build_queries(inputs, options, headline, notes)
+    held = held_out(inputs)
+    learned = learned_queries_note(
+        inputs, {row.qid for row in queries}, human.judged_queries() if human else set()
+    )
     return Report(
         title=_title(inputs),
         kind=inputs.kind,
@@ -364,8 +369,10 @@ def build_report(folder: str | Path, options: ReportOptions | None = None) -> Re
         queries=queries,
         documents=documents,
         provenance=provenance(inputs),
-        agreement=label_agreement(inputs.per_query, human),
+        # The main job's grader against people out of fold, where the folds hold its predictions:
+        # on the runs' hits, the exported grader may have learned from the queries.
+        agreement=out_of_fold_agreement(inputs, held) or label_agreement(inputs.per_query, human),
         ranking=ranking(inputs, headline, options.agreement),
-        held_out=held_out(inputs),
-        notes=notes,
+        held_out=held,
+        notes=[*notes, *([learned] if learned else [])],
     )

@@ -5,9 +5,10 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from eval.report.model import Headline, LabelAgreement, Report
+from eval.report.model import Headline, HeldOut, LabelAgreement, Report
 
 LABELER, HUMAN, PPI, TRUTH = "#7f7f7f", "#e07b00", "#1f5fbf", "#111111"
+WINS, LOSES = "#137333", "#b3261e"
 
 
 def _pyplot():
@@ -158,9 +159,44 @@ def scores_by_grade_figure(agreement: LabelAgreement) -> str:
             i + rng.uniform(-0.15, 0.15, len(values)), values, ".", color=LABELER, ms=3, alpha=0.6
         )
     ax.set_xticks(range(1, len(names) + 1), [f"{n}\n({len(groups[n])})" for n in names])
-    ax.set_xlabel("human grade (hits)")
+    ax.set_xlabel("human grade (pairs)")
     ax.set_ylabel("labeler score")
     ax.set_ylim(-0.02, 1.02)
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def differences_figure(held: HeldOut) -> str:
+    """Each grader's paired per-query ROC-AUC difference to each baseline, with its 95% interval:
+    green where the interval lies above zero (it beats the baseline), red below, grey across."""
+    plt = _pyplot()
+    names = {row.model: row.name for row in held.rows}
+    bars = [
+        (f"{row.name} − {names.get(d.baseline, d.baseline)}\n({d.queries} queries)", d)
+        for row in held.rows
+        for d in row.differences
+        if d.mean is not None
+    ]
+    fig, ax = plt.subplots(figsize=(6.4, 0.55 * len(bars) + 1.1))
+    for y, (_, d) in enumerate(reversed(bars)):
+        color = WINS if d.beats else LOSES if d.high is not None and d.high < 0 else LABELER
+        error = None if d.low is None else [[d.mean - d.low], [d.high - d.mean]]
+        ax.errorbar(d.mean, y, xerr=error, fmt="o", color=color, ms=5, capsize=4, lw=1.6)
+        ax.annotate(
+            f"{d.mean:+.3f}",
+            (d.mean, y),
+            textcoords="offset points",
+            xytext=(0, 7),
+            ha="center",
+            fontsize=8,
+            color=color,
+        )
+    ax.axvline(0, color="#555555", lw=0.8, ls=":")
+    ax.set_yticks(range(len(bars)), [label for label, _ in reversed(bars)])
+    ax.set_ylim(-0.6, len(bars) - 0.4)
+    ax.tick_params(axis="y", length=0)
+    ax.set_xlabel("Δ per-query ROC-AUC, grader − baseline (95% interval over queries)")
+    ax.grid(axis="x", color="#dddddd", lw=0.6)
     fig.tight_layout()
     return _svg(fig)
 
@@ -173,4 +209,7 @@ def report_figures(report: Report) -> dict[str, str]:
         figures["reliability"] = reliability_figure(agreement)
     if agreement is not None and agreement.scores_by_grade:
         figures["scores_by_grade"] = scores_by_grade_figure(agreement)
+    held = report.held_out
+    if held is not None and any(d.mean is not None for row in held.rows for d in row.differences):
+        figures["differences"] = differences_figure(held)
     return figures

@@ -16,6 +16,7 @@ from data.records import label_from_grade
 from eval.search import SearchEvalConfig
 
 SEARCH_STAGE = "metric-pipeline"  # the main job's eval.search stage (stages/NAME.json)
+CV_DIR = "cv"  # the main job's cross-validation: study.json, fold-K/MODEL/predictions.jsonl
 
 
 def read_json(path: Path) -> Any:
@@ -43,6 +44,8 @@ class Inputs:
     evaluated: dict[str, Any] | None  # eval.search's provenance.json
     base: Path  # the folder that the recorded relative paths are relative to
     summary: dict[str, Any] | None = None  # the main job's summary.json
+    study: dict[str, Any] | None = None  # its cross-validation (cv/study.json)
+    manifest: dict[str, Any] | None = None  # its folds (dataset/manifest.json)
     job_config: dict[str, Any] | None = None
     agreement: dict[str, Any] | None = None
     stage_commands: dict[str, str] = field(default_factory=dict)
@@ -130,6 +133,8 @@ def read_inputs(folder: str | Path) -> Inputs:
     )
     if kind == "main job":
         inputs.summary = read_optional(root / "summary.json")
+        inputs.study = read_optional(root / CV_DIR / "study.json")
+        inputs.manifest = read_optional(root / "dataset" / "manifest.json")
         inputs.job_config = read_optional(root / "config.json")
         inputs.agreement = read_optional(root / "agreement" / "agreement.json")
         inputs.stage_commands = _stage_commands(root)

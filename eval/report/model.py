@@ -114,6 +114,7 @@ class LabelAgreement:
     """The labeler against people on the hits both labelled (each query–document pair once)."""
 
     source: str
+    scope: str  # which pairs, in a sentence
     pairs: int
     human_scale: list[str]  # confusion matrix rows
     labeler_scale: list[str]  # confusion matrix columns
@@ -148,13 +149,52 @@ class Ranking:
 
 
 @dataclass
-class HeldOut:
-    """The grader's held-out classification quality beside the baselines (the main job)."""
+class AucDifference:
+    """A grader's per-query ROC-AUC minus a baseline's, over the queries both label, with its
+    Student-t 95% interval over those queries (``eval.crossval``)."""
 
-    columns: list[str]
-    tables: dict[str, list[dict[str, Any]]]  # reference labels -> comparison rows
+    baseline: str
+    queries: int
+    mean: float | None
+    low: float | None
+    high: float | None
+    beats: bool  # the interval lies above zero
+
+
+@dataclass
+class PooledRow:
+    """One model's out-of-fold predictions of every fold, pooled."""
+
+    model: str
+    name: str  # as the job's report.md names it
+    baseline: bool
+    pairs: int
+    queries: int
+    metrics: dict[str, float | None]  # HeldOut.columns' keys
+    differences: list[AucDifference] = field(default_factory=list)  # a grader's, per baseline
+    beats_every_baseline: bool | None = None
+
+
+@dataclass
+class FoldRow:
+    fold: int
+    roc_auc: dict[str, float | None]  # model -> ROC-AUC on this fold's test pairs
+    queries: dict[str, int] = field(default_factory=dict)  # split -> queries
+    test_pairs: int | None = None
+
+
+@dataclass
+class HeldOut:
+    """The grader's held-out quality beside the baselines (the main job): k-fold
+    cross-validation by query, pooled over the folds, and ROC-AUC fold by fold."""
+
+    folds: int = 0
+    source: str | None = None  # the reference labels: "human judgments" or "teacher labels"
+    columns: list[list[str]] = field(default_factory=list)  # [key, title] of PooledRow.metrics
+    rows: list[PooledRow] = field(default_factory=list)
+    per_fold: list[FoldRow] = field(default_factory=list)
+    export_fold: int | None = None  # the fold whose grader is exported and labels the runs
     extra: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # other row tables
-    dataset: dict[str, Any] | None = None
 
 
 @dataclass

@@ -291,9 +291,10 @@
     $("agreement").hidden = false;
     const weighted = A.weighted_kappa !== null ? `, quadratic-weighted κ on grades ${fmt(A.weighted_kappa)}` : "";
     $("agreement-summary").replaceChildren(
-      `${A.pairs} query–document pairs labelled by both (people: ${A.source}). Cohen's κ `,
+      `${A.pairs} query–document pairs labelled by both. Cohen's κ `,
       el("strong", { id: "kappa", text: fmt(A.kappa) }),
       ` on relevant / not relevant${weighted}; accuracy ${fmt(A.accuracy)}, precision ${fmt(A.precision)}, recall ${fmt(A.recall)}, F1 ${fmt(A.f1)} (people as the truth).`);
+    $("agreement-scope").textContent = `The pairs: ${A.scope}. People: ${A.source}.`;
     const table = $("confusion-table");
     const max = Math.max(1, ...A.confusion.flat());
     table.append(el("thead", {}, el("tr", {}, el("th", { class: "corner", text: "people ↓ / labeler →" }), A.labeler_scale.map((s) => el("th", { text: s })))));
@@ -325,44 +326,105 @@
     }
   }
 
-  function rowsTable(columns, rows, rowClass) {
+  function rowsTable(columns, rows) {
     const table = el("table", { class: "numbers" });
     table.append(el("thead", {}, el("tr", {}, columns.map((c) => el("th", { class: c === "model" ? "" : "num", text: c.replaceAll("_", " ") })))));
     const body = el("tbody");
     // A column of whole numbers (pairs, queries) is counted; any other number has 3 decimals.
     const counts = new Set(columns.filter((c) => rows.every((r) => typeof r[c] !== "number" || Number.isInteger(r[c]))));
     for (const row of rows) {
-      const tr = el("tr", { class: rowClass ? rowClass(row) : "" });
-      for (const c of columns) {
+      body.append(el("tr", {}, columns.map((c) => {
         const v = row[c];
-        let text = typeof v === "number" ? (counts.has(c) ? String(v) : fmt(v)) : v === null || v === undefined ? "–" : String(v);
-        let cls = typeof v === "number" ? "num" : "";
-        if (c === "beats_baselines") { text = row.baseline ? "(baseline)" : v === true ? "yes" : v === false ? "NO" : "–"; cls = v === false ? "loses" : v === true ? "wins" : ""; }
-        if (c === "model" && row.baseline) text = `baseline: ${v}`;
-        tr.append(el("td", { class: cls, text }));
-      }
-      body.append(tr);
+        const text = typeof v === "number" ? (counts.has(c) ? String(v) : fmt(v)) : v === null || v === undefined ? "–" : String(v);
+        return el("td", { class: typeof v === "number" ? "num" : "", text });
+      })));
     }
     table.append(body);
     return el("div", { class: "scroll" }, table);
+  }
+
+  function differenceCell(d) {
+    const td = el("td", { class: "num", "data-baseline": d ? d.baseline : null });
+    if (!d) { td.textContent = "–"; return td; }
+    const cls = d.beats ? "wins" : d.high !== null && d.high < 0 ? "loses" : "";
+    td.append(el("span", { class: `est ${cls}`, text: signed(d.mean) }));
+    td.append(el("div", { class: "ci", text: d.low === null ? "no interval" : `[${signed(d.low)}, ${signed(d.high)}]` }));
+    td.append(el("div", { class: "sub", text: `${d.queries} queries` }));
+    return td;
+  }
+
+  function drawPooled(O) {
+    const names = Object.fromEntries(O.rows.map((r) => [r.model, r.name]));
+    const baselines = [...new Set(O.rows.flatMap((r) => r.differences.map((d) => d.baseline)))];
+    const verdict = baselines.length === 2 ? "beats both baselines" : "beats the baselines";
+    const table = $("pooled-table");
+    table.append(el("thead", {}, el("tr", {}, el("th", { text: "labeler" }), el("th", { class: "num", text: "pairs" }),
+      el("th", { class: "num", text: "queries" }), O.columns.map(([, title]) => el("th", { class: "num", text: title })),
+      baselines.map((b) => el("th", { class: "num wrap", title: "per-query ROC-AUC, grader − baseline, 95% interval" }, "Δ per-query ROC-AUC", el("br"), `vs ${names[b] || b}`)),
+      el("th", { class: "wrap", text: verdict }))));
+    const body = el("tbody");
+    for (const row of O.rows) {
+      const tr = el("tr", { class: row.baseline ? "baseline" : "", "data-model": row.model },
+        el("td", { class: "model" }, row.name, row.baseline ? el("div", { class: "sub", text: "baseline" }) : null),
+        el("td", { class: "num", text: String(row.pairs) }), el("td", { class: "num", text: String(row.queries) }),
+        O.columns.map(([key]) => el("td", { class: "num", "data-key": key, text: fmt(row.metrics[key]) })));
+      for (const b of baselines) {
+        const d = row.differences.find((x) => x.baseline === b);
+        tr.append(row.differences.length ? differenceCell(d) : el("td", { class: "num muted", text: "–" }));
+      }
+      const v = row.beats_every_baseline;
+      tr.append(el("td", { class: `verdict ${v === true ? "wins" : v === false ? "loses" : ""}`,
+        text: row.baseline ? "(baseline)" : v === true ? "yes" : v === false ? "NO" : "–" }));
+      body.append(tr);
+    }
+    table.append(body);
+    $("pooled-legend").textContent = "Pooled: every model's test predictions of all folds together, each calibrated and thresholded on its own fold's validation queries (a model scored on a sample, such as the LLM judge, has fewer pairs). "
+      + "Δ: the grader's per-query ROC-AUC minus the baseline's, averaged over the queries with both classes, and its Student-t 95% interval over those queries; a grader beats a baseline only when the interval lies above zero, and says NO in red when it does not beat every baseline.";
+  }
+
+  function drawFolds(O) {
+    const table = $("per-fold-table");
+    const models = O.rows.map((r) => r.model);
+    const splits = [...new Set(O.per_fold.flatMap((f) => Object.keys(f.queries)))];
+    table.append(el("thead", {}, el("tr", {}, el("th", { text: "fold" }), splits.map((s) => el("th", { class: "num wrap", text: `${s} queries` })),
+      el("th", { class: "num", text: "test pairs" }), O.rows.map((r) => el("th", { class: "num wrap", text: r.name })))));
+    const body = el("tbody");
+    for (const f of O.per_fold) {
+      const exported = f.fold === O.export_fold;
+      const best = Math.max(...models.map((m) => f.roc_auc[m] ?? -Infinity));
+      body.append(el("tr", { class: exported ? "exported" : "", "data-fold": f.fold },
+        el("td", { text: exported ? `${f.fold} (exported)` : String(f.fold) }),
+        splits.map((s) => el("td", { class: "num", text: f.queries[s] ?? "–" })),
+        el("td", { class: "num", text: f.test_pairs ?? "–" }),
+        models.map((m) => el("td", { class: `num ${f.roc_auc[m] === best ? "best" : ""}`, "data-model": m, text: fmt(f.roc_auc[m]) }))));
+    }
+    table.append(body);
+    if (O.export_fold !== null) {
+      const f = O.per_fold.find((x) => x.fold === O.export_fold);
+      const grader = O.rows.find((r) => r.model === "grader") || O.rows.find((r) => r.differences.length);
+      $("export-fold").textContent = `The grader of fold ${O.export_fold} is exported and labels the retrieval runs in the sections above`
+        + (f && f.queries.test ? `: it was tested on that fold's ${f.queries.test} test queries` : "")
+        + (f && grader && f.roc_auc[grader.model] !== undefined ? ` (ROC-AUC ${fmt(f.roc_auc[grader.model])})` : "")
+        + (f && f.queries.train ? ` and learned from the other ${f.queries.train + (f.queries.validation || 0)} (training and validation).` : ".")
+        + " Bold: the best ROC-AUC of each fold.";
+    }
   }
 
   function drawHeldOut() {
     const O = R.held_out;
     if (!O) return;
     $("held-out").hidden = false;
-    const box = $("held-out-tables");
-    for (const [source, rows] of Object.entries(O.tables)) {
-      box.append(el("h3", { text: `Against ${source} labels, held-out test queries` }), rowsTable(O.columns, rows, (r) => (r.baseline ? "baseline" : "")));
+    if (O.rows.length) {
+      $("held-out-summary").textContent = `${O.folds}-fold cross-validation by query against the ${O.source}: every judged query is a test query of one fold, and each fold's grader is trained on the other folds' queries. The baselines are scored on the same pairs.`;
+      drawPooled(O);
+      drawFolds(O);
+    } else {
+      for (const id of ["held-out-summary", "pooled-table", "per-fold-title", "per-fold-table"]) $(id).hidden = true;
     }
-    box.append(el("p", { class: "muted small", text: "Thresholds, temperatures and the baselines' score-to-probability maps were fitted on the validation queries; a grader whose ROC-AUC does not beat every baseline says NO." }));
+    const box = $("held-out-tables");
     for (const [name, rows] of Object.entries(O.extra)) {
       const columns = [...new Set(rows.flatMap(Object.keys))];
       box.append(el("h3", { text: name.replaceAll("_", " ") }), rowsTable(columns, rows));
-    }
-    if (O.dataset) {
-      const rows = Object.entries(O.dataset).map(([split, counts]) => ({ split, ...counts }));
-      box.append(el("h3", { text: "Dataset splits" }), rowsTable([...new Set(rows.flatMap(Object.keys))], rows));
     }
   }
 

@@ -81,11 +81,14 @@ def screenshot(
 
 def _palette(png: Path) -> None:
     """Store the screenshot with a 128-colour palette: a page of text looks the same at a third
-    of the size, which matters for PNGs committed under docs/."""
+    of the size, which matters for PNGs committed under docs/. Maximum-coverage quantization
+    keeps the rare colours (a red NO, a green mark) that median cut would merge into grey."""
     from PIL import Image
 
     with Image.open(png) as image:
-        reduced = image.convert("RGB").quantize(128, dither=Image.Dither.NONE)
+        reduced = image.convert("RGB").quantize(
+            128, method=Image.Quantize.MAXCOVERAGE, dither=Image.Dither.NONE
+        )
     reduced.save(png, optimize=True)
 
 

@@ -1,11 +1,11 @@
 """The report's other sections, each from the files that hold it (None when they are absent): the
-labeler against people, the system ranking under each labeler, the held-out quality of the grader
-beside the baselines, and where the numbers came from."""
+labeler against people, the system ranking under each labeler, and where the numbers came from
+(the main job's held-out quality: eval.report.held_out)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,6 @@ from eval.report.inputs import HumanLabels, Inputs, read_json, read_optional
 from eval.report.model import (
     Command,
     Headline,
-    HeldOut,
     LabelAgreement,
     Provenance,
     Ranking,
@@ -28,39 +27,60 @@ BINARY = ["not relevant", "relevant"]
 GRADES = ["0", "1", "2", "3"]
 
 
-def _judged_pairs(
-    per_query: dict[str, Any], human: HumanLabels
-) -> list[tuple[dict, int | None, bool]]:
-    """(the labeler's hit record, human grade, human verdict) of every hit people judged, each
-    query–document pair once (the labels are pooled across runs)."""
-    seen: dict[tuple[str, str], tuple[dict, int | None, bool]] = {}
+@dataclass
+class Labelled:
+    """One query–document pair labelled by both people and the labeler."""
+
+    relevant: bool  # people's verdict
+    grade: int | None  # people's 0-3 grade, where they graded
+    verdict: bool  # the labeler's
+    labeler_grade: int | None  # the labeler's 0-3 grade, where it grades
+    score: float | None  # the labeler's score
+
+
+HITS_SCOPE = (
+    "the hits of the evaluated runs that people judged, each query–document pair once: the "
+    "pairs that decide the metrics above"
+)
+
+
+def _judged_hits(per_query: dict[str, Any], human: HumanLabels) -> list[Labelled]:
+    """Every hit people judged, each query–document pair once (the labels are pooled across
+    runs)."""
+    seen: dict[tuple[str, str], Labelled] = {}
     for results in per_query.values():
         for qid, result in results.items():
             for hit in result["hits"]:
                 grade, relevant = human.of(qid, hit["id"])
-                if relevant is not None:
-                    seen.setdefault((qid, hit["id"]), (hit, grade, relevant))
+                if relevant is not None and (qid, hit["id"]) not in seen:
+                    seen[(qid, hit["id"])] = Labelled(
+                        relevant, grade, bool(hit["relevant"]), hit.get("grade"), hit.get("score")
+                    )
     return list(seen.values())
 
 
 def label_agreement(
     per_query: dict[str, Any] | None, human: HumanLabels | None
 ) -> LabelAgreement | None:
-    """Confusion matrix, κ, reliability and scores per human grade on the hits people judged."""
+    """The labeler against people on the hits people judged."""
+    if not per_query or human is None:
+        return None
+    return agreement_of(_judged_hits(per_query, human), human.source, HITS_SCOPE)
+
+
+def agreement_of(pairs: list[Labelled], source: str, scope: str) -> LabelAgreement | None:
+    """Confusion matrix, κ, reliability and scores per human grade (None under two pairs)."""
     from sklearn.metrics import cohen_kappa_score
 
     from data.metrics import label_metrics
     from eval.plots import reliability_bins
 
-    if not per_query or human is None:
-        return None
-    pairs = _judged_pairs(per_query, human)
     if len(pairs) < 2:
         return None
-    truth = np.array([int(relevant) for _, _, relevant in pairs])
-    verdict = np.array([int(bool(hit["relevant"])) for hit, _, _ in pairs])
-    human_grades = [grade for _, grade, _ in pairs]
-    labeler_grades = [hit.get("grade") for hit, _, _ in pairs]
+    truth = np.array([int(p.relevant) for p in pairs])
+    verdict = np.array([int(p.verdict) for p in pairs])
+    human_grades = [p.grade for p in pairs]
+    labeler_grades = [p.labeler_grade for p in pairs]
     rows_graded = None not in human_grades
     columns_graded = None not in labeler_grades
     rows = human_grades if rows_graded else truth.tolist()
@@ -72,7 +92,8 @@ def label_agreement(
         confusion[row, column] += 1
     metrics = label_metrics(truth, verdict)
     result = LabelAgreement(
-        source=human.source,
+        source=source,
+        scope=scope,
         pairs=len(pairs),
         human_scale=human_scale,
         labeler_scale=labeler_scale,
@@ -85,7 +106,7 @@ def label_agreement(
                 human_grades, labeler_grades, weights="quadratic", labels=[0, 1, 2, 3]
             )
         )
-    scores = [hit.get("score") for hit, _, _ in pairs]
+    scores = [p.score for p in pairs]
     if None not in scores and all(0.0 <= s <= 1.0 for s in scores):
         centers, fractions, counts = reliability_bins(np.array(scores), truth, bins=10)
         result.reliability = [
@@ -150,66 +171,6 @@ def ranking(inputs: Inputs, headline: Headline, agreement_path: str | None) -> R
             if spec != reference
         },
         source=source,
-    )
-
-
-# summary.json keys the page shows elsewhere; any other table it holds appears as it is.
-SHOWN_ELSEWHERE = {
-    "run_dir",
-    "seconds",
-    "stage_seconds",
-    "dataset",
-    "classification",
-    "search",
-    "agreement",
-    "ppi",
-    "human_all_queries",
-    "export",
-}
-
-
-def _row_tables(name: str, value: Any) -> dict[str, list[dict[str, Any]]]:
-    """A list of flat records, or a dict of such lists, as named tables (else nothing)."""
-
-    def flat(rows: Any) -> bool:
-        return (
-            isinstance(rows, list)
-            and bool(rows)
-            and all(isinstance(row, dict) for row in rows)
-            and all(not isinstance(v, dict | list) for row in rows for v in row.values())
-        )
-
-    if flat(value):
-        return {name: value}
-    if isinstance(value, dict):
-        return {f"{name}: {key}": rows for key, rows in value.items() if flat(rows)}
-    return {}
-
-
-def held_out(inputs: Inputs) -> HeldOut | None:
-    """The main job's held-out classification tables (summary.json, else eval/*/metrics.json)."""
-    from eval.compare import COLUMNS, comparison_rows
-
-    if inputs.kind != "main job":
-        return None
-    summary = inputs.summary or {}
-    tables = summary.get("classification")
-    if not tables:
-        results = [read_json(p) for p in sorted(inputs.root.glob("eval/*/metrics.json"))]
-        results.sort(key=lambda r: not (r.get("config") or {}).get("baseline"))
-        sources = list(dict.fromkeys(s for r in results for s in r.get("metrics", {})))
-        tables = {source: comparison_rows(results, source) for source in sources}
-    extra: dict[str, list[dict[str, Any]]] = {}
-    for key, value in summary.items():
-        if key not in SHOWN_ELSEWHERE:
-            extra.update(_row_tables(key, value))
-    if not tables and not extra:
-        return None
-    return HeldOut(
-        columns=["model", "pairs", *COLUMNS, "beats_baselines"],
-        tables=tables,
-        extra=extra,
-        dataset=summary.get("dataset"),
     )
 
 

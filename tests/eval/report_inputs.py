@@ -1,6 +1,6 @@
 """Small evaluation folders for the report tests: eval.search on ADI with a noisy ``judgments:``
 labeler (two runs, top 5), with and without human judgments of 8 queries, and a main-job run
-folder around the first."""
+folder around the first (with a 5-fold cross-validation of synthetic predictions)."""
 
 from __future__ import annotations
 
@@ -101,38 +101,120 @@ def make_search_folders(adi: Path, root: Path) -> dict[str, Path]:
     return {"human": root / "human", "no_human": root / "no-human", "human_qrels": human}
 
 
-def make_main_job_folder(search: Path, root: Path) -> Path:
-    """A main-job run folder around an eval.search output: summary.json (held-out tables, a table
-    the report does not know, the means under every human judgment), config.json and
-    agreement.json."""
+FOLDS = 5
+# How well each model of the fixture's cross-validation separates relevant from not relevant.
+# The grader beats BM25 but not cosine (as in the main job), so the page has a NO to show.
+SEPARATION = {"bm25": 0.05, "cosine": 0.2, "judge": 0.0, "grader": 0.2}
+
+
+def _cross_validation(collection: Collection, run: Path, rng: random.Random) -> Path:
+    """The main job's cross-validation over every ADI query, as eval.study leaves it: the folds
+    (dataset/manifest.json), each model's test predictions per fold
+    (cv/fold-K/MODEL/predictions.jsonl; the judge scores a sample) and cv/study.json, pooled by
+    eval.crossval; returns the human qrels the folds are judged against."""
+    from eval.crossval import OutOfFold, PooledMetrics, cross_validate
+
+    qids = sorted(collection.qrels)
+    rng.shuffle(qids)
+    tests = [sorted(qids[i::FOLDS]) for i in range(FOLDS)]
+    doc_ids = sorted(collection.corpus)
+    grades = {
+        q: {d: rng.choice([2, 3]) for d in collection.qrels[q]}
+        | {d: rng.choice([0, 0, 1]) for d in rng.sample(doc_ids, 8) if d not in collection.qrels[q]}
+        for q in qids
+    }
+    qrels = run / "qrels.txt"
+    write_trec_qrels(qrels, grades)
+    folds, outputs = [], []
+    for k, test in enumerate(tests):
+        validation = tests[(k + 1) % FOLDS]
+        pairs = sum(len(grades[q]) for q in test)
+        folds.append(
+            {
+                "counts": {
+                    "train": {"queries": len(qids) - len(test) - len(validation)},
+                    "validation": {"queries": len(validation)},
+                    "test": {"pairs": pairs, "queries": len(test)},
+                },
+                "queries": {"validation": validation, "test": test},
+            }
+        )
+        outputs.append({})
+        for model, separation in SEPARATION.items():
+            rows = []
+            for q in test:
+                for d, g in sorted(grades[q].items()):
+                    label = int(g >= 2)
+                    scored = model != "judge" or rng.random() < 0.3
+                    p = (
+                        min(
+                            0.99,
+                            max(
+                                0.01,
+                                0.5
+                                + (separation if label else -separation)
+                                + rng.uniform(-0.5, 0.5),
+                            ),
+                        )
+                        if scored
+                        else None
+                    )
+                    rows.append(
+                        {
+                            "qid": q,
+                            "doc_id": d,
+                            "probability": p,
+                            "predicted": None if p is None else int(p >= 0.5),
+                            "teacher_label": label,
+                            "human_label": label,
+                        }
+                    )
+            folder = run / "cv" / f"fold-{k}" / model
+            write_jsonl(folder / "predictions.jsonl", rows)
+            outputs[k][model] = folder
+    cross = cross_validate(outputs, ["grader"], ["bm25", "cosine"], "human")
+    per_fold = [
+        {"fold": k, "model": model, **PooledMetrics.of(OutOfFold.read([folder], "human")).to_dict()}
+        for k, models in enumerate(outputs)
+        for model, folder in models.items()
+    ]
+    write_json(run / "dataset" / "manifest.json", {"folds": folds})
+    write_json(
+        run / "cv" / "study.json",
+        {
+            "folds": FOLDS,
+            "queries_per_fold": [len(test) for test in tests],
+            "per_fold": per_fold,
+            "cross_validation": cross.to_dict(),
+        },
+    )
+    return qrels
+
+
+def make_main_job_folder(search: Path, adi: Path, root: Path) -> Path:
+    """A main-job run folder around an eval.search output: the cross-validation (cv/, dataset/),
+    summary.json as the job writes it (with a table the report does not know and the means
+    under every human judgment), config.json and agreement.json."""
     run = root / "main-run"
     shutil.copytree(search, run / "search")
     (run / "search" / "report.html").unlink(missing_ok=True)
     mean = json.loads((search / "metrics.json").read_text())["mean"]
-    rows = [
-        {"model": "BM25 score", "baseline": True, "pairs": 90, "roc_auc": 0.71, "kappa": 0.2},
-        {
-            "model": "grader (ours)",
-            "baseline": False,
-            "pairs": 90,
-            "roc_auc": 0.64,
-            "kappa": 0.1,
-            "beats_baselines": False,
-        },
-    ]
+    qrels = _cross_validation(Collection.load(adi), run, random.Random(1))
+    study = json.loads((run / "cv" / "study.json").read_text())
     write_json(
         run / "summary.json",
         {
             "run_dir": str(run),
             "seconds": 12.5,
             "stage_seconds": {"metric pipeline": 3.0},
-            "dataset": {"test": {"pairs": 90, "queries": 6}},
-            "classification": {"human": rows},
-            "cross_validation": [{"fold": i, "roc_auc": 0.6 + i / 100} for i in range(5)],
+            **study,
+            "names": {"bm25": "BM25 score", "cosine": "MiniLM cosine", "grader": "grader (ours)"},
+            "export_fold": 0,
+            "calibration_check": [{"fold": i, "ece": 0.05 + i / 100} for i in range(FOLDS)],
             "human_all_queries": {r: {"ndcg@5": 0.5 + i / 10} for i, r in enumerate(mean)},
         },
     )
-    write_json(run / "config.json", {"run_dir": str(run), "k": K})
+    write_json(run / "config.json", {"run_dir": str(run), "k": K, "qrels": str(qrels)})
     scores = {
         "qrels:HUMAN": {r: 0.4 + i / 10 for i, r in enumerate(mean)},
         "judgments:LABELER": {r: 0.9 - i / 10 for i, r in enumerate(mean)},

@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 def folders(adi_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("report")
     found = make_search_folders(adi_dir, root)
-    found["main_job"] = make_main_job_folder(found["human"], root)
+    found["main_job"] = make_main_job_folder(found["human"], adi_dir, root)
     return found
 
 
@@ -159,7 +159,7 @@ def test_label_agreement_is_judge_agreement_on_the_judged_hits(folders):
     assert sum(len(v) for v in found.scores_by_grade.values()) == found.pairs
 
 
-def test_the_main_job_folder_adds_ranking_held_out_tables_and_unknown_tables(folders):
+def test_the_main_job_folder_adds_the_ranking_and_unknown_tables(folders):
     report = build_report(folders["main_job"])
     assert report.kind == "main job"
     ranking = report.ranking
@@ -167,11 +167,98 @@ def test_the_main_job_folder_adds_ranking_held_out_tables_and_unknown_tables(fol
     assert ranking.taus["judgments:LABELER"].kendall_tau == pytest.approx(-1.0)
     assert ranking.orders["qrels:HUMAN"] == ["shuffled", "good"]
     assert f"PPI++ ({JUDGED} human-judged queries)" in ranking.scores
-    held_out = report.held_out
-    assert [row["model"] for row in held_out.tables["human"]] == ["BM25 score", "grader (ours)"]
-    assert len(held_out.extra["cross_validation"]) == 5  # a summary section the page did not know
+    assert len(report.held_out.extra["calibration_check"]) == 5  # a table the page did not know
     assert report.headline.cells["good"][f"ndcg@{K}"].human_all == pytest.approx(0.5)
     assert report.provenance.stage_seconds == {"metric pipeline": 3.0}
+
+
+def test_the_held_out_quality_is_the_cross_validation_of_summary_json(folders):
+    summary = read(folders["main_job"], "summary.json")
+    cross = summary["cross_validation"]
+    held = build_report(folders["main_job"]).held_out
+    assert held.folds == 5 and held.source == "human judgments" and held.export_fold == 0
+    assert [row.model for row in held.rows] == list(cross["pooled"])
+    assert [row.name for row in held.rows] == [
+        "BM25 score",
+        "MiniLM cosine",
+        "judge",  # no display name: its key
+        "grader (ours)",
+    ]
+    for row in held.rows:
+        pooled = cross["pooled"][row.model]
+        assert row.pairs == pooled["pairs"] and row.queries == pooled["queries"]
+        assert row.metrics == {key: pooled[key] for key, _ in held.columns}
+        assert row.baseline == (row.model in ("bm25", "cosine"))
+    grader = held.rows[-1]
+    expected = [d for d in cross["differences"] if d["model"] == "grader"]
+    assert [(d.baseline, d.mean, d.low, d.high, d.beats) for d in grader.differences] == [
+        (d["baseline"], d["mean"], d["low"], d["high"], d["beats"]) for d in expected
+    ]
+    assert grader.beats_every_baseline == cross["beats_every_baseline"]["grader"]
+    for fold in held.per_fold:
+        rows = [r for r in summary["per_fold"] if r["fold"] == fold.fold]
+        assert fold.roc_auc == {r["model"]: r["roc_auc"] for r in rows}
+        assert fold.queries["test"] == summary["queries_per_fold"][fold.fold]
+        assert sum(fold.queries.values()) == len(
+            read(folders["main_job"], "search/per_query.json")["good"]
+        )
+
+
+def test_the_grader_against_people_is_its_pooled_out_of_fold_predictions(folders):
+    """In the main job the confusion matrix, κ and reliability come from every fold's test
+    predictions (no pair seen in training), with the human grades of the job's qrels."""
+    from collections import Counter
+
+    run = folders["main_job"]
+    qrels = graded_qrels(read_qrels(read(run, "config.json")["qrels"]), "qrels")
+    rows = [
+        json.loads(line)
+        for k in range(5)
+        for line in (run / "cv" / f"fold-{k}" / "grader" / "predictions.jsonl")
+        .read_text()
+        .splitlines()
+    ]
+    found = build_report(run).agreement
+    assert "out of fold" in found.scope and found.pairs == len(rows)
+    assert found.human_scale == ["0", "1", "2", "3"] and found.labeler_scale == [
+        "not relevant",
+        "relevant",
+    ]
+    counts = Counter((qrels[r["qid"]][r["doc_id"]], r["predicted"]) for r in rows)
+    assert found.confusion == [[counts[(g, v)] for v in (0, 1)] for g in range(4)]
+    pooled = read(run, "summary.json")["cross_validation"]["pooled"]["grader"]
+    assert found.kappa == pytest.approx(pooled["kappa"]) and found.f1 == pytest.approx(pooled["f1"])
+    assert sum(b.pairs for b in found.reliability) == len(rows)
+    assert {g: len(v) for g, v in found.scores_by_grade.items()} == {
+        str(g): sum(n for (grade, _), n in counts.items() if grade == g) for g in range(4)
+    }
+
+
+def test_the_page_says_which_evaluated_queries_the_exported_grader_learned_from(folders):
+    run = folders["main_job"]
+    tested = set(read(run, "dataset/manifest.json")["folds"][0]["queries"]["test"])
+    report = build_report(run)
+    evaluated = {row.qid for row in report.queries}
+    judged = {row.qid for row in report.queries if row.judged}
+    (note,) = [n for n in report.notes if "learned from" in n]
+    assert f"learned from {len(evaluated - tested)} of the {len(evaluated)} queries" in note
+    assert f"({len(judged - tested)} of the {len(judged)} judged by people)" in note
+
+
+def test_while_the_job_runs_the_held_out_quality_comes_from_the_study(folders, tmp_path: Path):
+    """Before summary.json exists: cv/study.json gives the table (models by their keys, no
+    exported fold yet)."""
+    import shutil
+
+    run = tmp_path / "running"
+    shutil.copytree(folders["main_job"], run)
+    (run / "summary.json").unlink()
+    held = build_report(run).held_out
+    study = read(run, "cv/study.json")
+    assert [row.name for row in held.rows] == list(study["cross_validation"]["pooled"])
+    assert held.export_fold is None and held.extra == {}
+    (run / "cv" / "study.json").unlink()
+    assert build_report(run).held_out is None
 
 
 def test_a_folder_without_its_optional_files_still_gives_a_page(folders, tmp_path: Path):
@@ -213,7 +300,7 @@ def test_the_corpus_is_found_from_the_stage_command_when_provenance_is_missing(
     (run / "stages").mkdir()
     (run / "stages" / "metric-pipeline.json").write_text(json.dumps({"command": command}))
     report = build_report(run)
-    assert report.notes == []
+    assert not [note for note in report.notes if "learned from" not in note]
     assert report.documents and any(row.judged for row in report.queries)
     assert report.provenance.commands[0].command.startswith("python -m eval.search --run x.trec")
 

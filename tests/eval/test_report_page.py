@@ -20,7 +20,7 @@ pytestmark = pytest.mark.browser
 def pages(adi_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("report-page")
     folders = make_search_folders(adi_dir, root)
-    main_job = make_main_job_folder(folders["human"], root)
+    main_job = make_main_job_folder(folders["human"], adi_dir, root)
     return {
         "human": folders["human"],
         "no_human": folders["no_human"],
@@ -152,13 +152,38 @@ def test_sorting_and_filtering_the_query_table(browser, pages):
     assert console_errors(browser) == []
 
 
-def test_the_main_job_page_shows_the_held_out_tables_and_the_ranking(browser, pages):
+def test_the_main_job_page_shows_the_cross_validation_and_the_ranking(browser, pages):
+    summary = json.loads((pages["main_job"] / "summary.json").read_text())
+    cross = summary["cross_validation"]
     By = open_page(browser, pages["pages"]["main_job"])
-    held_out = browser.find_element(By.ID, "held-out")
-    assert held_out.is_displayed()
-    assert "NO" in held_out.text and "cross validation" in held_out.text
+    assert browser.find_element(By.ID, "held-out").is_displayed()
+    for model, pooled in cross["pooled"].items():
+        row = browser.find_element(By.CSS_SELECTOR, f'#pooled-table tr[data-model="{model}"]')
+        for key in ("roc_auc", "query_roc_auc", "kappa"):
+            assert row.find_element(By.CSS_SELECTOR, f'td[data-key="{key}"]').text == (
+                f"{pooled[key]:.3f}"
+            )
+    grader = browser.find_element(By.CSS_SELECTOR, '#pooled-table tr[data-model="grader"]')
+    for d in cross["differences"]:
+        cell = grader.find_element(By.CSS_SELECTOR, f'td[data-baseline="{d["baseline"]}"]')
+        assert cell.find_element(By.CLASS_NAME, "est").text == f"{d['mean']:+.3f}"
+        assert cell.find_element(By.CLASS_NAME, "ci").text == f"[{d['low']:+.3f}, {d['high']:+.3f}]"
+    assert cross["beats_every_baseline"]["grader"] is False  # the fixture's grader ties cosine
+    verdict = grader.find_element(By.CLASS_NAME, "verdict")
+    assert verdict.text == "NO" and "loses" in verdict.get_attribute("class")
+    assert browser.find_element(By.CSS_SELECTOR, '[data-figure="differences"] svg')
+    fold = browser.find_element(By.CSS_SELECTOR, '#per-fold-table tr[data-fold="3"]')
+    expected = next(r for r in summary["per_fold"] if r["fold"] == 3 and r["model"] == "cosine")
+    assert fold.find_element(By.CSS_SELECTOR, 'td[data-model="cosine"]').text == (
+        f"{expected['roc_auc']:.3f}"
+    )
+    assert "The grader of fold 0 is exported" in browser.find_element(By.ID, "export-fold").text
+    assert browser.find_element(By.ID, "kappa").text == f"{cross['pooled']['grader']['kappa']:.3f}"
+    assert "out of fold" in browser.find_element(By.ID, "agreement-scope").text
+    assert "calibration check" in browser.find_element(By.ID, "held-out-tables").text
     taus = browser.find_element(By.ID, "ranking-taus").text
     assert "-1.000" in taus
+    assert console_errors(browser) == []
 
 
 def test_a_single_run_without_comparisons_draws_without_errors(browser, pages, tmp_path: Path):
@@ -199,3 +224,18 @@ def test_screenshots_show_the_page(pages, tmp_path: Path, at: str):
         colours = image.convert("RGB").getcolors(maxcolors=1 << 16)
         assert image.width <= 900 and image.height > 150
     assert colours is None or len(colours) > 8  # drawn, not a blank page
+
+
+def test_the_held_out_screenshot_keeps_the_red_no(pages, tmp_path: Path):
+    """The palette the PNGs are stored with keeps a rare colour: the verdict's red NO."""
+    from PIL import Image
+
+    from eval.report.browser import available
+    from eval.report.page import screenshot
+
+    if not available():
+        pytest.skip("Chromium and chromedriver are not installed (bash install.sh dev)")
+    png = screenshot(pages["pages"]["main_job"], tmp_path / "held-out.png", 1280, 900, "held-out")
+    with Image.open(png) as image:
+        colours = {colour for _, colour in image.convert("RGB").getcolors(maxcolors=1 << 16)}
+    assert (0xB3, 0x26, 0x1E) in colours  # page.css's --bad

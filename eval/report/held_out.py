@@ -1,0 +1,192 @@
+"""The main job's held-out quality for the report: its k-fold cross-validation by query
+(``summary.json``, else ``cv/study.json`` while the job still runs), the grader's out-of-fold
+predictions against people, and which evaluated queries the exported grader learned from."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from eval.crossval import POOLED_COLUMNS, PREDICTIONS, OutOfFold
+from eval.report.inputs import CV_DIR, Inputs, read_human_qrels
+from eval.report.model import (
+    AucDifference,
+    FoldRow,
+    HeldOut,
+    LabelAgreement,
+    PooledRow,
+)
+from eval.report.sections import Labelled, agreement_of
+
+SOURCES = {"human": "human judgments", "teacher": "teacher labels"}
+# summary.json keys the page shows elsewhere; any other table it holds appears as it is.
+SHOWN_ELSEWHERE = {
+    "run_dir",
+    "seconds",
+    "stage_seconds",
+    "folds",
+    "queries_per_fold",
+    "names",
+    "cross_validation",
+    "per_fold",
+    "export_fold",
+    "search",
+    "agreement",
+    "ppi",
+    "human_all_queries",
+    "export",
+}
+
+
+def _row_tables(name: str, value: Any) -> dict[str, list[dict[str, Any]]]:
+    """A list of flat records, or a dict of such lists, as named tables (else nothing)."""
+
+    def flat(rows: Any) -> bool:
+        return (
+            isinstance(rows, list)
+            and bool(rows)
+            and all(isinstance(row, dict) for row in rows)
+            and all(not isinstance(v, dict | list) for row in rows for v in row.values())
+        )
+
+    if flat(value):
+        return {name: value}
+    if isinstance(value, dict):
+        return {f"{name}: {key}": rows for key, rows in value.items() if flat(rows)}
+    return {}
+
+
+def _pooled_rows(cross: dict[str, Any], names: dict[str, str]) -> list[PooledRow]:
+    differences = cross["differences"]
+    baselines = set(d["baseline"] for d in differences)
+    verdicts = cross.get("beats_every_baseline") or {}
+    return [
+        PooledRow(
+            model=model,
+            name=names.get(model, model),
+            baseline=model in baselines,
+            pairs=int(metrics["pairs"]),
+            queries=int(metrics["queries"]),
+            metrics={key: metrics.get(key) for key, _ in POOLED_COLUMNS},
+            differences=[
+                AucDifference(
+                    d["baseline"], int(d["queries"]), d["mean"], d["low"], d["high"], d["beats"]
+                )
+                for d in differences
+                if d["model"] == model
+            ],
+            beats_every_baseline=verdicts.get(model),
+        )
+        for model, metrics in cross["pooled"].items()
+    ]
+
+
+def _per_fold(study: dict[str, Any], manifest: dict[str, Any] | None) -> list[FoldRow]:
+    """ROC-AUC per fold and model, with each fold's split sizes (dataset/manifest.json)."""
+    aucs: dict[int, dict[str, float | None]] = {}
+    for row in study.get("per_fold") or []:
+        aucs.setdefault(int(row["fold"]), {})[row["model"]] = row.get("roc_auc")
+    folds = (manifest or {}).get("folds") or []
+    tested = study.get("queries_per_fold") or []
+    rows = []
+    for fold in range(int(study["folds"])):
+        counts = (folds[fold].get("counts") or {}) if fold < len(folds) else {}
+        queries = {split: int(c["queries"]) for split, c in counts.items()}
+        if not queries and fold < len(tested):
+            queries = {"test": int(tested[fold])}
+        test_pairs = counts.get("test", {}).get("pairs")
+        rows.append(FoldRow(fold, aucs.get(fold, {}), queries, test_pairs))
+    return rows
+
+
+def held_out(inputs: Inputs) -> HeldOut | None:
+    """The cross-validation's pooled table and its folds (None outside a main-job folder)."""
+    if inputs.kind != "main job":
+        return None
+    summary = inputs.summary or {}
+    extra: dict[str, list[dict[str, Any]]] = {}
+    for key, value in summary.items():
+        if key not in SHOWN_ELSEWHERE:
+            extra.update(_row_tables(key, value))
+    study = next(
+        (found for found in (summary, inputs.study) if found and found.get("cross_validation")),
+        None,
+    )
+    if study is None:
+        return HeldOut(extra=extra) if extra else None
+    cross = study["cross_validation"]
+    return HeldOut(
+        folds=int(cross["folds"]),
+        source=SOURCES.get(cross["source"], cross["source"]),
+        columns=[list(column) for column in POOLED_COLUMNS],
+        rows=_pooled_rows(cross, summary.get("names") or {}),
+        per_fold=_per_fold(study, inputs.manifest),
+        export_fold=summary.get("export_fold"),
+        extra=extra,
+    )
+
+
+def _human_grades(inputs: Inputs) -> dict[str, dict[str, int]]:
+    """The job's human qrels as 0-3 grades (empty when they cannot be read as such)."""
+    path = inputs.resolve((inputs.job_config or {}).get("qrels"))
+    if path is None:
+        return {}
+    try:
+        return read_human_qrels(path)
+    except ValueError:
+        return {}
+
+
+def out_of_fold_agreement(inputs: Inputs, held: HeldOut | None) -> LabelAgreement | None:
+    """The grader against people on its out-of-fold predictions: every judged pair scored by the
+    grader of the fold that held its query out (None unless the folds were scored against human
+    judgments and their predictions are here)."""
+    if held is None or held.source != SOURCES["human"]:
+        return None
+    graders = [row for row in held.rows if row.differences]
+    if not graders:
+        return None
+    grader = next((row for row in graders if row.model == "grader"), graders[0])
+    folders = [inputs.root / CV_DIR / f"fold-{k}" / grader.model for k in range(held.folds)]
+    if not all((folder / PREDICTIONS).is_file() for folder in folders):
+        return None
+    oof = OutOfFold.read(folders, "human")
+    grades = _human_grades(inputs)
+    pairs = [
+        Labelled(bool(label), grades.get(qid, {}).get(doc), bool(decision), None, float(score))
+        for qid, doc, label, decision, score in zip(
+            oof.qids, oof.doc_ids, oof.labels, oof.decisions, oof.probabilities, strict=True
+        )
+    ]
+    scope = (
+        f"out of fold: each judged pair scored by the {grader.name} of the fold that held its "
+        f"query out ({held.folds} folds, each calibrated and thresholded on its own validation "
+        "queries), so no pair was seen in training: the pooled predictions behind the held-out "
+        "table below"
+    )
+    source = str((inputs.job_config or {}).get("qrels") or "the human qrels")
+    return agreement_of(pairs, source, scope)
+
+
+def learned_queries_note(inputs: Inputs, evaluated: set[str], judged: set[str]) -> str | None:
+    """A note when the exported grader learned from queries the runs are evaluated on (its
+    fold's training and validation queries): there its labels are better than on new ones."""
+    export = (inputs.summary or {}).get("export_fold")
+    folds = (inputs.manifest or {}).get("folds") or []
+    if export is None or export >= len(folds):
+        return None
+    split = folds[export].get("queries") or {}
+    in_folds = {q for fold in folds for q in (fold.get("queries") or {}).get("test", [])}
+    learned = (evaluated & in_folds) - set(split.get("test", []))
+    if not learned:
+        return None
+    of_judged = (
+        f" ({len(learned & judged)} of the {len(judged)} judged by people)" if judged else ""
+    )
+    return (
+        f"The exported grader (fold {export}) learned from {len(learned)} of the "
+        f"{len(evaluated)} queries evaluated here{of_judged}: they were its training or "
+        "validation queries, so it has seen the teacher's labels of their pairs, and on them its "
+        "labels, its agreement with people and what PPI++ gains from it are better than on "
+        "queries it never saw. Its quality on unseen queries is the cross-validated one (held-out "
+        "quality)."
+    )
