@@ -689,7 +689,7 @@ def main(args: Sequence[str] | None = None) -> None:
     print()
     print(report_markdown(summary))
     print(
-        f"everything is in {config.run_dir}/ (report.md, summary.json, eval/, export/, search/, agreement/)"
+        f"everything is in {config.run_dir}/ (report.md, summary.json, cv/, export/, search/, agreement/)"
     )
 
 
