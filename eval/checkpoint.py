@@ -116,17 +116,19 @@ class Scored:
     relevant_from: int = DEFAULT_RELEVANCE_THRESHOLD
 
 
+def corpus_texts(collection: str) -> list[str]:
+    """Every document of a BEIR folder as the baselines read it (BM25's document frequencies)."""
+    from data.beir import Collection
+
+    return [document_text(d.text, d.title) for d in Collection.load(collection).corpus.values()]
+
+
 def _score(config: CheckpointEvalConfig, records: list[Judgment]) -> Scored:
     """P(relevant) per record (raw scores for baselines), pairs/s, and a graded grader's grades."""
     if config.baseline:
         from eval.baselines import baseline_scores
 
-        corpus = None
-        if config.collection:
-            from data.beir import Collection
-
-            collection = Collection.load(config.collection)
-            corpus = [document_text(d.text, d.title) for d in collection.corpus.values()]
+        corpus = corpus_texts(config.collection) if config.collection else None
         start = time.perf_counter()
         scores = baseline_scores(
             config.baseline,

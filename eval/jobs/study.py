@@ -206,6 +206,8 @@ class Study:
             if config.state_cache == "none"
             else Path(config.state_cache or default_state_cache())
         )
+        self.folders: list[Path] = []
+        self.baseline_tables: dict[str, dict[tuple[str, str], float]] = {}
         self.extra_train: list[dict[str, Any]] = []
         for path in config.train_only:
             self.extra_train += [
@@ -328,7 +330,8 @@ class Study:
             "qrels": c.qrels if c.labels != "teacher" else None,
         }
         if name in BASELINES:
-            return CheckpointEvalConfig(baseline=name, collection=c.collection, **common), None
+            evaluation = CheckpointEvalConfig(baseline=name, collection=c.collection, **common)
+            return evaluation, self.baseline_scorer(name)
         if name == "zero-shot":
             return CheckpointEvalConfig(
                 model=c.student, zero_shot=True, max_length=c.max_length, **common
@@ -341,6 +344,32 @@ class Study:
         if self.state_cache is not None:  # the states training stored: no forward pass again
             scorer = recipe_for(settings.model.family).state_scorer(grader, settings)
         return CheckpointEvalConfig(model=str(grader), **common), scorer
+
+    def baseline_scorer(self, name: str) -> Scorer:
+        """A baseline's raw score of each pair, computed once for every fold's validation and
+        test pairs (a pair validates in one fold and tests in another; the corpus statistics
+        and the embedder load once)."""
+        if name not in self.baseline_tables:
+            from eval.baselines import baseline_scores
+            from eval.checkpoint import corpus_texts
+
+            pairs = {
+                (r["qid"], r["doc_id"]): r
+                for folder in self.folders
+                for split in ("validation", "test")
+                for r in read_jsonl_rows(folder / f"{split}.jsonl")
+            }
+            rows = list(pairs.values())
+            scores = baseline_scores(
+                name,
+                [r["query"] for r in rows],
+                [r["text"] for r in rows],
+                [r.get("title") for r in rows],
+                corpus_texts(self.config.collection),
+            )
+            self.baseline_tables[name] = dict(zip(pairs, scores.tolist(), strict=True))
+        table = self.baseline_tables[name]
+        return lambda records: np.array([table[(r.qid, r.doc_id)] for r in records])
 
     def train_grader(self, train_config: str, data: Path, grader: Path) -> tuple[Path, Any]:
         from train.recipes import TrainingSettings
@@ -380,7 +409,7 @@ class Study:
         c = self.config
         self.root.mkdir(parents=True, exist_ok=True)
         write_json(self.root / "config.json", asdict(c))
-        folders = self.folds()
+        folders = self.folders = self.folds()
         trained = c.trained_models()
         curve_model = c.learning_curve_model or (list(trained)[-1] if trained else None)
         per_fold: list[dict[str, Any]] = []
@@ -504,15 +533,16 @@ def summarise(
                     wins.append(row["roc_auc"] > max(others))
             entry["beats_baselines_in_folds"] = f"{sum(wins)}/{len(wins)}"
         mean[model] = entry
-    test_queries = [
-        len(json.loads((folder / "manifest.json").read_text())["queries"]["test"])
-        for folder in folders
-    ]
+    manifests = [json.loads((folder / "manifest.json").read_text()) for folder in folders]
+    test_queries = [len(manifest["queries"]["test"]) for manifest in manifests]
+    manifest = manifests[0]  # the folds' build settings (data.build's, where it built them)
     return {
         "collection": config.collection,
         "folds": len(folders),
         "queries_per_fold": test_queries,
-        "max_pairs_per_query": config.max_pairs_per_query,
+        "max_pairs_per_query": manifest.get("config", {}).get(
+            "max_pairs_per_query", config.max_pairs_per_query
+        ),
         "models": mean,
         "per_fold": per_fold,
         "cross_validation": cross.to_dict(),

@@ -62,6 +62,35 @@ def test_pmi_equals_the_query_log_likelihood_gain_computed_by_hand(causal_lm):
     assert len(split.prior_ids) == 2 and split.prior_of == [0, 0, 1]  # one prior per query
 
 
+def test_cached_pmi_is_the_graders_pmi_and_runs_the_model_once_per_sequence(
+    causal_lm, tmp_path: Path
+):
+    """With no decoder layer trained, cross-validation folds read each pair's and each query
+    prior's log-likelihood from the state cache: the model runs once per sequence."""
+    from train.cached_states import StateCache
+    from train.recipes.query_likelihood import cached_pmi
+
+    model, tokenizer = causal_lm
+    fmt = query_likelihood_format(256)
+    ids = format_pairs(tokenizer, fmt, QUERIES, DOCUMENTS).input_ids
+    cache = StateCache(tmp_path / "states", "tiny")
+    options = {"batch_size": 2, "dtype": torch.float32, "cache": cache}
+    first = cached_pmi(model, tokenizer, fmt, ids, **options)
+    np.testing.assert_allclose(first, pmi_scores(model, tokenizer, fmt, ids), atol=1e-6)
+    assert len(list((tmp_path / "states").glob("*.pt"))) == 3 + 2  # pairs + query priors
+
+    class Unreachable(torch.nn.Module):
+        def parameters(self, recurse: bool = True):
+            return model.parameters(recurse)
+
+        def forward(self, *args, **kwargs):
+            raise AssertionError("the model ran for a cached sequence")
+
+    np.testing.assert_array_equal(
+        cached_pmi(Unreachable(), tokenizer, fmt, ids[1:], **options), first[1:]
+    )
+
+
 def test_the_query_is_found_after_the_last_marker_even_when_the_document_quotes_it(causal_lm):
     _, tokenizer = causal_lm
     fmt = query_likelihood_format(256)

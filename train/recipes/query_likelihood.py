@@ -1,12 +1,15 @@
 """The query-likelihood recipe: the grader trains on cached states, inside the same ``Trainer``.
 
-The bottom of the causal LM runs once per pair and once per query's empty-passage prior
-(``train.cached_states.compute_states``); :class:`QueryLikelihoodTop` runs the trained top
-layers (none when ``trainable_layers`` is 0), reads PMI = log P(query | document) - log P(query)
-off the frozen LM head and turns it into the logits (0, scale * PMI + bias), so the classifier's
-loss, metrics, best-checkpoint choice and resume apply unchanged. ``scale`` and ``bias`` (a
-``score`` layer, trained at ``head_learning_rate``) start from a logistic fit on the untrained
-PMI of the training pairs and are saved in ``grader_config.json``.
+With ``trainable_layers`` 0 the whole model is the frozen bottom: each pair's and each query
+prior's query log-likelihood is computed once (``cached_pmi``, kept in the state cache, so
+cross-validation folds and the study share it) and :class:`PMIReadOut` trains scale and bias on
+the PMI. With top layers training, the bottom of the causal LM runs once per pair and once per
+query's empty-passage prior (``train.cached_states.compute_states``); :class:`QueryLikelihoodTop`
+runs the trained top layers, reads PMI = log P(query | document) - log P(query) off the frozen LM
+head and turns it into the logits (0, scale * PMI + bias). Either way the classifier's loss,
+metrics, best-checkpoint choice and resume apply unchanged. ``scale`` and ``bias`` (a ``score``
+layer, trained at ``head_learning_rate``) start from a logistic fit on the untrained PMI of the
+training pairs and are saved in ``grader_config.json``.
 """
 
 from __future__ import annotations
@@ -21,12 +24,14 @@ from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer
 from transformers.modeling_outputs import SequenceClassifierOutput
 
+from models.backbone import decoder
 from models.input_format import GraderInputFormat
 from models.losses import build_loss
 from models.query_likelihood import (
     MARKER,
     QueryLikelihoodInputs,
     fit_scale_and_bias,
+    sequence_log_likelihoods,
     split_inputs,
     target_log_likelihood,
 )
@@ -34,15 +39,10 @@ from train.cached_states import DecoderTop, compute_states, pad_states
 from train.recipes import StateScorer, TrainingJob, TrainingRecipe, TrainingSettings
 
 
-class QueryLikelihoodTop(DecoderTop):
-    """Decoder layers ``first_layer..`` + final norm + the frozen LM head, fed with cached states
-    of each pair and of its query's prior; logits (0, scale * PMI + bias)."""
+class ScaleAndBias:
+    """The read-out sigmoid(scale * PMI + bias): a ``score`` layer of one weight and one bias."""
 
-    def __init__(self, model: PreTrainedModel, first_layer: int) -> None:
-        super().__init__(model, first_layer)
-        self._lm_head = [model.get_output_embeddings()]  # frozen and tied: not a submodule
-        self.score = torch.nn.Linear(1, 1)
-        self.set_scale_and_bias(1.0, 0.0)
+    score: torch.nn.Linear
 
     @property
     def scale_and_bias(self) -> tuple[float, float]:
@@ -52,6 +52,36 @@ class QueryLikelihoodTop(DecoderTop):
     def set_scale_and_bias(self, scale: float, bias: float) -> None:
         self.score.weight.fill_(scale)
         self.score.bias.fill_(bias)
+
+    def logits(self, pmi: torch.Tensor) -> SequenceClassifierOutput:
+        z = self.score(pmi.unsqueeze(1))
+        return SequenceClassifierOutput(logits=torch.cat([torch.zeros_like(z), z], dim=1))
+
+
+class PMIReadOut(ScaleAndBias, torch.nn.Module):
+    """What trains when no decoder layer does: the read-out on each pair's cached PMI (the whole
+    model is the frozen bottom, so its output per pair is one number)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.score = torch.nn.Linear(1, 1)
+        self.set_scale_and_bias(1.0, 0.0)
+
+    def forward(
+        self, pmi: torch.Tensor, labels: torch.Tensor | None = None
+    ) -> SequenceClassifierOutput:
+        return self.logits(pmi.float())
+
+
+class QueryLikelihoodTop(ScaleAndBias, DecoderTop):
+    """Decoder layers ``first_layer..`` + final norm + the frozen LM head, fed with cached states
+    of each pair and of its query's prior; logits (0, scale * PMI + bias)."""
+
+    def __init__(self, model: PreTrainedModel, first_layer: int) -> None:
+        super().__init__(model, first_layer)
+        self._lm_head = [model.get_output_embeddings()]  # frozen and tied: not a submodule
+        self.score = torch.nn.Linear(1, 1)
+        self.set_scale_and_bias(1.0, 0.0)
 
     def log_likelihood(
         self,
@@ -81,8 +111,7 @@ class QueryLikelihoodTop(DecoderTop):
     def forward(
         self, labels: torch.Tensor | None = None, **inputs: torch.Tensor
     ) -> SequenceClassifierOutput:
-        z = self.score(self.pmi(inputs).unsqueeze(1))
-        return SequenceClassifierOutput(logits=torch.cat([torch.zeros_like(z), z], dim=1))
+        return self.logits(self.pmi(inputs))
 
 
 class QueryLikelihoodStates(torch.utils.data.Dataset):
@@ -201,6 +230,68 @@ def initial_scale_and_bias(
     return fit_scale_and_bias(pmi, np.asarray(data.labels), class_weights)
 
 
+class PMIDataset(torch.utils.data.Dataset):
+    """Each pair's PMI and label: the read-out's training data when no decoder layer trains."""
+
+    def __init__(self, pmi: np.ndarray, labels: Sequence[int]) -> None:
+        self.pmi, self.labels = np.asarray(pmi, dtype=np.float32), list(labels)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return {"pmi": float(self.pmi[index]), "labels": int(self.labels[index])}
+
+
+def collate_pmi(features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+    return {
+        "pmi": torch.tensor([f["pmi"] for f in features], dtype=torch.float32),
+        "labels": torch.tensor([f["labels"] for f in features], dtype=torch.long),
+    }
+
+
+LOG_LIKELIHOOD = "log-likelihood"  # the state cache's name for a sequence's query log-likelihood
+
+
+def cached_pmi(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    fmt: GraderInputFormat,
+    input_ids: Sequence[Sequence[int]],
+    *,
+    batch_size: int,
+    dtype: torch.dtype,
+    cache: Any = None,
+) -> np.ndarray:
+    """PMI of each input as the grader computes it (``models.query_likelihood``), each pair's
+    and each query prior's log-likelihood read from ``cache`` where stored, else computed and
+    stored: cross-validation folds run the model once per pair."""
+    split = split_inputs(tokenizer, fmt, input_ids)
+    sequences = [*input_ids, *split.prior_ids]
+    starts = [*split.target_starts, *split.prior_target_starts]
+    stored = [cache.get(ids, LOG_LIKELIHOOD, dtype) if cache else None for ids in sequences]
+    todo = [i for i, value in enumerate(stored) if value is None]
+    device = next(model.parameters()).device
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    computed = np.zeros(0)
+    if todo:
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
+            computed = sequence_log_likelihoods(
+                model,
+                [sequences[i] for i in todo],
+                [starts[i] for i in todo],
+                pad_token_id=pad,
+                batch_size=batch_size,
+                show_progress=True,
+            )
+    for i, value in zip(todo, computed, strict=True):
+        stored[i] = torch.tensor(value, dtype=torch.float64)
+        if cache:
+            cache.put(sequences[i], LOG_LIKELIHOOD, dtype, stored[i])
+    values = np.array([float(v) for v in stored])
+    return values[: len(input_ids)] - values[len(input_ids) :][split.prior_of]
+
+
 class QueryLikelihoodRecipe(TrainingRecipe):
     family = "query_likelihood"
 
@@ -228,6 +319,37 @@ class QueryLikelihoodRecipe(TrainingRecipe):
             tokenize(raw, job.tokenizer, job.fmt) if raw is not None else None
             for raw in (job.train_raw, job.eval_raw)
         ]
+        args.train_sampling_strategy = "random"  # the cached states fix the lengths
+        loss = build_loss("cross_entropy", class_weights=class_weights)
+        cache = state_cache_for(args.state_cache, model_config.model_name_or_path, args.world_size)
+        dtype = resolve_state_dtype(args.state_dtype, args.device)
+        if first == len(decoder(model).layers):  # nothing but the read-out trains
+            with args.main_process_first(desc="cached log-likelihoods"):
+                data = [
+                    None
+                    if ds is None
+                    else PMIDataset(
+                        cached_pmi(
+                            model,
+                            job.tokenizer,
+                            job.fmt,
+                            list(ds["input_ids"]),
+                            batch_size=args.per_device_eval_batch_size,
+                            dtype=dtype,
+                            cache=cache,
+                        ),
+                        ds["labels"],
+                    )
+                    for ds in splits
+                ]
+            read_out = PMIReadOut()
+            assert data[0] is not None
+            read_out.set_scale_and_bias(
+                *fit_scale_and_bias(data[0].pmi, np.asarray(data[0].labels), class_weights)
+            )
+            return grader_trainer(
+                read_out, args, data[0], data[1], collate_pmi, job.tokenizer, loss
+            )
         # Under DDP the main process computes and stores the states, then the others read them.
         with args.main_process_first(desc="cached states"):
             train_states, eval_states = query_likelihood_datasets(
@@ -237,15 +359,12 @@ class QueryLikelihoodRecipe(TrainingRecipe):
                 first,
                 splits,
                 batch_size=args.per_device_eval_batch_size,
-                dtype=resolve_state_dtype(args.state_dtype, args.device),
-                cache=state_cache_for(
-                    args.state_cache, model_config.model_name_or_path, args.world_size
-                ),
+                dtype=dtype,
+                cache=cache,
             )
         assert train_states is not None
         top = QueryLikelihoodTop(model, first).eval()
         top.set_scale_and_bias(*initial_scale_and_bias(top, train_states, class_weights))
-        args.train_sampling_strategy = "random"  # the cached states fix the lengths
         return grader_trainer(
             top.train(),
             args,
@@ -253,7 +372,7 @@ class QueryLikelihoodRecipe(TrainingRecipe):
             eval_states,
             collate_query_likelihood,
             job.tokenizer,
-            build_loss("cross_entropy", class_weights=class_weights),
+            loss,
         )
 
     def finish(self, trainer: Trainer, job: TrainingJob, info: dict, metrics: dict) -> None:
@@ -270,9 +389,21 @@ class QueryLikelihoodRecipe(TrainingRecipe):
         trained = TrainedStates(grader, settings)
         top = QueryLikelihoodTop(trained.model, trained.first).eval()
         top.set_scale_and_bias(*scale_and_bias(trained.info))
+        whole_model = trained.first == len(decoder(trained.model).layers)
 
         def scorer(records: Sequence[Any]) -> np.ndarray:
             ids = trained.input_ids(records)
+            if whole_model:
+                pmi = cached_pmi(
+                    trained.model,
+                    trained.tokenizer,
+                    trained.fmt,
+                    ids,
+                    batch_size=trained.batch_size,
+                    dtype=trained.dtype,
+                    cache=trained.cache,
+                )
+                return pmi_probabilities(pmi, *top.scale_and_bias)[:, 1].astype(np.float64)
             (data,) = query_likelihood_datasets(
                 trained.model,
                 trained.tokenizer,
