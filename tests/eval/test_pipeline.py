@@ -247,3 +247,12 @@ def test_stage_flags_are_given_quoted_on_the_command_line():
     (config,) = parse_config([PipelineConfig], args)
     assert config.teacher_args == ["--concurrency", "32"]
     assert config.train_args == ["--labels", "graded"]
+
+
+def test_the_teacher_labels_the_pooled_top_k_the_flag_names(tmp_path: Path):
+    """--k 3 retrieves and pools each retriever's top 3 (no floor of 10 paid for)."""
+    args = ["--config", str(REPO / "eval/configs/main.yaml"), "--qrels", "none"]
+    args += ["--teacher_backend", "openai", "--k", "3", "--run_dir", str(tmp_path / "run")]
+    (config,) = parse_config([PipelineConfig], args)
+    retrieval = next(s for s in Pipeline(config).stages() if s.name == "retrieval runs")
+    assert retrieval.args[retrieval.args.index("--k") + 1] == "3"
