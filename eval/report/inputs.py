@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data.beir import Qrels, graded_qrels, read_qrels
+from data.beir import Qrels
 from data.provenance import PROVENANCE_FILE
 from data.records import label_from_grade
 from eval.search import SearchEvalConfig
@@ -171,17 +171,19 @@ class HumanLabels:
 
 
 def read_human_qrels(path: Path) -> Qrels:
-    """Human grades (0-3) of a qrels file, as eval.search reads ``--human``."""
-    return graded_qrels(read_qrels(path), str(path))
+    """Human grades (0-3) as eval.search reads ``--human``: a qrels file, a judgments JSONL or an
+    eval.annotate session folder."""
+    from eval.search import human_qrels
+
+    return human_qrels(str(path))
 
 
 def read_human_pairs(path: Path) -> dict[tuple[str, str], tuple[int | None, bool]]:
-    """{(qid, doc_id): (grade or None, relevant)} of a judgments JSONL (``--human_pairs``)."""
-    from data.io import read_records
-    from data.records import Judgment
+    """{(qid, doc_id): (grade or None, relevant)} as eval.search reads ``--human_pairs``: a
+    judgments JSONL or an eval.annotate session folder, several assessors folded into one."""
+    from eval.annotate.store import fold, read_judgments
 
-    return {
-        (record.qid, record.doc_id): (record.grade, bool(record.label))
-        for record in read_records(path, Judgment)
-        if record.error is None and record.label is not None
-    }
+    records = read_judgments(path)
+    labels = fold(records, "label")
+    grades = fold([record for record in records if record.grade is not None])
+    return {pair: (grades.get(pair), bool(label)) for pair, label in labels.items()}
