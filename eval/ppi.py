@@ -150,7 +150,13 @@ def queries_for_width(pilot: Interval, target_width: float) -> int:
     ``pilot.n`` queries (widths scale as 1/sqrt(n))."""
     if target_width <= 0:
         raise ValueError(f"target_width: expected > 0, got {target_width}")
-    return max(2, math.ceil(pilot.n * (pilot.width / target_width) ** 2))
+    # A rounding error in the widths must not ask for one more query than the law says.
+    return max(2, math.ceil(pilot.n * (pilot.width / target_width) ** 2 - 1e-9))
+
+
+def width_for_queries(pilot: Interval, n: int) -> float:
+    """The interval width ``n`` judged queries reach, from a pilot interval on ``pilot.n``."""
+    return pilot.width * math.sqrt(pilot.n / n)
 
 
 @dataclass
@@ -261,7 +267,12 @@ class DrawConfig:
         metadata={"help": "Metric whose width --pilot sizes (and the score of --strata_by score)."},
     )
     target_width: float | None = bounded(
-        None, 0, help="With --pilot: the PPI++ interval width to reach.", open_low=True
+        None,
+        0,
+        help="With --pilot: the PPI++ interval width to reach (widths scale as 1/sqrt(n)); a "
+        "width that more units than the run has would need is refused, naming the width they "
+        "reach.",
+        open_low=True,
     )
     interval: str = choice("t", INTERVALS, "Interval of the pilot.")
 
@@ -297,23 +308,39 @@ def _run_hits(path: str, k: int) -> list[tuple[str, str]]:
 
 
 def _sized(config: DrawConfig, population: int) -> int:
-    """--n, or the n that --pilot says reaches --target_width."""
-    import json
-    from pathlib import Path
-
+    """--n, or the n that --pilot says reaches --target_width; a width that the population's
+    units cannot reach is refused with the width they can."""
     if not config.pilot:
         return config.n
     if config.target_width is None:
         raise ValueError("target_width: give the interval width to reach with --pilot")
-    report = json.loads(Path(config.pilot).read_text())
+    pilot = _pilot_interval(config.pilot, config.metric)
+    needed = queries_for_width(pilot, config.target_width)
+    if needed > population:
+        reachable = math.ceil(width_for_queries(pilot, population) * 1000) / 1000
+        raise ValueError(
+            f"target_width: a {config.metric} interval of width {config.target_width:g} needs "
+            f"about {needed} judged {config.unit}, and the run has {population}; judging all of "
+            f"them reaches about {reachable:g} (give --target_width {reachable:g} or more)"
+        )
+    print(
+        f"{needed} judged {config.unit} for a {config.metric} interval of width "
+        f"{config.target_width:g} (the pilot's {pilot.n} gave {pilot.width:.3g})"
+    )
+    return needed
+
+
+def _pilot_interval(path: str, metric: str) -> Interval:
+    """The first run's PPI++ interval of ``metric`` in an eval.search metrics.json."""
+    import json
+    from pathlib import Path
+
+    report = json.loads(Path(path).read_text())
     first = next(iter(report.get("ppi", {}).get("runs", {}).values()), None)
-    if first is None or config.metric not in first:
-        raise ValueError(f"{config.pilot}: no PPI estimate of {config.metric} (run with --human)")
-    ppi = first[config.metric]["ppi"]
-    pilot = Interval(ppi["estimate"], ppi["low"], ppi["high"], ppi["n"], 0, ppi["lam"], "")
-    n = min(population, queries_for_width(pilot, config.target_width))
-    print(f"{n} judged queries for a {config.metric} interval of width {config.target_width}")
-    return n
+    if first is None or metric not in first:
+        raise ValueError(f"pilot: {path} has no PPI estimate of {metric} (run with --human)")
+    ppi = first[metric]["ppi"]
+    return Interval(ppi["estimate"], ppi["low"], ppi["high"], ppi["n"], 0, ppi["lam"], "")
 
 
 def draw(config: DrawConfig):

@@ -118,6 +118,29 @@ def test_effective_queries_and_sizing_follow_the_square_root_law():
     )
 
 
+def _pilot(path: Path, width: float, n: int) -> Path:
+    interval = {"estimate": 0.5, "low": 0.5 - width / 2, "high": 0.5 + width / 2, "n": n, "lam": 1}
+    path.write_text(json.dumps({"ppi": {"runs": {"bm25": {"ndcg@10": {"ppi": interval}}}}}))
+    return path
+
+
+def test_a_target_width_the_run_cannot_reach_is_refused_with_the_width_it_can(
+    tmp_path: Path, capsys
+):
+    from data.beir import write_trec_run
+    from eval.ppi import DrawConfig, draw
+
+    write_trec_run(tmp_path / "run.trec", {f"q{i}": {"d": 1.0} for i in range(43)})
+    pilot = _pilot(tmp_path / "metrics.json", width=0.3, n=10)  # 0.1 needs 10 * 3^2 = 90
+    config = DrawConfig(run=str(tmp_path / "run.trec"), pilot=str(pilot), target_width=0.1)
+    with pytest.raises(ValueError, match=r"needs about 90 judged queries, and the run has 43; "
+                       r"judging all of them reaches about 0\.145"):  # fmt: skip
+        draw(config)
+    config.target_width = 0.15
+    assert len(draw(config).drawn) == 40  # 10 * (0.3 / 0.15)^2
+    assert "40 judged queries for a ndcg@10 interval of width 0.15" in capsys.readouterr().out
+
+
 def test_bad_input_is_one_clear_error():
     with pytest.raises(ValueError, match="at least 2 judged queries"):
         ppi_mean([1.0], [1.0], [0.0, 1.0])
