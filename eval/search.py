@@ -213,8 +213,10 @@ class SearchEvalConfig:
     human_pairs: str | None = field(
         default=None,
         metadata={
-            "help": "Human labels of a random sample of hits (judgments JSONL or an eval.annotate "
-            "folder): PPI++ estimates of each run's share of relevant hits in its top k."
+            "help": "Human labels of a random sample of the runs' top-k hits (judgments JSONL or "
+            "an eval.annotate folder): PPI++ estimates of each run's share of relevant hits in "
+            "its top k. Each run's interval uses the judged hits in its top k; the others are "
+            "ignored, with a warning and their count in metrics.json (judged_pairs_used)."
         },
     )
     draw: str | None = field(
@@ -531,11 +533,7 @@ def pair_estimates(
 
     out = {}
     for name, per_query in results.items():
-        labeler = {
-            (qid, hit["id"]): float(hit["relevant"])
-            for qid, result in per_query.items()
-            for hit in result["hits"]
-        }
+        labeler = _top_k_labels(per_query)
         truth = {pair: float(human[pair]) for pair in labeler if pair in human}
         if len(truth) < 2:
             raise ValueError(
@@ -549,6 +547,39 @@ def pair_estimates(
             estimates = estimate_metric(labeler, truth, *arguments)
         out[name] = {"relevant share": estimates.to_dict()}
     return out
+
+
+def _top_k_labels(per_query: dict[str, Any]) -> dict[tuple[str, str], float]:
+    """{(qid, doc_id): the labeler's 0/1} of one run's labelled top k."""
+    return {
+        (qid, hit["id"]): float(hit["relevant"])
+        for qid, result in per_query.items()
+        for hit in result["hits"]
+    }
+
+
+def pairs_used(
+    config: SearchEvalConfig, results: dict[str, dict[str, Any]], human: dict
+) -> dict[str, int]:
+    """{run: judged hits in its top k}, the ones its interval uses; a warning names each run that
+    leaves judged hits out (they say nothing about its top k, and the judged hits must be a random
+    sample of the hits measured)."""
+    used = {name: len(set(_top_k_labels(q)) & set(human)) for name, q in results.items()}
+    for name, count in used.items():
+        if count < len(human):
+            logger.warning(
+                "human_pairs: %s: %d of the %d judged hits are not in %s's top %d and are "
+                "ignored; its interval uses %d (judge a random sample of the runs' top-k hits: "
+                "eval.ppi --unit hits --k %d draws one)",
+                config.human_pairs,
+                len(human) - count,
+                len(human),
+                name,
+                config.k,
+                count,
+                config.k,
+            )
+    return used
 
 
 def ppi_table(report: dict[str, Any]) -> str:
@@ -583,6 +614,17 @@ def ppi_table(report: dict[str, Any]) -> str:
         "worth (human queries)",
     ]
     return markdown_table(header, rows)
+
+
+def _ppi_heading(ppi: dict[str, Any], k: int) -> str:
+    """The line above the PPI table: what was judged, and how many sampled hits each run used."""
+    used = ppi.get("judged_pairs_used") or {}
+    hits = f"{ppi.get('judged_pairs', 0)} sampled hits"
+    if any(count < ppi["judged_pairs"] for count in used.values()):
+        counts = ", ".join(f"{name} {count}" for name, count in used.items())
+        hits += f" (in each run's top {k}, the ones used: {counts}; the others ignored)"
+    queries = f"{ppi['judged_queries']} queries"
+    return f"With human judgments for {queries} and {hits} ({ppi['estimator']}):"
 
 
 def compare_runs(
@@ -693,6 +735,7 @@ def main(args: Sequence[str] | None = None) -> None:
         )
         report["ppi"]["pairs"] = pairs
         report["ppi"]["judged_pairs"] = len(human_pairs)
+        report["ppi"]["judged_pairs_used"] = pairs_used(config, results, human_pairs)
     write_json(out / "metrics.json", report)
     print(metrics_table(summary), end="")
     if "comparison" in report:
@@ -700,10 +743,7 @@ def main(args: Sequence[str] | None = None) -> None:
             if key.startswith("table_"):
                 print(table)
     if "ppi" in report:
-        print(
-            f"\nWith human judgments for {report['ppi']['judged_queries']} queries and "
-            f"{report['ppi'].get('judged_pairs', 0)} sampled hits ({report['ppi']['estimator']}):\n"
-        )
+        print(f"\n{_ppi_heading(report['ppi'], config.k)}\n")
         print(ppi_table(report["ppi"]), end="")
     write_provenance(out, "eval.search", config, None if args is None else list(args))
     print(f"wrote {out}/metrics.json, per_query.json, inferred_qrels.txt (TREC format)")

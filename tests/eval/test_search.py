@@ -688,7 +688,7 @@ def test_a_request_that_would_wait_too_long_is_shed_with_a_retry_after():
 
     async def scenario():
         batcher = MicroBatcher(DictLabeler({}), max_queued=10_000, max_wait_s=20)
-        batcher.pairs_per_second = 10.0  # as measured on earlier batches
+        batcher.rate.add(100, 10.0)  # 10 pairs/s, as measured on earlier batches
         batcher.pending = 250  # 25 s of grading queued
         with pytest.raises(
             QueueFull, match="about 26 s of grading is queued; the limit is 20 s"
@@ -740,3 +740,52 @@ def test_a_caller_who_gives_up_is_not_graded_behind_the_real_middleware_stack():
             time.sleep(0.05)
     assert batcher.dropped == 1
     assert labeler.calls == 2  # the warm-up and the first request; the abandoned one never
+
+
+# ---- Human judgments (issue 42, round 3) -------------------------------------------------------
+
+
+def _adi_run(adi_dir: Path, path: Path, depth: int, seed: int = 0) -> dict:
+    """A run over every ADI query: ``depth`` documents per query, in a seeded random order."""
+    from data.beir import read_corpus, read_queries
+
+    docs = sorted(read_corpus(adi_dir / "corpus.jsonl"))
+    rng = np.random.default_rng(seed)
+    run = {
+        q: {d: float(depth - i) for i, d in enumerate(rng.choice(docs, depth, replace=False))}
+        for q in sorted(read_queries(adi_dir / "queries.jsonl"))
+    }
+    write_trec_run(path, run)
+    return run
+
+
+def _search(adi_dir: Path, tmp_path: Path, run: Path, *extra: str) -> dict:
+    from eval import search as search_module
+
+    search_module.main(
+        [
+            "--run", str(run), "--corpus", str(adi_dir), "--labeler",
+            f"qrels:{adi_dir / 'qrels.tsv'}", "--out", str(tmp_path / "s"), "--report", "false",
+            *extra,
+        ]
+    )  # fmt: skip
+    return json.loads((tmp_path / "s" / "metrics.json").read_text())
+
+
+def test_judged_hits_outside_the_top_k_are_counted_and_named_as_ignored(
+    adi_dir: Path, tmp_path: Path, caplog, capsys
+):
+    run = _adi_run(adi_dir, tmp_path / "run.trec", depth=10)
+    judged = [(q, d) for q, docs in run.items() for d in list(docs)[:3]]  # ranks 1-3
+    rows = [
+        {"qid": q, "query": "q", "doc_id": d, "text": "t", "label": i % 2}
+        for i, (q, d) in enumerate(judged)
+    ]
+    (tmp_path / "hits.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    report = _search(adi_dir, tmp_path, tmp_path / "run.trec", "--k", "2", "--human_pairs",
+                     str(tmp_path / "hits.jsonl"))  # fmt: skip
+    ppi = report["ppi"]
+    assert ppi["judged_pairs"] == 105 and ppi["judged_pairs_used"] == {"run": 70}
+    assert ppi["pairs"]["run"]["relevant share"]["ppi"]["n"] == 70
+    assert "35 of the 105 judged hits are not in run's top 2 and are ignored" in caplog.text
+    assert "105 sampled hits (in each run's top 2, the ones used: run 70" in capsys.readouterr().out
