@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from data.io import READ_ENCODING, RecordError, atomic_writer, iter_json_lines
-from data.records import BLANK_QUERY, Pair, is_blank, normalise_text
+from data.records import BLANK_QUERY, Pair, is_blank, keep_last, normalise_text
 
 logger = logging.getLogger(__name__)
 
@@ -97,17 +97,19 @@ def read_qrels(path: str | os.PathLike[str]) -> Qrels:
     """Relevance judgments from a BEIR ``.tsv`` (with header) or a TREC qrels file.
 
     The format is recognised from the first line: a ``query-id`` header means BEIR TSV, four
-    whitespace-separated columns mean TREC.
+    whitespace-separated columns mean TREC. A pair given twice keeps its last line, and different
+    grades for one pair are counted in a warning (:func:`data.records.keep_last`, the policy of
+    every judgments reader).
     """
     path = Path(path)
-    qrels: Qrels = {}
     with open(path, encoding=READ_ENCODING) as handle:
         lines = list(enumerate(handle, start=1))
     if not lines:
-        return qrels
+        return {}
     first = lines[0][1].strip().split("\t")
     beir = first[0].strip().lower() in {"query-id", "query_id", "qid"}
     rows = lines[1:] if beir else lines
+    entries: list[tuple[tuple[str, str], int, str]] = []
     for number, raw in rows:
         if not raw.strip():
             continue
@@ -130,7 +132,10 @@ def read_qrels(path: str | os.PathLike[str]) -> Qrels:
                 )
             qid, _, doc_id, score = parts
             field = "relevance"
-        qrels.setdefault(qid, {})[doc_id] = _parse_int(path, number, field, score)
+        entries.append(((qid, doc_id), _parse_int(path, number, field, score), f"line {number}"))
+    qrels: Qrels = {}
+    for (qid, doc_id), grade in keep_last(entries, str(path)).items.items():
+        qrels.setdefault(qid, {})[doc_id] = grade
     return qrels
 
 

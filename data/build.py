@@ -56,6 +56,7 @@ from data.records import (
     Judgment,
     document_text,
     is_blank,
+    keep_last,
     label_from_grade,
 )
 from data.splits import (
@@ -161,14 +162,14 @@ class BuildConfig:
 def load_judgments(config: BuildConfig) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Valid, de-duplicated rows with a binary label, and the cleaning report.
 
-    A pair judged twice keeps its last judgment (judgment files are append-only logs: a later line
-    re-judges; the ``judgments:`` labeler reads them the same way), and conflicting verdicts are
-    counted. A query id with two different texts, or a document with no text, is an error.
+    A pair judged twice keeps its last judgment, and conflicting verdicts are counted in a warning
+    (:func:`data.records.keep_last`, the policy of every judgments reader). A query id with two
+    different texts, or a document with no text, is an error.
     """
     skipped: list[RecordError] | None = None if config.strict else []
-    by_pair: dict[tuple[str, str], dict[str, Any]] = {}
+    entries: list[tuple[tuple[str, str], dict[str, Any], str]] = []
     query_texts: dict[str, tuple[str, str, int]] = {}  # qid -> (text, file, line)
-    report = {"read": 0, "errors_dropped": 0, "duplicates_dropped": 0, "conflicting_duplicates": 0}
+    report: dict[str, Any] = {"read": 0, "errors_dropped": 0}
     for path in config.judgments:
         for number, judgment in read_numbered_records(path, Judgment, skipped=skipped):
             report["read"] += 1
@@ -186,44 +187,41 @@ def load_judgments(config: BuildConfig) -> tuple[list[dict[str, Any]], dict[str,
                 )
             if is_blank(document_text(judgment.text, judgment.title)):
                 raise RecordError(path, number, "text", "an empty document")
-            label = (
-                judgment.label
-                if judgment.grade is None
-                else label_from_grade(judgment.grade, config.label_threshold)
-            )
-            judge = judgment.judge
-            row = {
-                "qid": judgment.qid,
-                "query": judgment.query,
-                "doc_id": judgment.doc_id,
-                "text": judgment.text,
-                "title": judgment.title,
-                "grade": judgment.grade,
-                "label": int(label),
-                "confidence": judgment.confidence,
-                "p_relevant": judgment.p_relevant,
-                "rank": judgment.rank,
-                "retriever_score": judgment.retriever_score,
-                "judge": judge.model_dump(mode="json", exclude_none=True) if judge else None,
-                "relevance_threshold": None
-                if config.label_threshold == DEFAULT_RELEVANCE_THRESHOLD
-                else config.label_threshold,
-            }
-            earlier = by_pair.get((judgment.qid, judgment.doc_id))
-            if earlier is not None:
-                report["duplicates_dropped"] += 1
-                if (earlier["label"], earlier["grade"]) != (row["label"], row["grade"]):
-                    report["conflicting_duplicates"] += 1
-            by_pair[(judgment.qid, judgment.doc_id)] = row
-    if report["conflicting_duplicates"]:
-        logger.warning(
-            "%d pair(s) judged twice with different verdicts: the last judgment of each is kept",
-            report["conflicting_duplicates"],
-        )
-    rows = list(by_pair.values())
+            entries.append((judgment.key, _row(judgment, config), f"{path}:{number}"))
+    kept = keep_last(entries, "judgments", verdict=lambda row: (row["label"], row["grade"]))
+    rows = list(kept.items.values())
+    report["duplicates_dropped"] = kept.duplicates
+    report["conflicting_duplicates"] = kept.conflicts
     report["skipped_lines"] = [str(e) for e in skipped or []]
     report["kept"] = len(rows)
     return rows, report
+
+
+def _row(judgment: Judgment, config: BuildConfig) -> dict[str, Any]:
+    """A judgment as a dataset row, its binary label at ``config.label_threshold``."""
+    label = (
+        judgment.label
+        if judgment.grade is None
+        else label_from_grade(judgment.grade, config.label_threshold)
+    )
+    judge = judgment.judge
+    return {
+        "qid": judgment.qid,
+        "query": judgment.query,
+        "doc_id": judgment.doc_id,
+        "text": judgment.text,
+        "title": judgment.title,
+        "grade": judgment.grade,
+        "label": int(label),
+        "confidence": judgment.confidence,
+        "p_relevant": judgment.p_relevant,
+        "rank": judgment.rank,
+        "retriever_score": judgment.retriever_score,
+        "judge": judge.model_dump(mode="json", exclude_none=True) if judge else None,
+        "relevance_threshold": None
+        if config.label_threshold == DEFAULT_RELEVANCE_THRESHOLD
+        else config.label_threshold,
+    }
 
 
 def split_pairs(labels: np.ndarray, held_out: float, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -7,10 +7,17 @@ as well as our own validating reader does.
 
 from __future__ import annotations
 
+import logging
 import unicodedata
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+logger = logging.getLogger(__name__)
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
 
 # Relevant when grade >= 2 on the 0-3 scale (TREC's convention for binary metrics).
 DEFAULT_RELEVANCE_THRESHOLD = 2
@@ -157,3 +164,45 @@ RECORD_TYPES: dict[str, type[_Record]] = {"pair": Pair, "judgment": Judgment}
 def document_text(text: str, title: str | None = None) -> str:
     """A document as graders, judges and embedders read it: the title (if any) on its own line."""
     return f"{title.strip()}\n{text}" if title and title.strip() else text
+
+
+@dataclass
+class KeptLast(Generic[K, V]):
+    """One value per key, and how many keys were given twice (``conflicts``: with another value)."""
+
+    items: dict[K, V] = field(default_factory=dict)
+    duplicates: int = 0
+    conflicts: int = 0
+
+
+def keep_last(
+    entries: Iterable[tuple[K, V, str]],
+    source: str,
+    verdict: Callable[[V], Hashable] = lambda value: value,
+) -> KeptLast[K, V]:
+    """The one policy of every judgments reader (qrels, judgments files, judging sessions): a
+    pair given twice keeps its **last** value (judgment files are append-only logs, a later line
+    re-judges), and pairs given different verdicts are counted in one warning naming ``source``
+    and the first of them. ``entries``: (key, value, where: e.g. ``line 4``)."""
+    kept: KeptLast[K, V] = KeptLast()
+    places: dict[K, str] = {}
+    first = ""
+    for key, value, where in entries:
+        if key in kept.items:
+            kept.duplicates += 1
+            before, after = verdict(kept.items[key]), verdict(value)
+            if before != after:
+                kept.conflicts += 1
+                name = "/".join(map(str, key)) if isinstance(key, tuple) else str(key)
+                first = first or f"{name}: {before} at {places[key]}, then {after} at {where}"
+        kept.items[key] = value
+        places[key] = where
+    if kept.conflicts:
+        logger.warning(
+            "%s: %d pair(s) given twice with different verdicts; the last of each is kept "
+            "(first: %s)",
+            source,
+            kept.conflicts,
+            first,
+        )
+    return kept

@@ -30,11 +30,10 @@ from data.cli import bounded, parse_config, run_main
 from data.io import (
     check_replaceable,
     markdown_table,
-    read_records,
     refuse_overlap,
     replace_folder,
 )
-from data.records import Judgment, document_text
+from data.records import document_text
 from eval.metrics import best_f1_threshold, binary_metrics, fit_temperature
 
 RECALIBRATED = "recalibration.json"  # written last: the folder is a finished recalibrated copy
@@ -90,10 +89,9 @@ def recalibrate(config: RecalibrateConfig) -> dict[str, Any]:
     # Both ways: the copy inside the export, or the export (or the judgments) inside the copy.
     refuse_overlap("out", out, [("export", export), ("judgments", config.judgments)])
     check_replaceable(out, RECALIBRATED, config.overwrite, "recalibrated export")
-    from eval.annotate.store import judgments_file, one_per_hit
+    from eval.annotate.store import one_per_hit, read_judgments
 
-    judged = read_records(judgments_file(config.judgments), Judgment)
-    records = one_per_hit([r for r in judged if r.error is None])
+    records = one_per_hit(read_judgments(config.judgments, refuse_errors=False))
     fit, held_out = split_queries([r.qid for r in records], config.fit_share, config.seed)
     labels = np.array([r.label for r in records])
     for name, part in (("fit", fit), ("held-out", held_out)):

@@ -11,7 +11,9 @@
   browser loses nothing. **Undo** removes the assessor's latest judgment by rewriting the file
   atomically (a temporary file renamed over it), so the file never holds a withdrawn grade or a
   hit twice, and every reader (``eval.search``, ``eval.recalibrate``, ``data.validate``) reads it
-  as it is.
+  as it is. A file edited by hand that gives one assessor's hit twice is read as every judgments
+  reader reads it: the last record wins, and different verdicts are counted in a warning
+  (:func:`data.records.keep_last`).
 - ``qrels.txt`` (TREC) is rewritten atomically after every change. Where several assessors
   judged a hit it holds the adjudicator's grade if there is one, else the lower median of their
   grades (for two, the lower grade).
@@ -27,8 +29,15 @@ from pathlib import Path
 from typing import Any
 
 from data.beir import Qrels, write_trec_qrels
-from data.io import JsonlAppender, read_records, sha256_file, write_json, write_jsonl
-from data.records import JudgeInfo, Judgment, label_from_grade
+from data.io import (
+    JsonlAppender,
+    read_numbered_records,
+    read_records,
+    sha256_file,
+    write_json,
+    write_jsonl,
+)
+from data.records import JudgeInfo, Judgment, keep_last, label_from_grade
 
 SESSION_FILE = "session.json"
 JUDGMENTS_FILE = "judgments.jsonl"
@@ -216,12 +225,28 @@ def one_per_hit(records: list[Judgment]) -> list[Judgment]:
     return out
 
 
-def read_judgments(path: str | Path) -> list[Judgment]:
-    """The judgments of a judging session (folder) or of any judgments JSONL; records with an
-    error are refused."""
+def read_judgments(path: str | Path, refuse_errors: bool = True) -> list[Judgment]:
+    """The judgments of a judging session (folder) or of any judgments JSONL: records with an
+    error are refused (``refuse_errors`` False: left out), and one assessor's (or a plain file's)
+    pair given twice keeps its last record, under the policy of every judgments reader
+    (:func:`data.records.keep_last`: conflicting verdicts are counted in a warning). Several
+    assessors' records of a pair are all kept: :func:`fold` folds them."""
     file = judgments_file(path)
-    records = list(read_records(file, Judgment))
-    for record in records:
-        if record.error is not None:
+    entries = []
+    for number, record in read_numbered_records(file, Judgment):
+        if record.error is not None and refuse_errors:
             raise ValueError(f"{file}: the pair {record.qid}/{record.doc_id} has no label")
-    return records
+        if record.error is None:
+            entries.append((_judge_key(record), record, f"line {number}"))
+    kept = keep_last(entries, str(file), verdict=lambda r: (r.grade, r.label))
+    return list(kept.items.values())
+
+
+def _judge_key(record: Judgment) -> tuple[str, ...]:
+    """(qid, doc_id), with the assessor and an adjudication where the record names them: two
+    records of one key are one judge's verdict given twice."""
+    extra = record.model_extra or {}
+    key = (record.qid, record.doc_id)
+    if "assessor" in extra:
+        key += (str(extra["assessor"]),)
+    return key + (("adjudication",) if extra.get("adjudication") else ())

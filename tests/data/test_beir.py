@@ -188,3 +188,16 @@ def test_a_byte_order_mark_is_read_as_nothing(tmp_path: Path):
     )
     collection = Collection.load(tmp_path, qrels_file=str(beir))
     assert set(collection.corpus) == {"d1"} and collection.queries == {"1": "axon"}
+
+
+def test_a_qrels_pair_given_two_grades_keeps_the_last_with_a_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    path = tmp_path / "qrels.txt"
+    path.write_text("q1 0 d1 3\nq1 0 d2 1\nq1 0 d1 0\nq1 0 d2 1\n")
+    assert read_qrels(path) == {"q1": {"d1": 0, "d2": 1}}
+    assert "1 pair(s) given twice with different verdicts" in caplog.text
+    assert "first: q1/d1: 3 at line 1, then 0 at line 3" in caplog.text
+    caplog.clear()
+    path.write_text("q1 0 d1 3\nq1 0 d1 3\n")  # the same grade twice: no conflict
+    assert read_qrels(path) == {"q1": {"d1": 3}} and not caplog.text

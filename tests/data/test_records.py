@@ -155,3 +155,13 @@ def test_the_grade_scale_in_words_is_the_graded_prompts():
     assert sorted(GRADE_SCALE) == list(range(MAX_GRADE + 1))
     for grade, (_, meaning) in GRADE_SCALE.items():
         assert f"{grade} = {meaning}" in prompt
+
+
+def test_keep_last_is_the_one_duplicate_policy_and_counts_conflicts(caplog):
+    from data.records import keep_last
+
+    entries = [(("q", "a"), 1, "line 1"), (("q", "b"), 2, "line 2"), (("q", "a"), 1, "line 3")]
+    kept = keep_last([*entries, (("q", "b"), 0, "line 4")], "f.tsv")
+    assert kept.items == {("q", "a"): 1, ("q", "b"): 0}
+    assert (kept.duplicates, kept.conflicts) == (2, 1)
+    assert "f.tsv: 1 pair(s) given twice" in caplog.text and "q/b: 2 at line 2" in caplog.text

@@ -390,3 +390,21 @@ def test_search_estimates_relevant_shares_from_a_stratified_draw_of_hits(tmp_pat
     )
     assert share["labeler_mean"] == pytest.approx(1.0) and share["ppi"]["high"] < 0.95
     assert 0 < share["ppi"]["n"] <= 30  # the drawn hits that fall in a's top 5
+
+
+def test_one_assessor_giving_a_hit_twice_keeps_the_last_with_a_warning_and_assessors_fold(
+    tmp_path: Path, caplog
+):
+    from eval.annotate.store import fold, read_judgments
+
+    def line(assessor: str, grade: int) -> str:
+        base = {"qid": "q1", "query": "axon", "doc_id": "d1", "text": "t", "grade": grade}
+        return json.dumps(base | {"assessor": assessor}) + "\n"
+
+    path = tmp_path / "judgments.jsonl"
+    path.write_text(line("alice", 3) + line("bob", 1))  # two assessors: folded, no conflict
+    assert fold(read_judgments(path)) == {("q1", "d1"): 1} and not caplog.text
+    path.write_text(line("alice", 0) + line("bob", 3) + line("alice", 3))  # alice re-judged
+    assert [r.grade for r in read_judgments(path)] == [3, 3]
+    assert "1 pair(s) given twice with different verdicts" in caplog.text
+    assert "q1/d1/alice: (0, 0) at line 1, then (3, 1) at line 3" in caplog.text

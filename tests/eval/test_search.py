@@ -789,3 +789,21 @@ def test_judged_hits_outside_the_top_k_are_counted_and_named_as_ignored(
     assert ppi["pairs"]["run"]["relevant share"]["ppi"]["n"] == 70
     assert "35 of the 105 judged hits are not in run's top 2 and are ignored" in caplog.text
     assert "105 sampled hits (in each run's top 2, the ones used: run 70" in capsys.readouterr().out
+
+
+def test_a_human_file_giving_a_pair_twice_keeps_the_last_line_with_a_warning(
+    tmp_path: Path, caplog
+):
+    from eval.search import human_qrels, read_human_pairs
+
+    rows = [
+        {"qid": "q1", "query": "q", "doc_id": "d1", "text": "t", "grade": grade} for grade in (0, 3)
+    ] + [{"qid": "q1", "query": "q", "doc_id": "d2", "text": "t", "grade": 2}]
+    path = tmp_path / "human.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert human_qrels(str(path)) == {"q1": {"d1": 3, "d2": 2}}  # the last line, not the lower
+    assert read_human_pairs(str(path)) == {("q1", "d1"): 1, ("q1", "d2"): 1}
+    assert "human.jsonl: 1 pair(s) given twice with different verdicts" in caplog.text
+    (tmp_path / "human.qrels").write_text("q1 0 d1 3\nq1 0 d1 0\n")
+    assert human_qrels(str(tmp_path / "human.qrels")) == {"q1": {"d1": 0}}
+    assert "human.qrels: 1 pair(s) given twice" in caplog.text
