@@ -10,6 +10,7 @@ import pytest
 
 from eval.bench.reliability import (
     REPLAYS_DATA,
+    REPLAYS_EVAL,
     Case,
     Replay,
     cases,
@@ -54,6 +55,11 @@ def test_teacher_faults_and_a_kill_lose_nothing_pay_nothing_twice_and_mislabel_n
 
 @pytest.mark.parametrize("replay", REPLAYS_DATA, ids=lambda r: f"item{r.item}-{r.name}")
 def test_round_3_data_replays_hold(replay: Replay, tmp_path: Path):
+    assert run_replay(replay, tmp_path) is None
+
+
+@pytest.mark.parametrize("replay", REPLAYS_EVAL, ids=lambda r: f"item{r.item}-{r.name}")
+def test_round_3_evaluation_replays_hold(replay: Replay, tmp_path: Path):
     assert run_replay(replay, tmp_path) is None
 
 

@@ -5,10 +5,15 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from eval.labelers import Hit, HitLabel, Labeler
+
+# The rate's half-life as a share of max_wait_s (5 s of grading for 30 s): short enough that
+# the estimate follows a slower machine well within one promised wait.
+RATE_HALF_LIFE_SHARE = 1 / 6
 
 
 @dataclass
@@ -17,6 +22,29 @@ class _Job:
     query: str
     hits: list[Hit]
     future: asyncio.Future
+    deadline: float = math.inf  # when its caller was promised an answer (the clock's time)
+    counted: bool = True  # its pairs are in ``pending`` until its batch ends or it is dropped
+    taken: bool = False  # taken off the queue
+
+
+class GradingRate:
+    """Pairs graded per second over the recent grading time: each batch's pairs and seconds
+    weighted by how long ago (in grading seconds) it ran, halving every ``half_life_s``."""
+
+    def __init__(self, half_life_s: float) -> None:
+        self.half_life_s = half_life_s
+        self.pairs = 0.0
+        self.seconds = 0.0
+
+    def add(self, pairs: int, seconds: float) -> None:
+        decay = 0.5 ** (seconds / self.half_life_s)
+        self.pairs = self.pairs * decay + pairs
+        self.seconds = self.seconds * decay + seconds
+
+    @property
+    def value(self) -> float | None:
+        """Pairs per second, or None before any batch has been graded."""
+        return self.pairs / self.seconds if self.seconds > 0 else None
 
 
 class QueueFull(Exception):
@@ -31,9 +59,14 @@ class QueueFull(Exception):
 class MicroBatcher:
     """Gathers concurrent requests for up to ``wait_ms`` and labels them in one batched call.
 
-    At most ``max_queued`` pairs wait or run at once, and a request that would wait more than
-    ``max_wait_s`` at the measured grading rate is refused (both :class:`QueueFull`); a request
-    whose caller stopped waiting (its future cancelled) is dropped before it is graded.
+    Admission (each refusal a :class:`QueueFull`): at most ``max_queued`` pairs wait or run at
+    once, and a request is refused when the pairs admitted before it (queued, and the whole
+    batch in progress) plus its own would take more than ``max_wait_s`` at the current rate:
+    :class:`GradingRate`'s recent one, lowered to what the batch in progress shows when it runs
+    longer than that rate allows. Until a batch has been graded the rate is unknown and one
+    batch of pairs (``max_pairs``) is admitted. A batch takes no more pairs than its earliest
+    deadline leaves time for, so requests batched behind one do not keep it past its wait. A
+    request whose caller stopped waiting (its future cancelled) is dropped before it is graded.
     """
 
     def __init__(
@@ -43,14 +76,18 @@ class MicroBatcher:
         max_pairs: int = 256,
         max_queued: int = 1024,
         max_wait_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.labeler = labeler
         self.wait = wait_ms / 1000
         self.max_pairs = max_pairs
         self.max_queued = max_queued
         self.max_wait_s = max_wait_s
-        self.pairs_per_second: float | None = None  # measured on the batches graded so far
-        self.pending = 0  # pairs queued or being labelled
+        self.clock = clock
+        self.rate = GradingRate(max_wait_s * RATE_HALF_LIFE_SHARE)
+        self.in_flight: tuple[int, float] | None = None  # the batch being graded: pairs, start
+        self.pending = 0  # pairs admitted and not yet graded: queued or in the batch in progress
+        self.held: _Job | None = None  # taken off the queue but left for the next batch
         self.queue: asyncio.Queue[_Job] = asyncio.Queue()
         self.task: asyncio.Task | None = None
         self.batches = 0
@@ -76,16 +113,28 @@ class MicroBatcher:
         """One tiny labelling call, so the first client does not pay the start-up cost."""
         await self._label_many([("warm-up", "warm up", [Hit("warm-up", "warm up")])])
 
-    def expected_wait(self, pairs: int) -> float | None:
-        """Seconds until ``pairs`` more would be graded, at the measured rate (None: unknown)."""
-        if not self.pairs_per_second:
-            return None
-        return (self.pending + pairs) / self.pairs_per_second
+    def current_rate(self) -> float | None:
+        """Pairs per second now: the recent rate, or less when the batch in progress has run
+        longer than that rate allows (None: no batch graded yet)."""
+        rate = self.rate.value
+        if self.in_flight is not None:
+            pairs, started = self.in_flight
+            elapsed = self.clock() - started
+            if rate is not None and elapsed * rate > pairs:
+                rate = pairs / elapsed  # this batch is running slower than the recent rate
+        return rate
 
-    async def label(self, query: str, hits: list[Hit]) -> list[HitLabel]:
-        wait = self.expected_wait(len(hits))
+    def expected_wait(self, pairs: int) -> float | None:
+        """Seconds until ``pairs`` more would be graded behind every pair admitted before them
+        (None: the rate is unknown)."""
+        rate = self.current_rate()
+        return None if not rate else (self.pending + pairs) / rate
+
+    def admit(self, pairs: int) -> None:
+        """Count ``pairs`` as admitted, or raise :class:`QueueFull` saying which limit they break."""
+        wait = self.expected_wait(pairs)
         retry_after = max(1, math.ceil(wait or 1))
-        if self.pending and self.pending + len(hits) > self.max_queued:
+        if self.pending and self.pending + pairs > self.max_queued:
             raise QueueFull(
                 f"{self.pending} pairs are waiting; the limit is {self.max_queued}", retry_after
             )
@@ -94,31 +143,76 @@ class MicroBatcher:
                 f"about {wait:.0f} s of grading is queued; the limit is {self.max_wait_s:.0f} s",
                 retry_after,
             )
+        if self.pending and wait is None and self.pending + pairs > self.max_pairs:
+            raise QueueFull(
+                f"the grading rate is not measured yet and {self.pending} pairs are waiting; "
+                f"until it is, the limit is one batch of {self.max_pairs}",
+                retry_after,
+            )
+        self.pending += pairs
+
+    def _settle(self, job: _Job) -> None:
+        """Its pairs leave ``pending`` (once): graded, failed, or dropped before grading."""
+        if job.counted:
+            job.counted = False
+            self.pending -= len(job.hits)
+
+    async def label(self, query: str, hits: list[Hit]) -> list[HitLabel]:
+        self.admit(len(hits))
         future = asyncio.get_running_loop().create_future()
-        self.pending += len(hits)
+        job = _Job("q", query, hits, future, deadline=self.clock() + self.max_wait_s)
+        await self.queue.put(job)
         try:
-            await self.queue.put(_Job("q", query, hits, future))
-            return await future
+            return await job.future
         finally:
-            self.pending -= len(hits)
+            if not job.taken:  # its caller left while it was queued: it will cost nothing
+                self._settle(job)
+
+    async def _take(self) -> _Job:
+        """The job left over from the last batch, else the next one queued."""
+        job, self.held = self.held, None
+        job = job or await self.queue.get()
+        job.taken = True
+        return job
+
+    def _fits(self, pairs: int, deadline: float) -> bool:
+        """Whether a batch of ``pairs`` would be graded by ``deadline`` at the recent rate."""
+        rate = self.rate.value
+        return rate is None or pairs / rate <= deadline - self.clock()
+
+    def _drop(self, job: _Job) -> None:
+        """A job whose caller went away: never graded."""
+        self._settle(job)
+        self.dropped += 1
 
     async def _next_jobs(self) -> list[_Job]:
+        """The next batch: jobs gathered for ``wait`` seconds, up to ``max_pairs`` pairs, and no
+        more than the earliest deadline that can still be met leaves time for (the job that would
+        not fit waits for the next batch, so requests batched behind one do not make it late)."""
         loop = asyncio.get_running_loop()
-        jobs = [await self.queue.get()]
-        pairs = len(jobs[0].hits)
-        deadline = loop.time() + self.wait
+        jobs: list[_Job] = []
+        pairs, deadline, gather_until = 0, math.inf, math.inf
         while pairs < self.max_pairs:
-            timeout = deadline - loop.time()
-            if timeout <= 0:
-                break
             try:
-                job = await asyncio.wait_for(self.queue.get(), timeout)
+                timeout = None if not jobs else max(gather_until - loop.time(), 0)
+                job = await asyncio.wait_for(self._take(), timeout)
             except TimeoutError:
                 break
-            jobs.append(job)
+            if job.future.done():
+                self._drop(job)
+                continue
             pairs += len(job.hits)
+            if jobs and not self._fits(pairs, deadline):
+                self.held = job
+                break
+            jobs.append(job)
+            if self._fits(pairs, job.deadline):  # a job already late constrains no one
+                deadline = min(deadline, job.deadline)
+            gather_until = min(gather_until, loop.time() + self.wait)
         live = [job for job in jobs if not job.future.done()]  # callers gone: not graded
-        self.dropped += len(jobs) - len(live)
+        for job in jobs:
+            if job.future.done():
+                self._drop(job)
         return live
 
     async def _run(self) -> None:
@@ -126,28 +220,36 @@ class MicroBatcher:
             jobs = await self._next_jobs()
             if not jobs:
                 continue
-            requests = [(f"q{i}", job.query, job.hits) for i, job in enumerate(jobs)]
+            pairs = sum(len(job.hits) for job in jobs)
+            self.in_flight = (pairs, self.clock())
             try:
-                started = time.perf_counter()
-                results = await self._label_many(requests)
-                rate = sum(len(job.hits) for job in jobs) / max(time.perf_counter() - started, 1e-6)
-                # Smoothed over batches: one small or cold batch must not swing the estimate.
-                previous = self.pairs_per_second
-                self.pairs_per_second = rate if previous is None else 0.7 * previous + 0.3 * rate
-                self.batches += 1
-                for job, labels in zip(jobs, results, strict=True):
-                    if not job.future.done():
-                        job.future.set_result(labels)
-            except Exception:
-                # One bad request must not fail the others batched with it: each is labelled
-                # alone, and only the one that fails again gets the error.
+                await self._grade(jobs, pairs)
+            finally:
+                self.in_flight = None
                 for job in jobs:
-                    if job.future.done():
-                        continue
-                    try:
-                        labels = await self._label_many([("q0", job.query, job.hits)])
-                        if not job.future.done():
-                            job.future.set_result(labels[0])
-                    except Exception as exc:  # the worker lives on
-                        if not job.future.done():
-                            job.future.set_exception(exc)
+                    self._settle(job)
+
+    async def _grade(self, jobs: list[_Job], pairs: int) -> None:
+        """Label one batch and answer its callers; the batch's rate feeds :attr:`rate`."""
+        requests = [(f"q{i}", job.query, job.hits) for i, job in enumerate(jobs)]
+        try:
+            started = self.clock()
+            results = await self._label_many(requests)
+            self.rate.add(pairs, max(self.clock() - started, 1e-6))
+            self.batches += 1
+            for job, labels in zip(jobs, results, strict=True):
+                if not job.future.done():
+                    job.future.set_result(labels)
+        except Exception:
+            # One bad request must not fail the others batched with it: each is labelled
+            # alone, and only the one that fails again gets the error.
+            for job in jobs:
+                if job.future.done():
+                    continue
+                try:
+                    labels = await self._label_many([("q0", job.query, job.hits)])
+                    if not job.future.done():
+                        job.future.set_result(labels[0])
+                except Exception as exc:  # the worker lives on
+                    if not job.future.done():
+                        job.future.set_exception(exc)
