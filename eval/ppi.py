@@ -396,6 +396,12 @@ def main(args: Sequence[str] | None = None) -> None:
     if config.out:
         write_design(config.out, design)
         print(f"wrote {config.out}: {design.describe()}", file=sys.stderr)
+    else:
+        print(
+            f"{design.describe()}, seed {design.seed}: give --out FILE to record the draw, "
+            "and eval.search --draw FILE records it in metrics.json",
+            file=sys.stderr,
+        )
 
 
 if __name__ == "__main__":

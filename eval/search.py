@@ -207,7 +207,9 @@ class SearchEvalConfig:
         metadata={
             "help": "Human judgments of a random sample of the queries (qrels, a judgments JSONL "
             "or an eval.annotate folder): prediction-powered (PPI++) estimates and confidence "
-            "intervals of every metric and paired difference."
+            "intervals of every metric and paired difference. A sample not drawn by eval.ppi is "
+            "checked: a warning when the judged queries' labeler NDCG@k differs from the other "
+            "queries' (two-sided Mann-Whitney p < 0.01); metrics.json records how it was drawn."
         },
     )
     human_pairs: str | None = field(
@@ -434,6 +436,67 @@ def human_metrics(
     return out
 
 
+# Below this p the judged queries' labeler values are called implausible for a random draw.
+RANDOM_SAMPLE_P = 0.01
+
+
+def describe_sample(design: Any) -> dict[str, Any]:
+    """How the human sample was drawn, for metrics.json: eval.ppi's draw (its design, seed and
+    sources), or unknown (read as a simple random sample, which PPI++ needs)."""
+    if design is None:
+        return {"drawn_by": None, "design": "unknown: read as a simple random sample"}
+    return {
+        "drawn_by": "eval.ppi",
+        "design": design.describe(),
+        "seed": design.seed,
+        "sources": design.sources,
+    }
+
+
+def check_random_sample(
+    config: SearchEvalConfig,
+    per_run: dict[str, dict[str, dict[str, float]]],
+    judged: set[str],
+    design: Any,
+) -> dict[str, Any] | None:
+    """A sample of unknown design, checked against what a random draw would give: the first
+    run's labeler NDCG@k of the judged and of the other queries, compared by a two-sided
+    Mann-Whitney (rank-sum) test, with a warning below p = RANDOM_SAMPLE_P. None for an
+    eval.ppi draw (random by construction; a stratified one is meant to differ)."""
+    from scipy.stats import mannwhitneyu
+
+    if design is not None:
+        return None
+    run, per_metric = next(iter(per_run.items()))
+    metric = PRIMARY_METRIC.format(k=config.k)
+    inside = [v for q, v in sorted(per_metric[metric].items()) if q in judged]
+    outside = [v for q, v in sorted(per_metric[metric].items()) if q not in judged]
+    if len(inside) < 2 or len(outside) < 2:
+        return None
+    p = float(mannwhitneyu(inside, outside, alternative="two-sided").pvalue)
+    p = 1.0 if p != p else p  # every value tied: nothing to tell them apart
+    if p < RANDOM_SAMPLE_P:
+        logger.warning(
+            "human: %s: the judged queries' labeler %s on %s (mean %.3f) is unlike the other "
+            "queries' (mean %.3f; Mann-Whitney p = %.2g < %g): PPI++ is valid only for a random "
+            "sample of the queries; draw them with eval.ppi",
+            config.human,
+            metric,
+            run,
+            sum(inside) / len(inside),
+            sum(outside) / len(outside),
+            p,
+            RANDOM_SAMPLE_P,
+        )
+    test = f"two-sided Mann-Whitney of the labeler's {metric} on {run}, judged vs other queries"
+    return {"test": test, "p": p, "random_plausible": p >= RANDOM_SAMPLE_P}
+
+
+def judged_queries(human: dict[str, dict[str, dict[str, float]]]) -> set[str]:
+    """The queries of :func:`human_metrics`' values."""
+    return {qid for values in next(iter(human.values())).values() for qid in values}
+
+
 def _stratified(design: Any) -> bool:
     """A stratified draw gets the estimator valid under its design; a uniform one (or a sample
     of unknown design) gets PPI++, which measured as wide or narrower on uniform draws."""
@@ -624,7 +687,10 @@ def _ppi_heading(ppi: dict[str, Any], k: int) -> str:
         counts = ", ".join(f"{name} {count}" for name, count in used.items())
         hits += f" (in each run's top {k}, the ones used: {counts}; the others ignored)"
     queries = f"{ppi['judged_queries']} queries"
-    return f"With human judgments for {queries} and {hits} ({ppi['estimator']}):"
+    heading = f"With human judgments for {queries} and {hits} ({ppi['estimator']}):"
+    if ppi.get("judged_queries") and "sample" in ppi:
+        heading += f"\nThe judged queries: {ppi['sample']['design']}"
+    return heading
 
 
 def compare_runs(
@@ -686,8 +752,7 @@ def read_human(config: SearchEvalConfig, runs: dict[str, Run]) -> tuple[Any, Any
     human = human_metrics(config.human, runs, config.k) if config.human else None
     if config.human and human is not None:
         check_judged_hits(config.human, runs, config.k)
-        judged = {qid for values in next(iter(human.values())).values() for qid in values}
-        check_sample(designs[0], judged, "queries", "--human")
+        check_sample(designs[0], judged_queries(human), "queries", "--human")
     human_pairs = read_human_pairs(config.human_pairs) if config.human_pairs else None
     if human_pairs is not None:
         check_sample(designs[1], set(human_pairs), "hits", "--human_pairs")
@@ -721,6 +786,9 @@ def main(args: Sequence[str] | None = None) -> None:
         report["comparison"] = compare_runs(runs, graded, binary, config.k, config.stat_test)
     if human is not None:
         report["ppi"] = ppi_estimates(config, per_run, human, query_design)
+        report["ppi"]["sample"] = describe_sample(query_design) | {
+            "check": check_random_sample(config, per_run, judged_queries(human), query_design)
+        }
     if human_pairs is not None:
         pairs = pair_estimates(config, results, human_pairs, pair_design)
         report.setdefault(
@@ -736,6 +804,7 @@ def main(args: Sequence[str] | None = None) -> None:
         report["ppi"]["pairs"] = pairs
         report["ppi"]["judged_pairs"] = len(human_pairs)
         report["ppi"]["judged_pairs_used"] = pairs_used(config, results, human_pairs)
+        report["ppi"]["pairs_sample"] = describe_sample(pair_design)
     write_json(out / "metrics.json", report)
     print(metrics_table(summary), end="")
     if "comparison" in report:

@@ -807,3 +807,55 @@ def test_a_human_file_giving_a_pair_twice_keeps_the_last_line_with_a_warning(
     (tmp_path / "human.qrels").write_text("q1 0 d1 3\nq1 0 d1 0\n")
     assert human_qrels(str(tmp_path / "human.qrels")) == {"q1": {"d1": 0}}
     assert "human.qrels: 1 pair(s) given twice" in caplog.text
+
+
+def _graded_adi_run(adi_dir: Path, path: Path) -> tuple[dict, dict[str, int]]:
+    """A run over every ADI query with one of its relevant documents at rank 1 to 5 (the
+    query's place in id order, mod 5) among non-relevant ones, so that the labeler's NDCG@5
+    spreads; and that rank of each query."""
+    from data.beir import read_corpus
+
+    qrels = read_qrels(adi_dir / "qrels.tsv")
+    docs = sorted(read_corpus(adi_dir / "corpus.jsonl"))
+    run, ranks = {}, {}
+    for i, q in enumerate(sorted(qrels)):
+        ranking = [d for d in docs if d not in qrels[q]][:9]
+        ranks[q] = i % 5 + 1
+        ranking.insert(ranks[q] - 1, sorted(qrels[q])[0])
+        run[q] = {d: float(10 - r) for r, d in enumerate(ranking)}
+    write_trec_run(path, run)
+    return run, ranks
+
+
+def test_a_judged_subset_unlike_a_random_draw_is_warned_about_and_the_draw_recorded(
+    adi_dir: Path, tmp_path: Path, caplog
+):
+    from eval.design import write_design
+    from eval.ppi import DrawConfig, draw
+
+    _, ranks = _graded_adi_run(adi_dir, tmp_path / "run.trec")
+    qrels = read_qrels(adi_dir / "qrels.tsv")
+    best = sorted(ranks, key=lambda q: (ranks[q], q))[:10]  # the labeler's 10 best NDCG@5
+    design = draw(DrawConfig(run=str(tmp_path / "run.trec"), n=10, seed=0))
+    write_design(tmp_path / "draw.json", design)
+    for name, judged in (("best", best), ("random", design.drawn)):
+        (tmp_path / f"{name}.qrels").write_text(
+            "".join(f"{q} 0 {d} 3\n" for q in judged for d in qrels[q])
+        )
+    caplog.clear()
+    report = _search(adi_dir, tmp_path, tmp_path / "run.trec", "--k", "5", "--human",
+                     str(tmp_path / "best.qrels"))  # fmt: skip
+    sample = report["ppi"]["sample"]
+    assert sample["drawn_by"] is None and "unknown" in sample["design"]
+    assert sample["check"]["p"] < 0.01 and not sample["check"]["random_plausible"]
+    assert "PPI++ is valid only for a random sample of the queries" in caplog.text
+    caplog.clear()
+    report = _search(adi_dir, tmp_path, tmp_path / "run.trec", "--k", "5", "--human",
+                     str(tmp_path / "random.qrels"))  # fmt: skip
+    assert report["ppi"]["sample"]["check"]["random_plausible"]
+    assert "valid only for a random sample" not in caplog.text
+    report = _search(adi_dir, tmp_path, tmp_path / "run.trec", "--k", "5", "--human",
+                     str(tmp_path / "random.qrels"), "--draw", str(tmp_path / "draw.json"))  # fmt: skip
+    sample = report["ppi"]["sample"]
+    assert sample["drawn_by"] == "eval.ppi" and sample["check"] is None
+    assert sample["design"] == "uniform draw of 10 of 35 queries" and sample["seed"] == 0
