@@ -17,9 +17,10 @@ export's round-trip check with plain transformers again.
 from __future__ import annotations
 
 import json
+import logging
 import random
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,12 +31,14 @@ from data.cli import bounded, parse_config, run_main
 from data.io import (
     check_replaceable,
     markdown_table,
+    read_records,
     refuse_overlap,
     replace_folder,
 )
-from data.records import document_text
+from data.records import Judgment, document_text
 from eval.metrics import best_f1_threshold, binary_metrics, fit_temperature
 
+logger = logging.getLogger(__name__)
 RECALIBRATED = "recalibration.json"  # written last: the folder is a finished recalibrated copy
 
 
@@ -46,7 +49,9 @@ class RecalibrateConfig:
         default="",
         metadata={
             "help": "Judgments JSONL with human labels of a few queries' hits, or an eval.annotate "
-            "folder (several assessors' labels folded into one per hit)."
+            "folder (several assessors' labels folded into one per hit). Pairs of the export's "
+            "own validation or training split (its dataset, named in the export) are counted in "
+            "a warning: the stored threshold was fitted on them."
         },
     )
     out: str = field(default="", metadata={"help": "Where the recalibrated copy is written."})
@@ -75,6 +80,39 @@ def _metrics(probabilities: np.ndarray, labels: np.ndarray, threshold: float) ->
     }
 
 
+def _pair_keys(records: Iterable[Judgment]) -> set[tuple[str, str, str]]:
+    return {(r.qid, r.doc_id, r.query) for r in records}
+
+
+def data_overlap(description: dict[str, Any], records: list[Judgment]) -> dict[str, Any]:
+    """How many judged pairs (query id, document id and query text) are the export's own
+    validation or training pairs, read from the dataset its description names; a warning when
+    any are (the stored threshold was fitted on the validation split, so its figures flatter
+    it there)."""
+    dataset = (description.get("data") or {}).get("dataset")
+    out: dict[str, Any] = {"dataset": dataset, "checked": False}
+    if not dataset or not Path(dataset).is_dir():
+        logger.info("export: its dataset (%s) is not here; the overlap is not checked", dataset)
+        return out
+    judged = _pair_keys(records)
+    out["checked"] = True
+    for split in ("validation", "train"):
+        file = Path(dataset) / f"{split}.jsonl"
+        split_pairs = _pair_keys(read_records(file, Judgment)) if file.is_file() else set()
+        out[f"{split}_pairs"] = len(judged & split_pairs)
+    if out["validation_pairs"] or out["train_pairs"]:
+        logger.warning(
+            "judgments: %d of the %d judged pairs are the export's validation pairs and %d its "
+            "training pairs (%s): the stored threshold was fitted on the validation split, so "
+            "the 'stored' figures are measured on its own data; judge pairs of other queries",
+            out["validation_pairs"],
+            len(judged),
+            out["train_pairs"],
+            dataset,
+        )
+    return out
+
+
 def recalibrate(config: RecalibrateConfig) -> dict[str, Any]:
     from models.builder import GRADER_CONFIG_FILE, read_grader_config
     from models.card import model_card
@@ -92,6 +130,7 @@ def recalibrate(config: RecalibrateConfig) -> dict[str, Any]:
     from eval.annotate.store import one_per_hit, read_judgments
 
     records = one_per_hit(read_judgments(config.judgments, refuse_errors=False))
+    overlap = data_overlap(read_grader_config(export), records)  # said before the grading
     fit, held_out = split_queries([r.qid for r in records], config.fit_share, config.seed)
     labels = np.array([r.label for r in records])
     for name, part in (("fit", fit), ("held-out", held_out)):
@@ -116,6 +155,7 @@ def recalibrate(config: RecalibrateConfig) -> dict[str, Any]:
     report = {
         "export": str(export),
         "judgments": config.judgments,
+        "export_data_overlap": overlap,
         "fit_queries": sorted(fit),
         "held_out_queries": sorted(held_out),
         "before": before,

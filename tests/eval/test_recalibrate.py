@@ -114,3 +114,28 @@ def test_the_judging_pages_folder_is_read_as_it_is(
     pairs = {(r["qid"], r["doc_id"]) for r in records}
     fit = sum(1 for r in records if r["qid"] in report["fit_queries"])
     assert report["before"]["pairs"] == len(pairs) - fit  # each pair once, not once per assessor
+
+
+def test_judgments_that_are_the_exports_own_validation_pairs_are_named(
+    tiny_export: Path, tiny_dataset: Path, tmp_path: Path, caplog
+):
+    """The export names its dataset: judged pairs from its validation split (where the stored
+    threshold was fitted) are counted in a warning and in recalibration.json."""
+    import shutil
+
+    export = tmp_path / "export"
+    shutil.copytree(tiny_export, export)
+    description = json.loads((export / "grader_config.json").read_text())
+    description["data"] = {"dataset": str(tiny_dataset)}
+    (export / "grader_config.json").write_text(json.dumps(description))
+    judged = tmp_path / "judged.jsonl"
+    validation = (tiny_dataset / "validation.jsonl").read_text()
+    judged.write_text(validation + (tiny_dataset / "test.jsonl").read_text())
+    report = recalibrate(
+        RecalibrateConfig(export=str(export), judgments=str(judged), out=str(tmp_path / "o"))
+    )
+    overlap = report["export_data_overlap"]
+    assert overlap["checked"] and overlap["train_pairs"] == 0
+    assert overlap["validation_pairs"] == len(validation.splitlines())
+    assert f"{overlap['validation_pairs']} of the" in caplog.text
+    assert "are the export's validation pairs" in caplog.text
