@@ -53,9 +53,9 @@ from data.io import (
 )
 from data.records import (
     DEFAULT_RELEVANCE_THRESHOLD,
+    EMPTY_DOCUMENT,
     Judgment,
-    document_text,
-    is_blank,
+    is_empty_document,
     keep_last,
     label_from_grade,
 )
@@ -185,8 +185,8 @@ def load_judgments(config: BuildConfig) -> tuple[list[dict[str, Any]], dict[str,
                     f"query id {judgment.qid!r} has another text at {first[1]}:{first[2]} "
                     f"({first[0][:60]!r} here {judgment.query[:60]!r}); one id, one query",
                 )
-            if is_blank(document_text(judgment.text, judgment.title)):
-                raise RecordError(path, number, "text", "an empty document")
+            if is_empty_document(judgment):
+                raise RecordError(path, number, "text", EMPTY_DOCUMENT)
             entries.append((judgment.key, _row(judgment, config), f"{path}:{number}"))
     kept = keep_last(entries, "judgments", verdict=lambda row: (row["label"], row["grade"]))
     rows = list(kept.items.values())

@@ -48,6 +48,7 @@ def is_blank(text: str) -> bool:
 
 
 BLANK_QUERY = "a blank query (only spaces or invisible characters)"
+EMPTY_DOCUMENT = "an empty document"
 
 
 class _Record(BaseModel):
@@ -164,6 +165,12 @@ RECORD_TYPES: dict[str, type[_Record]] = {"pair": Pair, "judgment": Judgment}
 def document_text(text: str, title: str | None = None) -> str:
     """A document as graders, judges and embedders read it: the title (if any) on its own line."""
     return f"{title.strip()}\n{text}" if title and title.strip() else text
+
+
+def is_empty_document(record: Pair) -> bool:
+    """A pair whose document has nothing to read (no title, a blank text): data.build refuses it
+    and data.validate reports it."""
+    return is_blank(document_text(record.text, record.title))
 
 
 @dataclass

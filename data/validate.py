@@ -4,7 +4,8 @@
     python -m data.validate --files a.jsonl b.jsonl --record judgment
 
 Exit code 0 when every line is valid, 2 otherwise; every bad line of every file prints as
-``error: file:line: field: problem``, then a count.
+``error: file:line: field: problem``, then a count. A line is bad as ``data.build`` would refuse it:
+a record that does not validate, or a document with nothing to read (no title, a blank text).
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from data.cli import parse_config, run_main
-from data.io import RecordError, read_records
-from data.records import RECORD_TYPES
+from data.io import RecordError, read_numbered_records
+from data.records import EMPTY_DOCUMENT, RECORD_TYPES, is_empty_document
 
 
 @dataclass
@@ -34,8 +35,13 @@ def validate(config: ValidateConfig) -> dict[str, int]:
     problems: list[RecordError] = []
     for path in config.files:  # every bad line of every file, not only the first
         skipped: list[RecordError] = []
-        counts[path] = sum(1 for _ in read_records(path, record_type, skipped=skipped))
-        problems.extend(skipped)
+        counts[path] = 0
+        for number, record in read_numbered_records(path, record_type, skipped=skipped):
+            if is_empty_document(record):  # as data.build refuses it
+                skipped.append(RecordError(path, number, "text", EMPTY_DOCUMENT))
+            else:
+                counts[path] += 1
+        problems.extend(sorted(skipped, key=lambda problem: problem.line))
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     if problems:

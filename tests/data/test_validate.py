@@ -31,3 +31,18 @@ def test_every_bad_line_of_every_file_is_listed_without_a_flag(tmp_path: Path, c
         "quotes at column 2",
     ]
     assert errors[-1] == "error: 3 bad line(s) in 2 file(s)"
+
+
+def test_an_empty_document_is_a_bad_line_as_data_build_says(tmp_path: Path, capsys):
+    path = tmp_path / "j.jsonl"
+    rows = [JUDGMENT, {**JUDGMENT, "doc_id": "d2", "text": " \u200b "}, {**JUDGMENT, "text": ""}]
+    rows.append({**JUDGMENT, "doc_id": "d3", "text": "", "title": "Axons"})  # a title is text
+    path.write_text("".join(json.dumps(x) + "\n" for x in rows))
+    with pytest.raises(SystemExit):
+        run_main(main, ["--files", str(path), "--record", "pair"])
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert errors == [
+        f"error: {path}:2: text: an empty document",
+        f"error: {path}:3: text: an empty document",
+        "error: 2 bad line(s) in 1 file(s)",
+    ]
