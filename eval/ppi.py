@@ -227,7 +227,10 @@ def draw_queries(qids: Sequence[str], n: int, seed: int = 0) -> list[str]:
 
 @dataclass
 class DrawConfig:
-    run: str = field(default="", metadata={"help": "TREC run (or queries.jsonl) to draw from."})
+    run: str = field(
+        default="",
+        metadata={"help": "TREC run (or queries.jsonl; a corpus.jsonl is refused) to draw from."},
+    )
     n: int = bounded(20, 2, help="Queries (or hits) to have judged.")
     seed: int = field(default=0)
     design: str = choice(
@@ -294,10 +297,28 @@ def _run_queries(path: str) -> list[str]:
     from data.beir import read_queries, read_trec_run
 
     if path.endswith(".jsonl"):
+        _refuse_corpus(path)
         return sorted(read_queries(path))
     if not Path(path).is_file():
         raise FileNotFoundError(f"run: {path} not found")
     return sorted(read_trec_run(path))
+
+
+def _refuse_corpus(path: str) -> None:
+    """A corpus.jsonl read as queries would draw document ids: a file named so, or whose first
+    record has a ``title`` (every BEIR corpus line has one, a query line none), is refused."""
+    from pathlib import Path
+
+    from data.io import iter_json_lines
+
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"run: {path} not found")
+    first = next((obj for _, obj in iter_json_lines(path)), None)
+    if Path(path).name == "corpus.jsonl" or (isinstance(first, dict) and "title" in first):
+        raise ValueError(
+            f"run: {path} is a corpus (documents, not queries); give a TREC run or the "
+            "collection's queries.jsonl"
+        )
 
 
 def _run_hits(path: str, k: int) -> list[tuple[str, str]]:

@@ -312,3 +312,15 @@ def test_the_coverage_study_reads_search_outputs_and_reports_both_intervals(tmp_
     assert designs[("neyman", "a")]["width"] < 0.7 * a["width_classical"]
     out = capsys.readouterr().out
     assert "coverage, PPI++" in out and "| neyman | precision@10 | 8 |" in out
+
+
+def test_a_corpus_given_as_the_run_is_refused_not_drawn_as_queries(adi_dir: Path, tmp_path: Path):
+    from eval.ppi import DrawConfig, draw
+
+    with pytest.raises(ValueError, match=r"run: .*corpus.jsonl is a corpus \(documents, not"):
+        draw(DrawConfig(run=str(adi_dir / "corpus.jsonl"), n=5))
+    renamed = tmp_path / "docs.jsonl"  # any name: a corpus line has a title
+    renamed.write_text((adi_dir / "corpus.jsonl").read_text())
+    with pytest.raises(ValueError, match="is a corpus"):
+        draw(DrawConfig(run=str(renamed), n=5))
+    assert len(draw(DrawConfig(run=str(adi_dir / "queries.jsonl"), n=5)).drawn) == 5
