@@ -32,6 +32,9 @@ from data.io import JsonlAppender, iter_json_lines, read_records, sha256_path
 from data.parallel import broadcast_from_main
 from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, Pair, label_from_grade
 
+UNUSABLE_REPLY = "unusable reply"  # a judgments file holds only error records for the pair
+NOT_JUDGED = "not judged"  # a judgments file has no record of the pair
+
 
 @dataclass
 class HitLabel:
@@ -108,6 +111,10 @@ class Labeler:
 
     def input_tokens(self, query: str, hits: Sequence[Hit]) -> int | None:
         """Model input tokens that labelling these hits costs (None: not counted)."""
+        return None
+
+    def cannot_label(self, qid: str, doc_id: str) -> str | None:
+        """Why this labeler has no label for the pair, known before labelling (None: it has)."""
         return None
 
 
@@ -329,11 +336,21 @@ class ERAGLabeler(_GoldAnswers):
 
 
 class JudgmentsLabeler(Labeler):
+    """A judgments file: each pair's usable judgment; a pair it lacks is an error when labelled
+    (the metric pipeline is strict), and :meth:`cannot_label` says so beforehand."""
+
     def __init__(self, path: str) -> None:
-        self.judgments = {
-            (j.qid, j.doc_id): j for j in read_records(path, Judgment) if j.error is None
-        }
+        records = list(read_records(path, Judgment))
+        self.judgments = {(j.qid, j.doc_id): j for j in records if j.error is None}
+        # Pairs whose every record is an error: the judge's replies were unusable.
+        self.unusable = {(j.qid, j.doc_id) for j in records if j.error is not None}
+        self.unusable -= set(self.judgments)
         self.name = f"judgments:{path}"
+
+    def cannot_label(self, qid: str, doc_id: str) -> str | None:
+        if (qid, doc_id) in self.judgments:
+            return None
+        return UNUSABLE_REPLY if (qid, doc_id) in self.unusable else NOT_JUDGED
 
     def label(self, qid: str, query: str, hits: Sequence[Hit]) -> list[HitLabel]:
         labels = []
@@ -428,6 +445,9 @@ class CachedLabeler(Labeler):
     def id(self) -> str:
         return self.inner.id
 
+    def cannot_label(self, qid: str, doc_id: str) -> str | None:
+        return self.inner.cannot_label(qid, doc_id)
+
     def key(self, query: str, hit: Hit) -> str:
         payload = json.dumps([self.inner.id, query, hit.title or "", hit.text], ensure_ascii=False)
         return hashlib.sha256(payload.encode()).hexdigest()
@@ -459,6 +479,8 @@ class CachedLabeler(Labeler):
 
 
 LABELER_KINDS = ("grader", "judge", "qrels", "judgments", "erag", "erag-em", "answers", "gold-doc")
+# Kinds that may lack a label for a pair, which :meth:`Labeler.cannot_label` says beforehand.
+PARTIAL_KINDS = ("judgments",)
 
 
 def make_labeler(spec: str, cache_dir: str | Path | None = None) -> Labeler:

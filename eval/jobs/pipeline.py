@@ -26,7 +26,8 @@ Everything lands in ``run_dir``: report.md, summary.json, metrics, plots and the
 
 A corpus without relevance judgments (``--qrels none``): the retrieval runs come first, the teacher
 labels their pooled top-k (``candidates/pool.pairs.jsonl``), and the teacher is the reference of
-every evaluation and of the ranking agreement.
+every evaluation and of the ranking agreement (which leaves out, and counts in report.md, the
+pairs whose replies were unusable).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ from data.io import atomic_writer, fingerprint, markdown_table, sha256_path, wri
 from data.judges.backends import BACKENDS
 from eval.baselines import BASELINES
 from eval.crossval import pooled_table
-from eval.ranking_agreement import scores_table
+from eval.ranking_agreement import left_out_note, scores_table
 from eval.search import metrics_table, ppi_table
 
 logger = logging.getLogger(__name__)
@@ -660,6 +661,9 @@ def report_markdown(summary: dict[str, Any]) -> str:
         lines.append(
             f"\nKendall's τ ({spec} vs {agreement['reference']}): {entry['kendall_tau']:.3f}"
         )
+    note = left_out_note(agreement.get("left_out"))
+    if note:
+        lines.append(f"\nLeft out: {note}.")
     if summary.get("ppi"):
         ppi = summary["ppi"]
         metric = agreement["metric"]

@@ -164,9 +164,12 @@ def test_bad_pipeline_settings_fail_before_any_stage(override: list[str], messag
     assert message.split(":")[0] in said
 
 
-def unjudged_corpus(root: Path, queries: int = 8, docs_per_query: int = 6) -> Path:
+def unjudged_corpus(
+    root: Path, queries: int = 8, docs_per_query: int = 6, unusable: int | None = None
+) -> Path:
     """A user's corpus in the BEIR layout without qrels; each document carries the fake
-    endpoint's marker, relevant when it is about its query's topic."""
+    endpoint's marker, relevant when it is about its query's topic; the teacher's reply about
+    document ``unusable`` of each query is garbage."""
     from data.io import write_jsonl
 
     topics = ["axon", "marathon", "volcano", "tariff", "glacier", "sonnet", "enzyme", "orbit"]
@@ -179,7 +182,8 @@ def unjudged_corpus(root: Path, queries: int = 8, docs_per_query: int = 6) -> Pa
                 {
                     "_id": f"d{q}-{d}",
                     "title": "",
-                    "text": f"{words} [[id=d{q}-{d} mode=ok rel={int(relevant)}]] filler text",
+                    "text": f"{words} [[id=d{q}-{d} mode={'garbage' if d == unusable else 'ok'} "
+                    f"rel={int(relevant)}]] filler text",
                 }
             )
     write_jsonl(root / "corpus.jsonl", documents)
@@ -194,14 +198,16 @@ def test_main_job_on_a_corpus_without_qrels(
     tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     """qrels: none. The retrievers run first, the teacher (an OpenAI-compatible endpoint) labels
-    their pooled top-k, and the grader is measured against the teacher, the only reference."""
+    their pooled top-k, and the grader is measured against the teacher, the only reference. The
+    teacher's replies about one hit per query are unusable (kept as error records): the ranking
+    agreement, the last stage, leaves those hits out and says how many (it stopped at the first)."""
     from data.io import read_records
     from data.records import Judgment, Pair
     from eval.bench.fake_openai import FakeOpenAI
 
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
-    collection = unjudged_corpus(tmp_path / "corpus")
+    collection = unjudged_corpus(tmp_path / "corpus", unusable=5)
     run = tmp_path / "run"
     with FakeOpenAI() as server:
         config = PipelineConfig(
@@ -228,11 +234,17 @@ def test_main_job_on_a_corpus_without_qrels(
     judgments = list(read_records(run / "labels" / "teacher.jsonl", Judgment))
     assert len(judgments) == len(pool) > 0  # every retrieved pair, labelled once
     assert {(j.qid, j.doc_id) for j in judgments} == {(p.qid, p.doc_id) for p in pool}
-    assert all(j.label == int("rel=1" in j.text) for j in judgments)  # the teacher's word
+    usable = [j for j in judgments if j.error is None]
+    assert all(j.label == int("rel=1" in j.text) for j in usable)  # the teacher's word
+    unusable = len(judgments) - len(usable)
+    assert unusable == len([p for p in pool if "mode=garbage" in p.text]) > 0
     assert summary["cross_validation"]["source"] == "teacher"
-    assert summary["agreement"]["reference"] == f"judgments:{run / 'labels' / 'teacher.jsonl'}"
+    reference = f"judgments:{run / 'labels' / 'teacher.jsonl'}"
+    assert summary["agreement"]["reference"] == reference
+    assert summary["agreement"]["left_out"]["reasons"] == {f"{reference}: unusable reply": unusable}
     assert set(summary["search"]) == {"bm25", "bm25-grader"}
-    assert "Kendall" in (run / "report.md").read_text()
+    report = (run / "report.md").read_text()
+    assert "Kendall" in report and f"Left out: {unusable} of the " in report
 
 
 def test_no_qrels_needs_a_teacher_that_is_not_qrels():
