@@ -200,6 +200,7 @@ def share_tree(root: str | os.PathLike[str]) -> None:
 @contextlib.contextmanager
 def atomic_writer(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[Any]]:
     """``with atomic_writer(path) as f:`` writes to a temporary file renamed over ``path`` on success.
+    A ``path`` that is a symbolic link writes its target, and the link stays.
 
     In the other processes of a distributed launch the writes are discarded: the main process
     writes every output once (``data.parallel``).
@@ -209,6 +210,8 @@ def atomic_writer(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[
             yield handle
         return
     path = Path(path)
+    if path.is_symlink():  # replace what the link points at; the link stays a link (as folders)
+        path = path.resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     make_shareable(fd)
@@ -277,8 +280,8 @@ def refuse_overlap(
 
 def check_writable_file(flag: str, path: str | os.PathLike[str]) -> None:
     """Refuse, before any work, an output file that cannot be written: a folder, a missing
-    parent that cannot be made, or a place without write permission."""
-    target = Path(path)
+    parent that cannot be made, or a place without write permission (a link's target is checked)."""
+    target = Path(path).resolve() if Path(path).is_symlink() else Path(path)
     if target.is_dir():
         raise IsADirectoryError(f"{flag}: {target} is a folder; give a file path")
     parent = target.parent

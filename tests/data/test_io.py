@@ -86,3 +86,17 @@ def test_a_folder_that_cannot_be_replaced_names_where_the_finished_result_is(
     staged = Path(str(info.value).split("complete in ")[1].split(":")[0])
     assert (staged / "train.jsonl").exists()
     assert (out / "old.txt").read_text() == "previous"  # the old folder is back in its place
+
+
+def test_an_output_file_that_is_a_link_writes_its_target_and_stays_a_link(tmp_path: Path):
+    from data.beir import read_trec_run, write_trec_run
+
+    (tmp_path / "store").mkdir()
+    target = tmp_path / "store" / "reranked.trec"
+    write_trec_run(target, {"q": {"old": 1.0}})
+    link = tmp_path / "reranked.trec"
+    link.symlink_to(target)
+    write_trec_run(link, {"q": {"new": 1.0}})  # as eval.rerank --out writes it
+    assert link.is_symlink() and link.resolve() == target
+    assert read_trec_run(target) == {"q": {"new": 1.0}}
+    assert [p.name for p in (tmp_path / "store").iterdir()] == ["reranked.trec"]
