@@ -35,10 +35,16 @@ GRADE_SCALE: dict[int, tuple[str, str]] = {
 }
 
 
+# Zero-width space, non-joiner, joiner, word joiner and byte-order mark (zero-width no-break
+# space): invisible, yet each one changes the tokens a grader reads.
+ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
+
+
 def normalise_text(text: str) -> str:
-    """Unicode NFC, applied to every text as it comes in: a composed and a decomposed "é" are one
-    text to a tokenizer only after it (unnormalised, they got P(relevant) 0.80 and 0.999)."""
-    return unicodedata.normalize("NFC", text)
+    """Every text as it comes in: zero-width characters removed, then Unicode NFC. A composed and
+    a decomposed "é" are one text to a tokenizer only after it (unnormalised, they got
+    P(relevant) 0.80 and 0.999), and so are a word with and without a zero-width space inside."""
+    return unicodedata.normalize("NFC", text.translate(ZERO_WIDTH))
 
 
 def is_blank(text: str) -> bool:

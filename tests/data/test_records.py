@@ -165,3 +165,14 @@ def test_keep_last_is_the_one_duplicate_policy_and_counts_conflicts(caplog):
     assert kept.items == {("q", "a"): 1, ("q", "b"): 0}
     assert (kept.duplicates, kept.conflicts) == (2, 1)
     assert "f.tsv: 1 pair(s) given twice" in caplog.text and "q/b: 2 at line 2" in caplog.text
+
+
+def test_zero_width_characters_are_removed_where_texts_are_normalised():
+    from data.records import normalise_text
+
+    assert normalise_text("ax\u200bon \u2060ter\u200cmi\u200dnal\ufeff") == "axon terminal"
+    assert normalise_text("cafe\u200b\u0301") == "café"  # removed first, then composed
+    pair = Pair(qid="q", query="ax\u200bon", doc_id="d", text="An\u200b axon", title="T\u200bitle")
+    assert (pair.query, pair.text, pair.title) == ("axon", "An axon", "Title")
+    with pytest.raises(ValidationError, match="blank query"):
+        Pair(qid="q", query="\u200b\u200d", doc_id="d", text="t")

@@ -129,3 +129,14 @@ def test_composed_and_decomposed_accents_are_one_input(chat_format, tiny_tokeniz
     )
     assert unicodedata.normalize("NFD", texts[0]) != texts[0]
     assert composed.input_ids == decomposed.input_ids
+
+
+def test_zero_width_characters_inside_a_text_are_not_part_of_the_input(chat_format, tiny_tokenizer):
+    plain = format_pairs(tiny_tokenizer, chat_format, ["axon terminal"], ["An axon ends here."])
+    hidden = format_pairs(
+        tiny_tokenizer,
+        chat_format,
+        ["ax\u200bon\u2060 ter\u200dminal\ufeff"],
+        ["An\u200c axon ends\u200b here."],
+    )
+    assert plain.input_ids == hidden.input_ids
