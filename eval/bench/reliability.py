@@ -17,7 +17,8 @@ Replays (issue 42): each item's reported situation set up and run again (data si
 interrupted synthesis, weights' file modes, byte-order marks, an unreplaceable folder, the API's
 messages, a server refusing structured output, list-numbered answers, a mostly unusable teacher,
 a batch re-run on a subset in a moved folder, the card's snippet from another folder; evaluation
-side: the API's wait on a machine that gets busy); a replay holds when the fix does.
+side: the API's wait on a machine that gets busy, the ranking agreement against a teacher with
+unusable replies); a replay holds when the fix does.
 """
 
 from __future__ import annotations
@@ -784,6 +785,43 @@ def replay_api_wait_under_load(root: Path) -> None:
     assert worst <= 2 * 1.15 * limit, f"waited {worst:.2f} s across the slowdown (limit {limit} s)"
 
 
+def replay_agreement_unjudged_pairs(root: Path) -> None:
+    """Item 18: the own-corpus main job's last stage, the ranking agreement against the teacher,
+    stopped at the first pair whose reply was unusable; it now leaves such pairs out and counts."""
+    from data.beir import read_corpus, write_trec_run
+    from eval.ranking_agreement import SystemAgreementConfig, agreement
+
+    docs = sorted(read_corpus(ADI / "corpus.jsonl"))
+    runs = {"a": {}, "b": {}}
+    for q in range(1, 11):
+        order = docs[q : q + 5]
+        runs["a"][str(q)] = {d: float(5 - i) for i, d in enumerate(order)}
+        runs["b"][str(q)] = {d: float(i) for i, d in enumerate(order)}
+    for name, run in runs.items():
+        write_trec_run(root / f"{name}.trec", run)
+    pairs = sorted({(q, d) for q, hits in runs["a"].items() for d in hits})
+    records = [
+        {"qid": q, "query": "x", "doc_id": d, "text": "t"}
+        | ({"error": "unparseable reply"} if i % 6 == 0 else {"label": int(int(d) % 3 == 0)})
+        for i, (q, d) in enumerate(pairs)
+    ]
+    (root / "teacher.jsonl").write_text(_jsonl(records))
+    teacher = f"judgments:{root / 'teacher.jsonl'}"
+    result = agreement(
+        SystemAgreementConfig(
+            runs=[str(root / "a.trec"), str(root / "b.trec")],
+            corpus=str(ADI),
+            labelers=[teacher],
+            reference=teacher,
+            metric="ndcg@5",
+            k=5,
+            out=str(root / "agreement"),
+        )
+    )
+    left_out, unusable = result["left_out"], sum("error" in r for r in records)
+    assert left_out["reasons"] == {f"{teacher}: unusable reply": unusable}, left_out
+
+
 REPLAYS_DATA = [
     Replay(1, "synthesis interrupted keeps its replies", replay_synthesis_interrupted),
     Replay(3, "weights readable as other files", replay_weights_shareable),
@@ -799,6 +837,9 @@ REPLAYS_DATA = [
 
 REPLAYS_EVAL = [
     Replay(15, "API wait held on a busier machine", replay_api_wait_under_load),
+    Replay(
+        18, "agreement against a teacher with unusable replies", replay_agreement_unjudged_pairs
+    ),
 ]
 
 
