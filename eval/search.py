@@ -205,8 +205,9 @@ class SearchEvalConfig:
     human: str | None = field(
         default=None,
         metadata={
-            "help": "Human judgments of a random sample of the queries (qrels, a judgments JSONL "
-            "or an eval.annotate folder): prediction-powered (PPI++) estimates and confidence "
+            "help": "Human judgments of a random sample of the queries (qrels on the 0-3 scale, "
+            "binary 0/1 read as 0/3, a judgments JSONL or an eval.annotate folder; a grade off the "
+            "scale is refused): prediction-powered (PPI++) estimates and confidence "
             "intervals of every metric and paired difference. A sample not drawn by eval.ppi is "
             "checked: a warning when the judged queries' labeler NDCG@k differs from the other "
             "queries' (two-sided Mann-Whitney p < 0.01); metrics.json records how it was drawn."
@@ -344,7 +345,24 @@ def human_qrels(path: str) -> Qrels:
 
     if session_folder(path) is not None or str(path).endswith(".jsonl"):
         return as_qrels(fold(read_judgments(path)))
-    return graded_qrels(read_qrels(path), path)
+    return on_grade_scale(graded_qrels(read_qrels(path), path), path)
+
+
+def on_grade_scale(qrels: Qrels, path: str) -> Qrels:
+    """Human qrels on the 0-3 scale, as a judgments file must be; a grade off it is refused (NDCG's
+    gain 2^g - 1 would count a 4 as 15, a relevant 3 as 7)."""
+    from data.records import MAX_GRADE
+
+    off = sorted(
+        (q, d, g) for q, docs in qrels.items() for d, g in docs.items() if not 0 <= g <= MAX_GRADE
+    )
+    if off:
+        qid, doc_id, grade = off[0]
+        raise ValueError(
+            f"human: {path}: grade {grade} of {qid}/{doc_id} is off the 0-{MAX_GRADE} scale "
+            f"({len(off)} such pair(s)); map the grades onto 0-{MAX_GRADE} first"
+        )
+    return qrels
 
 
 def human_design(config: SearchEvalConfig):

@@ -859,3 +859,15 @@ def test_a_judged_subset_unlike_a_random_draw_is_warned_about_and_the_draw_recor
     sample = report["ppi"]["sample"]
     assert sample["drawn_by"] == "eval.ppi" and sample["check"] is None
     assert sample["design"] == "uniform draw of 10 of 35 queries" and sample["seed"] == 0
+
+
+def test_human_qrels_off_the_0_to_3_scale_are_refused_not_taken_as_gains(tmp_path: Path):
+    from eval.search import human_qrels
+
+    path = tmp_path / "human.qrels"
+    path.write_text("q1 0 d1 4\nq1 0 d2 2\nq2 0 d3 -1\n")
+    with pytest.raises(ValueError, match=r"human: .*human.qrels: grade 4 of q1/d1 is off the 0-3 "
+                       r"scale \(2 such pair\(s\)\); map the grades onto 0-3 first"):  # fmt: skip
+        human_qrels(str(path))
+    path.write_text("q1 0 d1 3\nq1 0 d2 0\n")
+    assert human_qrels(str(path)) == {"q1": {"d1": 3, "d2": 0}}
