@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -151,11 +152,12 @@ def test_compare_builds_one_table_in_three_formats(splits, tmp_path: Path, tiny_
             )
         )
         paths.append(str(tmp_path / name / "metrics.json"))
-    rows = compare(CompareConfig(results=paths, out=str(tmp_path / "cmp")))
+    rows = compare(CompareConfig(results=paths, out=str(tmp_path / "cmp")))["rows"]
     assert [r["model"] for r in rows] == ["model-a", "model-b"]
     assert "| model-a | 24 |" in (tmp_path / "cmp.md").read_text()
     assert (tmp_path / "cmp.csv").read_text().startswith("model,baseline,pairs,accuracy")
-    assert json.loads((tmp_path / "cmp.json").read_text())[0]["f1"] == rows[0]["f1"]
+    written = json.loads((tmp_path / "cmp.json").read_text())
+    assert written["rows"][0]["f1"] == rows[0]["f1"] and written["left_out"] == []
 
 
 def _lexical_split(path: Path, queries: range) -> Path:
@@ -227,6 +229,41 @@ def test_compare_flags_a_model_that_does_not_beat_the_baselines():
     assert verdicts == {"bm25": None, "cosine": None, "weak grader": False, "good grader": True}
     table = to_markdown(rows, "human")
     assert "| weak grader |" in table and "**NO**" in table and "Warning**: weak grader" in table
+
+
+def test_compare_names_every_result_it_leaves_out_and_why(tmp_path: Path, capsys):
+    """A grader evaluated with --labels both and a baseline evaluated as the docs show (no
+    --qrels: teacher labels only): --labels human dropped the baseline row without a word."""
+    from eval.compare import main
+
+    def write(name: str, labels: tuple[str, ...], baseline: str | None = None) -> str:
+        metrics = {"pairs": 10, "roc_auc": 0.8, "f1": 0.5, "threshold": 0.5}
+        result = {
+            "name": name,
+            "config": {"baseline": baseline},
+            "metrics": {source: {"at_0.5": metrics} for source in labels},
+        }
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(result))
+        return str(path)
+
+    grader, bm25 = write("grader", ("teacher", "human")), write("bm25", ("teacher",), "bm25")
+    main(["--results", grader, bm25, "--labels", "human", "--out", str(tmp_path / "cmp")])
+    printed = capsys.readouterr().out
+    reason = (
+        "evaluated against teacher labels only, not human (re-run eval.checkpoint with "
+        "--labels both --qrels QRELS)"
+    )
+    line = f"- baseline: bm25 ({bm25}): {reason}"
+    assert line in printed and line in (tmp_path / "cmp.md").read_text()
+    assert "The verdicts are against the baselines shown only, not bm25." in printed
+    written = json.loads((tmp_path / "cmp.json").read_text())
+    assert [r["model"] for r in written["rows"]] == ["grader"]
+    assert written["left_out"] == [
+        {"result": bm25, "model": "bm25", "baseline": True, "reason": reason}
+    ]
+    with pytest.raises(ValueError, match=f"no result has human labels \\({re.escape(bm25)}: "):
+        main(["--results", bm25, "--labels", "human"])
 
 
 def test_a_graded_grader_is_also_scored_on_its_grades(
