@@ -1,4 +1,5 @@
-"""Rerank a run's top-k with a grader (a "dense + grader" system for comparisons).
+"""Rerank a run's top-k with a grader (a "dense + grader" system for comparisons); the hits below
+the top k keep their order after it, so the output is as deep as the run.
 
     python -m eval.rerank --run runs/candidates/dense.trec --corpus data/collections/trec-dl-2019-passage \\
         --grader runs/export/grader --k 20 --out runs/candidates/dense-grader.trec
@@ -24,7 +25,12 @@ class RerankConfig:
         default="", metadata={"help": "BEIR folder with the documents and queries."}
     )
     grader: str = field(default="", metadata={"help": "Exported grader or checkpoint."})
-    k: int = bounded(20, 1, help="Top documents per query to rerank.")
+    k: int = bounded(
+        20,
+        1,
+        help="Top documents per query to rerank; the hits below keep their order after them "
+        "(scored -1, -2, ..., under every P(relevant)).",
+    )
     out: str = field(default="", metadata={"help": "Output TREC run."})
     tag: str = field(default="grader-rerank")
     label_cache: str | None = field(
@@ -39,8 +45,10 @@ class RerankConfig:
 def rerank(
     run: Run, collection: Collection, labeler: Labeler, k: int, batch_queries: int = 16
 ) -> Run:
-    """Each query's top-k ordered by the grader labeler's P(relevant) (through its label cache,
-    when it has one, so the metric pipeline later reuses these scores instead of recomputing)."""
+    """Each query's top k ordered by the grader labeler's P(relevant) (through its label cache,
+    when it has one, so the metric pipeline later reuses these scores instead of recomputing),
+    and the hits below it kept in the run's order, as rerankers do: scored -1, -2, ..., under
+    every P(relevant)."""
     qids = sorted(run)
     out: Run = {}
     for start in tqdm(range(0, len(qids), batch_queries), desc="reranking", unit="group"):
@@ -54,8 +62,13 @@ def rerank(
             out[qid] = {
                 hit.doc_id: float(label.score or 0.0)
                 for hit, label in zip(hits, labels, strict=True)
-            }
+            } | _tail(run[qid], k)
     return out
+
+
+def _tail(run_for_query: dict[str, float], k: int) -> dict[str, float]:
+    """The hits below the top k in the run's order, scored -1, -2, ... (below any probability)."""
+    return {doc_id: -float(i + 1) for i, (doc_id, _) in enumerate(ranked(run_for_query)[k:])}
 
 
 def check_run_against(run: Run, run_path: str, collection: Collection) -> None:
@@ -86,7 +99,10 @@ def main(args: Sequence[str] | None = None) -> None:
     labeler = make_labeler(f"grader:{config.grader}", cache_dir=config.label_cache)
     reranked = rerank(run, collection, labeler, config.k)
     write_trec_run(config.out, reranked, tag=config.tag)
-    print(f"wrote {config.out} ({len(reranked)} queries, top {config.k} reranked)")
+    print(
+        f"wrote {config.out} ({len(reranked)} queries, top {config.k} reranked by the grader, "
+        "the hits below kept in the run's order)"
+    )
 
 
 if __name__ == "__main__":

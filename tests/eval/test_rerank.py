@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from data.beir import Collection, read_trec_run, write_trec_run
+from data.beir import Collection, ranked, read_trec_run, write_trec_run
 from eval import rerank as rerank_module
 from eval import search as search_module
 
@@ -41,7 +41,7 @@ def test_metric_pipeline_reuses_the_rerank_scores(
     )  # fmt: skip
     assert sum(scored) == 12  # 3 queries x top 4
     reranked = read_trec_run(tmp_path / "reranked.trec")
-    assert all(len(reranked[q]) == 4 and set(reranked[q]) <= set(run[q]) for q in qids)
+    assert all(set(reranked[q]) == set(run[q]) for q in qids)  # the hits below the top 4 kept
     scored.clear()
     search_module.main(
         [
@@ -97,3 +97,20 @@ def test_unknown_queries_and_documents_are_named_before_grading(
     with pytest.raises(SystemExit):
         run_main(rerank_module.main, args)
     assert re.search(message, capsys.readouterr().err)
+
+
+def test_the_hits_below_the_reranked_top_k_keep_their_order_after_it(adi_dir: Path):
+    from eval.labelers import HitLabel, Labeler
+
+    class ByLength(Labeler):
+        name = "by-length"
+
+        def label(self, qid, query, hits):
+            return [HitLabel(relevant=True, score=1 / (1 + len(h.doc_id))) for h in hits]
+
+    collection = Collection.load(adi_dir)
+    ranking = ["10", "2", "30", "4", "5"]  # the run's order, depth 5
+    run = {"1": {d: float(5 - i) for i, d in enumerate(ranking)}}
+    reranked = rerank_module.rerank(run, collection, ByLength(), k=2)
+    # The top 2 by the grader ("2" scores higher than "10"), then "30", "4", "5" as they were.
+    assert [d for d, _ in ranked(reranked["1"])] == ["2", "10", "30", "4", "5"]
