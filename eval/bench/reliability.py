@@ -18,7 +18,7 @@ interrupted synthesis, weights' file modes, byte-order marks, an unreplaceable f
 messages, a server refusing structured output, list-numbered answers, a mostly unusable teacher,
 a batch re-run on a subset in a moved folder, the card's snippet from another folder; evaluation
 side: the API's wait on a machine that gets busy, the ranking agreement against a teacher with
-unusable replies); a replay holds when the fix does.
+unusable replies, a comparison leaving out a baseline); a replay holds when the fix does.
 """
 
 from __future__ import annotations
@@ -822,6 +822,33 @@ def replay_agreement_unjudged_pairs(root: Path) -> None:
     assert left_out["reasons"] == {f"{teacher}: unusable reply": unusable}, left_out
 
 
+def replay_compare_leaves_out_loudly(root: Path) -> None:
+    """Item 21: eval.compare --labels human over a grader evaluated with --labels both and a
+    baseline evaluated as the docs show (teacher labels only) dropped the baseline silently."""
+    from eval.compare import main as compare
+
+    metrics = {"at_0.5": {"pairs": 10, "roc_auc": 0.8}}
+    for name, labels, baseline in (
+        ("grader", ("teacher", "human"), None),
+        ("bm25", ("teacher",), "bm25"),
+    ):
+        result = {
+            "name": name,
+            "config": {"baseline": baseline},
+            "metrics": dict.fromkeys(labels, metrics),
+        }
+        (root / f"{name}.json").write_text(json.dumps(result))
+    results = [str(root / "grader.json"), str(root / "bm25.json")]
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        compare(["--results", *results, "--labels", "human", "--out", str(root / "table")])
+    for text in (printed.getvalue(), (root / "table.md").read_text()):
+        assert "bm25" in text and "teacher labels only" in text, (
+            f"the baseline left out unnamed: {text}"
+        )
+    left_out = json.loads((root / "table.json").read_text())["left_out"]
+    assert [r["model"] for r in left_out] == ["bm25"], left_out
+
+
 REPLAYS_DATA = [
     Replay(1, "synthesis interrupted keeps its replies", replay_synthesis_interrupted),
     Replay(3, "weights readable as other files", replay_weights_shareable),
@@ -840,6 +867,7 @@ REPLAYS_EVAL = [
     Replay(
         18, "agreement against a teacher with unusable replies", replay_agreement_unjudged_pairs
     ),
+    Replay(21, "comparison names a baseline it leaves out", replay_compare_leaves_out_loudly),
 ]
 
 
