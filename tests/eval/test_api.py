@@ -137,22 +137,28 @@ def test_a_caller_gone_mid_batch_still_counts_until_the_batch_ends():
             release.wait(5)
             return super().label_many(requests)
 
+    async def until(condition) -> None:
+        for _ in range(500):
+            if condition():
+                return
+            await asyncio.sleep(0.01)
+
     async def scenario():
         from eval.api import MicroBatcher
 
         batcher = MicroBatcher(Blocking({"a": 3}), wait_ms=1)
         batcher.start()
         graded = asyncio.ensure_future(batcher.label("one", [Hit("a", "x")]))
-        await asyncio.sleep(0.05)  # "one" is being graded
+        await until(lambda: batcher.in_flight is not None)  # "one" is being graded
         queued = asyncio.ensure_future(batcher.label("two", [Hit("a", "x")] * 2))
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)
         counts = [batcher.pending]
         graded.cancel()
         queued.cancel()
         await asyncio.sleep(0.01)
         counts.append(batcher.pending)  # "two" costs nothing now; "one" is still being graded
         release.set()
-        await asyncio.sleep(0.2)
+        await until(lambda: batcher.pending == 0)
         counts.append(batcher.pending)
         await batcher.stop()
         return counts
