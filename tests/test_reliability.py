@@ -11,6 +11,7 @@ import pytest
 from eval.bench.reliability import (
     REPLAYS_DATA,
     REPLAYS_EVAL,
+    REPLAYS_JUDGING,
     Case,
     Replay,
     cases,
@@ -60,6 +61,11 @@ def test_round_3_data_replays_hold(replay: Replay, tmp_path: Path):
 
 @pytest.mark.parametrize("replay", REPLAYS_EVAL, ids=lambda r: f"item{r.item}-{r.name}")
 def test_round_3_evaluation_replays_hold(replay: Replay, tmp_path: Path):
+    assert run_replay(replay, tmp_path) is None
+
+
+@pytest.mark.parametrize("replay", REPLAYS_JUDGING, ids=lambda r: f"item{r.item}-{r.name}")
+def test_round_3_judging_replays_hold(replay: Replay, tmp_path: Path):
     assert run_replay(replay, tmp_path) is None
 
 

@@ -18,7 +18,9 @@ interrupted synthesis, weights' file modes, byte-order marks, an unreplaceable f
 messages, a server refusing structured output, list-numbered answers, a mostly unusable teacher,
 a batch re-run on a subset in a moved folder, the card's snippet from another folder; evaluation
 side: the API's wait on a machine that gets busy, the ranking agreement against a teacher with
-unusable replies, a comparison leaving out a baseline); a replay holds when the fix does.
+unusable replies, a comparison leaving out a baseline); a replay holds when the fix does. The judging side (items 5-10: PPI sizing, sampled hits, duplicate
+judgments, non-random subsets, recalibration on the export's own pairs, inputs) lives in
+:mod:`eval.bench.replays_judging`.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ from typing import Any
 
 from data import COLLECTIONS
 from data.io import markdown_table
+from eval.bench.replays_judging import CASE_TABLE_JUDGING, make_judging_files
+from eval.bench.replays_judging import REPLAYS as JUDGING_REPLAYS
 from models.assets import TINY_TOKENIZER
 
 ADI = COLLECTIONS / "adi"
@@ -129,6 +133,7 @@ def make_files(root: Path) -> None:
     (weights / "model.safetensors").write_bytes(b'\x08\x00\x00\x00\x00\x00\x00\x00{"a":')
     (root / "grader-config-bad.json").write_text("{")
     make_round3_data_files(root)
+    make_judging_files(root)
 
 
 # One bad input per line: command | case | arguments | words the error line must contain.
@@ -239,7 +244,7 @@ def cases() -> list[Case]:
         "{adi}": str(ADI),
     }
     table = []
-    lines = (CASE_TABLE + CASE_TABLE_ROUND3_DATA).strip().splitlines()
+    lines = (CASE_TABLE + CASE_TABLE_ROUND3_DATA + CASE_TABLE_JUDGING).strip().splitlines()
     for line in (line for line in lines if line.strip()):
         module, name, arguments, expect = (cell.strip() for cell in line.split(" | "))
         for short, full in shorthands.items():
@@ -871,6 +876,10 @@ REPLAYS_EVAL = [
 ]
 
 
+# Round 3, judging side (items 6-10; item 5 is a bad input of CASE_TABLE_JUDGING).
+REPLAYS_JUDGING = [Replay(*entry) for entry in JUDGING_REPLAYS]
+
+
 def run_replay(replay: Replay, root: Path) -> str | None:
     """None when the fix holds, else what went wrong (an exception is a failure too)."""
     import logging
@@ -934,7 +943,9 @@ def main(argv: list[str] | None = None) -> None:
         or faults["labels_from_unusable_replies"]
     )
     with tempfile.TemporaryDirectory() as tmp:  # round 3, data and evaluation sides
-        replays = [(r, run_replay(r, Path(tmp))) for r in REPLAYS_DATA + REPLAYS_EVAL]
+        replays = [
+            (r, run_replay(r, Path(tmp))) for r in REPLAYS_DATA + REPLAYS_EVAL + REPLAYS_JUDGING
+        ]
     print("\n" + replay_report(replays))
     replays_ok = all(problem is None for _, problem in replays)
     sys.exit(0 if all(o.passed for o in outcomes) and faults_ok and replays_ok else 1)

@@ -1,0 +1,225 @@
+"""Issue 42, round 3, judging side (items 5-10), for ``python -m eval.bench.reliability``: the bad
+inputs that must now be refused in one line (a table read by its ``cases()``) and the replays of
+silent wrong results (read into its Replay list), each set up as reported and run again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from data import COLLECTIONS
+
+ADI = COLLECTIONS / "adi"
+
+# command | case | arguments | words the error line must contain ({dir}, {adi}, {qrels}: as in
+# eval.bench.reliability's CASE_TABLE).
+CASE_TABLE_JUDGING = """
+eval.ppi | pilot width the run cannot reach | --run {dir}/run-43.trec --pilot {dir}/pilot.json --target_width 0.1 | target_width, needs about 160, 43, reaches about 0.193
+eval.ppi | a corpus given as the run | --run {adi}/corpus.jsonl --n 5 | corpus.jsonl, is a corpus
+data.validate | an empty document | --files {dir}/empty-document.jsonl --record judgment | 1 bad line(s) in 1 file(s)
+eval.search | human grades off the 0-3 scale | --run {dir}/run-adi.trec --corpus {adi} --labeler {qrels} --human {dir}/grade-4.qrels --out {dir}/s | grade-4.qrels, grade 4, 0-3 scale
+"""
+
+
+def _jsonl(rows: list[dict]) -> str:
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def _adi_run(path: Path, ranks: dict[str, int] | None = None) -> dict[str, dict[str, float]]:
+    """A run over every ADI query, 10 hits each: one relevant document at the query's rank in
+    ``ranks`` (default: its place in id order mod 5, plus 1) among non-relevant ones."""
+    from data.beir import read_corpus, read_qrels, write_trec_run
+
+    qrels = read_qrels(ADI / "qrels.tsv")
+    docs = sorted(read_corpus(ADI / "corpus.jsonl"))
+    run = {}
+    for i, qid in enumerate(sorted(qrels)):
+        ranking = [d for d in docs if d not in qrels[qid]][:9]
+        ranking.insert((ranks or {}).get(qid, i % 5 + 1) - 1, sorted(qrels[qid])[0])
+        run[qid] = {d: float(10 - r) for r, d in enumerate(ranking)}
+    write_trec_run(path, run)
+    return run
+
+
+def make_judging_files(root: Path) -> None:
+    """The inputs of CASE_TABLE_JUDGING."""
+    from data.beir import write_trec_run
+
+    write_trec_run(root / "run-43.trec", {f"q{i}": {"d": 1.0} for i in range(43)})
+    interval = {"estimate": 0.5, "low": 0.3, "high": 0.7, "n": 10, "lam": 1.0}  # 160 for 0.1
+    pilot = {"ppi": {"runs": {"bm25": {"ndcg@10": {"ppi": interval}}}}}
+    (root / "pilot.json").write_text(json.dumps(pilot))
+    judgment = {"qid": "q1", "query": "axon", "doc_id": "d1", "text": "An axon ...", "grade": 3}
+    (root / "empty-document.jsonl").write_text(
+        _jsonl([judgment, {**judgment, "doc_id": "d2", "text": " "}])
+    )
+    _adi_run(root / "run-adi.trec")
+    (root / "grade-4.qrels").write_text("1 0 17 4\n1 0 46 2\n2 0 1 0\n")
+
+
+@contextlib.contextmanager
+def _warnings() -> Iterator[list[str]]:
+    """The warnings logged inside the block (the campaign disables logging around a replay)."""
+    messages: list[str] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = lambda record: messages.append(record.getMessage())  # type: ignore[method-assign]
+    disabled = logging.root.manager.disable
+    logging.disable(logging.NOTSET)
+    logging.getLogger().addHandler(handler)
+    try:
+        yield messages
+    finally:
+        logging.getLogger().removeHandler(handler)
+        logging.disable(disabled)
+
+
+def _search(root: Path, *args: str) -> tuple[dict, str]:
+    """eval.search with ADI's qrels as the labeler: (metrics.json, what it printed)."""
+    from eval.search import main as search
+
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        search(
+            [
+                *("--corpus", str(ADI), "--labeler", f"qrels:{ADI / 'qrels.tsv'}"),
+                *("--out", str(root / "s"), "--report", "false", *args),
+            ]
+        )
+    return json.loads((root / "s" / "metrics.json").read_text()), printed.getvalue()
+
+
+def replay_pairs_outside_top_k(root: Path) -> None:
+    """Item 6: 240 judged hits, 14 of them in the run's top k: the 226 others were ignored
+    without a word while the report said "240 sampled hits"."""
+    run = _adi_run(root / "run.trec", ranks=dict.fromkeys(map(str, range(1, 36)), 2))
+    ranked = {q: sorted(docs, key=docs.__getitem__, reverse=True) for q, docs in run.items()}
+    top = [(q, ranked[q][0]) for q in sorted(ranked)[:14]]
+    below = [(q, d) for q in sorted(ranked) for d in ranked[q][1:]][:226]
+    rows = [
+        {"qid": q, "query": "q", "doc_id": d, "text": "t", "label": i % 2}
+        for i, (q, d) in enumerate(top + below)
+    ]
+    (root / "hits.jsonl").write_text(_jsonl(rows))
+    with _warnings() as warned:
+        report, printed = _search(
+            root,
+            "--run",
+            str(root / "run.trec"),
+            "--k",
+            "1",
+            "--human_pairs",
+            str(root / "hits.jsonl"),
+        )
+    assert report["ppi"]["judged_pairs_used"] == {"run": 14}, report["ppi"]["judged_pairs_used"]
+    assert "the ones used: run 14" in printed, printed[-300:]
+    assert any("226 of the 240 judged hits" in w for w in warned), warned
+
+
+def replay_conflicting_duplicates(root: Path) -> None:
+    """Item 7: a human qrels file giving one pair 3, then 0: the last line won without a word
+    (one query's NDCG 0.589 -> 0.301), while data.build warned on the same conflict."""
+    from eval.search import human_qrels
+
+    (root / "human.qrels").write_text("1 0 17 3\n1 0 46 2\n1 0 17 0\n")
+    with _warnings() as warned:
+        grades = human_qrels(str(root / "human.qrels"))
+    assert grades == {"1": {"17": 0, "46": 2}}, grades
+    assert any("1 pair(s) given twice with different verdicts" in w for w in warned), warned
+
+
+def replay_best_queries_judged(root: Path) -> None:
+    """Item 8: --human with the labeler's 10 best-scored queries judged: PPI++ took them as a
+    random sample, and its interval excluded the true value."""
+    from data.beir import read_qrels
+
+    run = _adi_run(root / "run.trec")
+    qrels = read_qrels(ADI / "qrels.tsv")
+    first = {
+        q: min(r for r, d in enumerate(sorted(docs, key=docs.get, reverse=True)) if d in qrels[q])
+        for q, docs in run.items()
+    }
+    best = sorted(first, key=lambda q: (first[q], q))[:10]
+    (root / "best.qrels").write_text("".join(f"{q} 0 {d} 3\n" for q in best for d in qrels[q]))
+    with _warnings() as warned:
+        report, _ = _search(
+            root, "--run", str(root / "run.trec"), "--k", "5", "--human", str(root / "best.qrels")
+        )
+    check = report["ppi"]["sample"]["check"]
+    assert check and not check["random_plausible"], check
+    assert any("valid only for a random sample" in w for w in warned), warned
+
+
+def replay_recalibrate_own_validation(root: Path) -> None:
+    """Item 9: eval.recalibrate given the export's own validation pairs said nothing, and its
+    'stored' figures were measured on the split the threshold was fitted on."""
+    from data.build import BuildConfig, build_dataset
+    from data.io import read_records
+    from data.records import Judgment
+    from eval.recalibrate import data_overlap
+
+    rows = [
+        {"qid": f"q{q}", "query": f"query {q}", "doc_id": f"d{q}-{d}", "text": "t", "grade": d % 4}
+        for q in range(20)
+        for d in range(4)
+    ]
+    (root / "j.jsonl").write_text(_jsonl(rows))
+    build_dataset(
+        BuildConfig(judgments=[str(root / "j.jsonl")], out=str(root / "ds"), save_dataset=False)
+    )
+    validation = list(read_records(root / "ds" / "validation.jsonl", Judgment))
+    with _warnings() as warned:
+        overlap = data_overlap({"data": {"dataset": str(root / "ds")}}, validation)
+    assert overlap["validation_pairs"] == len(validation), overlap
+    assert any("are the export's validation pairs" in w for w in warned), warned
+
+
+def replay_rerank_keeps_tail_and_link(root: Path) -> None:
+    """Item 10: eval.rerank --k 2 on a run of depth 5 dropped three hits, and an --out that is a
+    link to a file was replaced by a plain file (the target kept its old run)."""
+    from data.beir import Collection, ranked, read_trec_run, write_trec_run
+    from eval.labelers import HitLabel, Labeler
+    from eval.rerank import rerank
+
+    class Reversed(Labeler):
+        name = "reversed"
+
+        def label(self, qid, query, hits):
+            return [HitLabel(relevant=True, score=0.1 * (i + 1)) for i, _ in enumerate(hits)]
+
+    run = {"1": {d: float(5 - i) for i, d in enumerate(["1", "2", "3", "4", "5"])}}
+    (root / "store").mkdir()
+    write_trec_run(root / "store" / "reranked.trec", {"1": {"old": 1.0}})
+    (root / "reranked.trec").symlink_to(root / "store" / "reranked.trec")
+    write_trec_run(root / "reranked.trec", rerank(run, Collection.load(ADI), Reversed(), k=2))
+    order = [d for d, _ in ranked(read_trec_run(root / "store" / "reranked.trec")["1"])]
+    assert order == ["2", "1", "3", "4", "5"], order
+    assert (root / "reranked.trec").is_symlink(), "the link was replaced by a file"
+
+
+def replay_zero_width_inside_a_query(root: Path) -> None:
+    """Item 10: a zero-width space inside a query changed its score (only all-invisible queries
+    were refused); the grader's input is now the same."""
+    from models.assets import TINY_TOKENIZER
+    from models.input_format import GraderInputFormat, format_pairs
+    from models.resolve import load_tokenizer
+
+    tokenizer = load_tokenizer(str(TINY_TOKENIZER))
+    fmt = GraderInputFormat.from_tokenizer(tokenizer, 256)
+    plain = format_pairs(tokenizer, fmt, ["axon terminal"], ["An axon ends here."])
+    hidden = format_pairs(tokenizer, fmt, ["ax\u200bon ter\u2060minal"], ["An axon ends here."])
+    assert plain.input_ids == hidden.input_ids, "the zero-width characters reached the grader"
+
+
+REPLAYS: list[tuple[int, str, Callable[[Path], None]]] = [
+    (6, "judged hits outside the top k counted", replay_pairs_outside_top_k),
+    (7, "conflicting human judgments warned", replay_conflicting_duplicates),
+    (8, "best-scored queries judged: warned", replay_best_queries_judged),
+    (9, "recalibrate on its own validation pairs", replay_recalibrate_own_validation),
+    (10, "rerank keeps the tail and the link", replay_rerank_keeps_tail_and_link),
+    (10, "zero-width characters inside a query", replay_zero_width_inside_a_query),
+]
