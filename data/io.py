@@ -13,9 +13,9 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -369,6 +369,83 @@ class JsonlAppender:
         self._handle.close()
 
     def __enter__(self) -> JsonlAppender:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+ValueT = TypeVar("ValueT")
+
+
+class KeyedCache(Generic[ValueT]):
+    """Key -> value, kept in an append-only JSONL: the one cache of paid or slow results (teacher
+    labels, labelers, the query writer, the RAG reader).
+
+    Each result is one flushed line written as it arrives (``put``), so a killed run keeps every
+    finished result and the next run computes only what is ``missing``. On open, a later line for
+    a key wins and a partial last line (a kill mid-write) is dropped; any other bad line stops
+    with ``file:line``. Lines are ``{key_field: key, ...record}``; ``decode`` turns a line into the
+    value callers get (the line itself by default). The key is the caller's: a digest of
+    everything that changes the result."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        decode: Callable[[dict[str, Any]], ValueT] | None = None,
+        *,
+        key_field: str = "key",
+        fsync: bool = False,
+    ) -> None:
+        self.path = Path(path)
+        self.key_field = key_field
+        self.decode = decode or (lambda line: line)  # type: ignore[assignment,return-value]
+        self.fsync = fsync
+        self.values: dict[str, ValueT] = {}
+        self._appender: JsonlAppender | None = None
+        if self.path.exists():
+            for _, line in iter_json_lines(self.path, tolerate_partial_last_line=True):
+                if isinstance(line, RecordError):
+                    raise line
+                if line.get(key_field):
+                    self.values[str(line[key_field])] = self.decode(line)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.values
+
+    def __getitem__(self, key: str) -> ValueT:
+        return self.values[key]
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def get(self, key: str) -> ValueT | None:
+        return self.values.get(key)
+
+    def missing(self, keys: Iterable[str]) -> list[str]:
+        """The keys without a cached value, each once, in their first order."""
+        return list(dict.fromkeys(key for key in keys if key not in self.values))
+
+    def put(self, key: str, record: BaseModel | dict[str, Any]) -> ValueT:
+        """Append ``record`` under ``key`` (flushed before this returns) and return its value."""
+        if self._appender is None:
+            self._appender = JsonlAppender(self.path, fsync=self.fsync)
+        fields = (
+            record.model_dump(mode="json", exclude_none=True)
+            if isinstance(record, BaseModel)
+            else record
+        )
+        line = {**fields, self.key_field: key}
+        self._appender.write(line)
+        self.values[key] = self.decode(line)
+        return self.values[key]
+
+    def close(self) -> None:
+        if self._appender is not None:
+            self._appender.close()
+            self._appender = None
+
+    def __enter__(self) -> KeyedCache[ValueT]:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -37,9 +37,9 @@ from tqdm.auto import tqdm
 
 from data.beir import Collection, read_trec_run
 from data.cli import bounded, parse_config, run_main
-from data.io import JsonlAppender, read_records, refuse_overlap, write_json, write_jsonl
+from data.io import KeyedCache, read_records, refuse_overlap, write_json, write_jsonl
 from data.judges.backends import BATCH_BACKENDS, JudgeConfig, make_backend
-from data.judges.prompts import load_prompt
+from data.judges.prompts import Prompt, load_prompt
 from data.records import Judgment, Pair
 
 logger = logging.getLogger(__name__)
@@ -155,29 +155,17 @@ def cache_key(
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-def read_cache(path: Path) -> dict[str, Judgment]:
-    """Key → the latest cached judgment (a later line for the same key wins)."""
-    if not path.exists():
-        return {}
-    cached: dict[str, Judgment] = {}
-    for judgment in read_records(path, Judgment, tolerate_partial_last_line=True):
-        key = getattr(judgment, "cache_key", None)
-        if key:
-            cached[key] = judgment
-    return cached
-
-
-def label(label_config: LabelConfig, judge_config: JudgeConfig) -> dict[str, Any]:
+def output_paths(label_config: LabelConfig, judge_config: JudgeConfig) -> tuple[Path, Path]:
+    """(--out, the cache), checked before any pair is paid for: the judgments are written over
+    --out at the end and the cache is appended to, so neither may land on the other or an input."""
     out = Path(label_config.out)
-    if out.is_dir():  # found before any pair is paid for, not when the results are written
+    if out.is_dir():
         raise IsADirectoryError(
             f"out: {out} is a folder; give a file such as {out}/judgments.jsonl"
         )
     if out.parent.exists() and not out.parent.is_dir():
         raise NotADirectoryError(f"out: {out.parent} is a file, not a folder")
     cache_path = Path(label_config.cache) if label_config.cache else out.with_suffix(".cache.jsonl")
-    # The judgments are written over --out at the end and the cache is appended to: neither
-    # ever lands on the paid cache or an input.
     inputs = [
         ("pairs", label_config.pairs),
         ("run", label_config.run),
@@ -190,6 +178,78 @@ def label(label_config: LabelConfig, judge_config: JudgeConfig) -> dict[str, Any
             f"batch: the {judge_config.backend} backend has no batch mode (it runs on "
             f"{', '.join(BATCH_BACKENDS)})"
         )
+    return out, cache_path
+
+
+def judge_pairs(
+    todo: list[Pair],
+    keys: list[str],
+    cache: KeyedCache[Judgment],
+    key_of: Any,
+    judge_config: JudgeConfig,
+    prompt: Prompt,
+    label_config: LabelConfig,
+) -> dict[str, Any] | None:
+    """Judge ``todo`` (cache ``keys``), each judgment cached as it arrives; the batch record of
+    ``--batch true``, else None."""
+    judge = None
+    if judge_config.batch:
+        from data.judges.batch import BatchJudge
+
+        judge = BatchJudge.for_config(
+            judge_config,
+            prompt,
+            batch_record_path(Path(label_config.out)),
+            sync_backend=lambda: make_backend(judge_config, prompt),
+        )
+    backend = judge.backend if judge else make_backend(judge_config, prompt)
+    bar = tqdm(
+        total=len(todo), desc=f"judging ({judge_config.backend})", unit="pair", file=sys.stderr
+    )
+    # Human qrels miss pairs by design; an LLM teacher's errors are replies it got wrong.
+    unusable = (
+        UnusableReplies(label_config.max_error_share, teacher_description(judge_config, prompt.id))
+        if judge_config.backend != "qrels"
+        else None
+    )
+    failed = 0
+
+    def on_result(judgment: Judgment) -> None:
+        nonlocal failed
+        cache.put(key_of(judgment), judgment)  # cached first: a stop below loses nothing paid for
+        failed += judgment.error is not None
+        bar.update(1)
+        bar.set_postfix(failed=failed, refresh=False)
+        if unusable is not None:
+            unusable.count(judgment)
+
+    try:
+        if judge is not None:
+            return judge.run(todo, keys, on_result)
+        backend.run(todo, on_result)
+        return None
+    finally:
+        bar.close()
+        backend.close()
+
+
+def cost_of(judgments: list[dict[str, Any]], judge_config: JudgeConfig) -> float:
+    """The estimated price: judgments from a Batch API at its price (about half), retries made
+    synchronously at the full price."""
+    cost = 0.0
+    for j in judgments:
+        usage = j.get("usage", {})
+        batch = j.get("judge", {}).get("backend", "").endswith("-batch")
+        factor = judge_config.batch_price_factor if batch else 1.0
+        cost += factor * (
+            usage.get("input_tokens", 0) / 1e6 * judge_config.price_input_per_mtok
+            + usage.get("output_tokens", 0) / 1e6 * judge_config.price_output_per_mtok
+        )
+    return cost
+
+
+def label(label_config: LabelConfig, judge_config: JudgeConfig) -> dict[str, Any]:
+    out, cache_path = output_paths(label_config, judge_config)
     prompt = load_prompt(judge_config.prompt)
     pairs = load_pairs(label_config)
     settings = judge_config.sampling_settings(prompt)
@@ -197,107 +257,49 @@ def label(label_config: LabelConfig, judge_config: JudgeConfig) -> dict[str, Any
         judge_config.model if judge_config.backend != "qrels" else f"qrels:{judge_config.qrels}"
     )
     by_ids = judge_config.backend == "qrels"
-    keys = [cache_key(model_id, prompt.id, settings, p, by_ids) for p in pairs]
-    cached = read_cache(cache_path)
 
-    def usable(key: str) -> bool:
-        hit = cached.get(key)
-        return hit is not None and (hit.error is None or not label_config.retry_errors)
+    def key_of(pair: Pair) -> str:
+        return cache_key(model_id, prompt.id, settings, pair, by_ids)
 
-    todo_index: dict[str, int] = {}
-    for i, key in enumerate(keys):
-        if not usable(key) and key not in todo_index:
-            todo_index[key] = i
-    todo = [pairs[i] for i in todo_index.values()]
-    n_cached = len(pairs) - len(todo)
-    logger.info(
-        "%d pairs: %d cached, %d to judge with %s", len(pairs), n_cached, len(todo), prompt.id
-    )
-
-    start = time.perf_counter()
-    failed = 0
-    batches: dict[str, Any] | None = None
-    if todo:
-        judge = None
-        if judge_config.batch:
-            from data.judges.batch import BatchJudge
-
-            judge = BatchJudge.for_config(
-                judge_config,
-                prompt,
-                batch_record_path(out),
-                sync_backend=lambda: make_backend(judge_config, prompt),
-            )
-        backend = judge.backend if judge else make_backend(judge_config, prompt)
-        bar = tqdm(
-            total=len(todo), desc=f"judging ({judge_config.backend})", unit="pair", file=sys.stderr
+    keys = [key_of(p) for p in pairs]
+    with KeyedCache(cache_path, Judgment.model_validate, key_field="cache_key") as cache:
+        first: dict[str, int] = {}
+        for index, key in enumerate(keys):
+            first.setdefault(key, index)
+        retry = label_config.retry_errors
+        todo_keys = [k for k in first if k not in cache or (retry and cache[k].error is not None)]
+        todo = [pairs[first[k]] for k in todo_keys]
+        logger.info(
+            "%d pairs: %d cached, %d to judge with %s",
+            len(pairs),
+            len(pairs) - len(todo),
+            len(todo),
+            prompt.id,
         )
-        # Human qrels miss pairs by design; an LLM teacher's errors are replies it got wrong.
-        unusable = (
-            UnusableReplies(
-                label_config.max_error_share, teacher_description(judge_config, prompt.id)
-            )
-            if judge_config.backend != "qrels"
+        start = time.perf_counter()
+        batches = (
+            judge_pairs(todo, todo_keys, cache, key_of, judge_config, prompt, label_config)
+            if todo
             else None
         )
-        with JsonlAppender(cache_path) as cache:
-
-            def on_result(judgment: Judgment) -> None:
-                nonlocal failed
-                key = cache_key(model_id, prompt.id, settings, judgment, by_ids)
-                record = judgment.model_dump(mode="json", exclude_none=True)
-                record["cache_key"] = key
-                cache.write(record)  # cached first: a stop below loses nothing paid for
-                cached[key] = Judgment.model_validate(record)
-                failed += judgment.error is not None
-                bar.update(1)
-                bar.set_postfix(failed=failed, refresh=False)
-                if unusable is not None:
-                    unusable.count(judgment)
-
-            try:
-                if judge is not None:
-                    batches = judge.run(todo, list(todo_index), on_result)
-                else:
-                    backend.run(todo, on_result)
-            finally:
-                bar.close()
-                backend.close()
-    elapsed = time.perf_counter() - start
-
-    judgments = []
-    for pair, key in zip(pairs, keys, strict=True):
-        record = cached[key].model_dump(mode="json", exclude_none=True)
-        record.pop("cache_key", None)
-        # The cache is shared by pairs with identical text; keep this pair's own ids and rank.
-        record.update(pair.pair_fields())
-        judgments.append(record)
+        elapsed = time.perf_counter() - start
+        judgments = []
+        for pair, key in zip(pairs, keys, strict=True):
+            record = cache[key].model_dump(mode="json", exclude_none=True)
+            record.pop("cache_key", None)
+            # The cache is shared by pairs with identical text; keep this pair's own ids and rank.
+            record.update(pair.pair_fields())
+            judgments.append(record)
     write_jsonl(out, judgments)
-    input_tokens = sum(j.get("usage", {}).get("input_tokens", 0) for j in judgments)
-    output_tokens = sum(j.get("usage", {}).get("output_tokens", 0) for j in judgments)
-    cost = 0.0
-    for j in judgments:
-        usage = j.get("usage", {})
-        # Judgments from a Batch API are billed at its price (about half); retries made
-        # synchronously at the full price.
-        factor = (
-            judge_config.batch_price_factor
-            if j.get("judge", {}).get("backend", "").endswith("-batch")
-            else 1.0
-        )
-        cost += factor * (
-            usage.get("input_tokens", 0) / 1e6 * judge_config.price_input_per_mtok
-            + usage.get("output_tokens", 0) / 1e6 * judge_config.price_output_per_mtok
-        )
     summary = {
         "pairs": len(pairs),
         "judged_now": len(todo),
-        "cached": n_cached,
+        "cached": len(pairs) - len(todo),
         "failed": sum(1 for j in judgments if j.get("error")),
         "relevant": sum(1 for j in judgments if j.get("label") == 1),
-        "input_tokens": input_tokens,
-        "output_tokens": output_tokens,
-        "estimated_cost": round(cost, 6),
+        "input_tokens": sum(j.get("usage", {}).get("input_tokens", 0) for j in judgments),
+        "output_tokens": sum(j.get("usage", {}).get("output_tokens", 0) for j in judgments),
+        "estimated_cost": round(cost_of(judgments, judge_config), 6),
         "seconds": round(elapsed, 2),
         "pairs_per_second": round(len(todo) / elapsed, 2) if todo and elapsed > 0 else None,
         "judge": {

@@ -31,6 +31,7 @@ metric pipeline can run on), ``pairs.jsonl``, ``generated.jsonl`` (every reply a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import random
@@ -51,15 +52,16 @@ from data.beir import Collection, Document
 from data.cli import bounded, check_choices, choice, parse_config, run_main
 from data.io import (
     READ_ENCODING,
-    JsonlAppender,
+    KeyedCache,
     fingerprint,
     iter_json_lines,
     refuse_overlap,
     write_json,
     write_jsonl,
 )
-from data.judges.backends import REASONING_MODEL, JudgeConfig
+from data.judges.backends import JudgeConfig
 from data.records import JudgeInfo, Judgment, Pair, document_text
+from models.llm_client import CHAT_BACKENDS, ChatClient, ChatRequest, Reply
 
 logger = logging.getLogger(__name__)
 QUERY_PROMPTS_DIR = Path(__file__).resolve().parent / "prompts" / "queries"
@@ -338,9 +340,9 @@ class Synthesizer:
     def __init__(self, config: SynthesisConfig, teacher: SyntheticTeacherConfig) -> None:
         self.config = config
         self.teacher = teacher
-        if teacher.backend not in ("hf", "openai", "azure", "vllm"):
+        if teacher.backend not in CHAT_BACKENDS:
             raise ValueError(
-                f"backend: {teacher.backend!r} cannot write queries; use hf, openai, azure or vllm"
+                f"backend: {teacher.backend!r} cannot write queries; use {', '.join(CHAT_BACKENDS)}"
             )
         if not config.collection:
             raise ValueError("collection: give --collection DIR (a BEIR-layout folder)")
@@ -384,25 +386,9 @@ class Synthesizer:
     def document(self, doc: Document) -> str:
         return document_text(doc.text, doc.title)[: self.teacher.max_document_chars]
 
-    def chat_model(self) -> Any:
+    def chat_client(self) -> ChatClient:
         """The generator: the teacher's backend and serving settings, ``generator_model``'s name."""
-        from models.llm_client import ChatModel
-
-        reasoning = (
-            bool(REASONING_MODEL.match(self.generator_model.rsplit("/", 1)[-1].lower()))
-            if self.teacher.reasoning == "auto"
-            else self.teacher.reasoning == "yes"
-        )
-        return ChatModel(
-            self.teacher,
-            self.teacher.backend,
-            self.generator_model,
-            reasoning=reasoning,
-            reasoning_tokens=self.teacher.reasoning_tokens,
-            azure_endpoint=self.teacher.azure_endpoint,
-            azure_api_version=self.teacher.azure_api_version,
-            batch_size=self.teacher.batch_size,
-        )
+        return ChatClient(dataclasses.replace(self.teacher, model=self.generator_model))
 
     def generate(
         self, doc_ids: Sequence[str], examples_block: str
@@ -411,12 +397,7 @@ class Synthesizer:
         returns the replies, this run's token counts and the failed requests (not cached)."""
         c = self.config
         settings = json.dumps(self.generation_settings(examples_block), sort_keys=True)
-        cache_path = self.out / "generation.cache.jsonl"
-        cached: dict[str, dict[str, Any]] = {}
-        if cache_path.exists():
-            for _, obj in iter_json_lines(cache_path, tolerate_partial_last_line=True):
-                if isinstance(obj, dict) and "key" in obj:
-                    cached[obj["key"]] = obj
+        cached: KeyedCache[dict[str, Any]] = KeyedCache(self.out / "generation.cache.jsonl")
         wanted = [(d, s) for d in doc_ids for s in range(c.queries_per_passage)]
         keys = {
             item: fingerprint(
@@ -431,7 +412,8 @@ class Synthesizer:
             len(wanted) - len(todo),
             len(todo),
         )
-        tokens, failed = self.ask(todo, keys, examples_block, cache_path, cached)
+        with cached:
+            tokens, failed = self.ask(todo, keys, examples_block, cached)
         replies = {item: cached[keys[item]] for item in wanted if keys[item] in cached}
         return replies, tokens, failed
 
@@ -440,34 +422,32 @@ class Synthesizer:
         todo: list[tuple[str, int]],
         keys: dict[tuple[str, int], str],
         examples_block: str,
-        cache_path: Path,
-        cached: dict[str, dict[str, Any]],
+        cached: KeyedCache[dict[str, Any]],
     ) -> tuple[dict[str, int], int]:
         """Ask the generator for ``todo``'s replies, appending each to the cache as it arrives;
         returns this run's token counts and the failed requests (not cached: asked again)."""
-        from models.llm_client import Completion
-
         c = self.config
         tokens = {"input_tokens": 0, "output_tokens": 0}
         failed = 0
         if not todo:
             return tokens, failed
-        chat = self.chat_model()
+        chat = self.chat_client()
         self.out.mkdir(parents=True, exist_ok=True)
         if c.generator_temperature > 0:
             import torch
 
             torch.manual_seed(c.seed)  # local sampling, reproducible for the same todo list
-        conversations = [
-            self.prompt.messages(examples_block, self.document(self.collection.corpus[d]))
+        requests = [
+            ChatRequest(
+                self.prompt.messages(examples_block, self.document(self.collection.corpus[d])),
+                max_tokens=c.max_query_tokens,
+                temperature=c.generator_temperature,
+            )
             for d, _ in todo
         ]
-        with (
-            JsonlAppender(cache_path) as cache,
-            tqdm(total=len(todo), desc="writing queries", unit="query", file=sys.stderr) as bar,
-        ):
+        with tqdm(total=len(todo), desc="writing queries", unit="query", file=sys.stderr) as bar:
 
-            def on_result(index: int, completion: Completion) -> None:
+            def on_result(index: int, completion: Reply) -> None:
                 # Each reply is cached as it arrives: a kill loses only those in flight.
                 nonlocal failed
                 bar.update(1)
@@ -477,27 +457,20 @@ class Synthesizer:
                     logger.warning("%s: %s", doc_id, completion.error)
                     return
                 record = {
-                    "key": keys[(doc_id, sample)],
                     "doc_id": doc_id,
                     "sample": sample,
                     "reply": completion.text,
-                    "finished": completion.finished,
+                    "finished": completion.finished[0],
                     "usage": {
                         "input_tokens": completion.input_tokens,
                         "output_tokens": completion.output_tokens,
                     },
                 }
-                cache.write(record)
-                cached[record["key"]] = record
+                cached.put(keys[(doc_id, sample)], record)
                 tokens["input_tokens"] += completion.input_tokens
                 tokens["output_tokens"] += completion.output_tokens
 
-            chat.complete(
-                conversations,
-                max_tokens=c.max_query_tokens,
-                temperature=c.generator_temperature,
-                on_result=on_result,
-            )
+            chat.complete(requests, on_result)
         return tokens, failed
 
     def retriever(self, name: str) -> Any:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from data.beir import graded_qrels, read_qrels
-from data.io import JsonlAppender, iter_json_lines, read_records, sha256_path
+from data.io import KeyedCache, read_records, sha256_path
 from data.parallel import broadcast_from_main
 from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, Pair, label_from_grade
 
@@ -433,12 +433,7 @@ class CachedLabeler(Labeler):
         self.group_pairs = group_pairs
         self.name = inner.name
         self.cache_path = Path(cache_path)
-        self.cache: dict[str, HitLabel] = {}
-        if self.cache_path.exists():
-            for _, obj in iter_json_lines(self.cache_path, tolerate_partial_last_line=True):
-                if isinstance(obj, dict):
-                    self.cache[obj["key"]] = HitLabel(**obj["label"])
-        self.appender = JsonlAppender(self.cache_path)
+        self.cache = KeyedCache(self.cache_path, lambda line: HitLabel(**line["label"]))
         self.hits = 0
 
     @property
@@ -468,14 +463,12 @@ class CachedLabeler(Labeler):
             fresh = self.inner.label_many(group)
             for (_, query, hits), labels in zip(group, fresh, strict=True):
                 for hit, label in zip(hits, labels, strict=True):
-                    key = self.key(query, hit)
-                    self.cache[key] = label
-                    self.appender.write({"key": key, "label": asdict(label)})
+                    self.cache.put(self.key(query, hit), {"label": asdict(label)})
         self.hits += sum(len(ks) for ks in keys) - sum(len(m[2]) for m in missing)
         return [[self.cache[k] for k in ks] for ks in keys]
 
     def close(self) -> None:
-        self.appender.close()
+        self.cache.close()
 
 
 LABELER_KINDS = ("grader", "judge", "qrels", "judgments", "erag", "erag-em", "answers", "gold-doc")

@@ -1,22 +1,51 @@
-"""How the project reaches an LLM, for the teacher's judge backends (``data.judges.backends``)
-and the RAG reader (``eval.downstream.reader``) alike: the serving settings, an OpenAI-compatible
-(or Azure) client, a local transformers chat model, a vLLM engine, and the reading of a chat
-completion's reply and log-probabilities."""
+"""The project's one way to an LLM: the teacher's judge (``data.judges``), the synthetic-query
+writer (``data.synthesize``) and the RAG reader (``eval.downstream.reader``) are each a prompt
+and a parser on top of :class:`ChatClient`.
+
+- Backend names are declared here once (:data:`CHAT_BACKENDS`, :data:`BATCH_BACKENDS`).
+- ``openai`` / ``azure``: any OpenAI-compatible chat-completions endpoint (OpenAI, a vLLM server,
+  Ollama, llama.cpp's server) or Azure OpenAI, asynchronously with a concurrency limit. The SDK
+  retries 429, 5xx, connection errors and timeouts with backoff and honours ``Retry-After``; a
+  reply the caller cannot use is asked again (``parse_retries``); a server that refuses
+  structured output is found on the run's first request and asked the next way down.
+- ``hf``: a local transformers chat model, batched by length.
+- ``vllm``: vLLM's offline engine (imported only when used).
+
+Request bodies (reasoning-model rules, log-probabilities, structured output) are built by
+:meth:`ChatClient.body` for a synchronous call and a Batch API line alike, and a chat completion's
+body is read by :func:`reply_from_response` in both.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from data.cli import bounded
+from data.cli import bounded, choice
+
+logger = logging.getLogger(__name__)
+
+CHAT_BACKENDS = ("openai", "azure", "hf", "vllm")
+REMOTE_BACKENDS = ("openai", "azure")
+BATCH_BACKENDS = ("openai", "azure", "vllm")  # the provider's Batch API, or vLLM's run_batch
+# OpenAI's reasoning models reject temperature and max_tokens (o1, o3, o3-mini, o4-mini, gpt-5...).
+REASONING_MODEL = re.compile(r"^(o\d|gpt-5)")
+# Structured output, strictest first; a server that refuses one is asked with the next.
+RESPONSE_FORMATS = ("json_schema", "json_object", "none")
+# Words of a server's refusal of response_format (llama.cpp: "Input should be 'text' or
+# 'json_object'"; others name the field or the schema).
+_FORMAT_REFUSAL = re.compile(r"response_format|json_schema|json_object|schema", re.IGNORECASE)
 
 
 @dataclass
 class ServingSettings:
-    """How an LLM is reached, shared by the judge (JudgeConfig) and the RAG reader
-    (eval.downstream.reader.ReaderConfig): an OpenAI-compatible endpoint, or a local hf / vLLM model."""
+    """How an LLM is reached: an OpenAI-compatible endpoint, or a local hf / vLLM model."""
 
     # OpenAI-compatible endpoints
     base_url: str | None = field(
@@ -45,28 +74,146 @@ class ServingSettings:
     )
 
 
+@dataclass
+class ChatSettings(ServingSettings):
+    """Which chat model answers and how it is asked, whatever asks it (judge, writer, reader)."""
+
+    backend: str = choice("openai", CHAT_BACKENDS, "Where the model runs.")
+    model: str = field(
+        default="",
+        metadata={
+            "help": "Model id (endpoint model, Azure deployment, local name/path such as smollm2-135m)."
+        },
+    )
+    extra_headers: str | None = field(
+        default=None, metadata={"help": 'JSON object of headers, e.g. {"X-Org": "a"}.'}
+    )
+    azure_endpoint: str | None = field(
+        default=None, metadata={"help": "Azure OpenAI endpoint URL."}
+    )
+    azure_api_version: str = field(default="2024-10-21")
+    response_format: str = choice(
+        "json_schema",
+        RESPONSE_FORMATS,
+        "Structured output asked of an OpenAI-compatible endpoint for JSON prompts (binary-cot, "
+        "checklist): json_schema (OpenAI, vLLM, Ollama), json_object (llama.cpp's server), none "
+        "(plain text; the same parser reads the JSON). A server that refuses the format asked is "
+        "found on the run's first request and the next one down is used for the rest of the run.",
+    )
+    token_limit_field: str = field(
+        default="max_tokens",
+        metadata={"help": "max_tokens, or max_completion_tokens (reasoning models use it always)."},
+    )
+    reasoning: str = choice(
+        "auto",
+        ("auto", "yes", "no"),
+        "Reasoning model (o1/o3/o4/gpt-5): no temperature or logprobs, max_completion_tokens with "
+        "room for reasoning tokens. auto: from the model name.",
+    )
+    reasoning_effort: str | None = field(
+        default=None, metadata={"help": "low, medium or high (reasoning models only)."}
+    )
+    reasoning_tokens: int = bounded(
+        4096, 0, help="Completion tokens a reasoning model may spend before its answer."
+    )
+    parse_retries: int = bounded(2, 0, help="Re-asks when a reply cannot be used (endpoints).")
+    batch_size: int = bounded(8, 1, help="Prompts per forward pass (hf) or per call (vllm).")
+    max_batch_tokens: int | None = bounded(
+        None, 1, help="hf: prompt tokens per generate call (long prompts go fewer at a time)."
+    )
+
+    @property
+    def is_reasoning(self) -> bool:
+        if self.reasoning != "auto":
+            return self.reasoning == "yes"
+        return bool(REASONING_MODEL.match(self.model.rsplit("/", 1)[-1].lower()))
+
+
+@dataclass
+class ChatRequest:
+    """One conversation to answer: ``samples`` replies of up to ``max_tokens`` tokens."""
+
+    messages: list[dict[str, str]]
+    max_tokens: int
+    temperature: float = 0.0
+    samples: int = 1
+    logprobs: bool = False  # the first token's top alternatives, where the backend gives them
+    json_schema: dict[str, Any] | None = None  # structured output, where the endpoint takes it
+    schema_name: str = "reply"
+
+
+@dataclass
+class Reply:
+    """A request's replies, one per sample; ``error`` when the request failed (nothing usable)."""
+
+    texts: list[str] = field(default_factory=list)
+    finished: list[bool] = field(default_factory=list)  # False: cut off at the token limit
+    logprobs: list[dict[str, float]] = field(default_factory=list)  # first token, per sample
+    input_tokens: int = 0  # every attempt's, as billed
+    output_tokens: int = 0
+    attempts: int = 0
+    error: str | None = None
+
+    @property
+    def text(self) -> str:
+        return self.texts[0] if self.texts else ""
+
+    def add(self, other: Reply) -> None:
+        """Count ``other`` (one attempt) as billed; its sample becomes this reply's next one."""
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+        self.attempts += 1
+
+
+OnReply = Callable[[int, Reply], None]  # (request index, its reply), as each arrives
+# (text, finished) -> why the reply cannot be used, or None: such a reply is asked again.
+Usable = Callable[[str, bool], str | None]
+
+
 class MalformedResponse(ValueError):
     """A 200 reply whose body is not a chat completion (invalid JSON, text/plain, no choices)."""
 
 
-def first_choice(response: Any) -> tuple[str, bool]:
-    """(text, finished) of a chat completion's first choice; MalformedResponse for anything else."""
+def reply_from_response(response: Any) -> Reply:
+    """One chat completion (an SDK object, or a Batch API result body) as a one-sample Reply;
+    MalformedResponse when it is not one."""
     choices = getattr(response, "choices", None)
     if not isinstance(choices, list) or not choices:
         shown = response if isinstance(response, str) else type(response).__name__
         raise MalformedResponse(f"malformed response body: {str(shown)[:120]!r}")
-    message = getattr(choices[0], "message", None)
-    text = getattr(message, "content", None) or ""
-    return text, getattr(choices[0], "finish_reason", "stop") != "length"
+    first = choices[0]
+    text = getattr(getattr(first, "message", None), "content", None) or ""
+    usage = getattr(response, "usage", None)
+    return Reply(
+        texts=[text],
+        finished=[getattr(first, "finish_reason", "stop") != "length"],
+        logprobs=[first_token_logprobs(first)],
+        input_tokens=(getattr(usage, "prompt_tokens", 0) or 0) if usage else 0,
+        output_tokens=(getattr(usage, "completion_tokens", 0) or 0) if usage else 0,
+        attempts=1,
+    )
 
 
-def first_token_logprobs(response: Any) -> dict[str, float]:
-    """{token text: log-probability} of the first answer token's alternatives ({} if absent)."""
+def first_token_logprobs(choice_: Any) -> dict[str, float]:
+    """{token text: log-probability} of a choice's first token's alternatives ({} if absent)."""
     try:
-        first = response.choices[0].logprobs.content[0]
+        first = choice_.logprobs.content[0]
     except (AttributeError, IndexError, TypeError):
         return {}
     return {alt.token: alt.logprob for alt in (first.top_logprobs or [])}
+
+
+def json_option(value: str | dict | None, name: str) -> dict:
+    """A flag that holds a JSON object (headers, a grade map), checked."""
+    if value is None or isinstance(value, dict):
+        return value or {}
+    try:
+        parsed = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{name}: expected a JSON object, got {value!r} ({exc.msg})") from None
+    if not isinstance(parsed, dict):
+        raise ValueError(f"{name}: expected a JSON object, got {value!r}")
+    return parsed
 
 
 def endpoint_api_key(api_key_env: str, base_url: str | None) -> str:
@@ -78,15 +225,8 @@ def endpoint_api_key(api_key_env: str, base_url: str | None) -> str:
     return api_key
 
 
-def openai_client(
-    settings: ServingSettings,
-    *,
-    headers: dict[str, str] | None = None,
-    azure_endpoint: str | None = None,
-    azure_api_version: str | None = None,
-    asynchronous: bool = True,
-) -> Any:
-    """An OpenAI (or, with ``azure_endpoint``, Azure OpenAI) client, async unless told otherwise;
+def openai_client(settings: ChatSettings, *, asynchronous: bool = True) -> Any:
+    """An OpenAI (or, for the azure backend, Azure OpenAI) client, async unless told otherwise;
     the SDK retries 429, 5xx, connection errors and timeouts with backoff and honours Retry-After."""
     import openai
 
@@ -94,11 +234,15 @@ def openai_client(
         "api_key": endpoint_api_key(settings.api_key_env, settings.base_url),
         "max_retries": settings.max_retries,
         "timeout": settings.request_timeout,
-        "default_headers": headers or None,
+        "default_headers": json_option(settings.extra_headers, "extra_headers") or None,
     }
-    if azure_endpoint:
+    if settings.backend == "azure":
         azure = openai.AsyncAzureOpenAI if asynchronous else openai.AzureOpenAI
-        return azure(azure_endpoint=azure_endpoint, api_version=azure_api_version, **options)
+        return azure(
+            azure_endpoint=settings.azure_endpoint,
+            api_version=settings.azure_api_version,
+            **options,
+        )
     client = openai.AsyncOpenAI if asynchronous else openai.OpenAI
     return client(base_url=settings.base_url, **options)
 
@@ -119,19 +263,6 @@ def local_chat_model(settings: ServingSettings, model: str) -> tuple[Any, Any, s
     return loaded, tokenizer, device
 
 
-def vllm_engine_for(settings: ServingSettings, model: str) -> tuple[Any, Any]:
-    """(the vllm module, an offline engine) for ``model`` with the settings' parallelism."""
-    from models.generation import vllm_engine
-
-    return vllm_engine(
-        model,
-        dtype=settings.dtype,
-        tensor_parallel_size=settings.tensor_parallel_size,
-        max_model_len=settings.max_model_len,
-        gpu_memory_utilization=settings.gpu_memory_utilization,
-    )
-
-
 def vllm_first_logprobs(completion: Any) -> dict[str, float]:
     """{decoded token: log-probability} at a vLLM completion's first position ({} if absent)."""
     steps = getattr(completion, "logprobs", None) or []
@@ -140,196 +271,190 @@ def vllm_first_logprobs(completion: Any) -> dict[str, float]:
     return {(entry.decoded_token or ""): entry.logprob for entry in steps[0].values()}
 
 
-@dataclass
-class Completion:
-    """One conversation's reply from :class:`ChatModel`; ``error`` when the request failed (the
-    reply is then empty and nothing was paid for it)."""
+def check_settings(settings: ChatSettings) -> None:
+    """What a backend needs, checked before any work (a missing key, model or endpoint)."""
+    if settings.backend not in CHAT_BACKENDS:
+        raise ValueError(
+            f"backend: expected one of {', '.join(CHAT_BACKENDS)}, got {settings.backend!r}"
+        )
+    if not settings.model:
+        raise ValueError(f"model: the {settings.backend} backend needs a model name (--model)")
+    if settings.response_format not in RESPONSE_FORMATS:
+        raise ValueError(
+            f"response_format: expected one of {', '.join(RESPONSE_FORMATS)}, got "
+            f"{settings.response_format!r}"
+        )
+    if settings.backend == "azure" and not settings.azure_endpoint:
+        raise ValueError("azure_endpoint: the azure backend needs --azure_endpoint")
+    if settings.backend in REMOTE_BACKENDS:
+        json_option(settings.extra_headers, "extra_headers")
+        endpoint_api_key(settings.api_key_env, settings.base_url)
 
-    text: str
-    finished: bool = True  # False: the reply ran into the token limit
-    input_tokens: int = 0
-    output_tokens: int = 0
-    error: str | None = None
 
+class ChatClient:
+    """Requests in, one :class:`Reply` per request out, in order, over any backend.
 
-OnCompletion = Callable[[int, Completion], None]  # (conversation index, its reply)
+    ``on_reply(index, reply)`` is called as each reply arrives, so a caller keeps every finished
+    reply before the whole list is done (a kill loses only those in flight)."""
 
-
-class ChatModel:
-    """Plain chat completion over the same backends as the judge and the reader: a list of
-    conversations in, one :class:`Completion` per conversation out, in order.
-
-    For callers that need free text rather than a verdict (the synthetic-query writer).
-    ``reasoning`` follows OpenAI's reasoning models: no temperature, and ``max_completion_tokens``
-    with ``reasoning_tokens`` of room before the reply."""
-
-    def __init__(
-        self,
-        settings: ServingSettings,
-        backend: str,
-        model: str,
-        *,
-        reasoning: bool = False,
-        reasoning_tokens: int = 4096,
-        azure_endpoint: str | None = None,
-        azure_api_version: str | None = None,
-        batch_size: int = 8,
-        max_batch_tokens: int | None = None,
-    ) -> None:
-        if backend not in CHAT_BACKENDS:
-            raise ValueError(
-                f"backend: expected one of {', '.join(CHAT_BACKENDS)}, got {backend!r}"
-            )
-        if not model:
-            raise ValueError("model: the chat model needs a name (--model)")
-        if backend == "azure" and not azure_endpoint:
-            raise ValueError("azure_endpoint: the azure backend needs --azure_endpoint")
+    def __init__(self, settings: ChatSettings) -> None:
+        check_settings(settings)
         self.settings = settings
-        self.backend = backend
-        self.model = model
-        self.reasoning = reasoning
-        self.reasoning_tokens = reasoning_tokens
-        self.azure_endpoint = azure_endpoint
-        self.azure_api_version = azure_api_version
-        self.batch_size = batch_size
-        self.max_batch_tokens = max_batch_tokens
+        self.response_format = settings.response_format
         self._local: Any = None
-        if backend in ("openai", "azure"):
-            endpoint_api_key(settings.api_key_env, settings.base_url)  # fails before any work
+        self._client: Any = None
+        self._format_settled = False
+
+    @property
+    def name(self) -> str:
+        return self.settings.backend
+
+    def body(self, request: ChatRequest) -> dict[str, Any]:
+        """The chat-completions body of one sample of ``request`` (a synchronous call's, a batch
+        line's): o-series rules, log-probabilities, structured output."""
+        s = self.settings
+        body: dict[str, Any] = {"model": s.model, "messages": request.messages}
+        if s.is_reasoning:
+            # Reasoning tokens count against max_completion_tokens: room for them and the answer.
+            body["max_completion_tokens"] = request.max_tokens + s.reasoning_tokens
+            if s.reasoning_effort:
+                body["reasoning_effort"] = s.reasoning_effort
+        else:
+            body["temperature"] = request.temperature
+            body[s.token_limit_field] = request.max_tokens
+            if request.logprobs:
+                body["logprobs"] = True
+                body["top_logprobs"] = 5
+        if request.json_schema and self.response_format == "json_schema":
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": request.schema_name.replace("-", "_"),
+                    "schema": request.json_schema,
+                    "strict": True,
+                },
+            }
+        elif request.json_schema and self.response_format == "json_object":
+            body["response_format"] = {"type": "json_object"}
+        return body
 
     def complete(
         self,
-        conversations: list[list[dict[str, str]]],
-        *,
-        max_tokens: int,
-        temperature: float = 0.0,
-        on_result: OnCompletion | None = None,
-    ) -> list[Completion]:
-        """One completion per conversation, in order. ``on_result(index, completion)`` is called
-        as each reply arrives (as the judge backends' ``on_result`` is), so a caller can keep
-        every finished reply before the whole list is done (a kill loses only those in flight)."""
-        if not conversations:
+        requests: Sequence[ChatRequest],
+        on_reply: OnReply | None = None,
+        usable: Usable | None = None,
+    ) -> list[Reply]:
+        """Every request's reply, in order; an endpoint's reply that ``usable`` rejects is asked
+        again up to ``parse_retries`` times (a local model at temperature 0 would repeat it)."""
+        out: list[Reply | None] = [None] * len(requests)
+
+        def arrived(index: int, reply: Reply) -> None:
+            out[index] = reply
+            if on_reply is not None:
+                on_reply(index, reply)
+
+        if not requests:
             return []
-        out: list[Completion | None] = [None] * len(conversations)
-
-        def arrived(index: int, completion: Completion) -> None:
-            out[index] = completion
-            if on_result is not None:
-                on_result(index, completion)
-
-        if self.backend == "hf":
-            self._complete_hf(conversations, max_tokens, temperature, arrived)
-        elif self.backend == "vllm":
-            self._complete_vllm(conversations, max_tokens, temperature, arrived)
+        if self.name == "hf":
+            self._complete_hf(requests, arrived)
+        elif self.name == "vllm":
+            self._complete_vllm(requests, arrived)
         else:
-            self._complete_openai(conversations, max_tokens, temperature, arrived)
-        return [c for c in out if c is not None]
+            asyncio.run(self._complete_remote(requests, arrived, usable))
+        return [reply for reply in out if reply is not None]
 
-    def local_device(self) -> str:
-        """The device a local (hf) model runs on; loads it."""
+    def local_model(self) -> tuple[Any, Any, str]:
+        """(model, tokenizer, device) of the hf backend's model; loaded on first use."""
         if self._local is None:
-            self._local = local_chat_model(self.settings, self.model)
-        return self._local[2]
+            self._local = local_chat_model(self.settings, self.settings.model)
+        return self._local
 
-    def _complete_hf(
-        self, conversations, max_tokens: int, temperature: float, arrived: OnCompletion
-    ) -> None:
+    def close(self) -> None:
+        self._local = None
+
+    def _complete_hf(self, requests: Sequence[ChatRequest], arrived: OnReply) -> None:
         from models.generation import chat_input_ids, generate
         from models.scoring import length_sorted_batches
 
-        self.local_device()
-        model, tokenizer, _device = self._local
-        ids = [chat_input_ids(tokenizer, messages) for messages in conversations]
+        model, tokenizer, _device = self.local_model()
+        ids = [chat_input_ids(tokenizer, request.messages) for request in requests]
         # Long prompts go fewer at a time (max_batch_tokens): 32 x 450 tokens runs 1.4x slower
         # on a 2-core CPU than the same prompts 8 or 16 at a time.
         lengths = [len(x) for x in ids]
-        for batch in length_sorted_batches(lengths, self.batch_size, self.max_batch_tokens):
-            replies = generate(
-                model,
-                tokenizer,
-                [ids[i] for i in batch],
-                max_new_tokens=max_tokens,
-                temperature=temperature,
+        settings = self.settings
+        for batch in length_sorted_batches(lengths, settings.batch_size, settings.max_batch_tokens):
+            for group in _same_sampling(requests, batch):
+                first = requests[group[0]]
+                replies = generate(
+                    model,
+                    tokenizer,
+                    [ids[i] for i in group],
+                    max_new_tokens=first.max_tokens,
+                    samples=first.samples,
+                    temperature=first.temperature,
+                )
+                for i, made in zip(group, replies, strict=True):
+                    arrived(
+                        i,
+                        Reply(
+                            made.texts,
+                            made.finished,
+                            [{} for _ in made.texts],
+                            made.input_tokens,
+                            made.output_tokens,
+                            attempts=1,
+                        ),
+                    )
+
+    def _complete_vllm(self, requests: Sequence[ChatRequest], arrived: OnReply) -> None:
+        if self._local is None:
+            from models.generation import vllm_engine
+
+            s = self.settings
+            self._local = vllm_engine(
+                s.model,
+                dtype=s.dtype,
+                tensor_parallel_size=s.tensor_parallel_size,
+                max_model_len=s.max_model_len,
+                gpu_memory_utilization=s.gpu_memory_utilization,
             )
-            for i, reply in zip(batch, replies, strict=True):
+        vllm, engine = self._local
+        for group in _same_sampling(requests, list(range(len(requests)))):
+            first = requests[group[0]]
+            params = vllm.SamplingParams(
+                n=first.samples,
+                temperature=first.temperature,
+                max_tokens=first.max_tokens,
+                logprobs=5 if first.logprobs else None,
+            )
+            outputs = engine.chat([requests[i].messages for i in group], params, use_tqdm=False)
+            for i, output in zip(group, outputs, strict=True):
                 arrived(
                     i,
-                    Completion(
-                        reply.texts[0], reply.finished[0], reply.input_tokens, reply.output_tokens
+                    Reply(
+                        [c.text for c in output.outputs],
+                        [getattr(c, "finish_reason", "stop") != "length" for c in output.outputs],
+                        [vllm_first_logprobs(c) for c in output.outputs],
+                        len(output.prompt_token_ids or []),
+                        sum(len(c.token_ids) for c in output.outputs),
+                        attempts=1,
                     ),
                 )
 
-    def _complete_vllm(
-        self, conversations, max_tokens: int, temperature: float, arrived: OnCompletion
+    async def _complete_remote(
+        self, requests: Sequence[ChatRequest], arrived: OnReply, usable: Usable | None
     ) -> None:
-        if self._local is None:
-            self._local = vllm_engine_for(self.settings, self.model)
-        vllm, engine = self._local
-        params = vllm.SamplingParams(temperature=temperature, max_tokens=max_tokens)
-        outputs = engine.chat(conversations, params, use_tqdm=False)
-        for i, o in enumerate(outputs):
-            arrived(
-                i,
-                Completion(
-                    o.outputs[0].text,
-                    getattr(o.outputs[0], "finish_reason", "stop") != "length",
-                    len(o.prompt_token_ids or []),
-                    len(o.outputs[0].token_ids),
-                ),
-            )
-
-    def request(self, messages: list[dict[str, str]], max_tokens: int, temperature: float) -> dict:
-        """The chat-completions request body for one conversation."""
-        body: dict[str, Any] = {"model": self.model, "messages": messages}
-        if self.reasoning:
-            body["max_completion_tokens"] = max_tokens + self.reasoning_tokens
-        else:
-            body["temperature"] = temperature
-            body["max_tokens"] = max_tokens
-        return body
-
-    def _complete_openai(
-        self, conversations, max_tokens: int, temperature: float, arrived: OnCompletion
-    ) -> None:
-        import asyncio
-
-        import openai
-
-        async def ask(client: Any, semaphore: asyncio.Semaphore, messages) -> Completion:
-            async with semaphore:
-                try:
-                    response = await client.chat.completions.create(
-                        **self.request(messages, max_tokens, temperature)
-                    )
-                    text, finished = first_choice(response)
-                except openai.APIError as exc:  # the SDK already retried what is retryable
-                    status = getattr(exc, "status_code", None)
-                    return Completion(
-                        "", error=f"request failed ({status or type(exc).__name__}): {exc}"
-                    )
-                except ValueError as exc:  # a 200 whose body is not a completion
-                    return Completion("", error=f"request failed: {exc}")
-            usage = response.usage
-            return Completion(
-                text,
-                finished,
-                (usage.prompt_tokens or 0) if usage else 0,
-                (usage.completion_tokens or 0) if usage else 0,
-            )
-
-        async def indexed(index: int, coroutine: Any) -> tuple[int, Completion]:
-            return index, await coroutine
-
-        async def main() -> None:
-            client = openai_client(
-                self.settings,
-                azure_endpoint=self.azure_endpoint if self.backend == "azure" else None,
-                azure_api_version=self.azure_api_version,
-            )
-            semaphore = asyncio.Semaphore(self.settings.concurrency)
+        # A client per run: its connections belong to that run's event loop (asyncio.run).
+        self._client = openai_client(self.settings)
+        semaphore = asyncio.Semaphore(self.settings.concurrency)
+        order = list(range(len(requests)))
+        try:
+            if self._format_unsettled(requests):
+                first = order.pop(0)  # the format is settled on one request, alone
+                arrived(first, await self._ask(requests[first], semaphore, usable))
             tasks = [
-                asyncio.ensure_future(indexed(i, ask(client, semaphore, m)))
-                for i, m in enumerate(conversations)
+                asyncio.ensure_future(self._indexed(i, requests[i], semaphore, usable))
+                for i in order
             ]
             try:
                 for finished in asyncio.as_completed(tasks):
@@ -337,9 +462,112 @@ class ChatModel:
             finally:
                 for task in tasks:
                     task.cancel()
-                await client.close()
+        finally:
+            await self._client.close()
 
-        asyncio.run(main())
+    def _format_unsettled(self, requests: Sequence[ChatRequest]) -> bool:
+        """Whether a refusal of structured output is still to be looked for."""
+        wanted = self.response_format != "none" and any(r.json_schema for r in requests)
+        return wanted and not self._format_settled
+
+    async def _indexed(
+        self, index: int, request: ChatRequest, semaphore: asyncio.Semaphore, usable: Usable | None
+    ) -> tuple[int, Reply]:
+        return index, await self._ask(request, semaphore, usable)
+
+    async def _ask(
+        self, request: ChatRequest, semaphore: asyncio.Semaphore, usable: Usable | None
+    ) -> Reply:
+        """Every sample of one request, each asked again while ``usable`` rejects it."""
+        import openai
+
+        total = Reply()
+        async with semaphore:
+            for _ in range(request.samples):
+                for _attempt in range(self.settings.parse_retries + 1 if usable else 1):
+                    try:
+                        one = reply_from_response(await self._create(request))
+                    except openai.APIError as exc:  # the SDK already retried what is retryable
+                        status = getattr(exc, "status_code", None)
+                        total.error = f"request failed ({status or type(exc).__name__}): {exc}"
+                        return total
+                    except ValueError as exc:  # invalid JSON, text/plain: this request alone
+                        detail = (
+                            str(exc)
+                            if isinstance(exc, MalformedResponse)
+                            else f"malformed response body: invalid JSON ({exc})"
+                        )
+                        total.error = f"request failed: {detail}"
+                        return total
+                    total.add(one)
+                    if usable is None or usable(one.text, one.finished[0]) is None:
+                        break
+                total.texts += one.texts
+                total.finished += one.finished
+                total.logprobs += one.logprobs
+        return total
+
+    async def _create(self, request: ChatRequest) -> Any:
+        """One chat completion. Until the server has taken a structured-output request, one goes
+        without the SDK's retries (a refusal is not worth six), and a refusal of the format is
+        answered by the next format down, remembered for the rest of the run."""
+        import openai
+
+        while not self._format_settled:
+            body = self.body(request)
+            if "response_format" not in body:
+                self._format_settled = True
+                break
+            try:
+                response = await self._client.with_options(max_retries=0).chat.completions.create(
+                    **body
+                )
+            except openai.APIError as exc:
+                status = getattr(exc, "status_code", None)
+                if status not in (None, 401, 403, 429) and _FORMAT_REFUSAL.search(str(exc)):
+                    self._fall_back(body["response_format"]["type"], exc)
+                    continue
+                return await self._retry(body, exc)  # not about the format
+            self._format_settled = True
+            return response
+        return await self._client.chat.completions.create(**self.body(request))
+
+    async def _retry(self, body: dict[str, Any], exc: Any) -> Any:
+        """The SDK's remaining retries of a request whose first try failed (it counts as one),
+        after the wait the SDK would have made; an error the SDK never retries is final."""
+        status = getattr(exc, "status_code", None)
+        retryable = status is None or status in (408, 409, 429) or status >= 500
+        if not retryable or self.settings.max_retries == 0:
+            raise exc
+        response = getattr(exc, "response", None)
+        retry_after = response.headers.get("retry-after") if response is not None else None
+        try:
+            wait = min(float(retry_after), 60.0) if retry_after else 0.5
+        except ValueError:
+            wait = 0.5
+        await asyncio.sleep(wait)
+        client = self._client.with_options(max_retries=self.settings.max_retries - 1)
+        return await client.chat.completions.create(**body)
+
+    def _fall_back(self, refused: str, exc: Any) -> None:
+        fallback = RESPONSE_FORMATS[RESPONSE_FORMATS.index(refused) + 1]
+        logger.warning(
+            "%s refused response_format %s (%s: %s); asking with %s for the rest of this run "
+            "(--response_format %s skips this check)",
+            self.settings.base_url or self.settings.azure_endpoint or "the endpoint",
+            refused,
+            exc.status_code,
+            str(exc)[:200],
+            fallback,
+            fallback,
+        )
+        self.response_format = fallback
 
 
-CHAT_BACKENDS = ("hf", "openai", "azure", "vllm")
+def _same_sampling(requests: Sequence[ChatRequest], indices: list[int]) -> list[list[int]]:
+    """``indices`` grouped by sampling settings (one generate call takes one set)."""
+    groups: dict[tuple, list[int]] = {}
+    for i in indices:
+        r = requests[i]
+        groups.setdefault((r.max_tokens, r.samples, r.temperature, r.logprobs), []).append(i)
+    return list(groups.values())

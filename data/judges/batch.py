@@ -1,7 +1,7 @@
 """Teacher labels through a Batch API: OpenAI's and Azure OpenAI's (about half the price of
 synchronous calls, results within the completion window), or vLLM's offline ``run-batch``.
 
-The requests are the synchronous path's own (``chat_request_body``: prompts, sampling settings,
+The requests are the synchronous path's own (``ChatClient.body``: prompts, sampling settings,
 o-series rules, log-probabilities), one line per pair and sample, ``custom_id`` = the pair's
 cache key and the sample. Everything a run submits or receives is recorded beside the output
 before the next step (``OUT.batches.json``, request and result files in ``OUT.batches/``, named
@@ -32,6 +32,7 @@ from tqdm.auto import tqdm
 from data.io import write_json
 from data.judges.backends import (
     Backend,
+    ChatJudge,
     JudgeConfig,
     OnResult,
     majority,
@@ -131,20 +132,13 @@ class BatchState:
 class OpenAIBatches:
     """Files and batches through the ``openai`` SDK (OpenAI, Azure OpenAI, any server with them)."""
 
-    def __init__(self, config: JudgeConfig, headers: dict[str, str]) -> None:
+    def __init__(self, config: JudgeConfig) -> None:
         import openai
 
         from models.llm_client import openai_client
 
         self.openai = openai
-        azure = config.backend == "azure"
-        self.client = openai_client(
-            config,
-            headers=headers,
-            azure_endpoint=config.azure_endpoint if azure else None,
-            azure_api_version=config.azure_api_version,
-            asynchronous=False,
-        )
+        self.client = openai_client(config, asynchronous=False)
         self.url = BATCH_URL[config.backend]
         self.window = config.batch_completion_window
 
@@ -261,7 +255,7 @@ class BatchJudge:
 
     def __init__(
         self,
-        backend: Backend,
+        backend: ChatJudge,
         config: JudgeConfig,
         prompt: Prompt,
         state_path: Path,
@@ -271,10 +265,7 @@ class BatchJudge:
         self.backend, self.config, self.prompt = backend, config, prompt
         self.state = BatchState.load(state_path)
         if provider is None:
-            headers = getattr(backend, "headers", {})
-            provider = (
-                VllmRunBatch(config) if config.backend == "vllm" else OpenAIBatches(config, headers)
-            )
+            provider = VllmRunBatch(config) if config.backend == "vllm" else OpenAIBatches(config)
         self.provider = provider
         self.sync_backend = sync_backend
         self.samples = max(1, config.samples)
@@ -294,15 +285,7 @@ class BatchJudge:
     ) -> BatchJudge:
         """The batch judge of ``--batch true``: requests built as the synchronous backend builds
         them (without loading a vLLM engine here: ``run_batch`` loads its own)."""
-        from data.judges.backends import OpenAIBackend
-
-        if config.backend == "vllm":
-            if not config.model:
-                raise ValueError("model: the vllm backend needs a model (--model)")
-            backend = Backend(config, prompt)
-            backend.name = "vllm"
-        else:
-            backend = OpenAIBackend(config, prompt)
+        backend = ChatJudge(config, prompt, load=False)
         return cls(backend, config, prompt, state_path, sync_backend=sync_backend)
 
     # requests

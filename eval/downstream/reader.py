@@ -26,18 +26,16 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from data.cli import bounded, choice
-from data.io import JsonlAppender, fingerprint, iter_json_lines
+from data.io import KeyedCache, fingerprint
 from data.qa import extract_short_answer
-from models.llm_client import ChatModel, ServingSettings
-
-READER_BACKENDS = ("hf", "openai", "vllm")
+from models.llm_client import CHAT_BACKENDS, ChatClient, ChatRequest, ChatSettings
 
 
 @dataclass
-class ReaderConfig(ServingSettings):
+class ReaderConfig(ChatSettings):
     """Which LLM reads the retrieved passages, and how it is asked (a short-answer QA prompt)."""
 
-    backend: str = choice("hf", READER_BACKENDS, "hf, openai (any compatible endpoint) or vllm.")
+    backend: str = choice("hf", CHAT_BACKENDS, "Where the reader runs.")
     model: str = field(
         default="smollm2-135m",
         metadata={"help": "Local name/path (hf, vllm) or the endpoint's model name (openai)."},
@@ -56,13 +54,13 @@ class ReaderConfig(ServingSettings):
     temperature: float = bounded(0.0, 0)
     max_passage_chars: int = bounded(2000, 1, help="Each passage is cut to this many characters.")
     batch_size: int = bounded(32, 1, help="Prompts per generate call (hf) or per vLLM call.")
-    max_batch_tokens: int = bounded(
+    max_batch_tokens: int | None = bounded(
         4096, 1, help="hf: prompt tokens per generate call (long prompts go fewer at a time)."
     )
 
     def __post_init__(self) -> None:
-        if self.backend not in READER_BACKENDS:
-            raise ValueError(f"backend: expected one of {READER_BACKENDS}, got {self.backend!r}")
+        if self.backend not in CHAT_BACKENDS:
+            raise ValueError(f"backend: expected one of {CHAT_BACKENDS}, got {self.backend!r}")
         for slot in ("{passages}", "{question}"):
             if slot not in self.user:
                 raise ValueError(f"user: the template needs a {slot} slot")
@@ -194,39 +192,44 @@ def _output(reply: str, input_tokens: int, output_tokens: int) -> ReaderOutput:
 
 
 class ChatReader(Reader):
-    """A reader over the project's one chat layer (``models.llm_client.ChatModel``): a local
+    """A reader over the project's one LLM client (``models.llm_client.ChatClient``): a local
     transformers model, an OpenAI-compatible endpoint or a vLLM engine."""
 
     def __init__(self, config: ReaderConfig) -> None:
         super().__init__(config)
-        self.chat = ChatModel(
-            config,
-            config.backend,
-            config.model,
-            batch_size=config.batch_size,
-            max_batch_tokens=config.max_batch_tokens,
-        )
+        self.chat = ChatClient(config)
         if config.backend == "hf":
-            self.device = self.chat.local_device()
+            self.device = self.chat.local_model()[2]
             # One-time set-up (thread pools, lazy buffers) kept out of the first batch's cost.
             self._answer([("warm up", ["warm up"])])
         else:
-            self.device = "remote" if config.backend == "openai" else config.backend
+            self.device = "remote" if config.backend in ("openai", "azure") else config.backend
 
     def _answer(self, items: Sequence[tuple[str, Sequence[str]]]) -> list[ReaderOutput]:
+        c = self.config
         completions = self.chat.complete(
-            [self.config.messages(q, p) for q, p in items],
-            max_tokens=self.config.max_new_tokens,
-            temperature=self.config.temperature,
+            [
+                ChatRequest(
+                    c.messages(q, p), max_tokens=c.max_new_tokens, temperature=c.temperature
+                )
+                for q, p in items
+            ]
         )
-        failed = next((c.error for c in completions if c.error), None)
+        failed = next((r.error for r in completions if r.error), None)
         if failed:
-            raise RuntimeError(f"reader request failed ({self.config.model}): {failed}")
-        return [_output(c.text, c.input_tokens, c.output_tokens) for c in completions]
+            raise RuntimeError(f"reader request failed ({c.model}): {failed}")
+        return [_output(r.text, r.input_tokens, r.output_tokens) for r in completions]
 
 
 def make_reader(config: ReaderConfig) -> Reader:
     return ChatReader(config)
+
+
+def _cached_output(line: dict) -> ReaderOutput:
+    output = ReaderOutput(**line["output"])
+    # Read the answer off the reply again: a better extraction needs no new call.
+    output.answer = extract_short_answer(output.reply)
+    return output
 
 
 class CachedReader:
@@ -236,14 +239,7 @@ class CachedReader:
     def __init__(self, config: ReaderConfig, cache_path: str | os.PathLike[str]) -> None:
         self.config = config
         self.cache_path = Path(cache_path)
-        self.cache: dict[str, ReaderOutput] = {}
-        if self.cache_path.exists():
-            for _, obj in iter_json_lines(self.cache_path, tolerate_partial_last_line=True):
-                if isinstance(obj, dict) and "key" in obj:
-                    output = ReaderOutput(**obj["output"])
-                    # Read the answer off the reply again: a better extraction needs no new call.
-                    output.answer = extract_short_answer(output.reply)
-                    self.cache[obj["key"]] = output
+        self.cache = KeyedCache(self.cache_path, _cached_output)
         self._reader: Reader | None = None
         self.calls = 0  # batches sent to the model in this process
 
@@ -265,24 +261,19 @@ class CachedReader:
         self, items: Sequence[tuple[str, Sequence[str]]], desc: str = "reading"
     ) -> list[ReaderOutput]:
         keys = [self.key(q, p) for q, p in items]
-        missing: dict[str, tuple[str, Sequence[str]]] = {}
-        for key, item in zip(keys, items, strict=True):
-            if key not in self.cache:
-                missing.setdefault(key, item)
+        item_of = dict(zip(keys, items, strict=True))
+        missing = {key: item_of[key] for key in self.cache.missing(keys)}
         if missing:
             # Similar lengths batch together: less padding in every generate call.
             todo = sorted(missing.items(), key=lambda kv: len(kv[1][0]) + sum(map(len, kv[1][1])))
             step = self.config.batch_size
-            with (
-                JsonlAppender(self.cache_path) as appender,
-                tqdm(total=len(todo), desc=desc, unit="answer") as bar,
-            ):
+            with tqdm(total=len(todo), desc=desc, unit="answer") as bar:
                 for start in range(0, len(todo), step):
                     batch = todo[start : start + step]
                     outputs = self.reader.answer_batch([item for _, item in batch])
                     self.calls += 1
                     for (key, _), output in zip(batch, outputs, strict=True):
-                        self.cache[key] = output
-                        appender.write({"key": key, "output": asdict(output)})
+                        self.cache.put(key, {"output": asdict(output)})
                     bar.update(len(batch))
+            self.cache.close()
         return [self.cache[key] for key in keys]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
@@ -100,3 +101,33 @@ def test_an_output_file_that_is_a_link_writes_its_target_and_stays_a_link(tmp_pa
     assert link.is_symlink() and link.resolve() == target
     assert read_trec_run(target) == {"q": {"new": 1.0}}
     assert [p.name for p in (tmp_path / "store").iterdir()] == ["reranked.trec"]
+
+
+def test_the_keyed_cache_resumes_after_a_kill_and_keeps_the_latest_line(tmp_path: Path):
+    from data.io import KeyedCache
+
+    path = tmp_path / "c.jsonl"
+    with KeyedCache(path) as cache:
+        cache.put("a", {"value": 1})
+        cache.put("b", {"value": 2})
+        cache.put("a", {"value": 3})  # a re-judged result replaces the earlier one
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write('{"key": "c", "val')  # killed mid-write
+    cache = KeyedCache(path, lambda line: line["value"])
+    assert dict(cache.values) == {"a": 3, "b": 2}
+    assert cache.missing(["a", "c", "d", "c"]) == ["c", "d"]
+    assert cache.put("c", {"value": 4}) == 4
+    cache.close()
+    assert KeyedCache(path, lambda line: line["value"]).values == {"a": 3, "b": 2, "c": 4}
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert json.loads(lines[-1]) == {"value": 4, "key": "c"}  # the partial line was cut off
+    assert len(lines) == 4
+
+
+def test_the_keyed_cache_names_a_damaged_line(tmp_path: Path):
+    from data.io import KeyedCache, RecordError
+
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"key": "a", "value": 1}\nnot json\n{"key": "b", "value": 2}\n')
+    with pytest.raises(RecordError, match=r"c\.jsonl:2"):
+        KeyedCache(path)

@@ -10,7 +10,7 @@ import pytest
 
 import data.judges.batch as batch_module
 from data.io import read_records
-from data.judges.backends import OpenAIBackend
+from data.judges.backends import ChatJudge
 from data.label import LabelConfig, batch_record_path, label
 from data.records import Judgment
 from eval.bench.fake_openai import FakeOpenAI
@@ -309,7 +309,7 @@ def test_the_batch_request_is_the_backends_request(tmp_path: Path):
     with FakeOpenAI() as server:
         config = openai_judge(server, model="o3-mini", reasoning_effort="low", **FAST)
         prompt = load_prompt("binary")
-        backend = OpenAIBackend(config, prompt)
+        backend = ChatJudge(config, prompt)
         judge = batch_module.BatchJudge(backend, config, prompt, tmp_path / "b.json")
         pair = Pair(qid="q", query="what", doc_id="d", text="text")
         line = json.loads(judge.request_line(pair, "k", 0))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
@@ -23,7 +24,7 @@ from data.synthesize import (
     sample_passages,
 )
 from eval.bench.fake_openai import FakeOpenAI
-from models.llm_client import ChatModel, Completion, ServingSettings
+from models.llm_client import ChatClient, ChatRequest, ChatSettings, Reply
 
 REPO = Path(__file__).resolve().parents[2]
 PASSAGE = (
@@ -129,16 +130,16 @@ class ScriptedWriter:
         self.asked = 0
         self.fail_after = fail_after
 
-    def complete(self, conversations, *, max_tokens, temperature, on_result=None):
+    def complete(self, requests, on_reply=None, usable=None):
         out = []
-        for index, messages in enumerate(conversations):
+        for index, request in enumerate(requests):
             if self.fail_after is not None and self.asked >= self.fail_after:
                 raise KeyboardInterrupt  # Ctrl-C after fail_after replies
             self.asked += 1
-            passage = messages[-1]["content"].split("Passage:\n", 1)[1]
-            out.append(Completion(self.reply_for[passage[:60]], True, 50, 6))
-            if on_result is not None:
-                on_result(index, out[-1])
+            passage = request.messages[-1]["content"].split("Passage:\n", 1)[1]
+            out.append(Reply([self.reply_for[passage[:60]]], [True], [{}], 50, 6, attempts=1))
+            if on_reply is not None:
+                on_reply(index, out[-1])
         return out
 
 
@@ -162,7 +163,7 @@ def test_synthesis_writes_filtered_queries_and_labelled_pairs(
     adi_dir: Path, tmp_path: Path, monkeypatch
 ):
     writer = ScriptedWriter(adi_dir)
-    monkeypatch.setattr(ChatModel, "complete", writer.complete)
+    monkeypatch.setattr(ChatClient, "complete", writer.complete)
     out = tmp_path / "synthetic"
     summary = synthesize(adi_dir, out)
     generated = [json.loads(x) for x in (out / "generated.jsonl").open()]
@@ -198,7 +199,7 @@ def test_the_retrieval_filter_drops_queries_whose_passage_is_not_found(
     writer = ScriptedWriter(adi_dir)
     for key in writer.reply_for:  # the same query for every passage: only one source can win
         writer.reply_for[key] = "information retrieval systems evaluation"
-    monkeypatch.setattr(ChatModel, "complete", writer.complete)
+    monkeypatch.setattr(ChatClient, "complete", writer.complete)
     summary = synthesize(adi_dir, tmp_path / "out", filter_k=1)
     assert summary["queries"] <= 1
     assert summary["fates"].get("duplicate", 0) + summary["fates"].get("not retrieved", 0) >= 29
@@ -209,21 +210,21 @@ def test_a_killed_synthesis_resumes_without_asking_twice(
 ):
     out = tmp_path / "synthetic"
     writer = ScriptedWriter(adi_dir, fail_after=13)  # Ctrl-C after 13 replies
-    monkeypatch.setattr(ChatModel, "complete", writer.complete)
+    monkeypatch.setattr(ChatClient, "complete", writer.complete)
     with pytest.raises(KeyboardInterrupt):
         synthesize(adi_dir, out)
     assert len((out / "generation.cache.jsonl").read_text().splitlines()) == 13  # each one kept
     resumed = ScriptedWriter(adi_dir)
-    monkeypatch.setattr(ChatModel, "complete", resumed.complete)
+    monkeypatch.setattr(ChatClient, "complete", resumed.complete)
     first = synthesize(adi_dir, out)
     assert resumed.asked == 30 - 13
     again = ScriptedWriter(adi_dir)
-    monkeypatch.setattr(ChatModel, "complete", again.complete)
+    monkeypatch.setattr(ChatClient, "complete", again.complete)
     second = synthesize(adi_dir, out)
     assert again.asked == 0 and second["queries"] == first["queries"]
     # A larger sample with the same seed extends the first: only the new passages are asked.
     more = ScriptedWriter(adi_dir)
-    monkeypatch.setattr(ChatModel, "complete", more.complete)
+    monkeypatch.setattr(ChatClient, "complete", more.complete)
     synthesize(adi_dir, out, passages=40)
     assert more.asked == 10
 
@@ -231,7 +232,7 @@ def test_a_killed_synthesis_resumes_without_asking_twice(
 def test_teacher_labels_go_through_data_label(
     adi_dir: Path, tiny_model_dir: Path, tmp_path: Path, monkeypatch
 ):
-    monkeypatch.setattr(ChatModel, "complete", ScriptedWriter(adi_dir).complete)
+    monkeypatch.setattr(ChatClient, "complete", ScriptedWriter(adi_dir).complete)
     config = SynthesisConfig(
         collection=str(adi_dir),
         out=str(tmp_path / "out"),
@@ -252,19 +253,23 @@ def test_teacher_labels_go_through_data_label(
 
 def test_the_openai_writer_reports_failed_requests_without_caching_them():
     with FakeOpenAI() as server:
-        settings = ServingSettings(base_url=server.base_url, max_retries=0, request_timeout=5)
-        chat = ChatModel(settings, "openai", "fake-writer")
-        conversations = [
-            [{"role": "user", "content": "[[id=a mode=reply=what_is_a_heron rel=1]]"}],
-            [{"role": "user", "content": "[[id=b mode=500-twice rel=1]]"}],
+        settings = ChatSettings(
+            base_url=server.base_url, max_retries=0, request_timeout=5, model="fake-writer"
+        )
+        chat = ChatClient(settings)
+        requests = [
+            ChatRequest(
+                [{"role": "user", "content": "[[id=a mode=reply=what_is_a_heron rel=1]]"}], 16
+            ),
+            ChatRequest([{"role": "user", "content": "[[id=b mode=500-twice rel=1]]"}], 16),
         ]
-        first, failed = chat.complete(conversations, max_tokens=16)
+        first, failed = chat.complete(requests)
         assert first.text == "what is a heron" and first.error is None
         assert failed.error and "500" in failed.error and failed.text == ""
         body = server.bodies[0]
         assert body["max_tokens"] == 16 and body["temperature"] == 0.0
-        reasoning = ChatModel(settings, "openai", "o3-mini", reasoning=True, reasoning_tokens=100)
-        assert reasoning.request([], 16, 0.0) == {
+        reasoning = ChatClient(dataclasses.replace(settings, model="o3-mini", reasoning_tokens=100))
+        assert reasoning.body(ChatRequest([], 16)) == {
             "model": "o3-mini",
             "messages": [],
             "max_completion_tokens": 116,
@@ -298,7 +303,7 @@ def test_sampling_nests_and_respects_the_length_range(adi_dir: Path):
 def test_bad_settings_fail_before_any_work(
     adi_dir: Path, tmp_path: Path, flags, message, monkeypatch, capsys
 ):
-    monkeypatch.setattr(ChatModel, "complete", pytest.fail)
+    monkeypatch.setattr(ChatClient, "complete", pytest.fail)
     from data.cli import run_main
 
     with pytest.raises(SystemExit) as exit_info:
@@ -335,7 +340,7 @@ def test_a_corpus_without_queries_gets_them(adi_dir: Path, tmp_path: Path, monke
         generate_candidates(CandidatesConfig(collection=str(corpus_only), retrievers=["bm25"]))
     with pytest.raises(ValueError, match=r"examples_file: .* has no queries"):
         synthesize(corpus_only, tmp_path / "with-examples", examples=2)
-    monkeypatch.setattr(ChatModel, "complete", ScriptedWriter(adi_dir).complete)
+    monkeypatch.setattr(ChatClient, "complete", ScriptedWriter(adi_dir).complete)
     out = tmp_path / "synthetic"
     summary = synthesize(corpus_only, out)  # the default prompt needs no example
     assert summary["queries"] > 0

@@ -1,0 +1,90 @@
+"""The one LLM client: request bodies, re-asking an unusable reply, and the backend names."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from eval.bench.fake_openai import FakeOpenAI
+from models.llm_client import (
+    CHAT_BACKENDS,
+    ChatClient,
+    ChatRequest,
+    ChatSettings,
+)
+
+SCHEMA = {"type": "object", "properties": {"relevant": {"type": "boolean"}}}
+
+
+def test_the_body_follows_the_reasoning_model_rules_and_asks_for_what_the_request_wants():
+    plain = ChatClient(ChatSettings(model="gpt-4o-mini", base_url="http://127.0.0.1:1/v1"))
+    request = ChatRequest([{"role": "user", "content": "q"}], 8, logprobs=True, json_schema=SCHEMA)
+    body = plain.body(request)
+    assert body["max_tokens"] == 8 and body["temperature"] == 0.0
+    assert body["logprobs"] is True and body["top_logprobs"] == 5
+    assert body["response_format"]["json_schema"]["schema"] == SCHEMA
+    reasoning = ChatClient(
+        dataclasses.replace(plain.settings, model="o3-mini", reasoning_effort="low")
+    )
+    body = reasoning.body(request)
+    assert body["max_completion_tokens"] == 8 + 4096 and body["reasoning_effort"] == "low"
+    assert not {"temperature", "max_tokens", "logprobs"} & set(body)
+    as_object = ChatClient(dataclasses.replace(plain.settings, response_format="json_object"))
+    assert as_object.body(request)["response_format"] == {"type": "json_object"}
+
+
+def test_an_unusable_reply_is_asked_again_and_every_attempt_is_counted():
+    with FakeOpenAI() as server:
+        settings = ChatSettings(
+            model="fake", base_url=server.base_url, max_retries=0, parse_retries=2
+        )
+        marker = "[[id=a mode=garbage-once rel=1]]"
+        request = ChatRequest([{"role": "user", "content": f"Passage: {marker}"}], 8)
+        seen: list[str] = []
+
+        def usable(text: str, finished: bool) -> str | None:
+            seen.append(text)
+            return None if text.strip().lower().startswith(("yes", "no")) else "not yes/no"
+
+        (reply,) = ChatClient(settings).complete([request], usable=usable)
+        (once,) = ChatClient(settings).complete([request])  # no check: the reply as it comes
+    assert reply.attempts == 2 and len(seen) == 2 and reply.text.lower().startswith("yes")
+    assert reply.input_tokens > once.input_tokens > 0  # both attempts were billed
+    assert once.attempts == 1
+
+
+def test_a_failed_request_is_a_reply_with_an_error_and_no_text():
+    with FakeOpenAI() as server:
+        settings = ChatSettings(model="fake", base_url=server.base_url, max_retries=0)
+        request = ChatRequest([{"role": "user", "content": "[[id=b mode=500-twice rel=1]]"}], 8)
+        (reply,) = ChatClient(settings).complete([request])
+    assert reply.error and "500" in reply.error and reply.texts == []
+
+
+def test_backend_names_are_declared_once():
+    from data.judges.backends import BACKENDS, JudgeConfig
+    from eval.downstream.reader import ReaderConfig
+    from eval.jobs.pipeline import PipelineConfig
+
+    def choices(cls: type, name: str) -> list[str]:
+        return cls.__dataclass_fields__[name].metadata["choices"]
+
+    assert (*CHAT_BACKENDS, "qrels") == BACKENDS
+    assert choices(JudgeConfig, "backend") == list(BACKENDS)
+    assert choices(ReaderConfig, "backend") == list(CHAT_BACKENDS)
+    assert choices(PipelineConfig, "teacher_backend") == list(BACKENDS)
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (ChatSettings(model=""), "model: the openai backend needs a model"),
+        (ChatSettings(backend="azure", model="m", base_url="x"), "azure_endpoint"),
+        (ChatSettings(backend="claude", model="m"), "backend: expected one of"),
+        (ChatSettings(model="m", base_url="x", response_format="xml"), "response_format"),
+    ],
+)
+def test_bad_settings_fail_before_any_request(settings: ChatSettings, message: str):
+    with pytest.raises(ValueError, match=message):
+        ChatClient(settings)
