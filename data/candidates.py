@@ -152,42 +152,85 @@ class DenseRetriever:
         ]
 
 
-class BM25Retriever:
-    """bm25s over a corpus, persisted in ``index_dir`` and reused."""
+class BM25Index:
+    """The project's one BM25: bm25s (Lucene's variant) over texts with English stop words, for
+    retrieval and for the BM25 baseline's pair scores alike. With ``path``, kept there and reused."""
 
-    def __init__(self, collection: Collection, index_dir: Path) -> None:
+    def __init__(self, texts: Sequence[str], path: Path | None = None) -> None:
         import bm25s
 
         self.bm25s = bm25s
-        self.doc_ids = sorted(collection.corpus)
-        texts = [_doc_text(collection, d) for d in self.doc_ids]
-        key = fingerprint("bm25s", *self.doc_ids, *texts)
-        path = index_dir / f"bm25-{key}"
-        if (path / "params.index.json").exists():
-            self.retriever = bm25s.BM25.load(str(path))
-        else:
-            self.retriever = bm25s.BM25()
-            self.retriever.index(
-                bm25s.tokenize(texts, stopwords="en", show_progress=True), show_progress=True
-            )
+        if path is not None and (path / "params.index.json").exists():
+            self.model = bm25s.BM25.load(str(path))
+            return
+        self.model = bm25s.BM25()
+        show = len(texts) > 10_000
+        self.model.index(
+            bm25s.tokenize(list(texts), stopwords="en", show_progress=show), show_progress=show
+        )
+        if path is not None:
             staging = _temporary(path)
-            self.retriever.save(str(staging), show_progress=False)
+            self.model.save(str(staging), show_progress=False)
             try:
                 staging.rename(path)
             except OSError:  # another process put the same index in place first
                 shutil.rmtree(staging, ignore_errors=True)
 
-    def search(self, queries: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
-        k = min(k, len(self.doc_ids))
+    def terms(self, query: str) -> list[str]:
+        """The query's indexed terms (none for a query of stop words or one-letter words)."""
+        return self.bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)[
+            0
+        ]
+
+    def scores(self, query: str) -> np.ndarray:
+        """The score of every indexed text for ``query`` (all 0 when it has no indexed term)."""
+        terms = self.terms(query)
+        if not terms:
+            return np.zeros(self.model.scores["num_docs"], dtype=np.float64)
+        return np.asarray(self.model.get_scores(terms), dtype=np.float64)
+
+    def search(self, queries: Sequence[str], k: int) -> list[list[tuple[int, float]]]:
+        """(position, score) of each query's top k; a zero score (no query term matched) is no
+        hit: BM25 has no opinion."""
         tokens = self.bm25s.tokenize(
             list(queries), stopwords="en", return_ids=False, show_progress=False
         )
-        results, scores = self.retriever.retrieve(tokens, k=k, show_progress=False)
-        # A zero score means no query term matched: BM25 has no opinion, so no candidate.
+        results, scores = self.model.retrieve(tokens, k=k, show_progress=False)
         return [
-            [(self.doc_ids[int(i)], float(s)) for i, s in zip(row, srow, strict=True) if s > 0]
+            [(int(i), float(s)) for i, s in zip(row, srow, strict=True) if s > 0]
             for row, srow in zip(results, scores, strict=True)
         ]
+
+
+class BM25Retriever:
+    """:class:`BM25Index` over a corpus, persisted in ``index_dir`` and reused."""
+
+    def __init__(self, collection: Collection, index_dir: Path) -> None:
+        self.doc_ids = sorted(collection.corpus)
+        texts = [_doc_text(collection, d) for d in self.doc_ids]
+        key = fingerprint("bm25s", *self.doc_ids, *texts)
+        self.index = BM25Index(texts, index_dir / f"bm25-{key}")
+
+    def search(self, queries: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
+        found = self.index.search(queries, min(k, len(self.doc_ids)))
+        return [[(self.doc_ids[i], score) for i, score in hits] for hits in found]
+
+
+def make_retriever(
+    name: str,
+    collection: Collection,
+    index_dir: Path | None = None,
+    settings: CandidatesConfig | None = None,
+) -> DenseRetriever | BM25Retriever:
+    """Retriever ``name`` (one of :data:`RETRIEVERS`) over ``collection``, its index kept in
+    ``index_dir`` (default: the machine's cache) and built once per content."""
+    if name not in RETRIEVERS:
+        raise ValueError(f"retriever: expected one of {', '.join(RETRIEVERS)}, got {name!r}")
+    index_dir = index_dir or default_index_dir()
+    index_dir.mkdir(parents=True, exist_ok=True)
+    if name == "bm25":
+        return BM25Retriever(collection, index_dir)
+    return DenseRetriever(settings or CandidatesConfig(), collection, index_dir)
 
 
 def generate_candidates(config: CandidatesConfig) -> dict[str, dict]:
@@ -214,17 +257,12 @@ def generate_candidates(config: CandidatesConfig) -> dict[str, dict]:
         )
     queries = [collection.queries[q] for q in qids]
     out = Path(config.out)
-    index_dir = Path(config.index_dir) if config.index_dir else default_index_dir()
-    index_dir.mkdir(parents=True, exist_ok=True)
+    index_dir = Path(config.index_dir) if config.index_dir else None
     report: dict[str, dict] = {}
     pool: dict[tuple[str, str], Pair] = {}  # the first retriever's record of each pair
     for name in config.retrievers:
         start = time.perf_counter()
-        retriever = (
-            DenseRetriever(config, collection, index_dir)
-            if name == "dense"
-            else BM25Retriever(collection, index_dir)
-        )
+        retriever = make_retriever(name, collection, index_dir, config)
         built = time.perf_counter()
         hits = retriever.search(queries, config.k)
         searched = time.perf_counter()

@@ -49,6 +49,7 @@ import yaml
 from tqdm.auto import tqdm
 
 from data.beir import Collection, Document
+from data.candidates import RETRIEVERS
 from data.cli import bounded, check_choices, choice, parse_config, run_main
 from data.io import (
     READ_ENCODING,
@@ -66,7 +67,7 @@ from models.llm_client import CHAT_BACKENDS, ChatClient, ChatRequest, Reply
 logger = logging.getLogger(__name__)
 QUERY_PROMPTS_DIR = Path(__file__).resolve().parent / "prompts" / "queries"
 SYNTHETIC_PREFIX = "synthetic:"  # other sources' query ids carry a prefix (see data.mix)
-FILTER_RETRIEVERS = ("bm25", "dense", "none")
+FILTER_RETRIEVERS = (*RETRIEVERS, "none")
 SOURCE_JUDGE = JudgeInfo(model="source-passage", prompt="synthetic-query", backend="source")
 
 
@@ -135,7 +136,7 @@ class SynthesisConfig:
 
     def __post_init__(self) -> None:
         check_choices(self)
-        unknown = set(self.negative_retrievers) - {"bm25", "dense"}
+        unknown = set(self.negative_retrievers) - set(RETRIEVERS)
         if unknown:
             raise ValueError(f"negative_retrievers: unknown {sorted(unknown)}; use bm25, dense")
         if self.queries_per_passage > 1 and self.generator_temperature == 0:
@@ -474,21 +475,13 @@ class Synthesizer:
         return tokens, failed
 
     def retriever(self, name: str) -> Any:
-        from data.candidates import (
-            BM25Retriever,
-            CandidatesConfig,
-            DenseRetriever,
-            default_index_dir,
-        )
+        from data.candidates import CandidatesConfig, make_retriever
 
-        index_dir = Path(self.config.index_dir) if self.config.index_dir else default_index_dir()
-        index_dir.mkdir(parents=True, exist_ok=True)
-        if name == "bm25":
-            return BM25Retriever(self.collection, index_dir)
+        index_dir = Path(self.config.index_dir) if self.config.index_dir else None
         settings = CandidatesConfig(
             collection=self.config.collection, embedder=self.config.embedder
         )
-        return DenseRetriever(settings, self.collection, index_dir)
+        return make_retriever(name, self.collection, index_dir, settings)
 
     def run(self) -> dict[str, Any]:
         c = self.config

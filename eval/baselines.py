@@ -27,7 +27,7 @@ def bm25_scores(
     queries: Sequence[str], documents: Sequence[str], corpus: Sequence[str] | None = None
 ) -> np.ndarray:
     """BM25 score of each (query, document) pair; IDF from ``corpus`` (default: the documents)."""
-    import bm25s
+    from data.candidates import BM25Index
 
     index_texts = list(corpus) if corpus is not None else list(dict.fromkeys(documents))
     position = {text: i for i, text in enumerate(index_texts)}
@@ -35,19 +35,13 @@ def bm25_scores(
     for text in missing:  # documents outside the given corpus still get a score
         position[text] = len(index_texts)
         index_texts.append(text)
-    retriever = bm25s.BM25()
-    retriever.index(
-        bm25s.tokenize(index_texts, stopwords="en", show_progress=False), show_progress=False
-    )
+    index = BM25Index(index_texts)
     scores = np.zeros(len(queries), dtype=np.float64)
     by_query: dict[str, list[int]] = {}
     for i, query in enumerate(queries):
         by_query.setdefault(query, []).append(i)
     for query, rows in by_query.items():
-        tokens = bm25s.tokenize([query], stopwords="en", return_ids=False, show_progress=False)[0]
-        if not tokens:  # only stopwords or one-letter words: nothing to match, score 0
-            continue
-        all_scores = retriever.get_scores(tokens)
+        all_scores = index.scores(query)  # 0 for a query of stop words: nothing to match
         for i in rows:
             scores[i] = float(all_scores[position[documents[i]]])
     return scores

@@ -263,28 +263,19 @@ class DownstreamRun:
 
     # -- retrieval
     def retrieve(self) -> dict[str, dict[str, list[tuple[str, float]]]]:
-        from data.candidates import (
-            BM25Retriever,
-            CandidatesConfig,
-            DenseRetriever,
-            default_index_dir,
-        )
+        from data.candidates import CandidatesConfig, make_retriever
 
         config = self.config
         chunks = Collection(root=self.out, corpus=self.chunks, queries=self.queries, qrels={})
-        index_dir = default_index_dir()  # content-keyed: the chunks' indexes are built once
-        index_dir.mkdir(parents=True, exist_ok=True)
+        index_dir = None  # the machine's cache, content-keyed: the chunks' indexes built once
         texts = [self.queries[q] for q in self.qids]
         depth = max(config.k, config.rerank_depth)
         systems: dict[str, dict[str, list[tuple[str, float]]]] = {}
         for name in config.retrievers:
             start = time.perf_counter()
-            if name == "bm25":
-                retriever: Any = BM25Retriever(chunks, index_dir)
-            else:
-                retriever = DenseRetriever(
-                    CandidatesConfig(embedder=config.embedder), chunks, index_dir
-                )
+            retriever = make_retriever(
+                name, chunks, index_dir, CandidatesConfig(embedder=config.embedder)
+            )
             found = retriever.search(texts, depth)
             self.seconds[f"retrieve {name}"] = time.perf_counter() - start
             systems[name] = {qid: hits for qid, hits in zip(self.qids, found, strict=True)}

@@ -86,3 +86,24 @@ def test_dense_minilm_hnsw_finds_known_documents_on_adi(adi_dir: Path, tmp_path:
     assert read_trec_run(other_run / "dense.trec") == run
     assert {path: path.stat().st_mtime_ns for path in index.iterdir()} == built
     assert not list(index.glob(".*tmp"))  # nothing half-written left behind
+
+
+def test_one_bm25_for_retrieval_and_the_baseline(adi_dir: Path, tmp_path: Path):
+    """The retriever's scores and the BM25 baseline's pair scores (IDF from the whole corpus) are
+    the same numbers: both come from data.candidates.BM25Index."""
+    from data.candidates import make_retriever
+    from data.records import document_text
+    from eval.baselines import bm25_scores
+
+    collection = Collection.load(adi_dir)
+    retriever = make_retriever("bm25", collection, tmp_path / "indexes")
+    qid = sorted(collection.queries)[0]
+    query = collection.queries[qid]
+    hits = retriever.search([query], 5)[0]
+    texts = {d: document_text(doc.text, doc.title) for d, doc in collection.corpus.items()}
+    corpus = [texts[d] for d in sorted(texts)]
+    scores = bm25_scores([query] * len(hits), [texts[d] for d, _ in hits], corpus)
+    assert hits and scores == pytest.approx([score for _, score in hits], rel=1e-5)
+    assert list(scores) == sorted(scores, reverse=True)
+    with pytest.raises(ValueError, match="retriever: expected one of"):
+        make_retriever("splade", collection, tmp_path / "indexes")
