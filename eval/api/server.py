@@ -82,17 +82,9 @@ class BodyLimit:
         await self.app(scope, counted_receive, send)
 
 
-def create_app(
-    labeler: Labeler | None = None,
-    token: str | None = None,
-    settings: ApiSettings | None = None,
-) -> FastAPI:
-    """The API; ``labeler`` defaults to the grader at ``settings.model``, loaded once at start-up.
-
-    ``token`` overrides ``settings.token`` ("" turns authentication off).
-    """
-    settings = settings or ApiSettings()
-    token = (token if token is not None else settings.token) or None
+def _lifespan(settings: ApiSettings, labeler: Labeler | None):
+    """Start-up: the labeler (the grader at ``settings.model`` unless one is given), warmed up
+    behind a started micro-batcher; shut-down: the batcher stopped."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -117,37 +109,123 @@ def create_app(
         yield
         await batcher.stop()
 
-    app = FastAPI(title="relevance-grader", version="1", lifespan=lifespan)
+    return lifespan
 
+
+async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    """422 with each problem's type, place and message (FastAPI's own handler echoes the input,
+    which fails on undecodable text with a 500)."""
+    errors = [
+        {key: error[key] for key in ("type", "loc", "msg") if key in error}
+        for error in exc.errors()
+    ]
+    for error in errors:  # pydantic's prefix of a validator's own message says nothing
+        error["msg"] = str(error.get("msg", "")).removeprefix("Value error, ")
+    for error in errors:
+        if error.get("type") == "model_attributes_type" and list(error["loc"]) == ["body"]:
+            error["msg"] = _not_an_object(request.headers.get("content-type"))
+    return JSONResponse(status_code=422, content={"detail": _printable(errors)})
+
+
+async def healthz(request: Request) -> dict[str, Any]:
+    labeler = getattr(request.app.state, "labeler", None)
+    return {
+        "status": "ok" if labeler is not None else "loading",
+        "labeler": getattr(labeler, "name", None),
+    }
+
+
+def _request_hits(body: SearchEvalRequest, labeler: Labeler, settings: ApiSettings) -> list[Hit]:
+    """The request's hits as the labeler reads them, refused (422) over the request's limits."""
+    problems = limit_problems(body, settings)
+    if problems:
+        raise RequestValidationError(problems)
+    hits = [
+        Hit(
+            doc_id=hit.id,
+            text="\n".join(hit.fields[name] for name in body.eval.fields if hit.fields[name]),
+        )
+        for hit in body.hits
+    ]
+    tokens = labeler.input_tokens(body.query.inputs.text, hits)
+    if tokens is not None and tokens > settings.max_request_tokens:
+        message = (
+            f"{tokens} grader input tokens; the limit per request is "
+            f"{settings.max_request_tokens}: send fewer or shorter hits"
+        )
+        raise RequestValidationError(
+            [{"type": "value_error", "loc": ["body", "hits"], "msg": message}]
+        )
+    return hits
+
+
+async def _labels_or_gone(request: Request, query: str, hits: list[Hit]) -> Any:
+    """The hits' labels from the batcher; a 499 response when the caller leaves first (the
+    batcher drops a request it has not started), 503 with Retry-After when it is full."""
+    labelling = asyncio.ensure_future(request.app.state.batcher.label(query, hits))
+    try:
+        while True:
+            done, _ = await asyncio.wait({labelling}, timeout=0.25)
+            if done:
+                return labelling.result()
+            if await request.is_disconnected():
+                labelling.cancel()
+                return JSONResponse(status_code=499, content={"detail": "client went away"})
+    except QueueFull as exc:
+        raise HTTPException(
+            status_code=503, detail=str(exc), headers={"Retry-After": str(exc.retry_after)}
+        ) from None
+
+
+def _response(
+    body: SearchEvalRequest, labels: list, labeler: Labeler, result: dict[str, Any], k: int
+) -> SearchEvalResponse:
+    metrics = result["metrics"]
+    return SearchEvalResponse(
+        metrics={
+            "ndcg": metrics[f"ndcg@{k}"],
+            "map": metrics["map"],
+            "mrr": metrics["mrr"],
+            f"precision@{k}": metrics[f"precision@{k}"],
+            f"hit@{k}": metrics[f"hit@{k}"],
+        },
+        hits=[
+            HitOut(
+                index=i,
+                id=hit.id,
+                fields={name: hit.fields[name] for name in body.eval.fields},
+                relevant=label.relevant,
+                relevance=label.relevance,
+                justification=label.justification,
+                score=label.score,
+                grade=label.grade,
+            )
+            for i, (hit, label) in enumerate(zip(body.hits, labels, strict=True))
+        ],
+        usage=Usage(evaluation_input_tokens=result["usage"]["evaluation_input_tokens"]),
+        warnings=labeler.query_warnings(body.query.inputs.text) or None,
+    )
+
+
+def create_app(
+    labeler: Labeler | None = None,
+    token: str | None = None,
+    settings: ApiSettings | None = None,
+) -> FastAPI:
+    """The API; ``labeler`` defaults to the grader at ``settings.model``, loaded once at start-up.
+
+    ``token`` overrides ``settings.token`` ("" turns authentication off).
+    """
+    settings = settings or ApiSettings()
+    token = (token if token is not None else settings.token) or None
+    app = FastAPI(title="relevance-grader", version="1", lifespan=_lifespan(settings, labeler))
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
-
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
-        # FastAPI's own handler echoes the input, which fails on undecodable text (a 500).
-        errors = [
-            {key: error[key] for key in ("type", "loc", "msg") if key in error}
-            for error in exc.errors()
-        ]
-        for error in errors:  # pydantic's prefix of a validator's own message says nothing
-            error["msg"] = str(error.get("msg", "")).removeprefix("Value error, ")
-        for error in errors:
-            if error.get("type") == "model_attributes_type" and list(error["loc"]) == ["body"]:
-                error["msg"] = _not_an_object(request.headers.get("content-type"))
-        return JSONResponse(status_code=422, content={"detail": _printable(errors)})
+    app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
+    app.get("/healthz")(healthz)
 
     def authorize(request: Request) -> None:
-        if token is None:
-            return
-        if request.headers.get("authorization", "") != f"Bearer {token}":
+        if token is not None and request.headers.get("authorization", "") != f"Bearer {token}":
             raise HTTPException(status_code=401, detail="missing or wrong bearer token")
-
-    @app.get("/healthz")
-    async def healthz(request: Request) -> dict[str, Any]:
-        labeler_ = getattr(request.app.state, "labeler", None)
-        return {
-            "status": "ok" if labeler_ is not None else "loading",
-            "labeler": getattr(labeler_, "name", None),
-        }
 
     @app.post(
         "/v1/eval/search", response_model=SearchEvalResponse, response_model_exclude_none=True
@@ -156,74 +234,15 @@ def create_app(
         body: SearchEvalRequest, request: Request, _: None = Depends(authorize)
     ) -> SearchEvalResponse:
         started = time.perf_counter()
-        problems = limit_problems(body, settings)
-        if problems:
-            raise RequestValidationError(problems)
-        hits = [
-            Hit(
-                doc_id=hit.id,
-                text="\n".join(hit.fields[name] for name in body.eval.fields if hit.fields[name]),
-            )
-            for hit in body.hits
-        ]
         labeler = request.app.state.labeler
-        tokens = labeler.input_tokens(body.query.inputs.text, hits)
-        if tokens is not None and tokens > settings.max_request_tokens:
-            raise RequestValidationError(
-                [
-                    {
-                        "type": "value_error",
-                        "loc": ["body", "hits"],
-                        "msg": f"{tokens} grader input tokens; the limit per request is "
-                        f"{settings.max_request_tokens}: send fewer or shorter hits",
-                    }
-                ]
-            )
-        labelling = asyncio.ensure_future(
-            request.app.state.batcher.label(body.query.inputs.text, hits)
-        )
-        try:
-            while True:
-                done, _ = await asyncio.wait({labelling}, timeout=0.25)
-                if done:
-                    labels = labelling.result()
-                    break
-                if await request.is_disconnected():
-                    labelling.cancel()  # the batcher drops it if it has not started
-                    return JSONResponse(status_code=499, content={"detail": "client went away"})
-        except QueueFull as exc:
-            raise HTTPException(
-                status_code=503, detail=str(exc), headers={"Retry-After": str(exc.retry_after)}
-            ) from None
+        hits = _request_hits(body, labeler, settings)
+        labels = await _labels_or_gone(request, body.query.inputs.text, hits)
+        if isinstance(labels, JSONResponse):
+            return labels  # type: ignore[return-value]
         labelled = time.perf_counter()
         k = body.eval.k or len(hits)
-        result = evaluate_query(
-            body.query.inputs.text, hits, request.app.state.labeler, k=k, labels=labels
-        )
-        response = SearchEvalResponse(
-            metrics={
-                "ndcg": result["metrics"][f"ndcg@{k}"],
-                "map": result["metrics"]["map"],
-                "mrr": result["metrics"]["mrr"],
-                f"precision@{k}": result["metrics"][f"precision@{k}"],
-                f"hit@{k}": result["metrics"][f"hit@{k}"],
-            },
-            hits=[
-                HitOut(
-                    index=i,
-                    id=hit.id,
-                    fields={name: hit.fields[name] for name in body.eval.fields},
-                    relevant=label.relevant,
-                    relevance=label.relevance,
-                    justification=label.justification,
-                    score=label.score,
-                    grade=label.grade,
-                )
-                for i, (hit, label) in enumerate(zip(body.hits, labels, strict=True))
-            ],
-            usage=Usage(evaluation_input_tokens=result["usage"]["evaluation_input_tokens"]),
-            warnings=request.app.state.labeler.query_warnings(body.query.inputs.text) or None,
-        )
+        result = evaluate_query(body.query.inputs.text, hits, labeler, k=k, labels=labels)
+        response = _response(body, labels, labeler, result, k)
         if body.eval.debug:
             response.debug = {
                 "probabilities": [label.score for label in labels],
@@ -231,7 +250,7 @@ def create_app(
                     "labelling": round((labelled - started) * 1000, 2),
                     "total": round((time.perf_counter() - started) * 1000, 2),
                 },
-                "labeler": request.app.state.labeler.name,
+                "labeler": labeler.name,
             }
         return response
 

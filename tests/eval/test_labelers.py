@@ -1,0 +1,53 @@
+"""The labelers: the cache, the grader's labels and batching, and the qrels labeler."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from data.beir import read_qrels
+from eval.labelers import CachedLabeler, Hit, HitLabel, QrelsLabeler
+from tests.eval.doubles import DictLabeler
+
+
+def test_labels_are_cached_and_reused_across_instances(tmp_path: Path):
+    inner = DictLabeler({"a": 3})
+    cached = CachedLabeler(inner, tmp_path / "labels.jsonl")
+    hits = [Hit("a", "text a"), Hit("b", "text b")]
+    first = cached.label("q1", "query", hits)
+    cached.label("q1", "query", hits)
+    cached.close()
+    assert inner.calls == 1
+    again = CachedLabeler(
+        DictLabeler({}), tmp_path / "labels.jsonl"
+    )  # a new process, a blank labeler
+    assert again.label("q1", "query", hits) == first and again.inner.calls == 0
+
+
+def test_grader_labels_carry_a_justification_and_the_1_to_4_scale(tiny_grader_dir: Path):
+    from eval.labelers import GraderLabeler
+
+    labeler = GraderLabeler(str(tiny_grader_dir))
+    labels = labeler.label("q1", "axon", [Hit("a", "axon text"), Hit("b", "other")])
+    for label in labels:
+        assert f"{label.score:.3f}" in label.justification and "threshold" in label.justification
+        assert (label.relevance >= 3) == label.relevant and 1 <= label.relevance <= 4
+    assert HitLabel(relevant=False, score=0.1, threshold=0.4).relevance == 1
+    assert HitLabel(relevant=False, score=0.3, threshold=0.4).relevance == 2
+    assert HitLabel(relevant=True, score=0.5, threshold=0.4).relevance == 3
+    assert HitLabel(relevant=True, score=0.9, threshold=0.4).relevance == 4
+
+
+def test_grader_labeler_batches_several_queries(tiny_grader_dir: Path):
+    from eval.labelers import GraderLabeler
+
+    labeler = GraderLabeler(str(tiny_grader_dir))
+    hits = [Hit("a", "axon text"), Hit("b", "other")]
+    batched = labeler.label_many([("q1", "axon", hits), ("q2", "paris", hits[:1])])
+    assert [len(x) for x in batched] == [2, 1]
+    single = labeler.label("q1", "axon", hits)
+    assert [round(x.score, 5) for x in batched[0]] == [round(x.score, 5) for x in single]
+
+
+def test_qrels_labeler_counts_relevant(adi_dir: Path):
+    labeler = QrelsLabeler(str(adi_dir / "qrels.tsv"), label_threshold=1)
+    assert labeler.num_relevant("1") == len(read_qrels(adi_dir / "qrels.tsv")["1"])
