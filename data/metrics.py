@@ -1,8 +1,12 @@
-"""Binary classification metrics: the one implementation that training, evaluation and judge
-agreement report (scikit-learn underneath)."""
+"""Binary classification metrics, calibration and thresholds: the one implementation that
+training, evaluation, recalibration and judge agreement use (scikit-learn and scipy underneath).
+
+Thresholds and temperatures are fitted on one split (validation) and applied to another (test):
+the evaluated split never chooses its own threshold or temperature."""
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -11,6 +15,7 @@ from sklearn.metrics import (
     average_precision_score,
     cohen_kappa_score,
     confusion_matrix,
+    precision_recall_curve,
     precision_recall_fscore_support,
     roc_auc_score,
 )
@@ -127,3 +132,65 @@ def classification_metrics(
     """The scalar entries of :func:`binary_metrics` (what training logs each evaluation)."""
     metrics = binary_metrics(probabilities, labels, threshold)
     return {k: metrics[k] for k in SCALAR_METRICS if metrics[k] is not None}
+
+
+EPS = 1e-7
+
+
+def best_f1_threshold(
+    probabilities: np.ndarray, labels: np.ndarray, source: str = "labels"
+) -> float:
+    """The probability threshold that maximises F1 on the given (validation) data (both classes
+    needed; ``source`` names the data in the error)."""
+    require_both_classes(labels, source)
+    precision, recall, thresholds = precision_recall_curve(labels, probabilities)
+    f1 = 2 * precision * recall / np.maximum(precision + recall, EPS)
+    if len(thresholds) == 0:
+        return 0.5
+    return float(thresholds[int(np.argmax(f1[:-1]))])
+
+
+def _logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(np.asarray(p, dtype=np.float64), EPS, 1 - EPS)
+    return np.log(p) - np.log1p(-p)
+
+
+def apply_temperature(probabilities: np.ndarray, temperature: float) -> np.ndarray:
+    """Temperature scaling of P(relevant): sigmoid(logit(p) / T). For two classes the logit of p
+    is the logit difference, so this equals softmax(logits / T)[:, 1]."""
+    return 1.0 / (1.0 + np.exp(-_logit(probabilities) / temperature))
+
+
+@dataclass
+class Calibration:
+    """Temperature scaling on the logit of P(relevant) (for 2 classes: the logit difference)."""
+
+    method: str = "temperature"
+    temperature: float = 1.0
+
+    def apply(self, probabilities: np.ndarray) -> np.ndarray:
+        return apply_temperature(probabilities, self.temperature)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def fit_temperature(
+    probabilities: np.ndarray, labels: np.ndarray, source: str = "labels"
+) -> Calibration:
+    """The temperature that minimises the negative log-likelihood on the given (validation) data
+    (both classes needed; ``source`` names the data in the error)."""
+    from scipy.optimize import minimize_scalar
+
+    require_both_classes(labels, source)
+
+    z = _logit(probabilities)
+    y = np.asarray(labels).astype(float)
+
+    def nll(log_t: float) -> float:
+        p = 1.0 / (1.0 + np.exp(-z / np.exp(log_t)))
+        p = np.clip(p, EPS, 1 - EPS)
+        return float(-(y * np.log(p) + (1 - y) * np.log(1 - p)).mean())
+
+    result = minimize_scalar(nll, bounds=(-5.0, 5.0), method="bounded")
+    return Calibration(temperature=float(np.exp(result.x)))

@@ -33,9 +33,9 @@ import numpy as np
 from data.beir import graded_qrels, read_qrels
 from data.cli import bounded, check_choices, choice, parse_config, run_main
 from data.io import read_records, write_json, write_jsonl
+from data.metrics import Calibration, best_f1_threshold, binary_metrics, fit_temperature
 from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, document_text, label_from_grade
 from eval.baselines import BASELINES
-from eval.metrics import Calibration, best_f1_threshold, binary_metrics, fit_temperature
 
 logger = logging.getLogger(__name__)
 LABEL_SOURCES = ("teacher", "human", "both")

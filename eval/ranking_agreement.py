@@ -29,7 +29,9 @@ from data.beir import Run, ranked, read_named_runs
 from data.cli import parse_config, run_main
 from data.io import markdown_table, write_json
 from eval.labelers import PARTIAL_KINDS, Labeler, make_labeler
-from eval.search import SearchEvalConfig, label_runs, mean_metrics, pooled_metrics
+from eval.search.config import SearchEvalConfig
+from eval.search.labelling import label_runs
+from eval.search.metrics import mean_metrics, pooled_metrics
 
 
 @dataclass

@@ -35,8 +35,8 @@ from data.io import (
     refuse_overlap,
     replace_folder,
 )
+from data.metrics import best_f1_threshold, binary_metrics, fit_temperature
 from data.records import Judgment, document_text
-from eval.metrics import best_f1_threshold, binary_metrics, fit_temperature
 
 logger = logging.getLogger(__name__)
 RECALIBRATED = "recalibration.json"  # written last: the folder is a finished recalibrated copy

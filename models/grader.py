@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from data.metrics import apply_temperature
 from data.parallel import is_main_process, local_device_index, map_shards, process_count
 from models.builder import load_trained, read_grader_config
 from models.families import CLASSIFIER, ZERO_SHOT, ScoringFamily, family_of_description
@@ -38,7 +39,6 @@ from models.input_format import (
 )
 from models.resolve import inference_dtype, load_model
 from models.scoring import (
-    apply_temperature,
     decided_grades,
     length_sorted_batches,
     prefix_groups,

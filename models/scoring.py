@@ -18,13 +18,6 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 
 
-def apply_temperature(probabilities: np.ndarray, temperature: float) -> np.ndarray:
-    """Temperature scaling of P(relevant): sigmoid(logit(p) / T). For two classes the logit of p
-    is the logit difference, so this equals softmax(logits / T)[:, 1]."""
-    p = np.clip(np.asarray(probabilities, dtype=np.float64), 1e-7, 1 - 1e-7)
-    return 1.0 / (1.0 + np.exp(-(np.log(p) - np.log1p(-p)) / temperature))
-
-
 def relevant_probability(probabilities: np.ndarray, relevant_from: int = 1) -> np.ndarray:
     """P(relevant) from class probabilities (n, classes): the mass of classes ``relevant_from``
     and up. A binary head (relevant_from 1) gives its last column; a graded 0-3 head, P(grade >= 2)."""

@@ -15,7 +15,7 @@ from eval.api.batcher import MicroBatcher, QueueFull
 from eval.api.schemas import HitOut, SearchEvalRequest, SearchEvalResponse, Usage, limit_problems
 from eval.api.settings import ApiSettings
 from eval.labelers import Hit, Labeler
-from eval.search import evaluate_query
+from eval.search.metrics import evaluate_query
 
 
 def _printable(value: Any) -> Any:

@@ -38,7 +38,7 @@ from data.cli import bounded, choice, parse_config, run_main
 from data.io import markdown_table, write_json
 from eval.design import DESIGNS, STRATA_BY, Design, design_mean, draw_design, unit_signals
 from eval.ppi import classical_mean, effective_queries, paired_difference, ppi_mean
-from eval.search import human_metrics
+from eval.search.human import human_metrics
 
 # Row names: on uniform draws the design estimator (one stratum) is shown beside PPI++, the
 # estimator eval.search uses for them.

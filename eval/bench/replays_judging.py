@@ -80,7 +80,7 @@ def _warnings() -> Iterator[list[str]]:
 
 def _search(root: Path, *args: str) -> tuple[dict, str]:
     """eval.search with ADI's qrels as the labeler: (metrics.json, what it printed)."""
-    from eval.search import main as search
+    from eval.search.command import main as search
 
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
@@ -123,7 +123,7 @@ def replay_pairs_outside_top_k(root: Path) -> None:
 def replay_conflicting_duplicates(root: Path) -> None:
     """Item 7: a human qrels file giving one pair 3, then 0: the last line won without a word
     (one query's NDCG 0.589 -> 0.301), while data.build warned on the same conflict."""
-    from eval.search import human_qrels
+    from eval.search.human import human_qrels
 
     (root / "human.qrels").write_text("1 0 17 3\n1 0 46 2\n1 0 17 0\n")
     with _warnings() as warned:

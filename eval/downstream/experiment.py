@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import random
 import time
 from collections.abc import Sequence
@@ -56,6 +55,7 @@ from eval.labelers import (
     Labeler,
     make_labeler,
 )
+from eval.search.metrics import label_list_metrics
 
 logger = logging.getLogger(__name__)
 RETRIEVERS = ("bm25", "dense")
@@ -142,23 +142,6 @@ def chunk_corpus(
 
 
 # ----------------------------------------------------------------------------- metrics
-
-
-def list_metrics(values: Sequence[float], k: int) -> dict[str, float]:
-    """Metrics of one ranked list from its labels in [0, 1] (binary or eRAG's F1): precision =
-    mean label over k, hit = max label, MRR = 1/rank of the first label >= 0.5, NDCG with linear
-    gains against the ideal order of the list's own labels (0 when every label is 0)."""
-    top = [float(v) for v in values[:k]]
-    rr = next((1.0 / rank for rank, v in enumerate(top, start=1) if v >= 0.5), 0.0)
-    discounts = [1.0 / math.log2(rank + 1) for rank in range(1, len(top) + 1)]
-    dcg = sum(v * d for v, d in zip(top, discounts, strict=True))
-    ideal = sum(v * d for v, d in zip(sorted(top, reverse=True), discounts, strict=True))
-    return {
-        "precision": sum(top) / k,
-        "hit": max(top, default=0.0),
-        "mrr": rr,
-        "ndcg": dcg / ideal if ideal > 0 else 0.0,
-    }
 
 
 def correlations(metric: Sequence[float], reference: Sequence[float]) -> dict[str, float | None]:
@@ -400,8 +383,7 @@ class DownstreamRun:
         metrics: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
         for name, by_system in values.items():
             metrics[name] = {
-                system: {qid: list_metrics(vals, config.k) for qid, vals in run.items()}
-                for system, run in by_system.items()
+                system: label_list_metrics(run, config.k) for system, run in by_system.items()
             }
         table: dict[str, dict[str, Any]] = {}
         for name in values:

@@ -61,7 +61,8 @@ from data.judges.backends import BACKENDS
 from eval.baselines import BASELINES
 from eval.crossval import pooled_table
 from eval.ranking_agreement import left_out_note, scores_table
-from eval.search import metrics_table, ppi_table
+from eval.search.metrics import metrics_table
+from eval.search.ppi_report import ppi_table
 
 logger = logging.getLogger(__name__)
 
@@ -535,7 +536,8 @@ class Pipeline:
         """Each run's mean metrics under all of the human judgments: what the PPI estimates of
         the report, made from a sample of them, estimate."""
         from data.beir import read_trec_run
-        from eval.search import human_metrics, mean_metrics
+        from eval.search.human import human_metrics
+        from eval.search.metrics import mean_metrics
 
         assert self.config.qrels is not None
         runs = {Path(p).stem: read_trec_run(p) for p in self.search_runs}

@@ -219,7 +219,7 @@ def human_per_query(
 ) -> dict[str, dict[str, dict[str, float]]]:
     """run -> qid -> metric under the human qrels, for the judged queries (eval.search's
     ``human_metrics`` on each run's top k as per_query.json lists it)."""
-    from eval.search import human_metrics
+    from eval.search.human import human_metrics
 
     if human is None or not human.qrels:
         return {}
@@ -251,7 +251,8 @@ def load_texts(
     they cannot be found."""
     from dataclasses import replace
 
-    from eval.search import SearchEvalConfig, load_texts
+    from eval.search.config import SearchEvalConfig
+    from eval.search.labelling import load_texts
 
     config = inputs.search_config or SearchEvalConfig()
     corpus = options.corpus or config.corpus

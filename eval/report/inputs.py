@@ -13,7 +13,7 @@ from typing import Any
 from data.beir import Qrels
 from data.provenance import PROVENANCE_FILE
 from data.records import label_from_grade
-from eval.search import SearchEvalConfig
+from eval.search.config import SearchEvalConfig
 
 SEARCH_STAGE = "metric-pipeline"  # the main job's eval.search stage (stages/NAME.json)
 CV_DIR = "cv"  # the main job's cross-validation: study.json, fold-K/MODEL/predictions.jsonl
@@ -173,7 +173,7 @@ class HumanLabels:
 def read_human_qrels(path: Path) -> Qrels:
     """Human grades (0-3) as eval.search reads ``--human``: a qrels file, a judgments JSONL or an
     eval.annotate session folder."""
-    from eval.search import human_qrels
+    from eval.search.human import human_qrels
 
     return human_qrels(str(path))
 

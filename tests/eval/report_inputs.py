@@ -12,7 +12,7 @@ from pathlib import Path
 from data.beir import Collection, ranked, write_trec_qrels, write_trec_run
 from data.io import write_json, write_jsonl
 from data.records import Judgment, label_from_grade
-from eval.search import main as search_main
+from eval.search.command import main as search_main
 
 K = 5
 JUDGED = 8  # queries people judged

@@ -345,7 +345,7 @@ def search_args(tmp_path: Path, inputs: dict[str, Path], *extra: str) -> list[st
 
 
 def test_search_reads_the_session_and_uses_its_draws_design(tmp_path: Path, capsys):
-    from eval.search import main as search
+    from eval.search.command import main as search
 
     inputs = judged_session(tmp_path, ["--design", "neyman", "--n", "6", "--metric", "ndcg@5"])
     search(search_args(tmp_path, inputs, "--human", str(tmp_path / "out")))
@@ -366,7 +366,7 @@ def test_search_reads_the_session_and_uses_its_draws_design(tmp_path: Path, caps
 
 
 def test_search_refuses_a_session_with_unjudged_hits_before_labelling(tmp_path: Path, capsys):
-    from eval.search import main as search
+    from eval.search.command import main as search
 
     inputs = judged_session(tmp_path, ["--n", "4"], complete=False)
     code, err = run_command(
@@ -377,7 +377,7 @@ def test_search_refuses_a_session_with_unjudged_hits_before_labelling(tmp_path: 
 
 
 def test_search_estimates_relevant_shares_from_a_stratified_draw_of_hits(tmp_path: Path):
-    from eval.search import main as search
+    from eval.search.command import main as search
 
     draw = ["--design", "proportional", "--unit", "hits", "--n", "30", "--strata", "3"]
     inputs = judged_session(tmp_path, draw)

@@ -16,13 +16,17 @@ from eval.downstream.experiment import (
     chunk_corpus,
     correlations,
     dual_label_probabilities,
-    list_metrics,
     main,
 )
 from eval.downstream.reader import CachedReader, Reader, ReaderConfig, ReaderOutput
 from eval.labelers import AnswersLabeler, ERAGLabeler, GoldDocLabeler, Hit, make_labeler
+from eval.search.metrics import label_list_metrics
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def list_metrics(values: list[float], k: int) -> dict[str, float]:
+    return label_list_metrics({"q": values}, k)["q"]
 
 
 def test_list_metrics_against_hand_values():
@@ -34,6 +38,11 @@ def test_list_metrics_against_hand_values():
     dcg = 1 / np.log2(3) + 0.5 / np.log2(4)
     ideal = 1 / np.log2(2) + 0.5 / np.log2(3)
     assert metrics["ndcg"] == pytest.approx(dcg / ideal)
+    # eRAG's F1 labels are gains as they are: 0.3 counts three tenths of a 1
+    f1 = list_metrics([0.3, 0.0, 1.0], k=3)
+    dcg = 0.3 + 1.0 / np.log2(4)
+    assert f1["ndcg"] == pytest.approx(dcg / (1.0 + 0.3 / np.log2(3)), rel=1e-5)
+    assert f1["mrr"] == pytest.approx(1 / 3)
     assert list_metrics([0.0, 0.0], k=5) == {"precision": 0.0, "hit": 0.0, "mrr": 0.0, "ndcg": 0.0}
     # A list shorter than k still divides precision by k.
     assert list_metrics([1.0], k=4)["precision"] == 0.25

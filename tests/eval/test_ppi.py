@@ -263,7 +263,7 @@ def test_the_coverage_study_reads_search_outputs_and_reports_both_intervals(tmp_
         }
         write_trec_run(tmp_path / f"{name}.trec", runs[name])
     write_trec_qrels(tmp_path / "qrels.txt", qrels)
-    from eval.search import human_metrics
+    from eval.search.human import human_metrics
 
     human = human_metrics(str(tmp_path / "qrels.txt"), runs, 10)
     for name in runs:

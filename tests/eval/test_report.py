@@ -368,7 +368,7 @@ def test_judged_hits_alone_give_the_share_of_relevant_hits_an_interval(folders, 
     from data.beir import Collection
     from data.io import write_jsonl
     from data.records import Judgment, label_from_grade
-    from eval.search import main as search_main
+    from eval.search.command import main as search_main
 
     root = folders["human"].parent
     collection = Collection.load(adi_dir)

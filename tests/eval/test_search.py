@@ -11,7 +11,7 @@ import pytest
 
 from data.beir import graded_qrels, read_qrels, read_trec_run, write_trec_run
 from eval.labelers import Hit
-from eval.search import _ranx_metrics, evaluate_query
+from eval.search.metrics import evaluate_query, ranx_metrics
 from tests.eval.doubles import DictLabeler
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,7 +47,7 @@ def test_ranx_and_ir_measures_agree_on_random_runs():
         graded[f"q{q}"] = {d: int(g) for d, g in zip(docs, grades, strict=True)}
         binary[f"q{q}"] = {d: int(g >= 2) for d, g in zip(docs, grades, strict=True)}
         run[f"q{q}"] = {d: float(s) for d, s in zip(docs, rng.random(len(docs)), strict=True)}
-    ranx = _ranx_metrics(graded, binary, run, 10, recall=False)
+    ranx = ranx_metrics(graded, binary, run, 10, recall=False)
     measures = [nDCG(gains={0: 0, 1: 1, 2: 3, 3: 7}) @ 10, AP, RR, P @ 10]
     by_query = {
         (m.query_id, str(m.measure)): m.value
@@ -85,7 +85,7 @@ def test_every_metric_equals_trec_eval_on_runs_with_ties():
 
     graded, binary, run = _tied_runs(1)
     assert sum(len(set(s.values())) < len(s) for s in run.values()) == len(run)  # ties in all
-    ours = _ranx_metrics(graded, binary, run, 10, recall=True)
+    ours = ranx_metrics(graded, binary, run, 10, recall=True)
     gains = {q: {d: 2**g - 1 for d, g in docs.items()} for q, docs in graded.items()}
     theirs = pytrec_eval.RelevanceEvaluator(gains, {"ndcg_cut.10"}).evaluate(run)
     binary_measures = {"map", "recip_rank", "P.10", "success.10", "recall.10"}
@@ -224,7 +224,7 @@ def test_system_ranking_agreement_is_perfect_for_identical_labels(adi_dir: Path,
 
 
 def test_an_unknown_stat_test_is_refused_before_any_labelling(tmp_path: Path):
-    from eval.search import SearchEvalConfig
+    from eval.search.config import SearchEvalConfig
 
     with pytest.raises(ValueError, match="stat_test"):
         SearchEvalConfig(stat_test="bogus")  # as a YAML value reaches it
@@ -285,7 +285,7 @@ def test_judged_hits_outside_the_top_k_are_counted_and_named_as_ignored(
 def test_a_human_file_giving_a_pair_twice_keeps_the_last_line_with_a_warning(
     tmp_path: Path, caplog
 ):
-    from eval.search import human_qrels, read_human_pairs
+    from eval.search.human import human_qrels, read_human_pairs
 
     rows = [
         {"qid": "q1", "query": "q", "doc_id": "d1", "text": "t", "grade": grade} for grade in (0, 3)
@@ -353,7 +353,7 @@ def test_a_judged_subset_unlike_a_random_draw_is_warned_about_and_the_draw_recor
 
 
 def test_human_qrels_off_the_0_to_3_scale_are_refused_not_taken_as_gains(tmp_path: Path):
-    from eval.search import human_qrels
+    from eval.search.human import human_qrels
 
     path = tmp_path / "human.qrels"
     path.write_text("q1 0 d1 4\nq1 0 d2 2\nq2 0 d3 -1\n")

@@ -1,0 +1,94 @@
+"""The grader as labeler in the retrieval-metric pipeline (per query, and in bulk over runs).
+
+    # one run, labelled by an exported grader (labels cached under OUT/labels/)
+    python -m eval.search --run runs/candidates/dense.trec --corpus data/collections/trec-dl-2019-passage \\
+        --labeler grader:runs/export/grader --k 10 --out runs/search/dense
+    # several runs on the same queries: one table with paired significance tests (ranx)
+    python -m eval.search --run runs/candidates/bm25.trec --compare runs/candidates/dense.trec \\
+        --corpus data/collections/trec-dl-2019-passage --labeler grader:runs/export/grader --out runs/search/cmp
+
+Library: :func:`evaluate_query` labels one query's ranked hits and returns per-hit labels, metrics
+{ndcg@k, map, mrr, precision@k, recall@k (when the number of relevant documents is known), hit@k}
+and usage. Metrics come from ranx: graded NDCG with the 2^rel − 1 gain (``ndcg_burges``); MAP,
+MRR, precision, recall and hit rate on binary relevance (grade >= 2, or the labeler's verdict).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from data.beir import (
+    read_named_runs,
+    write_trec_qrels,
+)
+from data.cli import parse_config, run_main
+from data.io import refuse_overlap, write_json
+from data.provenance import write_provenance
+from eval.labelers import QrelsLabeler, make_labeler
+from eval.search.config import SEARCH_OUTPUTS, SearchEvalConfig, search_inputs
+from eval.search.human import read_human
+from eval.search.labelling import label_runs
+from eval.search.metrics import (
+    compare_runs,
+    inferred_qrels,
+    mean_metrics,
+    metrics_table,
+    pooled_metrics,
+)
+from eval.search.ppi_report import ppi_heading, ppi_table, report_ppi
+
+logger = logging.getLogger(__name__)
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    (config,) = parse_config([SearchEvalConfig], args)
+    if not config.run or not config.corpus or not config.labeler:
+        raise ValueError("give --run, --corpus and --labeler")
+    out = Path(config.out)
+    run_paths = [config.run, *config.compare]
+    refuse_overlap("out", out, search_inputs(config), writes=SEARCH_OUTPUTS)
+    runs = read_named_runs(run_paths)  # bad runs are found before a grader is loaded
+    labeler = make_labeler(config.labeler, cache_dir=config.label_cache or out / "labels")
+    human, human_pairs, (query_design, pair_design) = read_human(config, runs)
+    results = label_runs(config, labeler, runs)
+    counts = QrelsLabeler(config.num_relevant_from) if config.num_relevant_from else None
+    per_run = pooled_metrics(runs, results, config.k, counts)
+    for name, per_metric in per_run.items():
+        for qid, result in results[name].items():
+            result["metrics"] = {
+                metric: values[qid] for metric, values in per_metric.items() if qid in values
+            }
+    summary = {name: mean_metrics(per_metric) for name, per_metric in per_run.items()}
+    graded, binary = inferred_qrels(results)
+    write_trec_qrels(out / "inferred_qrels.txt", graded)
+    write_json(out / "per_query.json", results)
+    report: dict[str, Any] = {"labeler": config.labeler, "k": config.k, "mean": summary}
+    if len(runs) > 1:
+        report["comparison"] = compare_runs(runs, graded, binary, config.k, config.stat_test)
+    ppi = report_ppi(config, per_run, results, human, human_pairs, (query_design, pair_design))
+    if ppi is not None:
+        report["ppi"] = ppi
+    write_json(out / "metrics.json", report)
+    print(metrics_table(summary), end="")
+    if "comparison" in report:
+        for key, table in report["comparison"].items():
+            if key.startswith("table_"):
+                print(table)
+    if "ppi" in report:
+        print(f"\n{ppi_heading(report['ppi'], config.k)}\n")
+        print(ppi_table(report["ppi"]), end="")
+    write_provenance(out, "eval.search", config, None if args is None else list(args))
+    print(f"wrote {out}/metrics.json, per_query.json, inferred_qrels.txt (TREC format)")
+    logger.debug(json.dumps(summary))
+    if config.report:
+        from eval.report.page import write_report
+
+        print(f"wrote {write_report(out)}")
+
+
+if __name__ == "__main__":
+    run_main(main)

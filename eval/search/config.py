@@ -1,0 +1,103 @@
+"""eval.search's settings and the files it reads and writes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from data.cli import bounded, check_choices, choice
+
+PRIMARY_METRIC = "ndcg@{k}"
+
+
+@dataclass
+class SearchEvalConfig:
+    run: str = field(default="", metadata={"help": "TREC run to evaluate."})
+    compare: list[str] = field(
+        default_factory=list, metadata={"help": "More runs to compare with --run."}
+    )
+    corpus: str = field(
+        default="", metadata={"help": "BEIR folder (or corpus.jsonl) holding the documents."}
+    )
+    queries: str | None = field(
+        default=None, metadata={"help": "queries.jsonl (default: beside the corpus)."}
+    )
+    labeler: str = field(
+        default="",
+        metadata={
+            "help": "grader:PATH, judge:CONFIG.yaml, qrels:PATH, judgments:PATH, erag:READER.yaml, "
+            "erag-em:READER.yaml, answers:QUERIES.jsonl or gold-doc:QRELS."
+        },
+    )
+    k: int = bounded(10, 1, help="Cut-off: hits labelled per query and metric depth.")
+    num_relevant_from: str | None = field(
+        default=None,
+        metadata={
+            "help": "qrels file giving each query's number of relevant documents (recall@k)."
+        },
+    )
+    stat_test: str = choice(
+        "student",
+        ("student", "fisher", "tukey"),
+        "ranx's paired test: Student's t, Fisher's randomization or Tukey's HSD.",
+    )
+    out: str = field(default="runs/search", metadata={"help": "Output folder."})
+    batch_queries: int = bounded(16, 1, help="Queries labelled per batched grader pass.")
+    label_cache: str | None = field(
+        default=None, metadata={"help": "Label cache folder (default: OUT/labels)."}
+    )
+    human: str | None = field(
+        default=None,
+        metadata={
+            "help": "Human judgments of a random sample of the queries (qrels on the 0-3 scale, "
+            "binary 0/1 read as 0/3, a judgments JSONL or an eval.annotate folder; a grade off the "
+            "scale is refused): prediction-powered (PPI++) estimates and confidence "
+            "intervals of every metric and paired difference. A sample not drawn by eval.ppi is "
+            "checked: a warning when the judged queries' labeler NDCG@k differs from the other "
+            "queries' (two-sided Mann-Whitney p < 0.01); metrics.json records how it was drawn."
+        },
+    )
+    human_pairs: str | None = field(
+        default=None,
+        metadata={
+            "help": "Human labels of a random sample of the runs' top-k hits (judgments JSONL or "
+            "an eval.annotate folder): PPI++ estimates of each run's share of relevant hits in "
+            "its top k. Each run's interval uses the judged hits in its top k; the others are "
+            "ignored, with a warning and their count in metrics.json (judged_pairs_used)."
+        },
+    )
+    draw: str | None = field(
+        default=None,
+        metadata={
+            "help": "The eval.ppi draw file the human sample came from: the estimate valid under "
+            "its design (found by itself in an eval.annotate folder)."
+        },
+    )
+    alpha: float = bounded(
+        0.05, 0, 1, help="1 - confidence level of the intervals.", open_low=True, open_high=True
+    )
+    interval: str = choice("t", ("t", "normal"), "Interval: Student's t (n - 1 df) or normal.")
+    report: bool = field(
+        default=True,
+        metadata={"help": "Also write OUT/report.html, the evaluation as one page (eval.report)."},
+    )
+
+    def __post_init__(self) -> None:
+        check_choices(self)  # YAML values too, before any labelling is paid for
+
+
+# What eval.search writes into --out (the folder may hold other files, the runs among them).
+SEARCH_OUTPUTS = ("metrics.json", "per_query.json", "inferred_qrels.txt", "labels")
+
+
+def search_inputs(config: SearchEvalConfig) -> list[tuple[str, str | None]]:
+    """(flag, path) of every file or folder the command reads, the labeler's among them."""
+    labeler_path = config.labeler.partition(":")[2]
+    return [
+        ("run", config.run),
+        *(("compare", path) for path in config.compare),
+        ("corpus", config.corpus),
+        ("human", config.human),
+        ("human_pairs", config.human_pairs),
+        ("labeler", labeler_path if Path(labeler_path).exists() else None),
+    ]

@@ -1,0 +1,224 @@
+"""People's judgments for eval.search: reading them (qrels, judgments JSONL, a judging session),
+checking them against the runs and the draw, and the metrics they give."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from data.beir import (
+    Qrels,
+    Run,
+    graded_qrels,
+    ranked,
+    read_qrels,
+)
+from eval.search.config import PRIMARY_METRIC, SearchEvalConfig
+from eval.search.metrics import ranx_metrics
+
+logger = logging.getLogger(__name__)
+
+
+def human_qrels(path: str) -> Qrels:
+    """Human grades from a qrels file, a judgments JSONL or an eval.annotate session folder (its
+    assessors' grades folded into one per hit, as its qrels.txt holds them)."""
+    from eval.annotate.store import as_qrels, fold, read_judgments, session_folder
+
+    if session_folder(path) is not None or str(path).endswith(".jsonl"):
+        return as_qrels(fold(read_judgments(path)))
+    return on_grade_scale(graded_qrels(read_qrels(path), path), path)
+
+
+def on_grade_scale(qrels: Qrels, path: str) -> Qrels:
+    """Human qrels on the 0-3 scale, as a judgments file must be; a grade off it is refused (NDCG's
+    gain 2^g - 1 would count a 4 as 15, a relevant 3 as 7)."""
+    from data.records import MAX_GRADE
+
+    off = sorted(
+        (q, d, g) for q, docs in qrels.items() for d, g in docs.items() if not 0 <= g <= MAX_GRADE
+    )
+    if off:
+        qid, doc_id, grade = off[0]
+        raise ValueError(
+            f"human: {path}: grade {grade} of {qid}/{doc_id} is off the 0-{MAX_GRADE} scale "
+            f"({len(off)} such pair(s)); map the grades onto 0-{MAX_GRADE} first"
+        )
+    return qrels
+
+
+def human_design(config: SearchEvalConfig):
+    """The design the human sample was drawn under (:class:`eval.design.Design`): --draw, or the
+    draw recorded by the eval.annotate session that holds the judgments; None for a sample of
+    unknown design (read as a uniform draw)."""
+    from eval.annotate.store import read_session, session_folder
+    from eval.design import design_from_dict, read_design
+
+    if config.draw:
+        return read_design(config.draw)
+    for path in (config.human, config.human_pairs):
+        folder = session_folder(path) if path else None
+        draw = read_session(folder).get("draw") if folder else None
+        if draw:
+            return design_from_dict(draw, str(folder))
+    return None
+
+
+def sample_designs(config: SearchEvalConfig) -> tuple[Any, Any]:
+    """(the design of --human's queries, the design of --human_pairs' hits); None: uniform."""
+    design = human_design(config)
+    if design is None:
+        return None, None
+    flag = "--human" if design.unit == "queries" else "--human_pairs"
+    if not (config.human if design.unit == "queries" else config.human_pairs):
+        raise ValueError(f"draw: a draw of {design.unit} is for {flag}; give {flag}")
+    return (design, None) if design.unit == "queries" else (None, design)
+
+
+def check_sample(design, judged: set, unit: str, flag: str) -> None:
+    """Before any labelling: the human sample is the draw's (every drawn unit judged, nothing
+    else judged) and its unit is the one ``flag`` estimates with."""
+    if design is None:
+        return
+    if design.unit != unit:
+        raise ValueError(f"{flag}: the draw samples {design.unit}; {flag} needs a draw of {unit}")
+    extra = sorted(map(str, judged - set(design.drawn)))
+    missing = sorted(map(str, set(design.drawn) - judged))
+    if extra or missing:
+        raise ValueError(
+            f"{flag}: the judgments are not the draw's sample ({len(missing)} drawn {unit} not "
+            f"judged, {len(extra)} judged but not drawn; first: {(missing or extra)[0]})"
+        )
+
+
+def check_judged_hits(path: str, runs: dict[str, Run], k: int) -> None:
+    """An eval.annotate session's judged queries must have every hit of each run's top k judged
+    (an unjudged hit would count as not relevant)."""
+    from eval.annotate.store import session_folder
+
+    if session_folder(path) is None:
+        return
+    qrels = human_qrels(path)
+    for name, run in runs.items():
+        for qid in sorted(set(qrels) & set(run)):
+            for doc_id, _ in ranked(run[qid])[:k]:
+                if doc_id not in qrels[qid]:
+                    raise ValueError(
+                        f"human: {path}: run {name}'s top {k} of query {qid!r} holds {doc_id!r}, "
+                        "which is not judged; judge it on the page (the same runs, --k >= "
+                        f"{k}) or give eval.search the runs and k that were judged"
+                    )
+
+
+def human_metrics(
+    path: str, runs: dict[str, Run], k: int
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Per-run, per-query metrics of the queries that ``path`` judges, under those judgments as
+    trec_eval reads them (every judged document counts towards the ideal ranking; an unjudged hit
+    is not relevant)."""
+    from data.records import label_from_grade
+
+    qrels = human_qrels(path)
+    if len(qrels) < 2:
+        raise ValueError(f"human: {path} judges {len(qrels)} queries; an interval needs at least 2")
+    out = {}
+    for name, run in runs.items():
+        missing = sorted(set(qrels) - set(run))
+        if missing:
+            raise ValueError(
+                f"human: {path} judges {len(missing)} queries that {name} does not have "
+                f"(first: {missing[0]}); give judgments for queries of the run"
+            )
+        top = {qid: dict(ranked(run[qid])[:k]) for qid in qrels}
+        graded = {qid: dict(qrels[qid]) for qid in top}
+        binary = {qid: {d: label_from_grade(g) for d, g in qrels[qid].items()} for qid in top}
+        out[name] = ranx_metrics(graded, binary, top, k, recall=False)
+    return out
+
+
+# Below this p the judged queries' labeler values are called implausible for a random draw.
+RANDOM_SAMPLE_P = 0.01
+
+
+def describe_sample(design: Any) -> dict[str, Any]:
+    """How the human sample was drawn, for metrics.json: eval.ppi's draw (its design, seed and
+    sources), or unknown (read as a simple random sample, which PPI++ needs)."""
+    if design is None:
+        return {"drawn_by": None, "design": "unknown: read as a simple random sample"}
+    return {
+        "drawn_by": "eval.ppi",
+        "design": design.describe(),
+        "seed": design.seed,
+        "sources": design.sources,
+    }
+
+
+def check_random_sample(
+    config: SearchEvalConfig,
+    per_run: dict[str, dict[str, dict[str, float]]],
+    judged: set[str],
+    design: Any,
+) -> dict[str, Any] | None:
+    """A sample of unknown design, checked against what a random draw would give: the first
+    run's labeler NDCG@k of the judged and of the other queries, compared by a two-sided
+    Mann-Whitney (rank-sum) test, with a warning below p = RANDOM_SAMPLE_P. None for an
+    eval.ppi draw (random by construction; a stratified one is meant to differ)."""
+    from scipy.stats import mannwhitneyu
+
+    if design is not None:
+        return None
+    run, per_metric = next(iter(per_run.items()))
+    metric = PRIMARY_METRIC.format(k=config.k)
+    inside = [v for q, v in sorted(per_metric[metric].items()) if q in judged]
+    outside = [v for q, v in sorted(per_metric[metric].items()) if q not in judged]
+    if len(inside) < 2 or len(outside) < 2:
+        return None
+    p = float(mannwhitneyu(inside, outside, alternative="two-sided").pvalue)
+    p = 1.0 if p != p else p  # every value tied: nothing to tell them apart
+    if p < RANDOM_SAMPLE_P:
+        logger.warning(
+            "human: %s: the judged queries' labeler %s on %s (mean %.3f) is unlike the other "
+            "queries' (mean %.3f; Mann-Whitney p = %.2g < %g): PPI++ is valid only for a random "
+            "sample of the queries; draw them with eval.ppi",
+            config.human,
+            metric,
+            run,
+            sum(inside) / len(inside),
+            sum(outside) / len(outside),
+            p,
+            RANDOM_SAMPLE_P,
+        )
+    test = f"two-sided Mann-Whitney of the labeler's {metric} on {run}, judged vs other queries"
+    return {"test": test, "p": p, "random_plausible": p >= RANDOM_SAMPLE_P}
+
+
+def judged_queries(human: dict[str, dict[str, dict[str, float]]]) -> set[str]:
+    """The queries of :func:`human_metrics`' values."""
+    return {qid for values in next(iter(human.values())).values() for qid in values}
+
+
+def read_human_pairs(path: str) -> dict[tuple[str, str], int]:
+    """{(qid, doc_id): 0/1} from a judgments JSONL of human labels or an eval.annotate folder
+    (several assessors' labels folded into one per hit; error records refused)."""
+    from eval.annotate.store import fold, read_judgments
+
+    try:
+        labels = fold(read_judgments(path), "label")
+    except ValueError as exc:
+        raise ValueError(f"human_pairs: {exc}") from None
+    if len(labels) < 2:
+        raise ValueError(f"human_pairs: {path} labels {len(labels)} pairs; at least 2 are needed")
+    return labels
+
+
+def read_human(config: SearchEvalConfig, runs: dict[str, Run]) -> tuple[Any, Any, tuple]:
+    """(--human's per-run metrics, --human_pairs' labels, their designs), checked against the
+    runs and the draw before any hit is labelled."""
+    designs = sample_designs(config)
+    human = human_metrics(config.human, runs, config.k) if config.human else None
+    if config.human and human is not None:
+        check_judged_hits(config.human, runs, config.k)
+        check_sample(designs[0], judged_queries(human), "queries", "--human")
+    human_pairs = read_human_pairs(config.human_pairs) if config.human_pairs else None
+    if human_pairs is not None:
+        check_sample(designs[1], set(human_pairs), "hits", "--human_pairs")
+    return human, human_pairs, designs

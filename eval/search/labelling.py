@@ -1,0 +1,74 @@
+"""Labelling runs: every run's top-k hits through one labeler (cached by the labeler)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from data.beir import (
+    Collection,
+    Run,
+    ranked,
+    read_corpus,
+    read_queries,
+)
+from eval.labelers import Hit, Labeler
+from eval.search.config import SearchEvalConfig
+
+
+def load_texts(config: SearchEvalConfig) -> tuple[dict, dict[str, str]]:
+    path = Path(config.corpus)
+    if path.is_dir():
+        collection = Collection.load(path)
+        return collection.corpus, read_queries(
+            config.queries
+        ) if config.queries else collection.queries
+    if not config.queries:
+        raise ValueError("queries: give --queries with a corpus.jsonl file")
+    return read_corpus(path), read_queries(config.queries)
+
+
+def label_runs(
+    config: SearchEvalConfig, labeler: Labeler, runs: dict[str, Run]
+) -> dict[str, dict[str, Any]]:
+    """Per-run, per-query labels and metrics; every (query, doc) is labelled once across runs."""
+    corpus, queries = load_texts(config)
+    results: dict[str, dict[str, Any]] = {}
+    for name, run in runs.items():
+        per_query: dict[str, Any] = {}
+        qids = sorted(run)
+        bar = tqdm(total=len(qids), desc=f"labelling {name}", unit="query")
+        for start in range(0, len(qids), config.batch_queries):
+            batch = []
+            for qid in qids[start : start + config.batch_queries]:
+                if qid not in queries:
+                    raise KeyError(f"query {qid!r} of {name} is not in the queries file")
+                hits = []
+                for doc_id, _ in ranked(run[qid])[: config.k]:
+                    doc = corpus.get(doc_id)
+                    if doc is None:
+                        raise KeyError(f"document {doc_id!r} of {name} is not in the corpus")
+                    hits.append(Hit(doc_id=doc_id, text=doc.text, title=doc.title or None))
+                batch.append((qid, queries[qid], hits))
+            labelled = labeler.label_many(batch)
+            for (qid, _, hits), labels in zip(batch, labelled, strict=True):
+                per_query[qid] = {
+                    "hits": [
+                        {
+                            "index": i,
+                            "id": h.doc_id,
+                            "relevant": lab.relevant,
+                            "score": lab.score,
+                            "grade": lab.grade,
+                            "justification": lab.justification,
+                        }
+                        for i, (h, lab) in enumerate(zip(hits, labels, strict=True))
+                    ],
+                    "usage": {"evaluation_input_tokens": sum(lab.input_tokens for lab in labels)},
+                }
+            bar.update(len(batch))
+        bar.close()
+        results[name] = per_query
+    return results

@@ -1,0 +1,256 @@
+"""Retrieval metrics through ranx, with trec_eval's tie rule: one query's hits (the library's
+:func:`evaluate_query`), a run's queries pooled, and paired tests between runs.
+
+Graded NDCG with the 2^rel − 1 gain (``ndcg_burges``); MAP, MRR, precision, recall and hit rate
+on binary relevance (grade >= 2, or the labeler's verdict)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from data.beir import (
+    Qrels,
+    Run,
+    ranked,
+)
+from data.io import markdown_table
+from eval.labelers import Hit, HitLabel, Labeler, QrelsLabeler
+
+
+def in_trec_eval_order(run: Run, k: int | None = None) -> Run:
+    """The run's top ``k`` (all when None) with scores replaced by strictly decreasing ones in
+    :func:`data.beir.ranked`'s order, so that ranx, whose tie order is its own argsort's, sees the
+    ranking trec_eval sees."""
+    out: Run = {}
+    for qid, scores in run.items():
+        top = ranked(scores)[:k]
+        out[qid] = {doc_id: float(len(top) - i) for i, (doc_id, _) in enumerate(top)}
+    return out
+
+
+def ranx_metrics(
+    graded: Qrels, binary: Qrels, run: Run, k: int, recall: bool
+) -> dict[str, dict[str, float]]:
+    """Per-query metrics with ranx; returns {metric: {qid: value}}."""
+    import warnings
+
+    from ranx import Qrels as RanxQrels
+    from ranx import Run as RanxRun
+    from ranx import evaluate
+
+    names_binary = ["map", "mrr", f"precision@{k}", f"hit_rate@{k}"] + (
+        [f"recall@{k}"] if recall else []
+    )
+    names_graded = [f"ndcg_burges@{k}"]
+    out: dict[str, dict[str, float]] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ranx_run = RanxRun(in_trec_eval_order(run))
+        graded_scores = evaluate(
+            RanxQrels(graded),
+            ranx_run,
+            names_graded,
+            return_mean=False,
+            make_comparable=True,
+        )
+        binary_scores = evaluate(
+            RanxQrels(binary), ranx_run, names_binary, return_mean=False, make_comparable=True
+        )
+    qids = list(ranx_run.keys())
+    rename = {f"ndcg_burges@{k}": f"ndcg@{k}", f"hit_rate@{k}": f"hit@{k}"}
+    scores = {**_as_dict(graded_scores, names_graded), **_as_dict(binary_scores, names_binary)}
+    for name, values in scores.items():
+        out[rename.get(name, name)] = {qid: float(v) for qid, v in zip(qids, values, strict=True)}
+    return out
+
+
+def _as_dict(scores: Any, names: list[str]) -> dict[str, Any]:
+    """ranx returns a dict for several metrics and a bare array for one."""
+    return scores if isinstance(scores, dict) else {names[0]: scores}
+
+
+def _qrels_from_labels(
+    qid: str, hits: Sequence[Hit], labels: Sequence[HitLabel]
+) -> tuple[Qrels, Qrels]:
+    graded = {qid: {h.doc_id: lab.gain_grade for h, lab in zip(hits, labels, strict=True)}}
+    binary = {qid: {h.doc_id: int(lab.relevant) for h, lab in zip(hits, labels, strict=True)}}
+    return graded, binary
+
+
+def _add_unretrieved_relevant(
+    binary: Qrels, graded: Qrels, qid: str, num_relevant: int | None
+) -> None:
+    """Recall needs every relevant document; stand-ins for those the list missed."""
+    if num_relevant is None:
+        return
+    found = sum(binary[qid].values())
+    for i in range(max(0, num_relevant - found)):
+        binary[qid][f"__unretrieved_{i}"] = 1
+        graded[qid].setdefault(f"__unretrieved_{i}", 0)
+
+
+def metrics_table(mean: dict[str, dict[str, float]], digits: int = 4) -> str:
+    """One row per run of its mean metrics (Markdown)."""
+    names = sorted(next(iter(mean.values())))
+    rows = [[run, *(f"{values[m]:.{digits}f}" for m in names)] for run, values in mean.items()]
+    return markdown_table(["run", *names], rows)
+
+
+def evaluate_query(
+    query: str,
+    hits: Sequence[Hit],
+    labeler: Labeler,
+    *,
+    qid: str = "q",
+    k: int = 10,
+    num_relevant: int | None = None,
+    labels: Sequence[HitLabel] | None = None,
+) -> dict[str, Any]:
+    """Label one query's ranked hits and compute its metrics."""
+    if not hits:
+        raise ValueError("hits: at least one hit is needed")
+    first_seen: dict[str, int] = {}
+    for i, hit in enumerate(hits):
+        if hit.doc_id in first_seen:
+            raise ValueError(
+                f"hits: id {hit.doc_id!r} is listed twice (hits {first_seen[hit.doc_id]} and {i})"
+            )
+        first_seen[hit.doc_id] = i
+    labels = list(labels) if labels is not None else labeler.label(qid, query, hits)
+    graded, binary = _qrels_from_labels(qid, hits, labels)
+    _add_unretrieved_relevant(binary, graded, qid, num_relevant)
+    run = {qid: {h.doc_id: float(len(hits) - i) for i, h in enumerate(hits)}}
+    per_metric = ranx_metrics(graded, binary, run, k, recall=num_relevant is not None)
+    return {
+        "hits": [
+            {
+                "index": i,
+                "id": hit.doc_id,
+                "relevant": label.relevant,
+                "score": label.score,
+                "grade": label.grade,
+                "justification": label.justification,
+            }
+            for i, (hit, label) in enumerate(zip(hits, labels, strict=True))
+        ],
+        "metrics": {name: values[qid] for name, values in per_metric.items()},
+        "usage": {"evaluation_input_tokens": sum(label.input_tokens for label in labels)},
+    }
+
+
+def pooled_metrics(
+    runs: dict[str, Run],
+    results: dict[str, dict[str, Any]],
+    k: int,
+    num_relevant: QrelsLabeler | None = None,
+) -> dict[str, dict[str, dict[str, float]]]:
+    """Per-run, per-query metrics against the labels pooled over all runs (as TREC pools
+    judgments), so that every run is scored against the same relevant set."""
+    graded, binary = inferred_qrels(results)
+    out = {}
+    for name, run in runs.items():
+        top = {qid: dict(ranked(run[qid])[:k]) for qid in results[name]}
+        graded_q = {qid: dict(graded.get(qid, {})) for qid in top}
+        binary_q = {qid: dict(binary.get(qid, {})) for qid in top}
+        if num_relevant is not None:
+            for qid in top:
+                _add_unretrieved_relevant(binary_q, graded_q, qid, num_relevant.num_relevant(qid))
+        out[name] = ranx_metrics(graded_q, binary_q, top, k, recall=num_relevant is not None)
+    return out
+
+
+def mean_metrics(per_metric: dict[str, dict[str, float]]) -> dict[str, float]:
+    return {
+        name: sum(values.values()) / len(values) for name, values in per_metric.items() if values
+    }
+
+
+def inferred_qrels(results: dict[str, dict[str, Any]]) -> tuple[Qrels, Qrels]:
+    """The labels as qrels (graded and binary), merged across runs."""
+    graded: Qrels = {}
+    binary: Qrels = {}
+    for per_query in results.values():
+        for qid, result in per_query.items():
+            for hit in result["hits"]:
+                grade = hit["grade"] if hit["grade"] is not None else int(hit["relevant"])
+                graded.setdefault(qid, {})[hit["id"]] = grade
+                binary.setdefault(qid, {})[hit["id"]] = int(hit["relevant"])
+    return graded, binary
+
+
+def compare_runs(
+    runs: dict[str, Run], graded: Qrels, binary: Qrels, k: int, stat_test: str
+) -> dict[str, Any]:
+    """ranx comparison with paired significance tests on the inferred labels, over each run's
+    top ``k`` in trec_eval's order (the depth and order of the summary's metrics)."""
+    import warnings
+
+    from ranx import Qrels as RanxQrels
+    from ranx import Run as RanxRun
+    from ranx import compare
+
+    tables = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ranx_runs = []
+        for name, run in runs.items():
+            ranx_run = RanxRun(in_trec_eval_order(run, k))
+            ranx_run.name = name
+            ranx_runs.append(ranx_run)
+        for qrels, metrics in (
+            (graded, [f"ndcg_burges@{k}"]),
+            (binary, ["map", "mrr", f"precision@{k}"]),
+        ):
+            report = compare(
+                RanxQrels(qrels),
+                ranx_runs,
+                metrics=metrics,
+                stat_test=stat_test,
+                make_comparable=True,
+            )
+            tables.update({metric: report.to_dict() for metric in metrics})
+            tables[f"table_{metrics[0]}"] = str(report)
+    return tables
+
+
+def label_list_metrics(lists: dict[str, Sequence[float]], k: int) -> dict[str, dict[str, float]]:
+    """Metrics of ranked lists from their own labels in [0, 1] (binary, or eRAG's F1 per
+    document), {qid: metrics}: NDCG@k with the labels as linear gains against the ideal order of
+    the list's labels and MRR of the first label >= 0.5, through ranx; precision = the mean label
+    over k and hit = the largest label (for binary labels, ranx's precision and hit rate)."""
+    import warnings
+
+    from ranx import Qrels as RanxQrels
+    from ranx import Run as RanxRun
+    from ranx import evaluate
+
+    tops = {qid: [float(v) for v in values[:k]] for qid, values in lists.items()}
+    out = {
+        qid: {"precision": sum(top) / k, "hit": max(top, default=0.0), "mrr": 0.0, "ndcg": 0.0}
+        for qid, top in tops.items()
+    }
+    run = {
+        qid: {f"d{i}": float(len(top) - i) for i in range(len(top))} for qid, top in tops.items()
+    }
+    # ranx takes integer relevance: the labels in millionths are the same linear gains.
+    gains = {
+        q: {f"d{i}": round(v * 1e6) for i, v in enumerate(t) if v > 0} for q, t in tops.items()
+    }
+    found = {q: {f"d{i}": 1 for i, v in enumerate(t) if v >= 0.5} for q, t in tops.items()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for metric, qrels in ((f"ndcg@{k}", gains), ("mrr", found)):
+            judged = {q: docs for q, docs in qrels.items() if docs}
+            if not judged:
+                continue
+            scores = evaluate(
+                RanxQrels(judged),
+                RanxRun({q: run[q] for q in judged}),
+                metric,
+                return_mean=False,
+                make_comparable=True,
+            )
+            for qid, value in zip(judged, scores, strict=True):
+                out[qid][metric.split("@")[0]] = float(value)
+    return out

@@ -1,0 +1,229 @@
+"""The PPI++ part of eval.search's report: every run's metrics corrected by the human sample, with
+intervals, and the relevant share of hits from a sample of judged hits."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from data.io import markdown_table
+from eval.search.config import SearchEvalConfig
+from eval.search.human import check_random_sample, describe_sample, judged_queries
+
+logger = logging.getLogger(__name__)
+
+
+def _stratified(design: Any) -> bool:
+    """A stratified draw gets the estimator valid under its design; a uniform one (or a sample
+    of unknown design) gets PPI++, which measured as wide or narrower on uniform draws."""
+    return design is not None and design.kind != "uniform"
+
+
+def estimator_name(config: SearchEvalConfig, design: Any) -> str:
+    if not _stratified(design):
+        return f"PPI++ with a power-tuned lambda, {config.interval} interval"
+    return (
+        f"PPI++ under the draw's design ({design.describe()}): the mean over the "
+        f"{len(design.population)} {design.unit} drawn from, {config.interval} interval"
+    )
+
+
+def ppi_estimates(
+    config: SearchEvalConfig,
+    per_run: dict[str, dict[str, dict[str, float]]],
+    human: dict[str, dict[str, dict[str, float]]],
+    design: Any = None,
+) -> dict[str, Any]:
+    """For every run and metric, and every compared run's paired difference with the first: the
+    labeler's mean over all queries, the human-only interval and the PPI++ interval (``human``:
+    :func:`human_metrics`); under ``design`` (an :class:`eval.design.Design` of queries) the
+    estimates valid under it."""
+    from eval.design import design_estimate
+    from eval.ppi import estimate_metric, paired_difference
+
+    def estimates(
+        labeler: dict[str, dict[str, float]],
+        truth: dict[str, dict[str, float]],
+        bounds: tuple[float, float],
+    ) -> dict[str, Any]:
+        return {
+            metric: (
+                design_estimate(
+                    design, values, truth[metric], config.alpha, config.interval, bounds
+                )
+                if _stratified(design)
+                else estimate_metric(values, truth[metric], config.alpha, config.interval, bounds)
+            ).to_dict()
+            for metric, values in labeler.items()
+            if metric in truth
+        }
+
+    first, *others = per_run
+    judged = {qid for values in human[first].values() for qid in values}
+    report: dict[str, Any] = {
+        "human": config.human,
+        "judged_queries": len(judged),
+        "estimator": estimator_name(config, design),
+        "confidence": 1 - config.alpha,
+        # Every metric lies in [0, 1], a difference of two in [-1, 1].
+        "runs": {name: estimates(per_run[name], human[name], (0.0, 1.0)) for name in per_run},
+        "differences": {},
+    }
+    for other in others:
+        labeler_diff = {
+            m: paired_difference(per_run[other][m], per_run[first][m]) for m in per_run[first]
+        }
+        human_diff = {
+            m: paired_difference(human[other][m], human[first][m])
+            for m in human[first]
+            if m in human[other]
+        }
+        report["differences"][f"{other} - {first}"] = estimates(
+            labeler_diff, human_diff, (-1.0, 1.0)
+        )
+    return report
+
+
+def pair_estimates(
+    config: SearchEvalConfig,
+    results: dict[str, dict[str, Any]],
+    human: dict[tuple[str, str], int],
+    design: Any = None,
+) -> dict[str, Any]:
+    """Each run's share of relevant hits in its top k, from the labeler's label of every hit and
+    the human labels of a random sample of hits (PPI++ over pairs; under ``design``, a draw of
+    hits, the estimate valid under it)."""
+    from eval.design import design_estimate
+    from eval.ppi import estimate_metric
+
+    out = {}
+    for name, per_query in results.items():
+        labeler = _top_k_labels(per_query)
+        truth = {pair: float(human[pair]) for pair in labeler if pair in human}
+        if len(truth) < 2:
+            raise ValueError(
+                f"human_pairs: {config.human_pairs} labels {len(truth)} of {name}'s top-{config.k} "
+                "hits; at least 2 are needed"
+            )
+        arguments = (config.alpha, config.interval, (0.0, 1.0))
+        if _stratified(design):
+            estimates = design_estimate(design, labeler, truth, *arguments)
+        else:
+            estimates = estimate_metric(labeler, truth, *arguments)
+        out[name] = {"relevant share": estimates.to_dict()}
+    return out
+
+
+def _top_k_labels(per_query: dict[str, Any]) -> dict[tuple[str, str], float]:
+    """{(qid, doc_id): the labeler's 0/1} of one run's labelled top k."""
+    return {
+        (qid, hit["id"]): float(hit["relevant"])
+        for qid, result in per_query.items()
+        for hit in result["hits"]
+    }
+
+
+def pairs_used(
+    config: SearchEvalConfig, results: dict[str, dict[str, Any]], human: dict
+) -> dict[str, int]:
+    """{run: judged hits in its top k}, the ones its interval uses; a warning names each run that
+    leaves judged hits out (they say nothing about its top k, and the judged hits must be a random
+    sample of the hits measured)."""
+    used = {name: len(set(_top_k_labels(q)) & set(human)) for name, q in results.items()}
+    for name, count in used.items():
+        if count < len(human):
+            logger.warning(
+                "human_pairs: %s: %d of the %d judged hits are not in %s's top %d and are "
+                "ignored; its interval uses %d (judge a random sample of the runs' top-k hits: "
+                "eval.ppi --unit hits --k %d draws one)",
+                config.human_pairs,
+                len(human) - count,
+                len(human),
+                name,
+                config.k,
+                count,
+                config.k,
+            )
+    return used
+
+
+def ppi_table(report: dict[str, Any]) -> str:
+    """The PPI report as one Markdown table."""
+
+    def cell(interval: dict[str, float]) -> str:
+        return f"{interval['estimate']:.3f} [{interval['low']:.3f}, {interval['high']:.3f}]"
+
+    rows = [
+        [
+            system,
+            metric,
+            f"{entry['labeler_mean']:.3f}",
+            cell(entry["human_only"]),
+            cell(entry["ppi"]),
+            f"{entry['ppi']['lam']:.2f}",
+            f"{entry['effective_human_queries']:.1f}",
+        ]
+        for group in ("runs", "differences", "pairs")
+        if group in report
+        for system, metrics in report[group].items()
+        for metric, entry in metrics.items()
+    ]
+    confidence = f"{report['confidence']:.0%}"
+    header = [
+        "system",
+        "metric",
+        "labeler mean",
+        f"human only ({confidence})",
+        f"PPI++ ({confidence})",
+        "λ",
+        "worth (human queries)",
+    ]
+    return markdown_table(header, rows)
+
+
+def ppi_heading(ppi: dict[str, Any], k: int) -> str:
+    """The line above the PPI table: what was judged, and how many sampled hits each run used."""
+    used = ppi.get("judged_pairs_used") or {}
+    hits = f"{ppi.get('judged_pairs', 0)} sampled hits"
+    if any(count < ppi["judged_pairs"] for count in used.values()):
+        counts = ", ".join(f"{name} {count}" for name, count in used.items())
+        hits += f" (in each run's top {k}, the ones used: {counts}; the others ignored)"
+    queries = f"{ppi['judged_queries']} queries"
+    heading = f"With human judgments for {queries} and {hits} ({ppi['estimator']}):"
+    if ppi.get("judged_queries") and "sample" in ppi:
+        heading += f"\nThe judged queries: {ppi['sample']['design']}"
+    return heading
+
+
+def report_ppi(
+    config: SearchEvalConfig,
+    per_run: dict[str, dict[str, dict[str, float]]],
+    results: dict[str, dict[str, Any]],
+    human: dict[str, dict[str, dict[str, float]]] | None,
+    human_pairs: dict[tuple[str, str], int] | None,
+    designs: tuple[Any, Any],
+) -> dict[str, Any] | None:
+    """metrics.json's ``ppi``: the runs' metrics corrected by --human's judged queries, and the
+    relevant share of hits from --human_pairs' judged hits, each with how its sample was drawn;
+    None without human judgments."""
+    query_design, pair_design = designs
+    ppi: dict[str, Any] | None = None
+    if human is not None:
+        ppi = ppi_estimates(config, per_run, human, query_design)
+        judged = judged_queries(human)
+        ppi["sample"] = describe_sample(query_design) | {
+            "check": check_random_sample(config, per_run, judged, query_design)
+        }
+    if human_pairs is not None:
+        ppi = ppi or {
+            "runs": {},
+            "differences": {},
+            "judged_queries": 0,
+            "confidence": 1 - config.alpha,
+            "estimator": estimator_name(config, pair_design),
+        }
+        ppi["pairs"] = pair_estimates(config, results, human_pairs, pair_design)
+        ppi["judged_pairs"] = len(human_pairs)
+        ppi["judged_pairs_used"] = pairs_used(config, results, human_pairs)
+        ppi["pairs_sample"] = describe_sample(pair_design)
+    return ppi
