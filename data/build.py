@@ -41,8 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from data.cli import bounded, check_choices, choice, parse_config, run_main
-from data.io import (
+from data.core.cli import bounded, check_choices, choice, parse_config, run_main
+from data.core.io import (
     RecordError,
     check_replaceable,
     read_numbered_records,
@@ -51,7 +51,7 @@ from data.io import (
     write_json,
     write_jsonl,
 )
-from data.records import (
+from data.core.records import (
     DEFAULT_RELEVANCE_THRESHOLD,
     EMPTY_DOCUMENT,
     Judgment,
@@ -163,7 +163,7 @@ def load_judgments(config: BuildConfig) -> tuple[list[dict[str, Any]], dict[str,
     """Valid, de-duplicated rows with a binary label, and the cleaning report.
 
     A pair judged twice keeps its last judgment, and conflicting verdicts are counted in a warning
-    (:func:`data.records.keep_last`, the policy of every judgments reader). A query id with two
+    (:func:`data.core.records.keep_last`, the policy of every judgments reader). A query id with two
     different texts, or a document with no text, is an error.
     """
     skipped: list[RecordError] | None = None if config.strict else []

@@ -33,9 +33,9 @@ from pathlib import Path
 import numpy as np
 
 from data.beir import Collection, Run, write_trec_run
-from data.cli import bounded, parse_config, run_main
-from data.io import fingerprint, write_json, write_jsonl
-from data.records import Pair, document_text
+from data.core.cli import bounded, parse_config, run_main
+from data.core.io import fingerprint, write_json, write_jsonl
+from data.core.records import Pair, document_text
 
 logger = logging.getLogger(__name__)
 RETRIEVERS = ("dense", "bm25")

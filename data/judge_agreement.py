@@ -21,10 +21,10 @@ from typing import Any
 import numpy as np
 
 from data.beir import graded_qrels, read_qrels
-from data.cli import parse_config, run_main
-from data.io import atomic_writer, markdown_table, read_records, write_json
-from data.metrics import label_metrics
-from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, label_from_grade
+from data.core.cli import parse_config, run_main
+from data.core.io import atomic_writer, markdown_table, read_records, write_json
+from data.core.metrics import label_metrics
+from data.core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, label_from_grade
 
 
 @dataclass

@@ -36,11 +36,11 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from data.beir import Collection, read_trec_run
-from data.cli import bounded, parse_config, run_main
-from data.io import KeyedCache, read_records, refuse_overlap, write_json, write_jsonl
+from data.core.cli import bounded, parse_config, run_main
+from data.core.io import KeyedCache, read_records, refuse_overlap, write_json, write_jsonl
+from data.core.records import Judgment, Pair
 from data.judges.backends import BATCH_BACKENDS, JudgeConfig, make_backend
 from data.judges.prompts import Prompt, load_prompt
-from data.records import Judgment, Pair
 
 logger = logging.getLogger(__name__)
 MIN_REPLIES_CHECKED = 20  # the share of unusable replies is judged from this many on

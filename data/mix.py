@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from data.beir import Collection
-from data.cli import parse_config, run_main
-from data.io import READ_ENCODING, refuse_overlap, write_json, write_jsonl
-from data.records import Judgment, label_from_grade
+from data.core.cli import parse_config, run_main
+from data.core.io import READ_ENCODING, refuse_overlap, write_json, write_jsonl
+from data.core.records import Judgment, label_from_grade
 
 
 @dataclass

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data.cli import bounded, parse_config, run_main
-from data.io import (
+from data.core.cli import bounded, parse_config, run_main
+from data.core.io import (
     RecordError,
     iter_json_lines,
     refuse_overlap,

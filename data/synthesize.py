@@ -50,8 +50,8 @@ from tqdm.auto import tqdm
 
 from data.beir import Collection, Document
 from data.candidates import RETRIEVERS
-from data.cli import bounded, check_choices, choice, parse_config, run_main
-from data.io import (
+from data.core.cli import bounded, check_choices, choice, parse_config, run_main
+from data.core.io import (
     READ_ENCODING,
     KeyedCache,
     fingerprint,
@@ -60,8 +60,8 @@ from data.io import (
     write_json,
     write_jsonl,
 )
+from data.core.records import JudgeInfo, Judgment, Pair, document_text
 from data.judges.backends import JudgeConfig
-from data.records import JudgeInfo, Judgment, Pair, document_text
 from models.llm_client import CHAT_BACKENDS, ChatClient, ChatRequest, Reply
 
 logger = logging.getLogger(__name__)
@@ -492,8 +492,37 @@ class Synthesizer:
         doc_ids = sample_passages(self.collection, c)
         replies, tokens, failed_requests = self.generate(doc_ids, examples_block)
         generated_seconds = time.perf_counter() - start
+        generated, candidates = self.queries_from_replies(replies, example_queries)
+        hits = self.retrieved(candidates)
+        kept = self.round_trip(candidates, hits)
+        pairs = self.pairs_with_negatives(kept, hits)
+        self.write_outputs(generated, kept, pairs)
+        label_summary = self.label(pairs, {r["qid"]: r["doc_id"] for r in kept})
+        fates = Counter((r["error"].split(":")[0] if r.get("error") else "kept") for r in generated)
+        summary = {
+            "passages": len(doc_ids),
+            "replies": len(replies),
+            "failed_requests": failed_requests,
+            "fates": dict(fates.most_common()),
+            "queries": len(kept),
+            "pairs": len(pairs),
+            "generator": self.generator_summary(replies, example_queries, tokens),
+            "labels": label_summary,
+            "seconds": {
+                "writing": round(generated_seconds, 1),
+                "total": round(time.perf_counter() - start, 1),
+            },
+            "config": asdict(c),
+        }
+        write_json(self.out / "synthesis.json", summary)
+        return summary
 
-        # Reply → query, or an error record; then de-duplication.
+    def queries_from_replies(
+        self, replies: dict[tuple[str, int], dict[str, Any]], example_queries: list[str]
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """(every reply as a query or an error record, the queries that passed the reply checks
+        and are no duplicate of a collection query or an earlier one)."""
+        c = self.config
         generated: list[dict[str, Any]] = []
         candidates: list[dict[str, Any]] = []
         seen: set[str] = {normalize(q) for q in self.collection.queries.values()}
@@ -521,18 +550,27 @@ class Synthesizer:
             record["query"] = query
             generated.append(record)
             candidates.append(record)
+        return generated, candidates
 
-        # Round-trip consistency and hard negatives from the retrievers' top lists.
+    def retrieved(self, candidates: list[dict[str, Any]]) -> dict[str, list]:
+        """Each retriever's top list for every candidate query (the filter's and the negatives')."""
+        c = self.config
         queries = [r["query"] for r in candidates]
         depth = max(c.filter_k, c.negative_depth)
-        hits: dict[str, list[list[tuple[str, float]]]] = {}
-        for name in dict.fromkeys(
-            [
-                *([c.filter_retriever] if c.filter_retriever != "none" else []),
-                *(c.negative_retrievers if c.negatives else []),
-            ]
-        ):
-            hits[name] = self.retriever(name).search(queries, depth + 1) if queries else []
+        names = [
+            *([c.filter_retriever] if c.filter_retriever != "none" else []),
+            *(c.negative_retrievers if c.negatives else []),
+        ]
+        return {
+            name: self.retriever(name).search(queries, depth + 1) if queries else []
+            for name in dict.fromkeys(names)
+        }
+
+    def round_trip(
+        self, candidates: list[dict[str, Any]], hits: dict[str, list]
+    ) -> list[dict[str, Any]]:
+        """The queries whose source passage the filter retriever ranks in its top filter_k."""
+        c = self.config
         kept: list[dict[str, Any]] = []
         for index, record in enumerate(candidates):
             record["_index"] = index
@@ -546,16 +584,20 @@ class Synthesizer:
                     continue
                 record["source_rank"] = found.index(record["doc_id"]) + 1
             kept.append(record)
+        return kept
 
+    def pairs_with_negatives(self, kept: list[dict[str, Any]], hits: dict[str, list]) -> list[Pair]:
+        """Each kept query with its source passage and hard negatives drawn (seeded) from every
+        negative retriever's top negative_depth."""
+        c = self.config
         rng = random.Random(c.seed)
         pairs: list[Pair] = []
         for record in kept:
             doc_ids_for_query = [record["doc_id"]]
             for name in c.negative_retrievers if c.negatives else []:
-                index = record["_index"]
                 pool = [
                     d
-                    for d, _ in hits[name][index][: c.negative_depth + 1]
+                    for d, _ in hits[name][record["_index"]][: c.negative_depth + 1]
                     if d not in doc_ids_for_query
                 ][: c.negative_depth]
                 doc_ids_for_query += rng.sample(pool, min(c.negatives, len(pool)))
@@ -570,7 +612,12 @@ class Synthesizer:
                         title=doc.title or None,
                     )
                 )
+        return pairs
 
+    def write_outputs(
+        self, generated: list[dict[str, Any]], kept: list[dict[str, Any]], pairs: list[Pair]
+    ) -> None:
+        """generated.jsonl, the BEIR folder (queries.jsonl beside the corpus) and pairs.jsonl."""
         self.out.mkdir(parents=True, exist_ok=True)
         for record in generated:
             record.pop("_index", None)
@@ -584,40 +631,29 @@ class Synthesizer:
         )
         self.link_corpus()
         write_jsonl(self.out / "pairs.jsonl", pairs)
-        label_summary = self.label(pairs, {r["qid"]: r["doc_id"] for r in kept})
-        fates = Counter((r["error"].split(":")[0] if r.get("error") else "kept") for r in generated)
+
+    def generator_summary(
+        self,
+        replies: dict[tuple[str, int], dict[str, Any]],
+        example_queries: list[str],
+        tokens: dict[str, int],
+    ) -> dict[str, Any]:
         input_tokens = sum(r["usage"]["input_tokens"] for r in replies.values())
         output_tokens = sum(r["usage"]["output_tokens"] for r in replies.values())
-        summary = {
-            "passages": len(doc_ids),
-            "replies": len(replies),
-            "failed_requests": failed_requests,
-            "fates": dict(fates.most_common()),
-            "queries": len(kept),
-            "pairs": len(pairs),
-            "generator": {
-                "backend": self.teacher.backend,
-                "model": self.generator_model,
-                "prompt": self.prompt.id,
-                "examples": example_queries,
-                "input_tokens": input_tokens,
-                "output_tokens": output_tokens,
-                "tokens_this_run": tokens,
-                "estimated_cost": round(
-                    input_tokens / 1e6 * self.teacher.price_input_per_mtok
-                    + output_tokens / 1e6 * self.teacher.price_output_per_mtok,
-                    6,
-                ),
-            },
-            "labels": label_summary,
-            "seconds": {
-                "writing": round(generated_seconds, 1),
-                "total": round(time.perf_counter() - start, 1),
-            },
-            "config": asdict(c),
+        return {
+            "backend": self.teacher.backend,
+            "model": self.generator_model,
+            "prompt": self.prompt.id,
+            "examples": example_queries,
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "tokens_this_run": tokens,
+            "estimated_cost": round(
+                input_tokens / 1e6 * self.teacher.price_input_per_mtok
+                + output_tokens / 1e6 * self.teacher.price_output_per_mtok,
+                6,
+            ),
         }
-        write_json(self.out / "synthesis.json", summary)
-        return summary
 
     def link_corpus(self) -> None:
         """``out`` as a BEIR folder: its queries beside a link to the collection's corpus."""

@@ -14,9 +14,9 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from data.cli import parse_config, run_main
-from data.io import RecordError, read_numbered_records
-from data.records import EMPTY_DOCUMENT, RECORD_TYPES, is_empty_document
+from data.core.cli import parse_config, run_main
+from data.core.io import RecordError, read_numbered_records
+from data.core.records import EMPTY_DOCUMENT, RECORD_TYPES, is_empty_document
 
 
 @dataclass

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from data.records import document_text
+from data.core.records import document_text
 
 BASELINES = ("bm25", "cosine")
 
@@ -100,7 +100,7 @@ class PlattScaling:
     ) -> PlattScaling:
         from sklearn.linear_model import LogisticRegression
 
-        from data.metrics import require_both_classes
+        from data.core.metrics import require_both_classes
 
         require_both_classes(labels, source)
         model = LogisticRegression(C=1e4).fit(np.asarray(scores).reshape(-1, 1), labels)

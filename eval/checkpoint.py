@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 
 from data.beir import graded_qrels, read_qrels
-from data.cli import bounded, check_choices, choice, parse_config, run_main
-from data.io import read_records, write_json, write_jsonl
-from data.metrics import Calibration, best_f1_threshold, binary_metrics, fit_temperature
-from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, document_text, label_from_grade
+from data.core.cli import bounded, check_choices, choice, parse_config, run_main
+from data.core.io import read_records, write_json, write_jsonl
+from data.core.metrics import Calibration, best_f1_threshold, binary_metrics, fit_temperature
+from data.core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, document_text, label_from_grade
 from eval.baselines import BASELINES
 
 logger = logging.getLogger(__name__)
@@ -282,63 +282,17 @@ def evaluate(config: CheckpointEvalConfig, scorer: Scorer | None = None) -> dict
         "pairs_per_second": None if np.isnan(rate) else round(rate, 2),
         "config": asdict(config),
     }
-    calibration = Calibration()
-    threshold = 0.5
+    calibration, threshold = Calibration(), 0.5
     if config.calibration_data:
-        calibration_records = [
-            r for r in read_records(config.calibration_data, Judgment) if r.error is None
-        ]
-        overlap = {(r.qid, r.doc_id) for r in calibration_records} & {
-            (r.qid, r.doc_id) for r in records
-        }
-        if overlap:
-            raise ValueError(
-                f"calibration_data shares {len(overlap)} pair(s) with data: thresholds must not be fitted on "
-                "the evaluated split"
-            )
-        calibration_probabilities, result["calibration_scores"] = _calibration_scores(
-            config, calibration_records, scorer
+        probabilities, calibration, threshold = fit_on_calibration_data(
+            config, records, probabilities, scorer, result
         )
-        valid = ~np.isnan(calibration_probabilities)
-        calibration_labels = np.array([r.label for r in calibration_records])[valid]
-        source = f"calibration_data: {config.calibration_data}"
-        if config.baseline:  # scores -> P(relevant), fitted on the calibration pairs only
-            from eval.baselines import PlattScaling
-
-            platt = PlattScaling.fit(calibration_probabilities[valid], calibration_labels, source)
-            probabilities = platt.apply(probabilities)
-            calibration_probabilities = platt.apply(calibration_probabilities)
-            result["score_mapping"] = platt.to_dict()
-        calibration = fit_temperature(calibration_probabilities[valid], calibration_labels, source)
-        threshold = best_f1_threshold(
-            calibration.apply(calibration_probabilities[valid]), calibration_labels, source
-        )
-        result["calibration"] = calibration.to_dict()
-        result["threshold"] = threshold
-        result["calibration_pairs"] = int(valid.sum())
     calibrated = calibration.apply(probabilities) if config.calibration_data else probabilities
-    result["metrics"] = {}
     qids = np.array([r.qid for r in records])
-    for source, labels in refs.items():
-        mask = ~np.isnan(labels) & ~np.isnan(probabilities)
-        y, queries = labels[mask].astype(int), qids[mask]
-        entry = {
-            "at_0.5": binary_metrics(probabilities[mask], y, 0.5, queries),
-            "oracle_best_f1_threshold": best_f1_threshold(probabilities[mask], y)
-            if len(np.unique(y)) > 1
-            else None,
-            "missing": int((~mask).sum()),
-        }
-        if config.calibration_data:
-            entry["at_validation_threshold"] = binary_metrics(
-                calibrated[mask], y, threshold, queries
-            )
-            entry["ece_uncalibrated"] = entry["at_0.5"]["ece"]
-        if entry["oracle_best_f1_threshold"] is not None:
-            entry["at_oracle_threshold"] = binary_metrics(
-                probabilities[mask], y, entry["oracle_best_f1_threshold"], queries
-            )
-        result["metrics"][source] = entry
+    result["metrics"] = {
+        source: metrics_against(labels, probabilities, calibrated, threshold, qids, config)
+        for source, labels in refs.items()
+    }
     grades = None
     if scored.grade_probabilities is not None:  # the grades on the side of each decision
         from models.scoring import decided_grades
@@ -348,46 +302,123 @@ def evaluate(config: CheckpointEvalConfig, scorer: Scorer | None = None) -> dict
         )
         for source, reference in reference_grades(config, records, refs).items():
             result["metrics"][source]["grades"] = grade_agreement(grades, reference)
-    primary_source = (
-        "human"
-        if "human" in refs and "teacher" not in refs
-        else "teacher"
-        if "teacher" in refs
-        else "human"
-    )
-    primary = result["metrics"][primary_source]
-    chosen = primary.get("at_validation_threshold", primary["at_0.5"])
-    result["primary"] = {"labels": primary_source, "metric": "f1", "value": chosen["f1"]}
-
+    result["primary"] = primary_metric(result["metrics"], refs)
     out = Path(config.out)
-    rows = []
-    for i, record in enumerate(records):
-        row = {
-            "qid": record.qid,
-            "doc_id": record.doc_id,
-            "probability": None if np.isnan(calibrated[i]) else float(calibrated[i]),
-            "predicted": None if np.isnan(calibrated[i]) else int(calibrated[i] >= threshold),
-        }
-        if grades is not None:
-            row["grade"] = int(grades[i])
-        for source, labels in refs.items():
-            row[f"{source}_label"] = None if np.isnan(labels[i]) else int(labels[i])
-        rows.append(row)
-    write_jsonl(out / "predictions.jsonl", rows)
+    write_jsonl(
+        out / "predictions.jsonl", prediction_rows(records, calibrated, threshold, grades, refs)
+    )
     write_json(out / "metrics.json", result)
     if config.plots:
         from eval.plots import write_plots
 
         for source, labels in refs.items():
             mask = ~np.isnan(labels) & ~np.isnan(calibrated)
-            write_plots(
-                calibrated[mask],
-                labels[mask].astype(int),
-                out,
-                prefix=f"{source}_",
-                threshold=threshold,
-            )
+            labelled = labels[mask].astype(int)
+            write_plots(calibrated[mask], labelled, out, prefix=f"{source}_", threshold=threshold)
     return result
+
+
+def fit_on_calibration_data(
+    config: CheckpointEvalConfig,
+    records: list[Judgment],
+    probabilities: np.ndarray,
+    scorer: Scorer | None,
+    result: dict[str, Any],
+) -> tuple[np.ndarray, Calibration, float]:
+    """(the evaluated pairs' P(relevant), a temperature, a threshold), fitted on the
+    calibration pairs only (a baseline's raw scores first mapped by Platt scaling); what was
+    fitted is recorded in ``result``."""
+    calibration_records = [
+        r for r in read_records(config.calibration_data, Judgment) if r.error is None
+    ]
+    overlap = {(r.qid, r.doc_id) for r in calibration_records} & {
+        (r.qid, r.doc_id) for r in records
+    }
+    if overlap:
+        raise ValueError(
+            f"calibration_data shares {len(overlap)} pair(s) with data: thresholds must not be "
+            "fitted on the evaluated split"
+        )
+    calibration_probabilities, result["calibration_scores"] = _calibration_scores(
+        config, calibration_records, scorer
+    )
+    valid = ~np.isnan(calibration_probabilities)
+    calibration_labels = np.array([r.label for r in calibration_records])[valid]
+    source = f"calibration_data: {config.calibration_data}"
+    if config.baseline:  # scores -> P(relevant), fitted on the calibration pairs only
+        from eval.baselines import PlattScaling
+
+        platt = PlattScaling.fit(calibration_probabilities[valid], calibration_labels, source)
+        probabilities = platt.apply(probabilities)
+        calibration_probabilities = platt.apply(calibration_probabilities)
+        result["score_mapping"] = platt.to_dict()
+    calibration = fit_temperature(calibration_probabilities[valid], calibration_labels, source)
+    threshold = best_f1_threshold(
+        calibration.apply(calibration_probabilities[valid]), calibration_labels, source
+    )
+    result["calibration"] = calibration.to_dict()
+    result["threshold"] = threshold
+    result["calibration_pairs"] = int(valid.sum())
+    return probabilities, calibration, threshold
+
+
+def metrics_against(
+    labels: np.ndarray,
+    probabilities: np.ndarray,
+    calibrated: np.ndarray,
+    threshold: float,
+    qids: np.ndarray,
+    config: CheckpointEvalConfig,
+) -> dict[str, Any]:
+    """Metrics against one reference's labels: at 0.5, at the validation threshold (with
+    calibration data) and at the threshold best on these labels themselves (an oracle)."""
+    mask = ~np.isnan(labels) & ~np.isnan(probabilities)
+    y, queries = labels[mask].astype(int), qids[mask]
+    oracle = best_f1_threshold(probabilities[mask], y) if len(np.unique(y)) > 1 else None
+    entry = {
+        "at_0.5": binary_metrics(probabilities[mask], y, 0.5, queries),
+        "oracle_best_f1_threshold": oracle,
+        "missing": int((~mask).sum()),
+    }
+    if config.calibration_data:
+        entry["at_validation_threshold"] = binary_metrics(calibrated[mask], y, threshold, queries)
+        entry["ece_uncalibrated"] = entry["at_0.5"]["ece"]
+    if oracle is not None:
+        entry["at_oracle_threshold"] = binary_metrics(probabilities[mask], y, oracle, queries)
+    return entry
+
+
+def primary_metric(metrics: dict[str, Any], refs: dict[str, np.ndarray]) -> dict[str, Any]:
+    """F1 against the teacher's labels where given, else the human ones; at the validation
+    threshold where one was fitted."""
+    source = "teacher" if "teacher" in refs else "human"
+    chosen = metrics[source].get("at_validation_threshold", metrics[source]["at_0.5"])
+    return {"labels": source, "metric": "f1", "value": chosen["f1"]}
+
+
+def prediction_rows(
+    records: list[Judgment],
+    calibrated: np.ndarray,
+    threshold: float,
+    grades: np.ndarray | None,
+    refs: dict[str, np.ndarray],
+) -> list[dict[str, Any]]:
+    """predictions.jsonl: each pair's calibrated P(relevant), decision, grade and labels."""
+    rows = []
+    for i, record in enumerate(records):
+        missing = bool(np.isnan(calibrated[i]))
+        row = {
+            "qid": record.qid,
+            "doc_id": record.doc_id,
+            "probability": None if missing else float(calibrated[i]),
+            "predicted": None if missing else int(calibrated[i] >= threshold),
+        }
+        if grades is not None:
+            row["grade"] = int(grades[i])
+        for source, labels in refs.items():
+            row[f"{source}_label"] = None if np.isnan(labels[i]) else int(labels[i])
+        rows.append(row)
+    return rows
 
 
 def summary_line(result: dict[str, Any]) -> str:

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data.cli import check_choices, choice, parse_config, run_main
-from data.io import atomic_writer, markdown_table, write_json
-from data.metrics import SCALAR_METRICS
+from data.core.cli import check_choices, choice, parse_config, run_main
+from data.core.io import atomic_writer, markdown_table, write_json
+from data.core.metrics import SCALAR_METRICS
 
 COLUMNS = (*SCALAR_METRICS, "ece", "threshold")
 

@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtri, stdtrit
 
-from data.io import fingerprint, write_json
+from data.core.io import fingerprint, write_json
 from eval.ppi import INTERVALS, Interval, MetricEstimates
 
 DESIGNS = ("uniform", "proportional", "neyman")

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from data.cli import bounded, choice, parse_config, run_main
+from data.core.cli import bounded, choice, parse_config, run_main
 
 INTERVALS = ("t", "normal")
 
@@ -309,7 +309,7 @@ def _refuse_corpus(path: str) -> None:
     record has a ``title`` (every BEIR corpus line has one, a query line none), is refused."""
     from pathlib import Path
 
-    from data.io import iter_json_lines
+    from data.core.io import iter_json_lines
 
     if not Path(path).is_file():
         raise FileNotFoundError(f"run: {path} not found")

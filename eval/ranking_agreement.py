@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from data.beir import Run, ranked, read_named_runs
-from data.cli import parse_config, run_main
-from data.io import markdown_table, write_json
+from data.core.cli import parse_config, run_main
+from data.core.io import markdown_table, write_json
 from eval.labelers import PARTIAL_KINDS, Labeler, make_labeler
 from eval.search.config import SearchEvalConfig
 from eval.search.labelling import label_runs

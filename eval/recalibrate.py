@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -27,16 +26,17 @@ from typing import Any
 
 import numpy as np
 
-from data.cli import bounded, parse_config, run_main
-from data.io import (
+from data.core.cli import bounded, parse_config, run_main
+from data.core.io import (
     check_replaceable,
     markdown_table,
     read_records,
     refuse_overlap,
     replace_folder,
 )
-from data.metrics import best_f1_threshold, binary_metrics, fit_temperature
-from data.records import Judgment, document_text
+from data.core.metrics import best_f1_threshold, binary_metrics, fit_temperature
+from data.core.records import Judgment, document_text
+from data.splits import held_out_queries, queries_for_share, relevant_share
 
 logger = logging.getLogger(__name__)
 RECALIBRATED = "recalibration.json"  # written last: the folder is a finished recalibrated copy
@@ -62,14 +62,15 @@ class RecalibrateConfig:
     overwrite: bool = field(default=False, metadata={"help": "Replace a non-empty --out."})
 
 
-def split_queries(qids: Sequence[str], share: float, seed: int) -> tuple[set[str], set[str]]:
-    """(fit, held-out) queries: a seeded shuffle, at least one query on each side."""
-    order = sorted(set(qids))
-    if len(order) < 2:
-        raise ValueError(f"judgments: {len(order)} judged queries; at least 2 are needed")
-    random.Random(seed).shuffle(order)
-    cut = min(len(order) - 1, max(1, round(share * len(order))))
-    return set(order[:cut]), set(order[cut:])
+def fit_and_held_out(records: Sequence[Judgment], fit_share: float, seed: int) -> tuple[set, set]:
+    """(fit, held-out) queries, split as data.build splits (data.splits: stratified by each
+    query's share of relevant pairs, seeded by ids, never by line order); one query at least on
+    each side."""
+    shares = relevant_share({"qid": r.qid, "label": r.label} for r in records)
+    if len(shares) < 2:
+        raise ValueError(f"judgments: {len(shares)} judged queries; at least 2 are needed")
+    held_out = set(held_out_queries(shares, queries_for_share(len(shares), 1 - fit_share), seed))
+    return set(shares) - held_out, held_out
 
 
 def _metrics(probabilities: np.ndarray, labels: np.ndarray, threshold: float) -> dict[str, Any]:
@@ -131,7 +132,7 @@ def recalibrate(config: RecalibrateConfig) -> dict[str, Any]:
 
     records = one_per_hit(read_judgments(config.judgments, refuse_errors=False))
     overlap = data_overlap(read_grader_config(export), records)  # said before the grading
-    fit, held_out = split_queries([r.qid for r in records], config.fit_share, config.seed)
+    fit, held_out = fit_and_held_out(records, config.fit_share, config.seed)
     labels = np.array([r.label for r in records])
     for name, part in (("fit", fit), ("held-out", held_out)):
         part_labels = {int(r.label) for r in records if r.qid in part}

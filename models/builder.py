@@ -19,8 +19,8 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from data.cli import check_choices, choice
-from data.records import DEFAULT_RELEVANCE_THRESHOLD
+from data.core.cli import check_choices, choice
+from data.core.records import DEFAULT_RELEVANCE_THRESHOLD
 from models.families import (
     MODES,
     ScoringFamily,

@@ -26,8 +26,8 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from data.metrics import apply_temperature
-from data.parallel import is_main_process, local_device_index, map_shards, process_count
+from data.core.metrics import apply_temperature
+from data.core.parallel import is_main_process, local_device_index, map_shards, process_count
 from models.builder import load_trained, read_grader_config
 from models.families import CLASSIFIER, ZERO_SHOT, ScoringFamily, family_of_description
 from models.families.base import PairBatch
@@ -294,7 +294,7 @@ def _dtype_name(dtype: torch.dtype) -> str:
 def grader_digest(folder: str | Path) -> str:
     """SHA-256 of a grader folder's files (weights, configs, tokenizer), its stored validation
     scores left out: the scores are valid for exactly this digest."""
-    from data.io import sha256_path
+    from data.core.io import sha256_path
 
     return sha256_path(folder, exclude=(VALIDATION_SCORES,))
 
@@ -307,7 +307,7 @@ def save_validation_scores(
 ) -> None:
     """Store P(relevant) per (qid, doc_id) for the grader saved in ``folder``, as computed in
     ``dtype`` (call after the grader's files are written)."""
-    from data.io import write_json
+    from data.core.io import write_json
 
     write_json(
         Path(folder) / VALIDATION_SCORES,

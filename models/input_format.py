@@ -21,7 +21,7 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
-from data.records import document_text, normalise_text
+from data.core.records import document_text, normalise_text
 
 FORMAT_NAME = "grader-chat"
 PLAIN_FORMAT_NAME = "grader-plain"

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from data.cli import bounded, choice
+from data.core.cli import bounded, choice
 
 logger = logging.getLogger(__name__)
 

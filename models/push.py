@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data.cli import parse_config, run_main
+from data.core.cli import parse_config, run_main
 
 REQUIRED_FILES = (
     "config.json",

@@ -185,7 +185,7 @@ def fit_scale_and_bias(
     """Logistic regression of the labels on PMI (Platt scaling): the head's starting point."""
     from sklearn.linear_model import LogisticRegression
 
-    from data.metrics import require_both_classes
+    from data.core.metrics import require_both_classes
 
     require_both_classes(labels, "training pairs (query-likelihood scale and bias)")
     weights = None if class_weights is None else dict(enumerate(class_weights))

@@ -24,8 +24,8 @@ from typing import Any
 import torch
 from transformers import LlamaConfig, PreTrainedTokenizerBase
 
-from data.cli import check_choices, choice, parse_config, run_main
-from data.io import share_tree
+from data.core.cli import check_choices, choice, parse_config, run_main
+from data.core.io import share_tree
 from models.assets import TINY_TOKENIZER
 
 LLAMA3_SPECIAL_TOKENS = (

@@ -35,7 +35,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from data.io import share_tree
+from data.core.io import share_tree
 
 logger = logging.getLogger(__name__)
 

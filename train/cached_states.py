@@ -22,7 +22,7 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 from transformers.modeling_outputs import SequenceClassifierOutput
 
-from data.io import fingerprint
+from data.core.io import fingerprint
 from models.backbone import decoder, run_layers
 from models.scoring import last_token, length_sorted_batches, pad_right
 
@@ -60,13 +60,19 @@ class GraderTop(DecoderTop):
         super().__init__(model, first_layer)
         self.score = model.score
         # The full model's own switch (a bound method, so the model is not a submodule here):
-        # it reaches the same layer objects that this top holds.
-        self._enable_checkpointing = model.activation_checkpointing_enable
+        # it reaches the same layer objects that this top holds. transformers before 5.2x names
+        # it gradient_checkpointing_enable.
+        self._enable_checkpointing = (
+            getattr(model, "activation_checkpointing_enable", None)
+            or model.gradient_checkpointing_enable
+        )
 
     def activation_checkpointing_enable(self, **kwargs: Any) -> None:
         """What Trainer calls for ``activation_checkpointing: true``: the top's layers recompute
         their activations in the backward pass (``every_n_layers``, ``offload`` as the model's)."""
         self._enable_checkpointing(**kwargs)
+
+    gradient_checkpointing_enable = activation_checkpointing_enable  # Trainer before 5.2x
 
     def forward(
         self,
@@ -89,7 +95,7 @@ def default_state_cache() -> Path:
 
 def state_cache_key(model_name_or_path: str) -> str:
     """How a state cache names a base model: a local folder by its weights, a name by itself."""
-    from data.io import sha256_path
+    from data.core.io import sha256_path
 
     path = Path(model_name_or_path)
     return sha256_path(path) if path.is_dir() else model_name_or_path

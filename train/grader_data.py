@@ -11,8 +11,8 @@ import torch
 from datasets import Dataset, load_dataset
 from transformers import PreTrainedTokenizerBase
 
-from data.metrics import classification_metrics
-from data.records import DEFAULT_RELEVANCE_THRESHOLD
+from data.core.metrics import classification_metrics
+from data.core.records import DEFAULT_RELEVANCE_THRESHOLD
 from models.input_format import GraderInputFormat, format_pairs
 from models.scoring import pad_right, relevant_probability
 

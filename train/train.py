@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from transformers import set_seed
 
-from data.cli import parse_config, run_main
+from data.core.cli import parse_config, run_main
 from models.builder import GraderModelConfig, build_grader, count_parameters, grader_info
 from train.config import (
     DataConfig,

@@ -17,7 +17,7 @@ from transformers import (
     TrainingArguments,
 )
 
-from data.io import share_tree
+from data.core.io import share_tree
 from models.builder import save_grader_config
 from train.config import GraderTrainingArguments
 from train.grader_data import compute_metrics

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from data.beir import graded_qrels, read_qrels
-from data.cli import bounded, choice
+from data.core.cli import bounded, choice
+from data.core.records import JudgeInfo, Judgment, Pair, Usage, document_text, label_from_grade
 from data.judges.prompts import ParseError, Prompt, Verdict, parse_reply
-from data.records import JudgeInfo, Judgment, Pair, Usage, document_text, label_from_grade
 from models.llm_client import (
     BATCH_BACKENDS,
     CHAT_BACKENDS,

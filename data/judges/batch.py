@@ -29,7 +29,8 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from data.io import write_json
+from data.core.io import write_json
+from data.core.records import Judgment, Pair, Usage
 from data.judges.backends import (
     Backend,
     ChatJudge,
@@ -39,7 +40,6 @@ from data.judges.backends import (
     verdict_from_response,
 )
 from data.judges.prompts import Prompt
-from data.records import Judgment, Pair, Usage
 
 logger = logging.getLogger(__name__)
 

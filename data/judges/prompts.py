@@ -69,7 +69,7 @@ class Prompt:
         """A direct answer's value (0/1 for binary, 0-3 for graded) as a verdict."""
         if self.scale == "binary":
             return Verdict(grade=None, label=int(answer_value), confidence=probability)
-        from data.records import label_from_grade
+        from data.core.records import label_from_grade
 
         return Verdict(
             grade=int(answer_value),

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from data.beir import read_corpus, read_named_runs, read_queries
-from data.cli import bounded, parse_config, run_main
-from data.io import sha256_file
+from data.core.cli import bounded, parse_config, run_main
+from data.core.io import sha256_file
 from eval.annotate.app import ASSESSOR, Judging, create_app
 from eval.annotate.pool import pool_hits, read_sample
 from eval.annotate.store import (

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from data.cli import parse_config, run_main
-from data.io import atomic_writer, markdown_table, write_json
+from data.core.cli import parse_config, run_main
+from data.core.io import atomic_writer, markdown_table, write_json
+from data.core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment
 from data.judge_agreement import agreement
-from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment
 from eval.annotate.store import assessor_of, read_judgments
 
 

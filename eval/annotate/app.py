@@ -25,7 +25,7 @@ from fastapi.responses import HTMLResponse
 from pydantic import BaseModel, Field
 
 from data.beir import Document
-from data.records import GRADE_SCALE, MAX_GRADE, label_from_grade
+from data.core.records import GRADE_SCALE, MAX_GRADE, label_from_grade
 from eval.annotate.agreement import by_assessor, disagreements
 from eval.annotate.store import JudgmentStore
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from data.beir import Document, Run, ranked
-from data.io import fingerprint
+from data.core.io import fingerprint
 from eval.design import Design, design_from_dict
 
 Hit = tuple[str, str]  # (query id, document id)

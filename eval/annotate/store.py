@@ -5,7 +5,7 @@
   in the order shown and the draw they came from; a folder started on another corpus, or on other
   runs, queries or k, is refused before the server starts.
 - ``judgments.jsonl`` holds one judgment record per (assessor, query, document), each a
-  :class:`data.records.Judgment` (query, document text, 0-3 grade and its label) plus
+  :class:`data.core.records.Judgment` (query, document text, 0-3 grade and its label) plus
   ``assessor``, ``time`` (UTC, ISO 8601) and ``seconds`` spent on the hit. A judgment is appended,
   flushed and fsynced before the page is given the next hit, so a killed server or a closed
   browser loses nothing. **Undo** removes the assessor's latest judgment by rewriting the file
@@ -13,7 +13,7 @@
   hit twice, and every reader (``eval.search``, ``eval.recalibrate``, ``data.validate``) reads it
   as it is. A file edited by hand that gives one assessor's hit twice is read as every judgments
   reader reads it: the last record wins, and different verdicts are counted in a warning
-  (:func:`data.records.keep_last`).
+  (:func:`data.core.records.keep_last`).
 - ``qrels.txt`` (TREC) is rewritten atomically after every change. Where several assessors
   judged a hit it holds the adjudicator's grade if there is one, else the lower median of their
   grades (for two, the lower grade).
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from data.beir import Qrels, write_trec_qrels
-from data.io import (
+from data.core.io import (
     JsonlAppender,
     read_numbered_records,
     read_records,
@@ -37,7 +37,7 @@ from data.io import (
     write_json,
     write_jsonl,
 )
-from data.records import JudgeInfo, Judgment, keep_last, label_from_grade
+from data.core.records import JudgeInfo, Judgment, keep_last, label_from_grade
 
 SESSION_FILE = "session.json"
 JUDGMENTS_FILE = "judgments.jsonl"
@@ -229,7 +229,7 @@ def read_judgments(path: str | Path, refuse_errors: bool = True) -> list[Judgmen
     """The judgments of a judging session (folder) or of any judgments JSONL: records with an
     error are refused (``refuse_errors`` False: left out), and one assessor's (or a plain file's)
     pair given twice keeps its last record, under the policy of every judgments reader
-    (:func:`data.records.keep_last`: conflicting verdicts are counted in a warning). Several
+    (:func:`data.core.records.keep_last`: conflicting verdicts are counted in a warning). Several
     assessors' records of a pair are all kept: :func:`fold` folds them."""
     file = judgments_file(path)
     entries = []

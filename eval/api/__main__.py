@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from data.cli import parse_config, run_main
+from data.core.cli import parse_config, run_main
 from eval.api.server import create_app
 from eval.api.settings import ApiSettings
 

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from data.records import BLANK_QUERY, is_blank
+from data.core.records import BLANK_QUERY, is_blank
 from eval.api.settings import ApiSettings
 
 

@@ -15,7 +15,7 @@ from eval.api.batcher import MicroBatcher, QueueFull
 from eval.api.schemas import HitOut, SearchEvalRequest, SearchEvalResponse, Usage, limit_problems
 from eval.api.settings import ApiSettings
 from eval.labelers import Hit, Labeler
-from eval.search.metrics import evaluate_query
+from eval.search.metrics import QueryEvaluation, evaluate_query
 
 
 def _printable(value: Any) -> Any:
@@ -178,9 +178,9 @@ async def _labels_or_gone(request: Request, query: str, hits: list[Hit]) -> Any:
 
 
 def _response(
-    body: SearchEvalRequest, labels: list, labeler: Labeler, result: dict[str, Any], k: int
+    body: SearchEvalRequest, labels: list, labeler: Labeler, result: QueryEvaluation, k: int
 ) -> SearchEvalResponse:
-    metrics = result["metrics"]
+    metrics = result.metrics
     return SearchEvalResponse(
         metrics={
             "ndcg": metrics[f"ndcg@{k}"],
@@ -202,7 +202,7 @@ def _response(
             )
             for i, (hit, label) in enumerate(zip(body.hits, labels, strict=True))
         ],
-        usage=Usage(evaluation_input_tokens=result["usage"]["evaluation_input_tokens"]),
+        usage=Usage(evaluation_input_tokens=result.evaluation_input_tokens),
         warnings=labeler.query_warnings(body.query.inputs.text) or None,
     )
 

@@ -10,7 +10,7 @@ import time
 import torch
 
 from data import COLLECTIONS
-from data.io import markdown_table
+from data.core.io import markdown_table
 
 TREC_DL = COLLECTIONS / "trec-dl-2019-passage"
 # H100 SXM bf16 dense peak as measured in practice (~790 TFLOP/s).

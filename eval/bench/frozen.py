@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from data.cli import parse_config, run_main
-from data.io import markdown_table
+from data.core.cli import parse_config, run_main
+from data.core.io import markdown_table
 from models.builder import GraderModelConfig
 from train.train import DataConfig, GraderTrainingArguments, LossConfig, train
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from data.beir import Collection
-from data.cli import bounded, parse_config, run_main
+from data.core.cli import bounded, parse_config, run_main
 from eval.bench.common import machine, print_table
 from eval.downstream.experiment import chunk_corpus
 from eval.labelers import GraderLabeler, Hit, JudgeLabeler

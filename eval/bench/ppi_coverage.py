@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 from data.beir import read_named_runs
-from data.cli import bounded, choice, parse_config, run_main
-from data.io import markdown_table, write_json
+from data.core.cli import bounded, choice, parse_config, run_main
+from data.core.io import markdown_table, write_json
 from eval.design import DESIGNS, STRATA_BY, Design, design_mean, draw_design, unit_signals
 from eval.ppi import classical_mean, effective_queries, paired_difference, ppi_mean
 from eval.search.human import human_metrics

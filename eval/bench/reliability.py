@@ -4,12 +4,12 @@
     python -m eval.bench.reliability --json out.json
 
 Bad inputs: each case runs a command's ``main`` in this process (as ``python -m`` would, through
-``data.cli.run_main``) on files made for it, and passes when the command exits non-zero with a
+``data.core.cli.run_main``) on files made for it, and passes when the command exits non-zero with a
 last line ``error: ...`` that names what is wrong (the option, the file and line) and no
 traceback, and the files it was given are unchanged.
 
 Teacher faults: ``data.label`` against a fault-injecting OpenAI-compatible endpoint
-(:mod:`eval.bench.fake_openai`: 429s, 500s, cut-off replies, invalid JSON and text/plain bodies,
+(:mod:`tests.support.fake_openai`: 429s, 500s, cut-off replies, invalid JSON and text/plain bodies,
 non-answers), killed with SIGKILL mid-run and resumed; counted: pairs lost, completed pairs paid
 twice, labels taken from unusable replies. The figures go to BENCHMARKS.md.
 
@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from data import COLLECTIONS
-from data.io import markdown_table
+from data.core.io import markdown_table
 from eval.bench.replays_judging import CASE_TABLE_JUDGING, make_judging_files
 from eval.bench.replays_judging import REPLAYS as JUDGING_REPLAYS
 from models.assets import TINY_TOKENIZER
@@ -277,7 +277,7 @@ def _digest(root: Path) -> dict[str, str]:
 
 
 def run_case(case: Case, root: Path) -> Outcome:
-    from data.cli import run_main
+    from data.core.cli import run_main
 
     folder = root / case.name.replace(" ", "-").replace("'", "")
     folder.mkdir()
@@ -386,10 +386,10 @@ def teacher_faults(root: Path, kill_after: int = 30) -> dict[str, int]:
     import os
     import subprocess
 
-    from data.cli import cli_args
-    from data.io import read_records
-    from data.records import Judgment
-    from eval.bench.fake_openai import FakeOpenAI
+    from data.core.cli import cli_args
+    from data.core.io import read_records
+    from data.core.records import Judgment
+    from tests.support.fake_openai import FakeOpenAI
 
     modes = [mode for mode, count in FAULT_MODES.items() for _ in range(count)]
     rows = [
@@ -485,8 +485,8 @@ def replay_synthesis_interrupted(root: Path) -> None:
     import signal
     import subprocess
 
-    from data.cli import cli_args
-    from eval.bench.fake_openai import FakeOpenAI
+    from data.core.cli import cli_args
+    from tests.support.fake_openai import FakeOpenAI
 
     out = root / "synthetic"
     with FakeOpenAI() as server:
@@ -536,7 +536,7 @@ def replay_weights_shareable(root: Path) -> None:
     import torch
     from safetensors.torch import save_file
 
-    from data.io import replace_folder
+    from data.core.io import replace_folder
 
     with replace_folder(root / "export") as staging:
         save_file({"w": torch.zeros(1)}, str(staging / "model.safetensors"))
@@ -562,7 +562,7 @@ def replay_folder_not_replaceable(root: Path) -> None:
     """Item 14: a folder that cannot take --out's place names where the finished result is."""
     import os
 
-    import data.io as io_module
+    import data.core.io as io_module
 
     out = root / "dataset"
     out.mkdir()
@@ -635,7 +635,7 @@ def _marked_pairs(path: Path, modes: list[str]) -> Path:
 
 def replay_structured_output_refused(root: Path) -> None:
     """Item 16: a server refusing json_schema (llama.cpp's 500) is found once, then json_object."""
-    from eval.bench.fake_openai import FakeOpenAI
+    from tests.support.fake_openai import FakeOpenAI
 
     pairs = _marked_pairs(root / "pairs.jsonl", ["ok"] * 20)
     with FakeOpenAI() as server:
@@ -656,7 +656,7 @@ def replay_list_numbered_answers(root: Path) -> None:
 
 def replay_mostly_unusable_teacher(root: Path) -> None:
     """Item 19: a teacher whose replies are mostly unusable stops the stage, naming the prompt."""
-    from eval.bench.fake_openai import FakeOpenAI
+    from tests.support.fake_openai import FakeOpenAI
 
     modes = ["ok"] * 2 + ["reply=I_think_it_might_be."] * 38
     pairs = _marked_pairs(root / "pairs.jsonl", modes)
@@ -672,7 +672,7 @@ def replay_mostly_unusable_teacher(root: Path) -> None:
 def replay_batch_rerun_subset(root: Path) -> None:
     """Items 11 and 12: a batch re-run on a subset finishes without paying twice; a moved output
     folder is read where it now is."""
-    from eval.bench.fake_openai import FakeOpenAI
+    from tests.support.fake_openai import FakeOpenAI
 
     pairs = _marked_pairs(root / "pairs.jsonl", ["ok"] * 17 + ["garbage"] * 3)
     subset = root / "subset.jsonl"

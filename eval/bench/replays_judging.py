@@ -158,8 +158,8 @@ def replay_recalibrate_own_validation(root: Path) -> None:
     """Item 9: eval.recalibrate given the export's own validation pairs said nothing, and its
     'stored' figures were measured on the split the threshold was fitted on."""
     from data.build import BuildConfig, build_dataset
-    from data.io import read_records
-    from data.records import Judgment
+    from data.core.io import read_records
+    from data.core.records import Judgment
     from eval.recalibrate import data_overlap
 
     rows = [

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from data.cli import parse_config, run_main
-from data.io import write_jsonl
+from data.core.cli import parse_config, run_main
+from data.core.io import write_jsonl
 from data.judges.backends import JudgeConfig
 from data.label import LabelConfig, label
 from eval.bench.common import machine, print_table, trec_dl_pairs

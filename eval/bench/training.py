@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from data.cli import parse_config, run_main
+from data.core.cli import parse_config, run_main
 from eval.bench.common import (
     H100_BF16_FLOPS,
     forward_flops,

@@ -1,6 +1,6 @@
 """``python -m eval.downstream``: the downstream experiment (:mod:`eval.downstream.experiment`)."""
 
-from data.cli import run_main
+from data.core.cli import run_main
 from eval.downstream.experiment import main
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ from typing import Any
 
 from data.build import BALANCE_MODES, TESTED_FILE
 from data.candidates import POOL_FILE, RETRIEVERS
-from data.cli import (
+from data.core.cli import (
     bounded,
     check_choices,
     choice,
@@ -56,7 +56,7 @@ from data.cli import (
     run_main,
     split_flags,
 )
-from data.io import atomic_writer, fingerprint, markdown_table, sha256_path, write_json
+from data.core.io import atomic_writer, fingerprint, markdown_table, sha256_path, write_json
 from data.judges.backends import BACKENDS
 from eval.baselines import BASELINES
 from eval.crossval import pooled_table

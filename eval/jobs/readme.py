@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data.cli import bounded, parse_config, run_main
-from data.io import atomic_writer
+from data.core.cli import bounded, parse_config, run_main
+from data.core.io import atomic_writer
 from eval.crossval import pooled_table
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"

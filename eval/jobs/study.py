@@ -42,8 +42,8 @@ from typing import Any
 
 import numpy as np
 
-from data.cli import check_choices, choice, cli_args, parse_config, run_main, split_flags
-from data.io import (
+from data.core.cli import check_choices, choice, cli_args, parse_config, run_main, split_flags
+from data.core.io import (
     atomic_writer,
     fingerprint,
     markdown_table,
@@ -52,7 +52,7 @@ from data.io import (
     write_json,
     write_jsonl,
 )
-from data.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment
+from data.core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment
 from data.splits import cap_per_query, held_out_queries, queries_for_share, relevant_share
 from eval.baselines import BASELINES
 from eval.checkpoint import LABEL_SOURCES, CheckpointEvalConfig, Scorer, evaluate

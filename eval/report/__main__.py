@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from data.cli import bounded, parse_config, run_main
+from data.core.cli import bounded, parse_config, run_main
 from eval.report.build import ReportOptions, build_report
 from eval.report.page import output_path, screenshot, write_page
 

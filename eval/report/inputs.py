@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from data.beir import Qrels
-from data.provenance import PROVENANCE_FILE
-from data.records import label_from_grade
+from data.core.provenance import PROVENANCE_FILE
+from data.core.records import label_from_grade
 from eval.search.config import SearchEvalConfig
 
 SEARCH_STAGE = "metric-pipeline"  # the main job's eval.search stage (stages/NAME.json)
@@ -80,7 +80,7 @@ def _search_config(
     (the main job's stage record); None when neither can be read."""
     from dataclasses import fields
 
-    from data.cli import parse_config
+    from data.core.cli import parse_config
 
     recorded = (evaluated or {}).get("config")
     try:

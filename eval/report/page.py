@@ -11,7 +11,7 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from data.io import atomic_writer
+from data.core.io import atomic_writer
 from eval.report.model import Report
 
 ASSETS = Path(__file__).parent
@@ -95,7 +95,7 @@ def _palette(png: Path) -> None:
 def output_path(folder: str | os.PathLike[str], out: str | os.PathLike[str] | None) -> Path:
     """``out`` (default: ``FOLDER/report.html``), refused before any work when it cannot be
     written or would replace one of the files the report reads."""
-    from data.io import check_writable_file, refuse_overlap
+    from data.core.io import check_writable_file, refuse_overlap
     from eval.report.inputs import locate
 
     folder = Path(folder)

@@ -1,4 +1,7 @@
-from data.cli import run_main
+"""``python -m eval.search``: see :mod:`eval.search.command`."""
+
+from data.core.cli import run_main
 from eval.search.command import main
 
-run_main(main)
+if __name__ == "__main__":
+    run_main(main)

@@ -25,9 +25,9 @@ from data.beir import (
     read_named_runs,
     write_trec_qrels,
 )
-from data.cli import parse_config, run_main
-from data.io import refuse_overlap, write_json
-from data.provenance import write_provenance
+from data.core.cli import parse_config
+from data.core.io import refuse_overlap, write_json
+from data.core.provenance import write_provenance
 from eval.labelers import QrelsLabeler, make_labeler
 from eval.search.config import SEARCH_OUTPUTS, SearchEvalConfig, search_inputs
 from eval.search.human import read_human
@@ -88,7 +88,3 @@ def main(args: Sequence[str] | None = None) -> None:
         from eval.report.page import write_report
 
         print(f"wrote {write_report(out)}")
-
-
-if __name__ == "__main__":
-    run_main(main)

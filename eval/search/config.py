@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from data.cli import bounded, check_choices, choice
+from data.core.cli import bounded, check_choices, choice
 
 PRIMARY_METRIC = "ndcg@{k}"
 

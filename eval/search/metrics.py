@@ -7,6 +7,7 @@ on binary relevance (grade >= 2, or the labeler's verdict)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from data.beir import (
@@ -14,7 +15,7 @@ from data.beir import (
     Run,
     ranked,
 )
-from data.io import markdown_table
+from data.core.io import markdown_table
 from eval.labelers import Hit, HitLabel, Labeler, QrelsLabeler
 
 
@@ -97,6 +98,35 @@ def metrics_table(mean: dict[str, dict[str, float]], digits: int = 4) -> str:
     return markdown_table(["run", *names], rows)
 
 
+@dataclass
+class HitResult:
+    """One hit's label, as the API returns it."""
+
+    index: int
+    id: str
+    relevant: bool
+    score: float | None
+    grade: int | None
+    justification: str | None
+
+
+@dataclass
+class QueryEvaluation:
+    """:func:`evaluate_query`'s result: each hit's label, the query's metrics and the labeler's
+    input tokens."""
+
+    hits: list[HitResult]
+    metrics: dict[str, float]
+    evaluation_input_tokens: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "hits": [asdict(hit) for hit in self.hits],
+            "metrics": self.metrics,
+            "usage": {"evaluation_input_tokens": self.evaluation_input_tokens},
+        }
+
+
 def evaluate_query(
     query: str,
     hits: Sequence[Hit],
@@ -106,8 +136,8 @@ def evaluate_query(
     k: int = 10,
     num_relevant: int | None = None,
     labels: Sequence[HitLabel] | None = None,
-) -> dict[str, Any]:
-    """Label one query's ranked hits and compute its metrics."""
+) -> QueryEvaluation:
+    """Label one query's ranked hits (or take their ``labels``) and compute its metrics."""
     if not hits:
         raise ValueError("hits: at least one hit is needed")
     first_seen: dict[str, int] = {}
@@ -122,21 +152,14 @@ def evaluate_query(
     _add_unretrieved_relevant(binary, graded, qid, num_relevant)
     run = {qid: {h.doc_id: float(len(hits) - i) for i, h in enumerate(hits)}}
     per_metric = ranx_metrics(graded, binary, run, k, recall=num_relevant is not None)
-    return {
-        "hits": [
-            {
-                "index": i,
-                "id": hit.doc_id,
-                "relevant": label.relevant,
-                "score": label.score,
-                "grade": label.grade,
-                "justification": label.justification,
-            }
+    return QueryEvaluation(
+        hits=[
+            HitResult(i, hit.doc_id, label.relevant, label.score, label.grade, label.justification)
             for i, (hit, label) in enumerate(zip(hits, labels, strict=True))
         ],
-        "metrics": {name: values[qid] for name, values in per_metric.items()},
-        "usage": {"evaluation_input_tokens": sum(label.input_tokens for label in labels)},
-    }
+        metrics={name: values[qid] for name, values in per_metric.items()},
+        evaluation_input_tokens=sum(label.input_tokens for label in labels),
+    )
 
 
 def pooled_metrics(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from data.io import markdown_table
+from data.core.io import markdown_table
 from eval.search.config import SearchEvalConfig
 from eval.search.human import check_random_sample, describe_sample, judged_queries
 

@@ -157,8 +157,8 @@ def test_a_corpus_without_documents_is_named(tmp_path: Path):
 
 
 def test_a_pair_with_a_blank_query_is_a_record_error(tmp_path: Path):
-    from data.io import read_records
-    from data.records import Pair
+    from data.core.io import read_records
+    from data.core.records import Pair
 
     path = tmp_path / "pairs.jsonl"
     path.write_text(json.dumps({"qid": "1", "query": "\u2060", "doc_id": "d", "text": "t"}) + "\n")

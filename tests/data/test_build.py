@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from data.build import BuildConfig, balance_indices, build_dataset, summary_table
-from data.io import RecordError, read_records
-from data.records import Judgment
+from data.core.io import RecordError, read_records
+from data.core.records import Judgment
 
 
 def make_judgments(path: Path, n_queries: int = 40, per_query: int = 10, seed: int = 0) -> Path:
@@ -280,7 +280,7 @@ def test_outputs_get_the_ordinary_file_modes_not_tempfiles_private_ones(
 ):
     import stat
 
-    from data.io import _UMASK
+    from data.core.io import _UMASK
 
     out = tmp_path / "ds"
     build_dataset(BuildConfig(judgments=[str(judgments)], out=str(out), save_dataset=False))

@@ -7,8 +7,8 @@ import pytest
 
 from data.beir import Collection, read_trec_run
 from data.candidates import CandidatesConfig, generate_candidates
-from data.io import read_records
-from data.records import Pair
+from data.core.io import read_records
+from data.core.records import Pair
 
 
 def recall(run: dict, qrels: dict) -> float:
@@ -92,7 +92,7 @@ def test_one_bm25_for_retrieval_and_the_baseline(adi_dir: Path, tmp_path: Path):
     """The retriever's scores and the BM25 baseline's pair scores (IDF from the whole corpus) are
     the same numbers: both come from data.candidates.BM25Index."""
     from data.candidates import make_retriever
-    from data.records import document_text
+    from data.core.records import document_text
     from eval.baselines import bm25_scores
 
     collection = Collection.load(adi_dir)

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from data.io import read_records
+from data.core.io import read_records
+from data.core.records import Judgment
 from data.judges.backends import JudgeConfig, majority
 from data.judges.prompts import ParseError, Verdict, available_prompts, load_prompt, parse_reply
 from data.label import LabelConfig, label
-from data.records import Judgment
-from eval.bench.fake_openai import FakeOpenAI
+from tests.support.fake_openai import FakeOpenAI
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 import data.judges.batch as batch_module
-from data.io import read_records
+from data.core.io import read_records
+from data.core.records import Judgment
 from data.judges.backends import ChatJudge
 from data.label import LabelConfig, batch_record_path, label
-from data.records import Judgment
-from eval.bench.fake_openai import FakeOpenAI
 from tests.data.test_label import openai_judge, write_pairs
+from tests.support.fake_openai import FakeOpenAI
 
 FAST = {"batch": True, "batch_poll_seconds": 0.0}
 
@@ -287,7 +287,7 @@ def test_vllm_run_batch_reads_the_same_request_file(tmp_path: Path, monkeypatch)
     monkeypatch.setattr(
         batch_module,
         "VLLM_RUN_BATCH",
-        [sys.executable, "-m", "eval.bench.fake_openai", "run-batch"],
+        [sys.executable, "-m", "tests.support.fake_openai", "run-batch"],
     )
     pairs = write_pairs(tmp_path / "pairs.jsonl", ["ok"] * 4)
     out = tmp_path / "j.jsonl"
@@ -303,8 +303,8 @@ def test_vllm_run_batch_reads_the_same_request_file(tmp_path: Path, monkeypatch)
 
 def test_the_batch_request_is_the_backends_request(tmp_path: Path):
     """One builder for the synchronous call and the batch line (o-series rules included)."""
+    from data.core.records import Pair
     from data.judges.prompts import load_prompt
-    from data.records import Pair
 
     with FakeOpenAI() as server:
         config = openai_judge(server, model="o3-mini", reasoning_effort="low", **FAST)

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from data.cli import cli_args
-from data.io import read_records
-from data.records import Judgment, document_text
+from data.core.cli import cli_args
+from data.core.io import read_records
+from data.core.records import Judgment, document_text
 from data.synthesize import (
     SYNTHETIC_PREFIX,
     SynthesisConfig,
@@ -23,8 +23,8 @@ from data.synthesize import (
     query_from_reply,
     sample_passages,
 )
-from eval.bench.fake_openai import FakeOpenAI
 from models.llm_client import ChatClient, ChatRequest, ChatSettings, Reply
+from tests.support.fake_openai import FakeOpenAI
 
 REPO = Path(__file__).resolve().parents[2]
 PASSAGE = (
@@ -304,7 +304,7 @@ def test_bad_settings_fail_before_any_work(
     adi_dir: Path, tmp_path: Path, flags, message, monkeypatch, capsys
 ):
     monkeypatch.setattr(ChatClient, "complete", pytest.fail)
-    from data.cli import run_main
+    from data.core.cli import run_main
 
     with pytest.raises(SystemExit) as exit_info:
         run_main(main, ["--collection", str(adi_dir), "--out", str(tmp_path / "o"), *flags])

@@ -10,8 +10,8 @@ import shutil
 from pathlib import Path
 
 from data.beir import Collection, ranked, write_trec_qrels, write_trec_run
-from data.io import write_json, write_jsonl
-from data.records import Judgment, label_from_grade
+from data.core.io import write_json, write_jsonl
+from data.core.records import Judgment, label_from_grade
 from eval.search.command import main as search_main
 
 K = 5

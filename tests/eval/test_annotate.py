@@ -12,8 +12,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from data.beir import read_qrels, read_trec_run, write_trec_run
-from data.io import read_records
-from data.records import Judgment
+from data.core.io import read_records
+from data.core.records import Judgment
 from eval.annotate.app import JudgeIn
 
 REPO = Path(__file__).resolve().parents[2]
@@ -86,7 +86,7 @@ def annotate_args(inputs: dict[str, Path], out: Path, *extra: str) -> list[str]:
 
 def judging_for(tmp_path: Path, *extra: str, labels: bool = True):
     """A Judging over the small collection, as the command builds it (without the server)."""
-    from data.cli import parse_config
+    from data.core.cli import parse_config
     from eval.annotate.__main__ import AnnotateConfig, labeler_labels, resolve
     from eval.annotate.app import Judging
     from eval.annotate.store import JudgmentStore, write_session
@@ -208,7 +208,7 @@ def test_the_routes_hide_the_labelers_label_until_a_query_is_judged(tmp_path: Pa
 
 
 def run_command(module_main, args: list[str], capsys) -> tuple[int, str]:
-    from data.cli import run_main
+    from data.core.cli import run_main
 
     with pytest.raises(SystemExit) as exit_:
         run_main(module_main, args)
@@ -313,7 +313,7 @@ def judged_session(tmp_path: Path, draw_args: list[str], complete: bool = True) 
 
 
 def judging_for_inputs(tmp_path: Path, inputs: dict[str, Path], *extra: str):
-    from data.cli import parse_config
+    from data.core.cli import parse_config
     from eval.annotate.__main__ import AnnotateConfig, resolve
     from eval.annotate.app import Judging
     from eval.annotate.store import JudgmentStore, write_session

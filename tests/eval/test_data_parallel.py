@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from data.beir import Collection, write_trec_run
-from data.parallel import balanced_assignment, map_shards
+from data.core.parallel import balanced_assignment, map_shards
 from tests.conftest import TWO_PROCESS_LAUNCH
 
 REPO = Path(__file__).resolve().parents[2]

@@ -260,7 +260,7 @@ def test_downstream_config_errors_name_the_field(tmp_path: Path):
 
 
 def test_squad_config_parses():
-    from data.cli import parse_config
+    from data.core.cli import parse_config
 
     (config,) = parse_config(
         [DownstreamConfig], ["--config", str(REPO / "eval/configs/squad.yaml")]
@@ -279,7 +279,7 @@ def test_squad_config_parses():
 
 def test_an_openai_compatible_reader_answers_by_model_name(tmp_path: Path):
     """A real reader is a model name behind any OpenAI-compatible endpoint (here a local fake)."""
-    from eval.bench.fake_openai import FakeOpenAI
+    from tests.support.fake_openai import FakeOpenAI
 
     with FakeOpenAI() as server:
         config = ReaderConfig(

@@ -136,9 +136,9 @@ def test_per_query_human_values_average_to_the_human_only_estimate(folders):
 
 
 def test_label_agreement_is_judge_agreement_on_the_judged_hits(folders):
-    from data.io import read_records
+    from data.core.io import read_records
+    from data.core.records import Judgment
     from data.judge_agreement import agreement
-    from data.records import Judgment
 
     per_query = read(folders["human"], "per_query.json")
     shown = {(q, h["id"]) for run in per_query.values() for q, r in run.items() for h in r["hits"]}
@@ -366,8 +366,8 @@ def test_judged_hits_alone_give_the_share_of_relevant_hits_an_interval(folders, 
     of relevant hits gets a PPI++ interval, the other metrics say they have none, and the hits
     people judged carry their grades."""
     from data.beir import Collection
-    from data.io import write_jsonl
-    from data.records import Judgment, label_from_grade
+    from data.core.io import write_jsonl
+    from data.core.records import Judgment, label_from_grade
     from eval.search.command import main as search_main
 
     root = folders["human"].parent

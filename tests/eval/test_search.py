@@ -23,7 +23,7 @@ def test_hand_worked_example():
     result = evaluate_query("q", hits, labeler, k=3, num_relevant=3)
     # DCG@3 = (2^3-1)/log2(2) + 0 + (2^1-1)/log2(4) = 7.5; IDCG@3 = 7 + 3/log2(3) + 1/log2(4)
     idcg = 7 + 3 / math.log2(3) + 0.5
-    metrics = result["metrics"]
+    metrics = result.metrics
     assert metrics["ndcg@3"] == pytest.approx(7.5 / idcg)
     # Binary relevance (grade >= 2): a (rank 1) and d (rank 4); 3 relevant in all.
     assert metrics["map"] == pytest.approx((1 / 1 + 2 / 4) / 3)
@@ -31,8 +31,9 @@ def test_hand_worked_example():
     assert metrics["precision@3"] == pytest.approx(1 / 3)
     assert metrics["recall@3"] == pytest.approx(1 / 3)
     assert metrics["hit@3"] == 1.0
-    assert [h["relevant"] for h in result["hits"]] == [True, False, False, True]
-    assert result["usage"]["evaluation_input_tokens"] == 40
+    assert [h.relevant for h in result.hits] == [True, False, False, True]
+    assert result.evaluation_input_tokens == 40
+    assert result.to_dict()["usage"] == {"evaluation_input_tokens": 40}
 
 
 def test_ranx_and_ir_measures_agree_on_random_runs():
@@ -230,7 +231,7 @@ def test_an_unknown_stat_test_is_refused_before_any_labelling(tmp_path: Path):
         SearchEvalConfig(stat_test="bogus")  # as a YAML value reaches it
     config = tmp_path / "search.yaml"
     config.write_text("stat_test: bogus\n")
-    from data.cli import parse_config
+    from data.core.cli import parse_config
 
     with pytest.raises((ValueError, SystemExit)):
         parse_config([SearchEvalConfig], ["--config", str(config)])

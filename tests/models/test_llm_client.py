@@ -6,13 +6,13 @@ import dataclasses
 
 import pytest
 
-from eval.bench.fake_openai import FakeOpenAI
 from models.llm_client import (
     CHAT_BACKENDS,
     ChatClient,
     ChatRequest,
     ChatSettings,
 )
+from tests.support.fake_openai import FakeOpenAI
 
 SCHEMA = {"type": "object", "properties": {"relevant": {"type": "boolean"}}}
 

@@ -16,7 +16,7 @@ import numpy as np
 from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainingArguments
 
-from data.metrics import classification_metrics
+from data.core.metrics import classification_metrics
 from models.input_format import GraderInputFormat, format_pairs
 from models.scoring import answer_token_probabilities
 from train.recipes import TrainingJob, TrainingRecipe, TrainingSettings

@@ -17,7 +17,7 @@ The Batch API is there too (``/files``, ``/batches``, ``/files/ID/content``): a 
 line through the same chat logic on its ``batch_polls``-th retrieve and ends as ``batch_outcome``
 says (``completed``; ``expire_half``: the second half of its lines expire unrun; ``failed``);
 ``forget_batches`` makes every batch id a 404 and ``batches_accepted`` refuses batches past a
-count (the provider's enqueued-token limit). ``python -m eval.bench.fake_openai run-batch -i IN -o
+count (the provider's enqueued-token limit). ``python -m tests.support.fake_openai run-batch -i IN -o
 OUT --model M`` answers a request file as vLLM's ``run_batch`` does.
 
 ``refused_formats`` makes the server refuse a ``response_format`` type as llama.cpp's server

@@ -1,10 +1,10 @@
-"""data.cli.run_main: errors as one line and exit code 2."""
+"""data.core.cli.run_main: errors as one line and exit code 2."""
 
 from __future__ import annotations
 
 import pytest
 
-from data.cli import run_main
+from data.core.cli import run_main
 
 
 def test_a_bare_missing_key_is_named_with_where_it_was_looked_up(capsys):

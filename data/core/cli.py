@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from data.io import RecordError
+from data.core.io import RecordError
 
 
 def choice(default: Any, choices: Sequence[Any], help: str = "") -> Any:
@@ -246,7 +246,7 @@ def run_main(
     )
     for noisy in ("httpx", "httpx2", "httpcore", "openai", "bm25s"):  # a line per request otherwise
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    from data.parallel import is_main_process
+    from data.core.parallel import is_main_process
 
     if not is_main_process():  # under a distributed launch the main process reports, once
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the life of the process

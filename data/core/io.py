@@ -19,7 +19,7 @@ from typing import IO, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from data.parallel import is_main_process
+from data.core.parallel import is_main_process
 
 RecordT = TypeVar("RecordT", bound=BaseModel)
 # Editors on Windows start UTF-8 files with a byte-order mark; every reader takes it as nothing
@@ -203,7 +203,7 @@ def atomic_writer(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[
     A ``path`` that is a symbolic link writes its target, and the link stays.
 
     In the other processes of a distributed launch the writes are discarded: the main process
-    writes every output once (``data.parallel``).
+    writes every output once (``data.core.parallel``).
     """
     if not is_main_process():
         with open(os.devnull, mode, encoding=None if "b" in mode else "utf-8") as handle:
@@ -303,7 +303,7 @@ def replace_folder(target: str | os.PathLike[str]) -> Iterator[Path]:
     so readers see the old folder or the new one, never a mix; on failure it is removed and
     ``out`` is left as it was.
     """
-    if not is_main_process():  # the main process writes the folder (data.parallel)
+    if not is_main_process():  # the main process writes the folder (data.core.parallel)
         with tempfile.TemporaryDirectory(prefix="discarded-") as scratch:
             yield Path(scratch)
         return
@@ -352,7 +352,7 @@ class JsonlAppender:
     def __init__(self, path: str | os.PathLike[str], *, fsync: bool = False) -> None:
         self.path = Path(path)
         self.fsync = fsync and is_main_process()
-        if not is_main_process():  # one writer per file: the main process (data.parallel)
+        if not is_main_process():  # one writer per file: the main process (data.core.parallel)
             self._handle = open(os.devnull, "a", encoding="utf-8")  # noqa: SIM115
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""data.io: overlap checks between outputs and inputs, folder replacement, file modes, BOMs."""
+"""data.core.io: overlap checks between outputs and inputs, folder replacement, file modes, BOMs."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from data.io import refuse_overlap, replace_folder
+from data.core.io import refuse_overlap, replace_folder
 
 
 def test_an_output_may_not_hold_an_input_nor_lie_inside_an_input_folder(tmp_path: Path):
@@ -68,7 +68,7 @@ def test_a_folder_that_cannot_be_replaced_names_where_the_finished_result_is(
 ):
     """A rename refused (a mount point, a busy folder) left a complete result in a hidden
     .NAME.new-* folder that the error did not mention; the old folder stays as it was."""
-    import data.io as io_module
+    import data.core.io as io_module
 
     out = tmp_path / "dataset"
     out.mkdir()
@@ -104,7 +104,7 @@ def test_an_output_file_that_is_a_link_writes_its_target_and_stays_a_link(tmp_pa
 
 
 def test_the_keyed_cache_resumes_after_a_kill_and_keeps_the_latest_line(tmp_path: Path):
-    from data.io import KeyedCache
+    from data.core.io import KeyedCache
 
     path = tmp_path / "c.jsonl"
     with KeyedCache(path) as cache:
@@ -125,7 +125,7 @@ def test_the_keyed_cache_resumes_after_a_kill_and_keeps_the_latest_line(tmp_path
 
 
 def test_the_keyed_cache_names_a_damaged_line(tmp_path: Path):
-    from data.io import KeyedCache, RecordError
+    from data.core.io import KeyedCache, RecordError
 
     path = tmp_path / "c.jsonl"
     path.write_text('{"key": "a", "value": 1}\nnot json\n{"key": "b", "value": 2}\n')

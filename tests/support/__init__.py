@@ -1,0 +1,1 @@
+"""Test doubles shared by the tests and the benchmarks (run from a checkout)."""
