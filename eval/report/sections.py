@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from data.core.provenance import environment
+from eval.ranking_agreement import left_out_note
 from eval.report.inputs import HumanLabels, Inputs, read_json, read_optional
 from eval.report.model import (
     Command,
@@ -145,6 +146,8 @@ def ranking(inputs: Inputs, headline: Headline, agreement_path: str | None) -> R
         metric, reference = agreement["metric"], agreement["reference"]
         scores = {spec: dict(values) for spec, values in agreement["scores"].items()}
         source = "eval.ranking_agreement (every labeler labels every run's top k)"
+        if note := left_out_note(agreement.get("left_out")):
+            source = f"{source}. {note}"
     else:
         metric, reference = headline.primary, None
         scores = {

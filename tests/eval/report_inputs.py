@@ -226,6 +226,13 @@ def make_main_job_folder(search: Path, adi: Path, root: Path) -> Path:
             "reference": "qrels:HUMAN",
             "scores": scores,
             "agreement": {"judgments:LABELER": {"kendall_tau": -1.0}},
+            "left_out": {
+                "pairs": 3,
+                "of_pairs": 40,
+                "reasons": {"judgments:LABELER: an unusable reply": 3},
+                "queries": [],
+                "of_queries": 8,
+            },
         },
     )
     return run

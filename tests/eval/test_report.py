@@ -166,6 +166,7 @@ def test_the_main_job_folder_adds_the_ranking_and_unknown_tables(folders):
     assert ranking.reference == "qrels:HUMAN"
     assert ranking.taus["judgments:LABELER"].kendall_tau == pytest.approx(-1.0)
     assert ranking.orders["qrels:HUMAN"] == ["shuffled", "good"]
+    assert "3 of the 40 pairs in the runs' top k lack a label" in ranking.source  # left out
     assert f"PPI++ ({JUDGED} human-judged queries)" in ranking.scores
     assert len(report.held_out.extra["calibration_check"]) == 5  # a table the page did not know
     assert report.headline.cells["good"][f"ndcg@{K}"].human_all == pytest.approx(0.5)
