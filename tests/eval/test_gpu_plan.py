@@ -12,7 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from eval.bench.gpu_plan import NOT_ON_THE_GPU, REPO, WHEELS_LIST
+from eval.bench.gpu_plan import (
+    GGUF_PARTS,
+    NOT_ON_THE_GPU,
+    REPO,
+    WHEELS_LIST,
+    call_sequence,
+    first_part_bytes,
+)
 from eval.bench.gpu_steps import join_parts, split_file, unmet_requirements
 
 
@@ -33,6 +40,27 @@ def test_the_parts_rebuild_the_file_and_a_missing_or_damaged_part_is_named(tmp_p
     with pytest.raises(ValueError, match="damaged"):
         join_parts(folders, tmp_path / "again" / "model.gguf")
     assert not (tmp_path / "again" / "model.gguf").exists()
+
+    uneven = [tmp_path / f"uneven{i}" for i in range(2)]
+    assert [p["size"] for p in split_file(original, uneven, [40_000])["parts"]] == [40_000, 60_003]
+    assert join_parts(uneven, tmp_path / "uneven" / "model.gguf")["sha256"] == manifest["sha256"]
+    with pytest.raises(ValueError, match="cannot cut"):
+        split_file(original, [tmp_path / "x", tmp_path / "y"], [100_003])
+
+
+def test_the_calls_carry_each_part_once_and_leave_the_same_room(tmp_path: Path):
+    """Call 1 carries the wheels and runs steps 1-3; call 2 the rest of the model and the
+    baselines, and runs step 4; the cut leaves both calls the same room."""
+    calls = call_sequence(tmp_path)
+    carried = [Path(c).name for call in calls for c in call["carry"]]
+    parts = [f"smollm2-part{i}" for i in range(GGUF_PARTS)]
+    assert sorted(c for c in carried if c.startswith("smollm2")) == parts
+    assert carried.count("wheels") == 1 and "wheels" in calls[0]["carry"][0]
+    step4 = [call for call in calls if "--steps 4" in call["command"]]
+    assert len(step4) == 1 and any("baselines" in c for c in step4[0]["carry"])
+    model, wheels, baselines = 98_362_432, 5_376_000, 158_687
+    first = first_part_bytes(model, wheels, baselines)
+    assert abs((wheels + first) - (model - first + baselines)) <= 1
 
 
 def test_unmet_requirements_of_the_carried_wheels_are_listed(tmp_path: Path):
