@@ -38,6 +38,20 @@ class DecoderTop(torch.nn.Module):
         self.layers = torch.nn.ModuleList(list(stack.layers)[first_layer:])
         self.rotary_emb = stack.rotary_emb
         self.norm = stack.norm
+        # The full model's own switch (a bound method, so the model is not a submodule here):
+        # it reaches the same layer objects that this top holds. transformers before 5.2x names
+        # it gradient_checkpointing_enable.
+        self._enable_checkpointing = (
+            getattr(model, "activation_checkpointing_enable", None)
+            or model.gradient_checkpointing_enable
+        )
+
+    def activation_checkpointing_enable(self, **kwargs: Any) -> None:
+        """What Trainer calls for ``activation_checkpointing: true``: the top's layers recompute
+        their activations in the backward pass (``every_n_layers``, ``offload`` as the model's)."""
+        self._enable_checkpointing(**kwargs)
+
+    gradient_checkpointing_enable = activation_checkpointing_enable  # Trainer before 5.2x
 
     def normed_states(
         self, hidden_states: torch.Tensor, attention_mask: torch.Tensor, dtype: torch.dtype
@@ -59,20 +73,6 @@ class GraderTop(DecoderTop):
     def __init__(self, model: PreTrainedModel, first_layer: int) -> None:
         super().__init__(model, first_layer)
         self.score = model.score
-        # The full model's own switch (a bound method, so the model is not a submodule here):
-        # it reaches the same layer objects that this top holds. transformers before 5.2x names
-        # it gradient_checkpointing_enable.
-        self._enable_checkpointing = (
-            getattr(model, "activation_checkpointing_enable", None)
-            or model.gradient_checkpointing_enable
-        )
-
-    def activation_checkpointing_enable(self, **kwargs: Any) -> None:
-        """What Trainer calls for ``activation_checkpointing: true``: the top's layers recompute
-        their activations in the backward pass (``every_n_layers``, ``offload`` as the model's)."""
-        self._enable_checkpointing(**kwargs)
-
-    gradient_checkpointing_enable = activation_checkpointing_enable  # Trainer before 5.2x
 
     def forward(
         self,

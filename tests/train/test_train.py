@@ -242,7 +242,7 @@ def test_prompt_format_plain_is_trained_and_stored(
     assert stored["name"] == "grader-plain" and "<|im_start|>" not in stored["template"]
 
 
-@pytest.mark.parametrize("mode", ["full", "lora", "top_layers", "generative"])
+@pytest.mark.parametrize("mode", ["full", "lora", "top_layers", "generative", "query_likelihood"])
 def test_activation_checkpointing_works_in_every_mode(
     mode: str, tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path, monkeypatch
 ):

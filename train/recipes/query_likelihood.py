@@ -72,6 +72,11 @@ class PMIReadOut(ScaleAndBias, torch.nn.Module):
     ) -> SequenceClassifierOutput:
         return self.logits(pmi.float())
 
+    def activation_checkpointing_enable(self, **kwargs: Any) -> None:
+        """Nothing to recompute: no decoder layer trains (Trainer still asks)."""
+
+    gradient_checkpointing_enable = activation_checkpointing_enable  # Trainer before 5.2x
+
 
 class QueryLikelihoodTop(ScaleAndBias, DecoderTop):
     """Decoder layers ``first_layer..`` + final norm + the frozen LM head, fed with cached states
