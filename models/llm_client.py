@@ -159,7 +159,7 @@ class Reply:
         return self.texts[0] if self.texts else ""
 
     def add(self, other: Reply) -> None:
-        """Count ``other`` (one attempt) as billed; its sample becomes this reply's next one."""
+        """Count ``other`` (one attempt) as billed: its tokens and one more attempt."""
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
         self.attempts += 1

@@ -332,10 +332,11 @@ class ChatJudge(Backend):
     def run(self, pairs: Sequence[Pair], on_result: OnResult) -> None:
         if self.name == "hf" and self.prompt.direct_answer:
             return self._score(pairs, on_result)
-        # Local engines answer a chunk at a time: each chunk's judgments are kept as it ends.
-        step = {"hf": 8, "vllm": 64}.get(self.name, 0) * max(1, self.config.batch_size)
-        for start in range(0, len(pairs), step or max(1, len(pairs))):
-            chunk = pairs[start : start + step] if step else pairs
+        # The client reports each reply (hf: each batch) as it comes; vLLM's engine answers a
+        # whole call at once, so it gets chunks whose judgments are kept as each ends.
+        step = max(1, self.config.batch_size) * 64 if self.name == "vllm" else len(pairs) or 1
+        for start in range(0, len(pairs), step):
+            chunk = pairs[start : start + step]
             self.client.complete(
                 [self.request(pair) for pair in chunk],
                 lambda index, reply, chunk=chunk: on_result(

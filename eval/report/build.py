@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.report.held_out import held_out, learned_queries_note, out_of_fold_agreement
-from eval.report.inputs import HumanLabels, Inputs, read_human_pairs, read_human_qrels, read_inputs
+from eval.report.inputs import HumanLabels, Inputs, read_human_pairs, read_inputs
 from eval.report.model import (
     Cell,
     Difference,
@@ -21,6 +21,7 @@ from eval.report.model import (
     Report,
 )
 from eval.report.sections import label_agreement, provenance, ranking
+from eval.search.human import human_qrels
 
 # The order a reader expects; metrics the file has beyond these follow in its own order.
 METRIC_ORDER = ("ndcg@{k}", "map", "mrr", "precision@{k}", "recall@{k}", "hit@{k}")
@@ -209,7 +210,7 @@ def read_human(inputs: Inputs, options: ReportOptions, notes: list[str]) -> Huma
     return HumanLabels(
         source=", ".join(str(path) for path in found.values() if path),
         qrels_path=found["human"],
-        qrels=read_human_qrels(found["human"]) if found["human"] else {},
+        qrels=human_qrels(str(found["human"])) if found["human"] else {},
         pairs=read_human_pairs(found["human_pairs"]) if found["human_pairs"] else {},
     )
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from eval.crossval import POOLED_COLUMNS, PREDICTIONS, OutOfFold
-from eval.report.inputs import CV_DIR, Inputs, read_human_qrels
+from eval.report.inputs import CV_DIR, Inputs
 from eval.report.model import (
     AucDifference,
     FoldRow,
@@ -16,6 +16,7 @@ from eval.report.model import (
     PooledRow,
 )
 from eval.report.sections import Labelled, agreement_of
+from eval.search.human import human_qrels
 
 SOURCES = {"human": "human judgments", "teacher": "teacher labels"}
 # summary.json keys the page shows elsewhere; any other table it holds appears as it is.
@@ -131,7 +132,7 @@ def _human_grades(inputs: Inputs) -> dict[str, dict[str, int]]:
     if path is None:
         return {}
     try:
-        return read_human_qrels(path)
+        return human_qrels(str(path))
     except ValueError:
         return {}
 

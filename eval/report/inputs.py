@@ -170,14 +170,6 @@ class HumanLabels:
         return None, None
 
 
-def read_human_qrels(path: Path) -> Qrels:
-    """Human grades (0-3) as eval.search reads ``--human``: a qrels file, a judgments JSONL or an
-    eval.annotate session folder."""
-    from eval.search.human import human_qrels
-
-    return human_qrels(str(path))
-
-
 def read_human_pairs(path: Path) -> dict[tuple[str, str], tuple[int | None, bool]]:
     """{(qid, doc_id): (grade or None, relevant)} as eval.search reads ``--human_pairs``: a
     judgments JSONL or an eval.annotate session folder, several assessors folded into one."""
