@@ -29,6 +29,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -36,6 +37,9 @@ from data.beir import Collection, Run, write_trec_run
 from data.core.cli import bounded, parse_config, run_main
 from data.core.io import fingerprint, write_json, write_jsonl
 from data.core.records import Pair, document_text
+
+if TYPE_CHECKING:
+    from models.embedder import Embedder
 
 logger = logging.getLogger(__name__)
 RETRIEVERS = ("dense", "bm25")
@@ -92,6 +96,44 @@ def _doc_text(collection: Collection, doc_id: str) -> str:
     return document_text(doc.text, doc.title)
 
 
+def corpus_texts(collection: Collection) -> list[str]:
+    """Every document as the retrievers and baselines read it, in the order of its id: the order
+    the retrievers index, so that the cosine baseline finds the dense index's embeddings."""
+    return [_doc_text(collection, doc_id) for doc_id in sorted(collection.corpus)]
+
+
+def stored_embeddings_path(embedder: Embedder, texts: Sequence[str], index_dir: Path) -> Path:
+    """Where the embeddings of ``texts`` (in that order) by ``embedder`` are kept: named by the
+    embedder, its token limit, its numerics and the texts, so that nothing computed otherwise is
+    ever read back."""
+    model = embedder.model
+    # dtype and attention kernel: embeddings computed another way differ in their last bits.
+    numerics = f"{model.dtype}/{model.config._attn_implementation}"
+    key = fingerprint(embedder.name, str(embedder.max_length), numerics, *texts)
+    return index_dir / f"dense-{key}.npy"
+
+
+def corpus_embeddings(
+    embedder: Embedder, texts: Sequence[str], index_dir: Path | None = None, batch_size: int = 64
+) -> np.ndarray:
+    """The embeddings of a corpus's ``texts`` (rows in their order), computed once per content
+    and kept in ``index_dir`` (default: the machine's cache): dense retrieval builds its index on
+    them and the cosine baseline reads its documents' rows from them."""
+    path = stored_embeddings_path(embedder, texts, index_dir or default_index_dir())
+    if path.exists():
+        embeddings = np.load(path)
+        logger.info("reusing %d document embeddings from %s", len(embeddings), path)
+        return embeddings
+    embeddings = embedder.encode(
+        texts, batch_size=batch_size, show_progress=True, desc="embedding corpus"
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(_temporary(path), "wb") as handle:
+        np.save(handle, embeddings)
+    os.replace(_temporary(path), path)
+    return embeddings
+
+
 class DenseRetriever:
     """Embedder + HNSW index over a corpus, persisted in ``index_dir`` and reused."""
 
@@ -102,31 +144,14 @@ class DenseRetriever:
 
         self.config = config
         self.doc_ids = sorted(collection.corpus)
-        texts = [_doc_text(collection, d) for d in self.doc_ids]
+        texts = corpus_texts(collection)
         self.embedder = Embedder.load(
             config.embedder, max_length=config.embed_max_length, device=config.device
         )
-        # The dtype is in the key: bf16 and float32 embeddings of a corpus differ slightly.
-        dtype = str(self.embedder.model.dtype)
-        key = fingerprint(
-            config.embedder, str(config.embed_max_length), dtype, *self.doc_ids, *texts
+        embeddings = corpus_embeddings(
+            self.embedder, texts, index_dir, batch_size=config.embed_batch_size
         )
-        emb_path = index_dir / f"dense-{key}.npy"
-        index_path = index_dir / f"dense-{key}.hnsw"
-        index_dir.mkdir(parents=True, exist_ok=True)
-        if emb_path.exists():
-            embeddings = np.load(emb_path)
-            logger.info("reusing %d document embeddings from %s", len(embeddings), emb_path)
-        else:
-            embeddings = self.embedder.encode(
-                texts,
-                batch_size=config.embed_batch_size,
-                show_progress=True,
-                desc="embedding corpus",
-            )
-            with open(_temporary(emb_path), "wb") as handle:
-                np.save(handle, embeddings)
-            os.replace(_temporary(emb_path), emb_path)
+        index_path = stored_embeddings_path(self.embedder, texts, index_dir).with_suffix(".hnsw")
         self.index = hnswlib.Index(space="ip", dim=embeddings.shape[1])
         if index_path.exists():
             self.index.load_index(str(index_path), max_elements=len(self.doc_ids))
@@ -207,7 +232,7 @@ class BM25Retriever:
 
     def __init__(self, collection: Collection, index_dir: Path) -> None:
         self.doc_ids = sorted(collection.corpus)
-        texts = [_doc_text(collection, d) for d in self.doc_ids]
+        texts = corpus_texts(collection)
         key = fingerprint("bm25s", *self.doc_ids, *texts)
         self.index = BM25Index(texts, index_dir / f"bm25-{key}")
 

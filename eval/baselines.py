@@ -48,16 +48,30 @@ def bm25_scores(
 
 
 def cosine_scores(
-    queries: Sequence[str], documents: Sequence[str], embedder: str = "minilm-l6"
+    queries: Sequence[str],
+    documents: Sequence[str],
+    corpus: Sequence[str] | None = None,
+    embedder: str = "minilm-l6",
 ) -> np.ndarray:
-    """Cosine similarity of query and document embeddings (each distinct text embedded once)."""
+    """Cosine similarity of query and document embeddings (each distinct text embedded once).
+
+    Documents of ``corpus`` whose embeddings dense retrieval already stored
+    (``data.candidates.corpus_embeddings``) are read from there, not embedded again."""
+    from data.candidates import default_index_dir, stored_embeddings_path
     from models.embedder import Embedder
 
     model = Embedder.load(embedder)
     unique_queries = list(dict.fromkeys(queries))
-    unique_documents = list(dict.fromkeys(documents))
     query_vectors = dict(zip(unique_queries, model.encode(unique_queries), strict=True))
-    document_vectors = dict(
+    document_vectors: dict[str, np.ndarray] = {}
+    if corpus is not None:
+        stored = stored_embeddings_path(model, corpus, default_index_dir())
+        if stored.exists():
+            wanted = set(documents)
+            rows = np.load(stored, mmap_mode="r")
+            document_vectors = {t: rows[i] for i, t in enumerate(corpus) if t in wanted}
+    unique_documents = [d for d in dict.fromkeys(documents) if d not in document_vectors]
+    document_vectors.update(
         zip(unique_documents, model.encode(unique_documents, show_progress=True), strict=True)
     )
     return np.array(
@@ -83,7 +97,7 @@ def baseline_scores(
     if name == "bm25":
         return bm25_scores(queries, documents, corpus)
     if name == "cosine":
-        return cosine_scores(queries, documents)
+        return cosine_scores(queries, documents, corpus)
     raise ValueError(f"baseline: expected one of {', '.join(BASELINES)}, got {name!r}")
 
 

@@ -34,7 +34,7 @@ from data.beir import graded_qrels, read_qrels
 from data.core.cli import bounded, check_choices, choice, parse_config, run_main
 from data.core.io import read_records, write_json, write_jsonl
 from data.core.metrics import Calibration, best_f1_threshold, binary_metrics, fit_temperature
-from data.core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, document_text, label_from_grade
+from data.core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, label_from_grade
 from eval.baselines import BASELINES
 
 logger = logging.getLogger(__name__)
@@ -117,10 +117,12 @@ class Scored:
 
 
 def corpus_texts(collection: str) -> list[str]:
-    """Every document of a BEIR folder as the baselines read it (BM25's document frequencies)."""
+    """Every document of a BEIR folder as the baselines read it (BM25's document frequencies,
+    the dense index's stored embeddings), in the order the retrievers index them."""
     from data.beir import Collection
+    from data.candidates import corpus_texts as indexed_texts
 
-    return [document_text(d.text, d.title) for d in Collection.load(collection).corpus.values()]
+    return indexed_texts(Collection.load(collection))
 
 
 def _score(config: CheckpointEvalConfig, records: list[Judgment]) -> Scored:

@@ -119,13 +119,25 @@ class Labeler:
 
 
 class GraderLabeler(Labeler):
-    def __init__(self, path: str, grader: Any = None) -> None:
-        from models.grader import Grader
+    """A grader export or checkpoint's labels; with ``state_cache``, a query-likelihood grader
+    reads the log-likelihoods its training stored there (``Grader.state_cache``)."""
 
+    def __init__(self, path: str, grader: Any = None, state_cache: Path | None = None) -> None:
         self.path = path
-        self.grader = grader or Grader.from_pretrained(path)
+        self._grader = grader
+        self.state_cache = state_cache
         self.name = f"grader:{path}"
         self._weights_digest: str | None = None
+
+    @property
+    def grader(self) -> Any:
+        """Loaded on first use: a run whose labels are all cached never loads the model."""
+        if self._grader is None:
+            from models.grader import Grader
+
+            self._grader = Grader.from_pretrained(self.path)
+            self._grader.state_cache = self.state_cache
+        return self._grader
 
     @property
     def id(self) -> str:
@@ -134,10 +146,20 @@ class GraderLabeler(Labeler):
         if self._weights_digest is None:
             path = Path(self.path)
             self._weights_digest = sha256_path(path) if path.exists() else str(path)
-        return (
-            f"grader:{self._weights_digest}:{self.grader.input_format.id}:"
-            f"{self.grader.threshold}:{self.grader.temperature}"
-        )
+        return f"grader:{self._weights_digest}:{self._read_out()}"
+
+    def _read_out(self) -> str:
+        """Input format, threshold and temperature: from the description while the model is not
+        loaded (what loading would give), else from the grader in use."""
+        from models.grader import read_grader_config, stored_temperature, stored_threshold
+        from models.input_format import GraderInputFormat
+
+        info = read_grader_config(self.path) if self._grader is None else {}
+        if "input_format" in info:
+            fmt = GraderInputFormat.from_dict(info["input_format"]).id
+            return f"{fmt}:{stored_threshold(info, self.path)}:{stored_temperature(info)}"
+        grader = self.grader
+        return f"{grader.input_format.id}:{grader.threshold}:{grader.temperature}"
 
     def query_warnings(self, query: str) -> list[str]:
         from models.input_format import format_pairs
@@ -491,7 +513,11 @@ def make_labeler(spec: str, cache_dir: str | Path | None = None) -> Labeler:
     if kind == "gold-doc":
         return GoldDocLabeler(value)
     if kind == "grader":
-        labeler: Labeler = GraderLabeler(value)
+        from models.state_cache import default_state_cache
+
+        # Batch labelling with a label cache also shares the machine's state cache.
+        state_cache = default_state_cache() if cache_dir is not None else None
+        labeler: Labeler = GraderLabeler(value, state_cache=state_cache)
     elif kind == "judge":
         labeler = JudgeLabeler(value)
     elif kind == "qrels":

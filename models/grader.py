@@ -64,6 +64,11 @@ def resolve_device_and_dtype(
 logger = logging.getLogger(__name__)
 
 
+def stored_temperature(info: dict[str, Any]) -> float:
+    """The calibration temperature stored with a grader (1: none fitted)."""
+    return float((info.get("calibration") or {}).get("temperature", 1.0))
+
+
 def stored_threshold(info: dict[str, Any], name: str) -> float:
     """The decision threshold stored with a grader: a probability strictly inside (0, 1). A
     training checkpoint has none yet (evaluation fits it, export stores it): 0.5, said once."""
@@ -100,6 +105,10 @@ class Grader:
     # The first class counted as relevant: 1 for a binary head, the grade threshold (2) for a
     # graded one.
     relevant_from: int = 1
+    # Opt-in: a state cache folder (models.state_cache) where a query-likelihood grader whose
+    # backbone never trained reads and stores each sequence's log-likelihood, shared with its
+    # training and with other graders on the same base model. Batch commands turn it on.
+    state_cache: Path | None = None
 
     @classmethod
     def from_pretrained(
@@ -130,14 +139,13 @@ class Grader:
             fmt = GraderInputFormat.from_tokenizer(
                 tokenizer, max_length=max_length, use_chat_template=use_chat_template("auto", name)
             )
-        calibration = info.get("calibration") or {}
         return cls(
             model=model.to(device).eval(),
             tokenizer=tokenizer,
             input_format=fmt,
             family=family_of_description(info),
             threshold=stored_threshold(info, name),
-            temperature=float(calibration.get("temperature", 1.0)),
+            temperature=stored_temperature(info),
             name=name,
             info=info,
             batch_size=batch_size,
@@ -216,7 +224,11 @@ class Grader:
         if shared_prefixes and batch.prefix_lengths is not None:
             units = [members for _, members in prefix_groups(batch.input_ids, batch.prefix_lengths)]
         else:
-            units = list(length_sorted_batches(lengths, self.batch_size, self.max_batch_tokens))
+            units = list(
+                length_sorted_batches(
+                    lengths, self.batch_size, self.max_batch_tokens, self.model.device
+                )
+            )
 
         def grade(rows: list[int]) -> list[np.ndarray]:
             share = PairBatch(

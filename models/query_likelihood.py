@@ -20,8 +20,10 @@ template followed by the same tokens, computed once per query.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -30,6 +32,9 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from models.input_format import DEFAULT_MAX_LENGTH, GraderInputFormat
 from models.scoring import length_sorted_batches, pad_right
+
+if TYPE_CHECKING:
+    from models.state_cache import StateCache
 
 FORMAT_NAME = "query-likelihood"
 FORMAT_VERSION = 1
@@ -132,7 +137,8 @@ def sequence_log_likelihoods(
     out = np.zeros(len(input_ids), dtype=np.float64)
     decoder = model.get_decoder()
     lm_head = model.get_output_embeddings()
-    batches = list(length_sorted_batches([len(x) for x in input_ids], batch_size, max_batch_tokens))
+    lengths = [len(x) for x in input_ids]
+    batches = list(length_sorted_batches(lengths, batch_size, max_batch_tokens, model.device))
     for batch in tqdm(batches, desc="query likelihood", unit="batch", disable=not show_progress):
         ids, mask = pad_right([input_ids[i] for i in batch], pad_token_id, model.device)
         hidden = decoder(input_ids=ids, attention_mask=mask).last_hidden_state
@@ -171,6 +177,49 @@ def pmi_scores(
     )
     prior = sequence_log_likelihoods(model, split.prior_ids, split.prior_target_starts, **kwargs)
     return conditioned - prior[split.prior_of]
+
+
+LOG_LIKELIHOOD = "log-likelihood"  # the state cache's name for a sequence's query log-likelihood
+
+
+def cached_pmi(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    fmt: GraderInputFormat,
+    input_ids: Sequence[Sequence[int]],
+    *,
+    batch_size: int,
+    dtype: torch.dtype,
+    cache: StateCache | None = None,
+) -> np.ndarray:
+    """:func:`pmi_scores` with each pair's and each query prior's log-likelihood read from
+    ``cache`` where stored, else computed and stored there: cross-validation folds, and a grader
+    that labels pairs its training scored, run the model once per sequence."""
+    split = split_inputs(tokenizer, fmt, input_ids)
+    sequences = [*input_ids, *split.prior_ids]
+    starts = [*split.target_starts, *split.prior_target_starts]
+    stored = [cache.get(ids, LOG_LIKELIHOOD, dtype) if cache else None for ids in sequences]
+    todo = [i for i, value in enumerate(stored) if value is None]
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    computed = np.zeros(0)
+    if todo:
+        # In ``dtype`` itself, as a grader loaded in it computes (autocast over float32 weights
+        # rounds otherwise): the cache holds one value per sequence and dtype, whoever stored it.
+        scorer = model if model.dtype == dtype else copy.deepcopy(model).to(dtype)
+        computed = sequence_log_likelihoods(
+            scorer,
+            [sequences[i] for i in todo],
+            [starts[i] for i in todo],
+            pad_token_id=pad,
+            batch_size=batch_size,
+            show_progress=True,
+        )
+    for i, value in zip(todo, computed, strict=True):
+        stored[i] = torch.tensor(value, dtype=torch.float64)
+        if cache:
+            cache.put(sequences[i], LOG_LIKELIHOOD, dtype, stored[i])
+    values = np.array([float(v) for v in stored])
+    return values[: len(input_ids)] - values[len(input_ids) :][split.prior_of]
 
 
 def pmi_probabilities(pmi: np.ndarray, scale: float, bias: float) -> np.ndarray:

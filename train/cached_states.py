@@ -10,8 +10,6 @@ objects, so training it trains the full model in place, which is then saved as u
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -22,9 +20,11 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel
 from transformers.modeling_outputs import SequenceClassifierOutput
 
-from data.core.io import fingerprint
 from models.backbone import decoder, run_layers
 from models.scoring import last_token, length_sorted_batches, pad_right
+from models.state_cache import StateCache, default_state_cache, state_cache_key
+
+__all__ = ["StateCache", "default_state_cache", "state_cache_key"]  # their home: models.state_cache
 
 
 class DecoderTop(torch.nn.Module):
@@ -86,64 +86,12 @@ class GraderTop(DecoderTop):
         return SequenceClassifierOutput(logits=self.score(pooled))
 
 
-def default_state_cache() -> Path:
-    """The machine-wide state cache (beside the converted models), shared by runs and studies."""
-    from models.resolve import cache_dir
-
-    return cache_dir() / "states"
-
-
-def state_cache_key(model_name_or_path: str) -> str:
-    """How a state cache names a base model: a local folder by its weights, a name by itself."""
-    from data.core.io import sha256_path
-
-    path = Path(model_name_or_path)
-    return sha256_path(path) if path.is_dir() else model_name_or_path
-
-
 def resolve_state_dtype(name: str, device: torch.device | str) -> torch.dtype:
     """``auto``: bf16 where it is fast (GPU, CPU with bf16 instructions), else float32; or a dtype
     by name."""
     from models.resolve import inference_dtype
 
     return inference_dtype(device) if name == "auto" else getattr(torch, name)
-
-
-class StateCache:
-    """Cached states on disk, one file per pair, keyed by the base model, split and token ids.
-
-    Lets runs that share pairs (cross-validation folds, several top-layer settings, a resumed
-    run) compute each pair's bottom layers once.
-    """
-
-    def __init__(self, folder: str | Path, model_key: str) -> None:
-        self.folder = Path(folder)
-        self.folder.mkdir(parents=True, exist_ok=True)
-        self.model_key = model_key
-
-    def path(self, ids: Sequence[int], first_layer: int | str, dtype: torch.dtype) -> Path:
-        key = fingerprint(self.model_key, str(first_layer), str(dtype), ",".join(map(str, ids)))
-        return self.folder / f"{key}.pt"
-
-    def get(
-        self, ids: Sequence[int], first_layer: int | str, dtype: torch.dtype
-    ) -> torch.Tensor | None:
-        path = self.path(ids, first_layer, dtype)
-        return torch.load(path, weights_only=True) if path.exists() else None
-
-    def put(
-        self, ids: Sequence[int], first_layer: int | str, dtype: torch.dtype, state: torch.Tensor
-    ) -> None:
-        path = self.path(ids, first_layer, dtype)
-        # A temporary name of its own per write: ranks of one DDP run store the same pairs at once.
-        fd, partial = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=".tmp", dir=self.folder)
-        os.close(fd)
-        try:
-            torch.save(state, partial)
-            os.replace(partial, path)  # atomic: a killed run never leaves a torn state behind
-        except BaseException:
-            Path(partial).unlink(missing_ok=True)
-            raise
 
 
 class StoredStates(Sequence[torch.Tensor]):
@@ -227,7 +175,7 @@ def compute_states(
     lengths = [len(input_ids[i]) for i in todo]
     batches = [
         [todo[j] for j in batch]
-        for batch in length_sorted_batches(lengths, batch_size, max_batch_tokens)
+        for batch in length_sorted_batches(lengths, batch_size, max_batch_tokens, device)
     ]
     with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
         for batch in tqdm(batches, desc="backbone states", unit="batch"):

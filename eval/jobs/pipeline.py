@@ -9,23 +9,24 @@ fingerprint matches, so an interrupted run resumes and a changed config, student
 upstream output re-runs what depends on it. Each stage's output goes to ``run_dir/logs/``.
 
 Stages:
- 1. teacher labels for the judged pool (``data.label``; default teacher: the human qrels);
- 2. cross-validation folds by query, stratified (``data.build --folds``);
- 3. the embedded LLM judge on a sample of the pairs the folds test (``data.label``);
- 4. cross-validation (``eval.study``): per fold, the student grader trained on the other folds'
+ 1. retrieval runs (``data.candidates``): BM25 and dense top-k of every judged query;
+ 2. teacher labels for the judged pool (``data.label``; default teacher: the human qrels);
+ 3. cross-validation folds by query, stratified (``data.build --folds``);
+ 4. the embedded LLM judge on a sample of the pairs the folds test (``data.label``);
+ 5. cross-validation (``eval.study``): per fold, the student grader trained on the other folds'
     queries (default: the query-likelihood grader on SmolLM2-135M), threshold and temperature
     fitted on validation queries inside them, and evaluated on the fold beside the BM25 and
-    cosine baselines and the judge; pooled over the folds with the paired per-query difference
-    to each baseline and its 95% interval (the report's verdict). The frozen bottom's states are
-    computed once per pair for every fold;
- 5. export of fold 0's grader with its round-trip check (``models.export``);
- 6. retrieval runs (``data.candidates``) and a grader rerank (``eval.rerank``);
+    cosine baselines (its document embeddings read from the dense index's) and the judge;
+    pooled over the folds with the paired per-query difference to each baseline and its 95%
+    interval (the report's verdict). The frozen bottom's states are computed once per pair for
+    every fold;
+ 6. export of fold 0's grader with its round-trip check (``models.export``), and a grader rerank
+    of the dense run (``eval.rerank``);
  7. the metric pipeline over the runs with grader labels (``eval.search``) and the agreement of
     the system ranking with the human judgments (``eval.ranking_agreement``).
 Everything lands in ``run_dir``: report.md, summary.json, metrics, plots and the exported grader.
 
-A corpus without relevance judgments (``--qrels none``): the retrieval runs come first, the teacher
-labels their pooled top-k (``candidates/pool.pairs.jsonl``), and the teacher is the reference of
+A corpus without relevance judgments (``--qrels none``): the teacher labels the runs' pooled top-k (``candidates/pool.pairs.jsonl``), and the teacher is the reference of
 every evaluation and of the ranking agreement (which leaves out, and counts in report.md, the
 pairs whose replies were unusable).
 """
@@ -226,7 +227,7 @@ class Pipeline:
         self.root = Path(config.run_dir)
         self.timings: dict[str, float] = {}
         self.search_runs: list[str] = []  # the metric pipeline's runs, set by stages()
-        from train.cached_states import default_state_cache
+        from models.state_cache import default_state_cache
 
         cache = config.state_cache or str(default_state_cache())
         self.state_cache = None if cache == "none" else cache
@@ -292,13 +293,12 @@ class Pipeline:
 
     def stages(self) -> list[Stage]:
         c = self.config
-        stages = [] if c.qrels else [self.retrieval_stage()]  # without qrels, the runs' pool
-        stages += [self.teacher_stage(), self.dataset_stage()]
+        # The runs first: without qrels their pool is what the teacher labels, and the cosine
+        # baseline of the cross-validation reads the corpus embeddings they stored.
+        stages = [self.retrieval_stage(), self.teacher_stage(), self.dataset_stage()]
         if c.judge_model:
             stages.append(self.judge_stage())
         stages += [self.cross_validation_stage(), self.export_stage()]
-        if c.qrels:
-            stages.append(self.retrieval_stage())
         if c.rerank:
             stages.append(self.rerank_stage())
         self.search_runs = self.runs()

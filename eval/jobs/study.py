@@ -58,7 +58,7 @@ from eval.baselines import BASELINES
 from eval.checkpoint import LABEL_SOURCES, CheckpointEvalConfig, Scorer, evaluate
 from eval.crossval import CrossValidation, cross_validate, pooled_table
 from models.builder import GraderModelConfig
-from train.cached_states import default_state_cache
+from models.state_cache import default_state_cache
 from train.recipes import recipe_for
 
 logger = logging.getLogger(__name__)

@@ -10,6 +10,9 @@ from data.core.cli import bounded, check_choices, choice
 PRIMARY_METRIC = "ndcg@{k}"
 
 
+STAT_TESTS = ("student", "fisher", "tukey")  # ranx's paired tests
+
+
 @dataclass
 class SearchEvalConfig:
     run: str = field(default="", metadata={"help": "TREC run to evaluate."})
@@ -38,7 +41,7 @@ class SearchEvalConfig:
     )
     stat_test: str = choice(
         "student",
-        ("student", "fisher", "tukey"),
+        STAT_TESTS,
         "ranx's paired test: Student's t, Fisher's randomization or Tukey's HSD.",
     )
     out: str = field(default="runs/search", metadata={"help": "Output folder."})

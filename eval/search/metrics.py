@@ -277,3 +277,21 @@ def label_list_metrics(lists: dict[str, Sequence[float]], k: int) -> dict[str, d
             for qid, value in zip(judged, scores, strict=True):
                 out[qid][metric.split("@")[0]] = float(value)
     return out
+
+
+def compile_ranx(k: int = 10) -> None:
+    """Have ranx compile what the commands use, on a toy run: ranx compiles its metrics and tests
+    with numba on first use (about 20 s on 2 cores) and keeps them in numba's cache beside it, so
+    ``install.sh`` runs this once instead of a user's first evaluation paying for it."""
+    from eval.search.config import STAT_TESTS
+
+    graded = {"q1": {"d1": 3, "d2": 0}, "q2": {"d3": 2, "d4": 1}}
+    binary = {qid: {d: int(g >= 2) for d, g in docs.items()} for qid, docs in graded.items()}
+    runs = {
+        "a": {"q1": {"d1": 2.0, "d2": 1.0}, "q2": {"d4": 2.0, "d3": 1.0}},
+        "b": {"q1": {"d2": 2.0, "d1": 1.0}, "q2": {"d3": 2.0}},
+    }
+    ranx_metrics(graded, binary, runs["a"], k, recall=True)
+    for stat_test in STAT_TESTS:
+        compare_runs(runs, graded, binary, k, stat_test)
+    label_list_metrics({"q1": [1.0, 0.0, 0.5]}, k)

@@ -107,3 +107,39 @@ def test_one_bm25_for_retrieval_and_the_baseline(adi_dir: Path, tmp_path: Path):
     assert list(scores) == sorted(scores, reverse=True)
     with pytest.raises(ValueError, match="retriever: expected one of"):
         make_retriever("splade", collection, tmp_path / "indexes")
+
+
+def test_the_cosine_baseline_reads_the_dense_index_embeddings(
+    adi_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Embedded once per run: the cosine baseline takes its corpus documents' vectors from the
+    embeddings dense retrieval stored, embeds only the rest, and scores as if it had embedded
+    them itself."""
+    import numpy as np
+
+    import data.candidates
+    from data.candidates import corpus_texts, make_retriever
+    from eval.baselines import cosine_scores
+    from models.embedder import Embedder
+
+    collection = Collection.load(adi_dir)
+    corpus = corpus_texts(collection)
+    queries, documents = (
+        ["computer indexing", "retrieval systems"],
+        [corpus[3], "not in the corpus"],
+    )
+    fresh = cosine_scores(queries, documents)  # nothing stored yet: every text embedded
+
+    monkeypatch.setattr(data.candidates, "default_index_dir", lambda: tmp_path / "indexes")
+    make_retriever("dense", collection)  # stores the corpus embeddings
+    embedded: list[str] = []
+    encode = Embedder.encode
+
+    def counted(self, texts, *args, **kwargs):
+        embedded.extend(texts)
+        return encode(self, texts, *args, **kwargs)
+
+    monkeypatch.setattr(Embedder, "encode", counted)
+    reused = cosine_scores(queries, documents, corpus)
+    assert embedded == [*queries, "not in the corpus"]
+    np.testing.assert_allclose(reused, fresh, atol=1e-5)

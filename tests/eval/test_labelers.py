@@ -51,3 +51,25 @@ def test_grader_labeler_batches_several_queries(tiny_grader_dir: Path):
 def test_qrels_labeler_counts_relevant(adi_dir: Path):
     labeler = QrelsLabeler(str(adi_dir / "qrels.tsv"), label_threshold=1)
     assert labeler.num_relevant("1") == len(read_qrels(adi_dir / "qrels.tsv")["1"])
+
+
+def test_a_cached_grader_labeler_loads_no_model_when_every_label_is_cached(
+    tiny_grader_dir: Path, tmp_path: Path, monkeypatch
+):
+    """The ranking agreement re-reads labels the metric pipeline made: the grader's id comes from
+    its description, the same as from the loaded grader, and the model is never loaded."""
+    from eval.labelers import GraderLabeler, make_labeler
+    from models.grader import Grader
+
+    hits = [Hit("a", "axon text"), Hit("b", "other")]
+    first = make_labeler(f"grader:{tiny_grader_dir}", cache_dir=tmp_path)
+    labels = first.label("q1", "axon", hits)
+    loaded = GraderLabeler(str(tiny_grader_dir))
+    assert loaded.grader is not None and loaded.id == GraderLabeler(str(tiny_grader_dir)).id
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model was loaded for labels in the cache")
+
+    monkeypatch.setattr(Grader, "from_pretrained", refuse)
+    again = make_labeler(f"grader:{tiny_grader_dir}", cache_dir=tmp_path)
+    assert again.label("q1", "axon", hits) == labels

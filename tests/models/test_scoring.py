@@ -93,3 +93,22 @@ def test_relevant_probability_and_grades_read_binary_and_graded_heads_alike():
     # The argmax grade of the first row is 1, but a pair labelled relevant gets a relevant grade.
     grades = decided_grades(graded, np.array([True, True, False]), relevant_from=2)
     np.testing.assert_array_equal(grades, [2, 3, 0])
+
+
+def test_cpu_batches_hold_a_bounded_number_of_padded_tokens():
+    """On a CPU, batches stay near CPU_BATCH_TOKENS padded tokens (what runs fastest there);
+    elsewhere only the given caps apply. Every index is in exactly one batch, longest first."""
+    from models.scoring import CPU_BATCH_TOKENS, length_sorted_batches
+
+    lengths = [100] * 40 + [30] * 100 + [2 * CPU_BATCH_TOKENS]
+    for device, cap in (("cpu", CPU_BATCH_TOKENS), ("cuda", 16384), (None, 16384)):
+        batches = list(length_sorted_batches(lengths, 64, 16384, device))
+        assert sorted(i for batch in batches for i in batch) == list(range(len(lengths)))
+        padded = [max(lengths[i] for i in batch) * len(batch) for batch in batches]
+        # An input longer than the cap goes alone; every other batch keeps under it.
+        assert all(p <= cap or len(b) == 1 for p, b in zip(padded, batches, strict=True))
+        assert all(len(batch) <= 64 for batch in batches)
+    assert next(length_sorted_batches(lengths, 64, 16384, "cpu")) == [len(lengths) - 1]
+    assert len(list(length_sorted_batches(lengths, 64, 16384, "cpu"))) > len(
+        list(length_sorted_batches(lengths, 64, 16384, "cuda"))
+    )

@@ -30,8 +30,8 @@ from models.losses import build_loss
 from models.query_likelihood import (
     MARKER,
     QueryLikelihoodInputs,
+    cached_pmi,
     fit_scale_and_bias,
-    sequence_log_likelihoods,
     split_inputs,
     target_log_likelihood,
 )
@@ -255,48 +255,6 @@ def collate_pmi(features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
     }
 
 
-LOG_LIKELIHOOD = "log-likelihood"  # the state cache's name for a sequence's query log-likelihood
-
-
-def cached_pmi(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    fmt: GraderInputFormat,
-    input_ids: Sequence[Sequence[int]],
-    *,
-    batch_size: int,
-    dtype: torch.dtype,
-    cache: Any = None,
-) -> np.ndarray:
-    """PMI of each input as the grader computes it (``models.query_likelihood``), each pair's
-    and each query prior's log-likelihood read from ``cache`` where stored, else computed and
-    stored: cross-validation folds run the model once per pair."""
-    split = split_inputs(tokenizer, fmt, input_ids)
-    sequences = [*input_ids, *split.prior_ids]
-    starts = [*split.target_starts, *split.prior_target_starts]
-    stored = [cache.get(ids, LOG_LIKELIHOOD, dtype) if cache else None for ids in sequences]
-    todo = [i for i, value in enumerate(stored) if value is None]
-    device = next(model.parameters()).device
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    computed = np.zeros(0)
-    if todo:
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
-            computed = sequence_log_likelihoods(
-                model,
-                [sequences[i] for i in todo],
-                [starts[i] for i in todo],
-                pad_token_id=pad,
-                batch_size=batch_size,
-                show_progress=True,
-            )
-    for i, value in zip(todo, computed, strict=True):
-        stored[i] = torch.tensor(value, dtype=torch.float64)
-        if cache:
-            cache.put(sequences[i], LOG_LIKELIHOOD, dtype, stored[i])
-    values = np.array([float(v) for v in stored])
-    return values[: len(input_ids)] - values[len(input_ids) :][split.prior_of]
-
-
 class QueryLikelihoodRecipe(TrainingRecipe):
     family = "query_likelihood"
 
@@ -381,8 +339,14 @@ class QueryLikelihoodRecipe(TrainingRecipe):
         )
 
     def finish(self, trainer: Trainer, job: TrainingJob, info: dict, metrics: dict) -> None:
+        from models.state_cache import state_cache_key
+
         scale, bias = trainer.model.scale_and_bias
         info["query_likelihood"] = {"scale": scale, "bias": bias, "marker": MARKER}
+        if isinstance(trainer.model, PMIReadOut):  # no decoder layer trained: the base model's
+            # log-likelihoods are this grader's, under the state cache's name for that model
+            backbone = state_cache_key(job.settings.model.model_name_or_path)
+            info["query_likelihood"]["backbone"] = backbone
 
     def state_scorer(self, grader: Path, settings: TrainingSettings) -> StateScorer:
         """sigmoid(scale * PMI + bias) with each pair's and each query prior's states read from
