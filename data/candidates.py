@@ -81,7 +81,7 @@ class CandidatesConfig:
 
 def default_index_dir() -> Path:
     """The machine-wide home of content-keyed embeddings and indexes (beside the models)."""
-    from models.resolve import cache_dir
+    from data.core.io import cache_dir
 
     return cache_dir() / "indexes"
 

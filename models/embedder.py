@@ -41,12 +41,7 @@ class Embedder:
         cosine baseline's ROC-AUC moves by 0.001; BENCHMARKS.md)."""
         path = resolve_model_path(name_or_path)
         device = device or "cpu"
-        # On a CPU, plain attention: MiniLM's 32-wide heads run 1.2x faster that way in bf16 than
-        # through SDPA, and as fast in float32 (BENCHMARKS.md).
-        attention = "eager" if torch.device(device).type == "cpu" else "sdpa"
-        model = AutoModel.from_pretrained(
-            path, dtype=dtype or inference_dtype(device), attn_implementation=attention
-        )
+        model = AutoModel.from_pretrained(path, dtype=dtype or inference_dtype(device))
         model.to(device)
         return cls(
             model, AutoTokenizer.from_pretrained(path), name=name_or_path, max_length=max_length

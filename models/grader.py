@@ -26,7 +26,6 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from data.core.metrics import apply_temperature
 from data.core.parallel import is_main_process, local_device_index, map_shards, process_count
 from models.builder import load_trained, read_grader_config
 from models.families import CLASSIFIER, ZERO_SHOT, ScoringFamily, family_of_description
@@ -255,6 +254,8 @@ class Grader:
     def calibrate(self, probabilities: np.ndarray) -> np.ndarray:
         if self.temperature == 1.0:
             return probabilities
+        from data.core.metrics import apply_temperature  # scikit-learn's import: ~1 s
+
         return apply_temperature(probabilities, self.temperature).astype(np.float32)
 
     def score_pairs(

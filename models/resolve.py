@@ -35,7 +35,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from data.core.io import share_tree
+from data.core.io import cache_dir, share_tree
 
 logger = logging.getLogger(__name__)
 
@@ -80,13 +80,6 @@ EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
 
 class ModelNotAvailableError(RuntimeError):
     pass
-
-
-def cache_dir() -> Path:
-    if env := os.environ.get("RELEVANCE_GRADER_CACHE"):
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "relevance-grader"
 
 
 def _package_file(package: str, suffix: str) -> Path:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 def default_state_cache() -> Path:
     """The machine-wide state cache (beside the converted models), shared by runs and studies."""
-    from models.resolve import cache_dir
+    from data.core.io import cache_dir
 
     return cache_dir() / "states"
 

@@ -8,6 +8,7 @@ same directory + ``os.replace``) or append one flushed line per record where res
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -34,6 +35,15 @@ class RecordError(ValueError):
     def __init__(self, path: str | os.PathLike[str], line: int, field: str, problem: str) -> None:
         self.path, self.line, self.field, self.problem = str(path), line, field, problem
         super().__init__(f"{self.path}:{line}: {field}: {problem}")
+
+
+def cache_dir() -> Path:
+    """The machine's cache of converted models, indexes and states: ``$RELEVANCE_GRADER_CACHE``,
+    else ``$XDG_CACHE_HOME/relevance-grader``, else ``~/.cache/relevance-grader``."""
+    if env := os.environ.get("RELEVANCE_GRADER_CACHE"):
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "relevance-grader"
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:
@@ -476,7 +486,16 @@ def _drop_partial_last_line(path: Path) -> None:
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
-    """Hex SHA-256 of a file's bytes, read in 1 MiB blocks."""
+    """Hex SHA-256 of a file's bytes, read in 1 MiB blocks (once per process while the file's
+    size, modification time and inode stay the same: the main job fingerprints a 540 MB export
+    for each stage that reads it)."""
+    path = os.path.abspath(path)
+    status = os.stat(path)
+    return _sha256_file(path, status.st_size, status.st_mtime_ns, status.st_ino)
+
+
+@functools.lru_cache(maxsize=1024)
+def _sha256_file(path: str, size: int, mtime_ns: int, inode: int) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):

@@ -29,8 +29,8 @@ BATCH_SIZE = 64
 
 @dataclass
 class BenchCpuBatchesConfig:
-    passages: int = field(default=1000, metadata={"help": "Passages the embedder encodes."})
-    pairs: int = field(default=160, metadata={"help": "Pairs whose query likelihood is computed."})
+    passages: int = field(default=600, metadata={"help": "Passages the embedder encodes."})
+    pairs: int = field(default=100, metadata={"help": "Pairs whose query likelihood is computed."})
     caps: list[int] = field(
         default_factory=lambda: [0, 512, 1024, 2048, 4096],
         metadata={"help": "Padded tokens per batch to try (0: 64 inputs a batch, no cap)."},

@@ -131,3 +131,33 @@ def test_the_keyed_cache_names_a_damaged_line(tmp_path: Path):
     path.write_text('{"key": "a", "value": 1}\nnot json\n{"key": "b", "value": 2}\n')
     with pytest.raises(RecordError, match=r"c\.jsonl:2"):
         KeyedCache(path)
+
+
+def test_a_file_digest_is_read_once_and_follows_every_change(tmp_path: Path, monkeypatch):
+    """sha256_file reads a file once per process while it is unchanged (the main job digests its
+    export for every stage), and any new content gives the new digest, even at the same size."""
+    import builtins
+    import hashlib
+
+    from data.core.io import sha256_file, sha256_path
+
+    weights = tmp_path / "export" / "model.safetensors"
+    weights.parent.mkdir()
+    weights.write_bytes(b"a" * 1000)
+    opened: list[str] = []
+    real_open = builtins.open
+
+    def counting_open(file, *args, **kwargs):
+        opened.append(str(file))
+        return real_open(file, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", counting_open)
+    first = sha256_file(weights)
+    assert first == hashlib.sha256(b"a" * 1000).hexdigest()
+    assert sha256_path(weights.parent) == sha256_path(weights.parent)
+    assert opened == [os.path.abspath(weights)]  # read once
+    weights.write_bytes(b"b" * 1000)  # same size, same inode, new content
+    assert sha256_file(weights) == hashlib.sha256(b"b" * 1000).hexdigest()
+    (tmp_path / "new").write_bytes(b"c" * 1000)
+    os.replace(tmp_path / "new", weights)  # a new file under the old name
+    assert sha256_file(weights) == hashlib.sha256(b"c" * 1000).hexdigest()
