@@ -153,6 +153,9 @@ def sequence_log_likelihoods(
     return out
 
 
+LOG_LIKELIHOOD = "log-likelihood"  # the state cache's name for a sequence's query log-likelihood
+
+
 def pmi_scores(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -162,63 +165,44 @@ def pmi_scores(
     batch_size: int = 16,
     max_batch_tokens: int | None = 16384,
     show_progress: bool = False,
+    cache: StateCache | None = None,
+    dtype: torch.dtype | None = None,
 ) -> np.ndarray:
-    """log P(query | document) - log P(query | empty passage) for each input."""
+    """log P(query | document) - log P(query | empty passage) for each input, computed in
+    ``dtype`` (default: the model's).
+
+    With ``cache``, each pair's and each query prior's log-likelihood is read from it where
+    stored, else computed and stored there: cross-validation folds, and a grader labelling pairs
+    its training scored, run the model once per sequence."""
     if not len(input_ids):
         return np.zeros(0)
-    split = split_inputs(tokenizer, fmt, input_ids)
-    kwargs = {
-        "pad_token_id": tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0,
-        "batch_size": batch_size,
-        "max_batch_tokens": max_batch_tokens,
-    }
-    conditioned = sequence_log_likelihoods(
-        model, input_ids, split.target_starts, show_progress=show_progress, **kwargs
-    )
-    prior = sequence_log_likelihoods(model, split.prior_ids, split.prior_target_starts, **kwargs)
-    return conditioned - prior[split.prior_of]
-
-
-LOG_LIKELIHOOD = "log-likelihood"  # the state cache's name for a sequence's query log-likelihood
-
-
-def cached_pmi(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    fmt: GraderInputFormat,
-    input_ids: Sequence[Sequence[int]],
-    *,
-    batch_size: int,
-    dtype: torch.dtype,
-    cache: StateCache | None = None,
-) -> np.ndarray:
-    """:func:`pmi_scores` with each pair's and each query prior's log-likelihood read from
-    ``cache`` where stored, else computed and stored there: cross-validation folds, and a grader
-    that labels pairs its training scored, run the model once per sequence."""
+    dtype = dtype or model.dtype
     split = split_inputs(tokenizer, fmt, input_ids)
     sequences = [*input_ids, *split.prior_ids]
     starts = [*split.target_starts, *split.prior_target_starts]
-    stored = [cache.get(ids, LOG_LIKELIHOOD, dtype) if cache else None for ids in sequences]
-    todo = [i for i, value in enumerate(stored) if value is None]
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    computed = np.zeros(0)
+    values = np.full(len(sequences), np.nan)
+    if cache is not None:
+        for i, ids in enumerate(sequences):
+            stored = cache.get(ids, LOG_LIKELIHOOD, dtype)
+            if stored is not None:
+                values[i] = float(stored)
+    todo = np.flatnonzero(np.isnan(values)).tolist()
     if todo:
         # In ``dtype`` itself, as a grader loaded in it computes (autocast over float32 weights
         # rounds otherwise): the cache holds one value per sequence and dtype, whoever stored it.
         scorer = model if model.dtype == dtype else copy.deepcopy(model).to(dtype)
-        computed = sequence_log_likelihoods(
+        values[todo] = sequence_log_likelihoods(
             scorer,
             [sequences[i] for i in todo],
             [starts[i] for i in todo],
-            pad_token_id=pad,
+            pad_token_id=tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0,
             batch_size=batch_size,
-            show_progress=True,
+            max_batch_tokens=max_batch_tokens,
+            show_progress=show_progress,
         )
-    for i, value in zip(todo, computed, strict=True):
-        stored[i] = torch.tensor(value, dtype=torch.float64)
-        if cache:
-            cache.put(sequences[i], LOG_LIKELIHOOD, dtype, stored[i])
-    values = np.array([float(v) for v in stored])
+    if cache is not None:
+        for i in todo:
+            cache.put(sequences[i], LOG_LIKELIHOOD, dtype, torch.tensor(values[i]))
     return values[: len(input_ids)] - values[len(input_ids) :][split.prior_of]
 
 

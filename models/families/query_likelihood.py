@@ -98,32 +98,23 @@ class QueryLikelihoodFamily(ScoringFamily):
         return query_likelihood_format(max_length)
 
     def class_probabilities(self, grader: Grader, batch: PairBatch) -> np.ndarray:
-        from models.query_likelihood import cached_pmi, pmi_probabilities, pmi_scores
+        from models.query_likelihood import pmi_probabilities, pmi_scores
         from models.state_cache import StateCache
 
+        # A backbone that never trained is its base model: with a state cache, the
+        # log-likelihoods its training (or another grader on that base) stored are read there.
         backbone = grader.info.get("query_likelihood", {}).get("backbone")
-        if grader.state_cache is not None and backbone:
-            # Its backbone is the untrained base model: the log-likelihoods its training stored
-            # (and any other grader on that base stored) are read, not computed again.
-            pmi = cached_pmi(
-                grader.model,
-                grader.tokenizer,
-                grader.input_format,
-                batch.input_ids,
-                batch_size=grader.batch_size,
-                dtype=grader.model.dtype,
-                cache=StateCache(grader.state_cache, backbone),
-            )
-        else:
-            pmi = pmi_scores(
-                grader.model,
-                grader.tokenizer,
-                grader.input_format,
-                batch.input_ids,
-                batch_size=grader.batch_size,
-                max_batch_tokens=grader.max_batch_tokens,
-                show_progress=batch.show_progress,
-            )
+        shared = grader.state_cache is not None and backbone
+        pmi = pmi_scores(
+            grader.model,
+            grader.tokenizer,
+            grader.input_format,
+            batch.input_ids,
+            batch_size=grader.batch_size,
+            max_batch_tokens=grader.max_batch_tokens,
+            show_progress=batch.show_progress,
+            cache=StateCache(grader.state_cache, backbone) if shared else None,
+        )
         return pmi_probabilities(pmi, *scale_and_bias(grader.info))
 
     def reference_probabilities(self, export: PlainExport, pairs: Pairs) -> np.ndarray:

@@ -62,12 +62,11 @@ def test_pmi_equals_the_query_log_likelihood_gain_computed_by_hand(causal_lm):
     assert len(split.prior_ids) == 2 and split.prior_of == [0, 0, 1]  # one prior per query
 
 
-def test_cached_pmi_is_the_graders_pmi_and_runs_the_model_once_per_sequence(
+def test_stored_pmi_is_the_graders_pmi_and_runs_the_model_once_per_sequence(
     causal_lm, tmp_path: Path
 ):
     """With no decoder layer trained, cross-validation folds read each pair's and each query
     prior's log-likelihood from the state cache: the model runs once per sequence."""
-    from models.query_likelihood import cached_pmi
     from models.state_cache import StateCache
 
     model, tokenizer = causal_lm
@@ -75,7 +74,7 @@ def test_cached_pmi_is_the_graders_pmi_and_runs_the_model_once_per_sequence(
     ids = format_pairs(tokenizer, fmt, QUERIES, DOCUMENTS).input_ids
     cache = StateCache(tmp_path / "states", "tiny")
     options = {"batch_size": 2, "dtype": torch.float32, "cache": cache}
-    first = cached_pmi(model, tokenizer, fmt, ids, **options)
+    first = pmi_scores(model, tokenizer, fmt, ids, **options)
     # Other batches, other float32 summation order: equal to ~1e-5.
     np.testing.assert_allclose(first, pmi_scores(model, tokenizer, fmt, ids), atol=2e-5)
     assert len(list((tmp_path / "states").glob("*.pt"))) == 3 + 2  # pairs + query priors
@@ -88,7 +87,7 @@ def test_cached_pmi_is_the_graders_pmi_and_runs_the_model_once_per_sequence(
             raise AssertionError("the model ran for a cached sequence")
 
     np.testing.assert_array_equal(
-        cached_pmi(Unreachable(), tokenizer, fmt, ids[1:], **options), first[1:]
+        pmi_scores(Unreachable(), tokenizer, fmt, ids[1:], **options), first[1:]
     )
 
 
@@ -244,7 +243,8 @@ def test_evaluation_reuses_the_validation_scores_training_stored_for_exactly_the
     config_path.write_text(json.dumps(info))
     rescored = evaluation("rescored")
     assert rescored["calibration_scores"] == "scored"
-    assert reused["threshold"] == pytest.approx(rescored["threshold"], abs=1e-6)
+    # Scored in other batches: float32 summation order only.
+    assert reused["threshold"] == pytest.approx(rescored["threshold"], abs=1e-4)
     assert reused["calibration"]["temperature"] == pytest.approx(
         rescored["calibration"]["temperature"], rel=1e-4
     )

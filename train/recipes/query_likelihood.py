@@ -1,7 +1,7 @@
 """The query-likelihood recipe: the grader trains on cached states, inside the same ``Trainer``.
 
 With ``trainable_layers`` 0 the whole model is the frozen bottom: each pair's and each query
-prior's query log-likelihood is computed once (``cached_pmi``, kept in the state cache, so
+prior's query log-likelihood is computed once (``pmi_scores`` with the state cache, so
 cross-validation folds and the study share it) and :class:`PMIReadOut` trains scale and bias on
 the PMI. With top layers training, the bottom of the causal LM runs once per pair and once per
 query's empty-passage prior (``train.cached_states.compute_states``); :class:`QueryLikelihoodTop`
@@ -30,8 +30,8 @@ from models.losses import build_loss
 from models.query_likelihood import (
     MARKER,
     QueryLikelihoodInputs,
-    cached_pmi,
     fit_scale_and_bias,
+    pmi_scores,
     split_inputs,
     target_log_likelihood,
 )
@@ -292,14 +292,15 @@ class QueryLikelihoodRecipe(TrainingRecipe):
                     None
                     if ds is None
                     else PMIDataset(
-                        cached_pmi(
+                        pmi_scores(
                             model,
                             job.tokenizer,
                             job.fmt,
                             list(ds["input_ids"]),
                             batch_size=args.per_device_eval_batch_size,
-                            dtype=dtype,
+                            show_progress=True,
                             cache=cache,
+                            dtype=dtype,
                         ),
                         ds["labels"],
                     )
@@ -363,14 +364,15 @@ class QueryLikelihoodRecipe(TrainingRecipe):
         def scorer(records: Sequence[Any]) -> np.ndarray:
             ids = trained.input_ids(records)
             if whole_model:
-                pmi = cached_pmi(
+                pmi = pmi_scores(
                     trained.model,
                     trained.tokenizer,
                     trained.fmt,
                     ids,
                     batch_size=trained.batch_size,
-                    dtype=trained.dtype,
+                    show_progress=True,
                     cache=trained.cache,
+                    dtype=trained.dtype,
                 )
                 return pmi_probabilities(pmi, *top.scale_and_bias)[:, 1].astype(np.float64)
             (data,) = query_likelihood_datasets(
