@@ -197,7 +197,7 @@ def checkpoint(args: argparse.Namespace) -> dict[str, Any]:
     from eval.checkpoint import CheckpointEvalConfig, evaluate
     from eval.jobs.study import row_metrics
     from models.builder import read_grader_config
-    from models.export import ExportConfig, export
+    from models.export import ExportConfig, RoundTripError, export
     from models.input_format import GraderInputFormat, format_pairs
     from models.resolve import load_tokenizer
 
@@ -260,15 +260,20 @@ def checkpoint(args: argparse.Namespace) -> dict[str, Any]:
     figures["evaluation_seconds"] = round(time.perf_counter() - start, 2)
     figures["loads_and_scores"] = True
     start = time.perf_counter()
-    report = export(
-        ExportConfig(
-            checkpoint=str(ck),
-            out=args.export,
-            metrics=str(out / "metrics.json"),
-            dtype=args.export_dtype,
-            overwrite=True,
+    try:
+        report = export(
+            ExportConfig(
+                checkpoint=str(ck),
+                out=args.export,
+                metrics=str(out / "metrics.json"),
+                dtype=args.export_dtype,
+                overwrite=True,
+            )
         )
-    )
+    except RoundTripError:  # the part fails, with the figures measured before the export
+        figures["export"] = {"dtype": args.export_dtype, "round_trip_passed": False}
+        write_json(args.json_out, figures)
+        raise
     figures["export"] = {
         "dtype": args.export_dtype,
         "round_trip_passed": True,  # export() raises when the round trip misses its tolerance

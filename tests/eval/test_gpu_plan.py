@@ -49,7 +49,7 @@ def test_the_parts_rebuild_the_file_and_a_missing_or_damaged_part_is_named(tmp_p
 
 
 def test_the_calls_carry_each_part_once_and_leave_the_same_room(tmp_path: Path):
-    """Call 1 carries the wheels and runs steps 1-3; call 2 the rest of the model and the
+    """Call 1 carries the wheels and runs steps 1 and 3; call 2 the rest of the model and the
     baselines, and runs step 4; the cut leaves both calls the same room."""
     calls = call_sequence(tmp_path)
     carried = [Path(c).name for call in calls for c in call["carry"]]
