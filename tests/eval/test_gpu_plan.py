@@ -17,8 +17,10 @@ from eval.bench.gpu_plan import (
     NOT_ON_THE_GPU,
     REPO,
     WHEELS_LIST,
+    Plan,
     call_sequence,
     first_part_bytes,
+    parser,
 )
 from eval.bench.gpu_steps import join_parts, split_file, unmet_requirements
 
@@ -61,6 +63,23 @@ def test_the_calls_carry_each_part_once_and_leave_the_same_room(tmp_path: Path):
     model, wheels, baselines = 98_362_432, 5_376_000, 158_687
     first = first_part_bytes(model, wheels, baselines)
     assert abs((wheels + first) - (model - first + baselines)) <= 1
+
+
+def test_a_failed_part_keeps_what_it_measured_and_is_not_taken_as_done(tmp_path: Path):
+    """On the first GPU, three checks failed at their export and their training figures were lost
+    with them; a part that wrote figures before failing now keeps them in its record."""
+    args = parser().parse_args(
+        ["run", "--work", str(tmp_path / "work"), "--out", str(tmp_path / "out.jsonl")]
+    )
+    plan = Plan(args)
+    figures = tmp_path / "figures.json"
+    script = f"import json; json.dump({{'loss_falls': True}}, open({str(figures)!r}, 'w')); exit(3)"
+    line = plan.part(1, "check-x", [sys.executable, "-c", script], figures, min_s=0)
+    assert line["status"] == "failed" and line["returncode"] == 3
+    assert line["figures"] == {"loss_falls": True}
+    assert not (tmp_path / "work" / "done" / "check-x.json").exists()  # run again next call
+    recorded = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert recorded[-1]["figures"] == {"loss_falls": True}
 
 
 def test_unmet_requirements_of_the_carried_wheels_are_listed(tmp_path: Path):
