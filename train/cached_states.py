@@ -24,8 +24,6 @@ from models.backbone import decoder, run_layers
 from models.scoring import last_token, length_sorted_batches, pad_right
 from models.state_cache import StateCache, default_state_cache, state_cache_key
 
-__all__ = ["StateCache", "default_state_cache", "state_cache_key"]  # their home: models.state_cache
-
 
 class DecoderTop(torch.nn.Module):
     """Decoder layers ``first_layer..`` and the final norm of ``model`` (its own parameter

@@ -26,9 +26,10 @@ Stages:
     the system ranking with the human judgments (``eval.ranking_agreement``).
 Everything lands in ``run_dir``: report.md, summary.json, metrics, plots and the exported grader.
 
-A corpus without relevance judgments (``--qrels none``): the teacher labels the runs' pooled top-k (``candidates/pool.pairs.jsonl``), and the teacher is the reference of
-every evaluation and of the ranking agreement (which leaves out, and counts in report.md, the
-pairs whose replies were unusable).
+A corpus without relevance judgments (``--qrels none``): the teacher labels the runs' pooled
+top-k (``candidates/pool.pairs.jsonl``), and the teacher is the reference of every evaluation
+and of the ranking agreement (which leaves out, and counts in report.md, the pairs whose replies
+were unusable).
 """
 
 from __future__ import annotations

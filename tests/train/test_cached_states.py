@@ -184,7 +184,7 @@ def test_state_cache_reads_back_what_it_stored_and_computes_only_new_pairs(
     tiny_model_dir: Path, tmp_path: Path, monkeypatch
 ):
     import train.cached_states as cached_states
-    from train.cached_states import StateCache
+    from models.state_cache import StateCache
 
     model, tokenizer = build_grader(
         GraderModelConfig(model_name_or_path=str(tiny_model_dir), mode="full", max_length=256)
@@ -212,7 +212,8 @@ def test_states_with_a_cache_are_read_from_disk_when_indexed(
     Llama-3.2-1B width, in every DDP process): each is read back when the trainer asks for it,
     equal to the state computed in memory."""
     import train.cached_states as cached_states
-    from train.cached_states import StateCache, StoredStates, state_cache_for
+    from models.state_cache import StateCache
+    from train.cached_states import StoredStates, state_cache_for
 
     model, tokenizer = build_grader(
         GraderModelConfig(model_name_or_path=str(tiny_model_dir), mode="full", max_length=256)
@@ -275,7 +276,7 @@ def test_two_writers_of_one_state_at_once_both_succeed(tmp_path: Path, monkeypat
     """DDP ranks store the same pairs at the same time; one write inside another stands for that
     interleaving, which a shared temporary name turned into a lost or missing file."""
     import train.cached_states as cached_states
-    from train.cached_states import StateCache
+    from models.state_cache import StateCache
 
     cache = StateCache(tmp_path / "states", "tiny")
     real_save = torch.save
