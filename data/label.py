@@ -262,7 +262,10 @@ def label(label_config: LabelConfig, judge_config: JudgeConfig) -> dict[str, Any
         return cache_key(model_id, prompt.id, settings, pair, by_ids)
 
     keys = [key_of(p) for p in pairs]
-    with KeyedCache(cache_path, Judgment.model_validate, key_field="cache_key") as cache:
+    # Exclusive from the open: a second data.label on this cache is refused before it pays.
+    with KeyedCache(
+        cache_path, Judgment.model_validate, key_field="cache_key", exclusive=True
+    ) as cache:
         first: dict[str, int] = {}
         for index, key in enumerate(keys):
             first.setdefault(key, index)

@@ -8,12 +8,15 @@ same directory + ``os.replace``) or append one flushed line per record where res
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, Generic, TypeVar
@@ -22,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 
 from data.core.parallel import is_main_process
 
+logger = logging.getLogger(__name__)
 RecordT = TypeVar("RecordT", bound=BaseModel)
 # Editors on Windows start UTF-8 files with a byte-order mark; every reader takes it as nothing
 # (text files are opened with READ_ENCODING), so it never becomes part of a first id or field.
@@ -356,7 +360,8 @@ def write_json(path: str | os.PathLike[str], obj: Any) -> None:
 class JsonlAppender:
     """Append-only JSONL, one flushed line per record, for work that must survive a kill.
 
-    On open, a partial last line (a kill mid-write) is cut off so the file stays valid JSONL.
+    On open, a partial last line (a kill mid-write) is cut off, with a warning, so the file stays
+    valid JSONL; a complete last record without its newline is kept and the newline added.
     """
 
     def __init__(self, path: str | os.PathLike[str], *, fsync: bool = False) -> None:
@@ -397,7 +402,11 @@ class KeyedCache(Generic[ValueT]):
     a key wins and a partial last line (a kill mid-write) is dropped; any other bad line stops
     with ``file:line``. Lines are ``{key_field: key, ...record}``; ``decode`` turns a line into the
     value callers get (the line itself by default). The key is the caller's: a digest of
-    everything that changes the result."""
+    everything that changes the result.
+
+    One process writes a cache at a time: the first ``put`` (or the open, with ``exclusive``,
+    for a command that should be refused before it pays for anything) takes the lock of
+    :func:`hold_exclusive`, and another process's is refused in one line naming the file."""
 
     def __init__(
         self,
@@ -406,19 +415,31 @@ class KeyedCache(Generic[ValueT]):
         *,
         key_field: str = "key",
         fsync: bool = False,
+        exclusive: bool = False,
     ) -> None:
         self.path = Path(path)
+        self._release: Callable[[], None] | None = None
+        if exclusive:
+            self._lock()
         self.key_field = key_field
         self.decode = decode or (lambda line: line)  # type: ignore[assignment,return-value]
         self.fsync = fsync
         self.values: dict[str, ValueT] = {}
         self._appender: JsonlAppender | None = None
-        if self.path.exists():
-            for _, line in iter_json_lines(self.path, tolerate_partial_last_line=True):
-                if isinstance(line, RecordError):
-                    raise line
-                if line.get(key_field):
-                    self.values[str(line[key_field])] = self.decode(line)
+        try:
+            self._read()
+        except BaseException:
+            self.close()  # a refused cache keeps no lock
+            raise
+
+    def _read(self) -> None:
+        if not self.path.exists():
+            return
+        for _, line in iter_json_lines(self.path, tolerate_partial_last_line=True):
+            if isinstance(line, RecordError):
+                raise line
+            if line.get(self.key_field):
+                self.values[str(line[self.key_field])] = self.decode(line)
 
     def __contains__(self, key: object) -> bool:
         return key in self.values
@@ -439,6 +460,7 @@ class KeyedCache(Generic[ValueT]):
     def put(self, key: str, record: BaseModel | dict[str, Any]) -> ValueT:
         """Append ``record`` under ``key`` (flushed before this returns) and return its value."""
         if self._appender is None:
+            self._lock()
             self._appender = JsonlAppender(self.path, fsync=self.fsync)
         fields = (
             record.model_dump(mode="json", exclude_none=True)
@@ -450,10 +472,18 @@ class KeyedCache(Generic[ValueT]):
         self.values[key] = self.decode(line)
         return self.values[key]
 
+    def _lock(self) -> None:
+        # Only the main process writes (data.core.parallel); the others append to nothing.
+        if self._release is None and is_main_process():
+            self._release = hold_exclusive(self.path)
+
     def close(self) -> None:
         if self._appender is not None:
             self._appender.close()
             self._appender = None
+        if self._release is not None:
+            self._release()
+            self._release = None
 
     def __enter__(self) -> KeyedCache[ValueT]:
         return self
@@ -463,26 +493,106 @@ class KeyedCache(Generic[ValueT]):
 
 
 def _drop_partial_last_line(path: Path) -> None:
+    """Make an append-only file end in a newline before appending to it.
+
+    A last line that is a complete JSON object without its newline (a hand edit, a merge, an
+    editor that strips it) is a record: it is kept and the newline added. Only a line that is
+    not a JSON object (a write cut short by a kill) is cut off, with a warning naming the file
+    and the line, so a paid label or a judgment is never deleted silently."""
     if not path.exists() or path.stat().st_size == 0:
         return
     with open(path, "rb+") as handle:
-        handle.seek(-1, os.SEEK_END)
+        size = handle.seek(0, os.SEEK_END)
+        handle.seek(size - 1)
         if handle.read(1) == b"\n":
             return
-        # Walk back to the previous newline and truncate after it.
-        size = handle.seek(0, os.SEEK_END)
-        position = size
-        chunk = 4096
-        while position > 0:
-            start = max(0, position - chunk)
-            handle.seek(start)
-            block = handle.read(position - start)
-            index = block.rfind(b"\n")
-            if index >= 0:
-                handle.truncate(start + index + 1)
-                return
-            position = start
-        handle.truncate(0)
+        start = _last_line_start(handle, size)
+        handle.seek(start)
+        last = handle.read(size - start)
+        if _is_json_object(last.removeprefix(UTF8_BOM) if start == 0 else last):
+            handle.seek(size)
+            handle.write(b"\n")  # a complete record: only its newline was missing
+            return
+        handle.seek(0)
+        number = handle.read(start).count(b"\n") + 1
+        handle.truncate(start)
+    logger.warning(
+        "%s:%d: the last line is not a complete JSON record (a write cut short); its %d "
+        "byte(s) are dropped",
+        path,
+        number,
+        size - start,
+    )
+
+
+def _last_line_start(handle: IO[bytes], size: int) -> int:
+    """The offset just after the last newline of a file that does not end in one."""
+    position = size
+    while position > 0:
+        start = max(0, position - 4096)
+        handle.seek(start)
+        index = handle.read(position - start).rfind(b"\n")
+        if index >= 0:
+            return start + index + 1
+        position = start
+    return 0
+
+
+def _is_json_object(data: bytes) -> bool:
+    try:
+        return isinstance(json.loads(data.decode("utf-8")), dict)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return False
+
+
+class CacheLocked(OSError):
+    """Another process writes the same append-only file."""
+
+
+# Locks this process holds: resolved path -> [lock file descriptor, holders]. flock conflicts
+# between two descriptors of one process too, and one process may open a cache twice.
+_HELD: dict[Path, list[int]] = {}
+_HELD_GUARD = threading.Lock()
+
+
+def lock_file(path: Path) -> Path:
+    return path.with_name(path.name + ".lock")
+
+
+def hold_exclusive(path: str | os.PathLike[str]) -> Callable[[], None]:
+    """Take the exclusive lock of ``path`` (``fcntl.flock`` on ``PATH.lock`` beside it) for this
+    process, or raise :class:`CacheLocked` in one line naming the file; returns the release.
+
+    Two processes appending to one cache would both pay for the same results and interleave
+    their lines; the second is refused before it does any work."""
+    target = Path(path).resolve()
+    with _HELD_GUARD:
+        if target in _HELD:
+            _HELD[target][1] += 1
+            return functools.partial(_release, target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock_file(target), os.O_RDWR | os.O_CREAT, 0o666)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise CacheLocked(
+                f"{path}: another process is writing this file (it holds {lock_file(target)}); "
+                "wait for it to finish or give another cache"
+            ) from None
+        _HELD[target] = [fd, 1]
+    return functools.partial(_release, target)
+
+
+def _release(target: Path) -> None:
+    with _HELD_GUARD:
+        held = _HELD.get(target)
+        if held is None:
+            return
+        held[1] -= 1
+        if held[1] == 0:
+            del _HELD[target]
+            os.close(held[0])  # closing the descriptor releases the flock
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:

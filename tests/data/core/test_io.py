@@ -161,3 +161,94 @@ def test_a_file_digest_is_read_once_and_follows_every_change(tmp_path: Path, mon
     (tmp_path / "new").write_bytes(b"c" * 1000)
     os.replace(tmp_path / "new", weights)  # a new file under the old name
     assert sha256_file(weights) == hashlib.sha256(b"c" * 1000).hexdigest()
+
+
+def test_a_complete_last_record_without_its_newline_is_kept_and_only_a_cut_one_dropped(
+    tmp_path: Path, caplog
+):
+    """A hand edit or a merge leaves the last record without its newline: the appender once cut
+    it (a paid label, a judgment) on open. Now it gets its newline; a line cut short by a kill is
+    dropped with a warning naming the file and line."""
+    from data.core.io import JsonlAppender, KeyedCache
+
+    path = tmp_path / "c.jsonl"
+    path.write_text('{"key": "a", "value": 1}\n{"key": "b", "value": 2}')  # no final newline
+    with KeyedCache(path, lambda line: line["value"]) as cache:
+        assert cache.values == {"a": 1, "b": 2}
+        cache.put("c", {"value": 3})
+    assert KeyedCache(path, lambda line: line["value"]).values == {"a": 1, "b": 2, "c": 3}
+    assert not caplog.text
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write('{"key": "d", "val')  # a kill mid-write
+    with JsonlAppender(path) as appender:
+        appender.write({"key": "d", "value": 4})
+    assert f"{path}:4: the last line is not a complete JSON record" in caplog.text
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [line["key"] for line in lines] == ["a", "b", "c", "d"]
+
+
+def test_two_processes_cannot_write_one_cache(tmp_path: Path):
+    """A second writer of one cache (two data.label runs) is refused in one line naming the
+    cache; one process opening it twice is not, and the lock goes with the close."""
+    import subprocess
+    import sys
+
+    from data.core.io import CacheLocked, KeyedCache
+
+    path = tmp_path / "labels.cache.jsonl"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from data.core.io import KeyedCache; "
+            f"c = KeyedCache({str(path)!r}, exclusive=True); print('held', flush=True); "
+            "sys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[3],
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(CacheLocked, match=r"labels\.cache\.jsonl: another process is writing"):
+            KeyedCache(path, exclusive=True)
+        cache = KeyedCache(path)  # reading is allowed; the first write takes the lock
+        with pytest.raises(CacheLocked):
+            cache.put("a", {"value": 1})
+        assert not path.exists() or path.read_text() == ""
+    finally:
+        holder.communicate("")
+    with KeyedCache(path, exclusive=True) as first, KeyedCache(path) as second:
+        first.put("a", {"value": 1})
+        second.put("b", {"value": 2})  # the same process: the lock is shared
+    assert KeyedCache(path).values.keys() == {"a", "b"}
+
+
+def test_a_second_data_label_on_one_cache_is_refused_before_it_pays(tmp_path: Path, capsys):
+    from data.core.io import hold_exclusive
+    from data.label import main
+
+    pairs = tmp_path / "pairs.jsonl"
+    pairs.write_text(json.dumps({"qid": "1", "query": "q", "doc_id": "17", "text": "t"}) + "\n")
+    qrels = tmp_path / "qrels.tsv"
+    qrels.write_text("query-id\tcorpus-id\tscore\n1\t17\t1\n")
+    cache = tmp_path / "j.cache.jsonl"
+    # Another process holds the lock: simulated by an flock from a second descriptor.
+    import fcntl
+
+    fd = os.open(tmp_path / "j.cache.jsonl.lock", os.O_RDWR | os.O_CREAT)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        from data.core.cli import run_main
+
+        args = ["--pairs", str(pairs), "--out", str(tmp_path / "j.jsonl"), "--backend", "qrels"]
+        with pytest.raises(SystemExit) as exit_:
+            run_main(main, [*args, "--qrels", str(qrels), "--grade_map", '{"1": 3}'])
+    finally:
+        os.close(fd)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2 and err[-1].startswith("error: ") and str(cache) in err[-1]
+    assert not (tmp_path / "j.jsonl").exists() and not cache.exists()
+    release = hold_exclusive(cache)  # free again once the other holder is gone
+    release()
