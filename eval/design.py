@@ -13,7 +13,8 @@ pooled top-k hits (``--human_pairs``).
   More judgments go where the labeler is least sure (Neyman allocation; active statistical
   inference, Zrnic & Candès 2024; stratified PPI, Fisch et al. 2024; LARA, Takehi et al. 2024).
 
-Every stratum keeps at least two judged units (its variance must be estimable), so a unit's
+Every stratum keeps at least three judged units (its variance must be estimable, and with two
+it rests on one degree of freedom), so a unit's
 inclusion probability n_h/N_h is known by construction. **What is estimated**: the mean human
 value over the design's domain D (every query the draw was made from, or every hit of one run's
 top k): the "all-query human value", a finite-population mean, not a mean over a larger world of
@@ -39,7 +40,7 @@ import itertools
 import math
 import random
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -47,12 +48,23 @@ import numpy as np
 from scipy.special import ndtri, stdtrit
 
 from data.core.io import fingerprint, write_json
-from eval.ppi import INTERVALS, Interval, MetricEstimates
+from eval.ppi import (
+    INTERVALS,
+    UNBOUNDED,
+    Interval,
+    MetricEstimates,
+    hoeffding_half,
+    on_lattice,
+    pseudo_weight,
+)
 
 DESIGNS = ("uniform", "proportional", "neyman")
 UNITS = ("queries", "hits")
 STRATA_BY = ("uncertainty", "score")
 FORMAT = "relevance-grader draw 1"
+# A new draw gives each stratum 3 units: with 2, a stratum's variance has one degree of freedom
+# and two equal values make it 0. Draws written earlier with 2 are still read (at least 2).
+MIN_DRAWN_PER_STRATUM = 3
 MIN_PER_STRATUM = 2
 Unit = Hashable  # a query id, or a (query id, document id) hit
 
@@ -208,13 +220,14 @@ def make_strata(values: Mapping[Unit, float], count: int) -> list[list[Unit]]:
 
 def allocate(sizes: Sequence[int], weights: Sequence[float], n: int) -> list[int]:
     """n judged units over strata of ``sizes``, as near n·w_h/Σw as the bounds allow: at least
-    two per stratum (fewer only in a stratum that small), at most its size."""
+    three per stratum (fewer only in a stratum that small), at most its size."""
     if n > sum(sizes):
         raise ValueError(f"n: {n} units asked for, the population has {sum(sizes)}")
-    alloc = [min(MIN_PER_STRATUM, size) for size in sizes]
+    alloc = [min(MIN_DRAWN_PER_STRATUM, size) for size in sizes]
     if sum(alloc) > n:
         raise ValueError(
-            f"n: {n} judged units cannot give each of {len(sizes)} strata {MIN_PER_STRATUM}; "
+            f"n: {n} judged units cannot give each of {len(sizes)} strata "
+            f"{MIN_DRAWN_PER_STRATUM}; "
             "judge more or give fewer --strata"
         )
     total = float(sum(weights))
@@ -339,10 +352,14 @@ def design_mean(
     lam: float | None = None,
     interval: str = "t",
     finite_population: bool = False,
+    bounds: tuple[float, float] = UNBOUNDED,
 ) -> Interval:
     """The mean of the human value over the units ``labeler`` covers (the domain D), from the
     labeler's value of every unit of D and the human value of the drawn ones, valid under
-    ``design``. ``lam`` None tunes λ; 0 is the human-only estimate."""
+    ``design``. ``lam`` None tunes λ; 0 is the human-only estimate. Within finite ``bounds`` the
+    rules of :mod:`eval.ppi` hold: binary human values get pseudo-observations at the bounds in
+    each stratum's variance, no interval has zero width (Hoeffding's where the judged values
+    have no spread), and an estimate outside the range gives the human-only interval."""
     if interval not in INTERVALS:
         raise ValueError(f"interval: expected one of {', '.join(INTERVALS)}, got {interval!r}")
     _check_design_inputs(design, labeler, human)
@@ -350,22 +367,105 @@ def design_mean(
     if lam is None:
         lam = design_lambda(design, labeler, human, finite_population)
     size = len(labeler)
+    judged = sorted((u for u in design.drawn if u in labeler), key=str)
+    binary = on_lattice(np.array([human[u] for u in judged]), bounds)
     total = lam * sum(labeler.values())
     parts = []  # (variance term g_h, n_h) per stratum
     for stratum in design.strata:
         a, b = _stratum_terms(stratum, labeler, human)
-        z = a - lam * b
-        total += len(stratum.units) / len(stratum.drawn) * float(z.sum())
-        if len(z) > 1:
-            weight = _weights(stratum, finite_population)
-            parts.append((weight * float(np.var(z, ddof=1)) / size**2, len(z)))
-    variance = sum(g for g, _ in parts)
-    judged = sum(1 for u in design.drawn if u in labeler)
-    half = _quantile(alpha, parts, interval) * math.sqrt(variance)
+        total += len(stratum.units) / len(stratum.drawn) * float(np.sum(a - lam * b))
+        if len(a) > 1:
+            variance = _stratum_variance(a, b, lam, alpha, bounds if binary else None, len(judged))
+            parts.append((_weights(stratum, finite_population) * variance / size**2, len(a)))
     estimate = total / size
+    variance = sum(g for g, _ in parts)
     name = "stratified" if len(design.strata) > 1 else "design-based"
     method = f"{name} PPI++ ({interval})" if tuned else f"{name} λ={lam:g} ({interval})"
-    return Interval(estimate, estimate - half, estimate + half, judged, size - judged, lam, method)
+    if binary:
+        method = method[:-1] + ", pseudo-observations at the bounds)"
+    if variance <= 0 and not _census(design, finite_population):
+        if lam != 0:
+            return _human_only(design, labeler, human, alpha, interval, finite_population, bounds)
+        return _hoeffding(design, labeler, estimate, alpha, bounds, name)
+    if not bounds[0] <= estimate <= bounds[1]:
+        return _human_only(design, labeler, human, alpha, interval, finite_population, bounds)
+    half = _quantile(alpha, parts, interval) * math.sqrt(variance)
+    result = Interval(
+        estimate, estimate - half, estimate + half, len(judged), size - len(judged), lam, method
+    )
+    return result.clipped(*bounds)
+
+
+def _stratum_variance(
+    a: np.ndarray,
+    b: np.ndarray,
+    lam: float,
+    alpha: float,
+    bounds: tuple[float, float] | None,
+    judged: int,
+) -> float:
+    """s²_h(z) of z = a − λb; with ``bounds`` (binary human values), Agresti-Coull
+    pseudo-observations at the bounds with the stratum's share of z²/2 each, as in
+    :func:`eval.ppi.rectifier_variance`, scaled so that the stratum's n_h is kept."""
+    z = a - lam * b
+    if bounds is None:
+        return float(np.var(z, ddof=1))
+    weight = pseudo_weight(alpha) * len(z) / judged
+    values = np.concatenate([z, np.asarray(bounds, dtype=np.float64) - lam * float(b.mean())])
+    weights = np.concatenate([np.ones(len(z)), [weight, weight]])
+    mean = float(np.average(values, weights=weights))
+    spread = float(np.sum(weights * (values - mean) ** 2) / (np.sum(weights) - 1))
+    return spread * len(z) / (len(z) + 2 * weight)
+
+
+def _census(design: Design, finite_population: bool) -> bool:
+    """Every unit judged, with the finite-population correction: the mean is known exactly."""
+    return finite_population and all(len(s.drawn) == len(s.units) for s in design.strata)
+
+
+def _human_only(
+    design: Design,
+    labeler: Mapping[Unit, float],
+    human: Mapping[Unit, float],
+    alpha: float,
+    interval: str,
+    finite_population: bool,
+    bounds: tuple[float, float],
+) -> Interval:
+    """The human-only design estimate, where PPI++'s is not estimable (no spread in the
+    labeler's error, or an estimate outside the range); ``method`` says so."""
+    result = design_mean(design, labeler, human, alpha, 0.0, interval, finite_population, bounds)
+    return replace(result, method=f"{result.method}; PPI++ not estimable here")
+
+
+def _hoeffding(
+    design: Design,
+    labeler: Mapping[Unit, float],
+    estimate: float,
+    alpha: float,
+    bounds: tuple[float, float],
+    name: str,
+) -> Interval:
+    """Judged values with no spread: Hoeffding's interval for the weighted sum of the judged
+    units' values (each weighs N_h / (n_h N_D)); not estimable without a finite range."""
+    judged = [
+        len(s.units) / len(s.drawn) / len(labeler)
+        for s in design.strata
+        for u in s.drawn
+        if u in labeler
+    ]
+    if not (math.isfinite(bounds[0]) and math.isfinite(bounds[1])):
+        raise ValueError(
+            f"not estimable at n = {len(judged)}: the judged values have no spread and the "
+            "metric's range is unknown; judge more units"
+        )
+    half = hoeffding_half(np.array(judged), alpha, bounds[1] - bounds[0])
+    method = f"{name} (Hoeffding: the judged values have no spread)"
+    size = len(labeler)
+    result = Interval(
+        estimate, estimate - half, estimate + half, len(judged), size - len(judged), 0.0, method
+    )
+    return result.clipped(*bounds)
 
 
 def _quantile(alpha: float, parts: list[tuple[float, int]], interval: str) -> float:
@@ -384,15 +484,15 @@ def design_estimate(
     human: Mapping[Unit, float],
     alpha: float = 0.05,
     interval: str = "t",
-    bounds: tuple[float, float] = (-math.inf, math.inf),
+    bounds: tuple[float, float] = UNBOUNDED,
 ) -> MetricEstimates:
     """:func:`eval.ppi.estimate_metric` under a design: the labeler's plain mean, the human-only
     design estimate and the design's PPI++ estimate (only the drawn units' human values count)."""
     drawn = {u: human[u] for u in design.drawn if u in human}
     return MetricEstimates(
         labeler_mean=float(np.mean(list(labeler.values()))),
-        classical=design_mean(design, labeler, drawn, alpha, 0.0, interval),
-        ppi=design_mean(design, labeler, drawn, alpha, None, interval),
+        classical=design_mean(design, labeler, drawn, alpha, 0.0, interval, bounds=bounds),
+        ppi=design_mean(design, labeler, drawn, alpha, None, interval, bounds=bounds),
         queries=len(labeler),
         bounds=bounds,
     )

@@ -115,9 +115,13 @@ def pair_estimates(
 
 
 def _top_k_labels(per_query: dict[str, Any]) -> dict[tuple[str, str], float]:
-    """{(qid, doc_id): the labeler's 0/1} of one run's labelled top k."""
+    """{(qid, doc_id): the labeler's P(relevant)} of one run's labelled top k (its 0/1 verdict
+    where it gives no probability): the probability carries more of what the labeler knows, so
+    PPI++ gains more from it."""
+    from eval.design import hit_probability
+
     return {
-        (qid, hit["id"]): float(hit["relevant"])
+        (qid, hit["id"]): hit_probability(hit)
         for qid, result in per_query.items()
         for hit in result["hits"]
     }
@@ -153,6 +157,11 @@ def ppi_table(report: dict[str, Any]) -> str:
     def cell(interval: dict[str, float]) -> str:
         return f"{interval['estimate']:.3f} [{interval['low']:.3f}, {interval['high']:.3f}]"
 
+    def worth(entry: dict[str, Any], group: str) -> str:
+        value = entry.get("effective_human_queries")
+        unit = "judged hits" if group == "pairs" else "queries"
+        return "–" if value is None else f"{value:.1f} {unit}"
+
     rows = [
         [
             system,
@@ -161,7 +170,7 @@ def ppi_table(report: dict[str, Any]) -> str:
             cell(entry["human_only"]),
             cell(entry["ppi"]),
             f"{entry['ppi']['lam']:.2f}",
-            f"{entry['effective_human_queries']:.1f}",
+            worth(entry, group),
         ]
         for group in ("runs", "differences", "pairs")
         if group in report
@@ -176,7 +185,7 @@ def ppi_table(report: dict[str, Any]) -> str:
         f"human only ({confidence})",
         f"PPI++ ({confidence})",
         "λ",
-        "worth (human queries)",
+        "worth (human-judged)",
     ]
     return markdown_table(header, rows)
 

@@ -71,9 +71,11 @@ def test_the_uniform_design_draws_what_draw_queries_draws():
 def test_allocation_follows_the_weights_within_bounds():
     assert allocate([20, 20], [20, 20], 10) == [5, 5]  # proportional
     assert allocate([20, 20], [20 * 0.1, 20 * 0.3], 12) == [3, 9]  # Neyman: σ 0.1 and 0.3
-    assert allocate([20, 3], [0.0, 1.0], 10) == [7, 3]  # at least 2 each, at most the stratum
-    with pytest.raises(ValueError, match="cannot give each of 3 strata 2"):
-        allocate([10, 10, 10], [1, 1, 1], 5)
+    assert allocate([20, 3], [0.0, 1.0], 10) == [7, 3]  # at least 3 each, at most the stratum
+    # A stratum with 2 units would rest its variance on one degree of freedom.
+    assert allocate([20, 20], [0.01, 1.0], 10) == [3, 7]
+    with pytest.raises(ValueError, match="cannot give each of 3 strata 3"):
+        allocate([10, 10, 10], [1, 1, 1], 8)
     strata = make_strata({f"q{i}": float(i % 7) for i in range(20)}, 3)
     assert [len(s) for s in strata] == [7, 6, 7]
     assert max(i % 7 for i in map(lambda u: int(u[1:]), strata[0])) <= min(
@@ -181,3 +183,27 @@ def test_the_draw_command_records_its_design_and_needs_labels_to_stratify(tmp_pa
     draw([*labels, "--out", str(tmp_path / "uniform.json")])
     uniform = read_design(tmp_path / "uniform.json")
     assert sorted(uniform.drawn) == draw_queries([f"q{i}" for i in range(1, 13)], 6, seed=3)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_design_intervals_have_width_and_hold_their_estimate(seed: int):
+    """Stratified and uniform draws of bounded values near the top, binary or not, with a
+    labeler that matches or not: width > 0, inside the range, the estimate inside."""
+    rng = np.random.default_rng(seed)
+    units = [f"q{i}" for i in range(40)]
+    binary = seed % 2 == 0
+    truth = {u: 1.0 if binary else 0.7 for u in units}
+    if seed % 3:
+        truth |= {u: float(rng.random() < 0.5) if binary else rng.random() for u in units[:4]}
+    labeler = (
+        truth
+        if seed % 5 == 0
+        else {u: float(np.clip(v - 0.2 * rng.random(), 0, 1)) for u, v in truth.items()}
+    )
+    kind = ("uniform", "proportional", "neyman")[seed % 3]
+    uncertainty = {u: 0.1 + 0.01 * i for i, u in enumerate(units)}
+    design = draw_design(units, 9, kind, seed=seed, strata=3, uncertainty=uncertainty)
+    estimates = design_estimate(design, labeler, truth, bounds=(0.0, 1.0))
+    for interval in (estimates.classical, estimates.ppi):
+        assert interval.width > 0, interval
+        assert 0.0 <= interval.low <= interval.estimate <= interval.high <= 1.0, interval

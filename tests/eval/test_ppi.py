@@ -324,3 +324,100 @@ def test_a_corpus_given_as_the_run_is_refused_not_drawn_as_queries(adi_dir: Path
     with pytest.raises(ValueError, match="is a corpus"):
         draw(DrawConfig(run=str(renamed), n=5))
     assert len(draw(DrawConfig(run=str(adi_dir / "queries.jsonl"), n=5)).drawn) == 5
+
+
+# Intervals at the bounds: never zero width, the estimate in its range and inside its interval.
+
+
+def _hit_at_10(judged_hits: int, judged: int = 10, queries: int = 43) -> tuple[dict, dict]:
+    """A labeler that says every query has a hit but three; ``judged_hits`` of the ``judged``
+    queries have one under human judgment (where the labeler also says so)."""
+    labeler = {f"q{i}": 1.0 if i < queries - 3 else 0.0 for i in range(queries)}
+    human = {f"q{i}": 1.0 if i < judged_hits else 0.0 for i in range(judged)}
+    labeler.update({q: v for q, v in human.items()})
+    return labeler, human
+
+
+def test_ten_judged_queries_all_with_a_hit_give_a_wide_interval_that_holds_0_95():
+    labeler, human = _hit_at_10(10)
+    estimates = estimate_metric(labeler, human, bounds=(0.0, 1.0))
+    for interval in (estimates.classical, estimates.ppi):
+        assert interval.width > 0.2, interval
+        assert interval.low <= 0.95 <= interval.high, interval
+    assert "Wilson" in estimates.classical.method
+    assert math.isfinite(estimates.to_dict()["effective_human_queries"])
+
+
+def test_a_labeler_that_matches_every_judged_query_still_leaves_width():
+    # λ is 1 here: the labeler agrees on all ten judged queries (one of them a miss) and is
+    # constant on the rest, so the rectifier Y - f is 0 on every judged query.
+    labeler = {f"q{i}": 1.0 for i in range(43)}
+    human = {f"q{i}": 1.0 for i in range(10)}
+    labeler["q0"] = human["q0"] = 0.0
+    ppi = estimate_metric(labeler, human, bounds=(0.0, 1.0)).ppi
+    assert ppi.lam == 1.0
+    assert ppi.width > 0.1, ppi
+    assert ppi.low <= ppi.estimate <= ppi.high
+
+
+def test_an_estimate_below_the_range_is_clipped_and_stays_inside_its_interval():
+    # The labeler scores the judged queries far above the unjudged ones and above the people:
+    # PPI's estimate would be below 0 (MAP cannot be).
+    rng = np.random.default_rng(1)
+    labeler = {f"q{i}": 0.05 * rng.random() for i in range(43)}
+    human = {}
+    for i in range(10):
+        labeler[f"q{i}"], human[f"q{i}"] = 0.3 + 0.3 * (i % 2), 0.1 * (i % 2)
+    raw = ppi_mean(
+        [human[q] for q in sorted(human)],
+        [labeler[q] for q in sorted(human)],
+        [v for q, v in labeler.items() if q not in human],
+    )
+    assert raw.estimate < 0  # unbounded, the estimator leaves the range
+    for interval in estimate_metric(labeler, human, bounds=(0.0, 1.0)).to_dict().values():
+        if isinstance(interval, dict):
+            assert 0.0 <= interval["low"] <= interval["estimate"] <= interval["high"] <= 1.0
+            assert interval["width"] > 0
+
+
+def test_judged_values_with_no_spread_get_hoeffdings_interval_or_are_not_estimable():
+    classical = classical_mean([0.5] * 8, bounds=(0.0, 1.0))
+    assert "Hoeffding" in classical.method
+    assert classical.width == pytest.approx(2 * math.sqrt(math.log(2 / 0.05) / 16))
+    with pytest.raises(ValueError, match="not estimable at n = 8"):
+        classical_mean([0.5] * 8)
+    # A paired difference of hit@10 that is 0 on every judged query: pseudo-observations at -1
+    # and 1 give it width, centred on the unbiased 0.
+    difference = classical_mean([0.0] * 10, bounds=(-1.0, 1.0))
+    assert difference.estimate == 0.0 and difference.low < -0.1 and difference.high > 0.1
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_no_interval_is_zero_width_or_misses_its_estimate(seed: int):
+    """Random small samples of bounded metrics, binary and not, near the bounds: every reported
+    interval has width, lies in the range and holds its estimate."""
+    rng = np.random.default_rng(seed)
+    bounds = ((0.0, 1.0), (-1.0, 1.0))[seed % 2]
+    n, big_n = int(rng.integers(2, 12)), int(rng.integers(0, 40))
+    kind = seed % 4
+    if kind < 2:  # binary (or a difference of binaries), mostly at the top
+        values = rng.choice([bounds[0], 0.0, 1.0] if bounds[0] < 0 else [0.0, 1.0], n + big_n)
+        values = np.where(rng.random(n + big_n) < 0.8, 1.0, values)
+    else:  # continuous near a bound
+        values = np.clip(rng.choice([0.0, 1.0, rng.random()], n + big_n), *bounds)
+    labeler = np.clip(values + rng.normal(0, 0.3, n + big_n) * (rng.random() < 0.5), *bounds)
+    human = {f"q{i}": float(values[i]) for i in range(n)}
+    estimates = estimate_metric(
+        {f"q{i}": float(v) for i, v in enumerate(labeler)}, human, bounds=bounds
+    )
+    for interval in (estimates.classical, estimates.ppi):
+        assert interval.width > 0, interval
+        assert bounds[0] <= interval.low <= interval.estimate <= interval.high <= bounds[1]
+    assert json.loads(json.dumps(estimates.to_dict(), allow_nan=False))
+
+
+def test_a_pilot_without_width_cannot_size_a_draw():
+    pilot = classical_mean([0.1, 0.5, 0.3, 0.9])
+    flat = pilot.__class__(0.5, 0.5, 0.5, 4, 10, 1.0, "")
+    with pytest.raises(ValueError, match="no width"):
+        queries_for_width(flat, 0.1)
