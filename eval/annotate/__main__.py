@@ -2,14 +2,16 @@
 
     python -m eval.annotate --corpus data/collections/trec-dl-2019-passage \\
         --runs runs/main/candidates/bm25.trec runs/main/candidates/dense.trec \\
-        --draw runs/judging/draw.json --out runs/judging --assessor alice
+        --draw runs/judging/draw.json --out runs/judging --assessors alice bob
     python -m eval.annotate --out runs/judging                 # resume: the session has the rest
     python -m eval.annotate.agreement --judgments runs/judging # two assessors: κ, disagreements
 
 Every input is checked before the server starts (a run naming a document the corpus lacks, an
-empty sample, a port in use, an output folder of another corpus or sample: one line, exit 2).
-Then it serves the page at http://HOST:PORT/ until Ctrl-C; the judgments are on disk as they are
-made (:mod:`eval.annotate.store`).
+empty sample, a port in use, an output folder of another corpus or sample, a folder another
+server is judging into: one line, exit 2). Then it prints one secret link per assessor,
+``http://HOST:PORT/?token=TOKEN``, and serves the page until Ctrl-C; the judgments are on disk as
+they are made (:mod:`eval.annotate.store`). The assessors, the labeler's labels, the reveal mode
+and the highlighting are recorded in ``session.json``: a restart with ``--out`` alone keeps them.
 """
 
 from __future__ import annotations
@@ -23,15 +25,18 @@ from pathlib import Path
 from typing import Any
 
 from data.beir import read_corpus, read_named_runs, read_queries
-from data.core.cli import bounded, parse_config, run_main
+from data.core.cli import bounded, choice, parse_config, run_main
 from data.core.io import sha256_file
-from eval.annotate.app import ASSESSOR, Judging, create_app
+from eval.annotate.app import REVEALS, Judging, create_app, valid_assessor
 from eval.annotate.pool import pool_hits, read_sample
 from eval.annotate.store import (
+    JUDGMENTS_FILE,
     JudgmentStore,
     check_out,
+    hold_session,
     new_session,
     read_session,
+    session_secret,
     write_session,
 )
 
@@ -60,19 +65,38 @@ class AnnotateConfig:
         default="runs/judging",
         metadata={"help": "Session folder: session.json, judgments.jsonl, qrels.txt."},
     )
-    assessor: str = field(
-        default_factory=lambda: os.environ.get("USER") or "assessor",
-        metadata={"help": "Who judges (the page's ?assessor=NAME overrides it)."},
+    assessor: str | None = field(
+        default=None,
+        metadata={
+            "help": "Who judges (default: the session's assessors, else $USER); each assessor "
+            "gets a secret link printed at start."
+        },
+    )
+    assessors: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Several assessors, each with a link of their own (--assessors a b)."},
     )
     labels: str | None = field(
         default=None,
         metadata={
-            "help": "eval.search output (folder or per_query.json): the labeler's labels, shown "
-            "only after a query is judged."
+            "help": "eval.search output (folder or per_query.json): the labeler's labels, "
+            "revealed only as --reveal says (default: the session's)."
         },
     )
-    adjudicate: bool = field(
-        default=False,
+    reveal: str | None = choice(
+        None,
+        REVEALS,
+        help="When the labeler's verdicts are shown: at the end of the assessor's session (end, "
+        "the default), or after each query (per-query: for training assessors).",
+    )
+    highlight: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Mark the query's terms in the passage (default: true, or the session's)."
+        },
+    )
+    adjudicate: bool | None = field(
+        default=None,
         metadata={"help": "Serve only the hits assessors graded differently; this grade wins."},
     )
     seed: int = field(default=0, metadata={"help": "Seed of the hashed order hits are shown in."})
@@ -122,7 +146,49 @@ def resolve(config: AnnotateConfig) -> tuple[dict[str, Any], dict, dict]:
         corpus_file = folder / "corpus.jsonl"
         session = old | {"corpus": {"path": str(corpus_file), "sha256": sha256_file(corpus_file)}}
     check_out(out, session)
-    return session, corpus, queries
+    return session | settings(config, old, out), corpus, queries
+
+
+def settings(config: AnnotateConfig, old: dict[str, Any] | None, out: Path) -> dict[str, Any]:
+    """How the session is judged: what is given, else what the session recorded (a restart with
+    --out alone forgets nothing), else the defaults. The reveal mode and the highlighting of a
+    session with judgments are fixed: a change would mix two ways of judging in one sample."""
+    old = old or {}
+    given = [config.assessor] if config.assessor else []
+    names = list(dict.fromkeys(given + list(config.assessors)))
+    for name in names:
+        valid_assessor(name)
+    default_name = os.environ.get("USER") or "assessor"
+    chosen = {
+        "assessors": names or old.get("assessors") or [valid_assessor_or(default_name)],
+        "labels": str(Path(config.labels).resolve()) if config.labels else old.get("labels"),
+        # New people named without --adjudicate judge as assessors, not as an adjudicator.
+        "adjudicate": config.adjudicate
+        if config.adjudicate is not None
+        else (False if names else bool(old.get("adjudicate"))),
+    }
+    judged = (out / JUDGMENTS_FILE).is_file() and (out / JUDGMENTS_FILE).stat().st_size > 0
+    for name, value, default in (
+        ("reveal", config.reveal, "end"),
+        ("highlight", config.highlight, True),
+    ):
+        before = old.get(name)
+        if value is not None and before is not None and value != before and judged:
+            shown = str(before).lower()
+            raise ValueError(
+                f"{name}: {out} was judged with --{name} {shown}; give the same (or none), or "
+                "another --out"
+            )
+        chosen[name] = value if value is not None else (before if before is not None else default)
+    return chosen
+
+
+def valid_assessor_or(name: str) -> str:
+    """$USER as the default assessor, or "assessor" where the login name is not a valid one."""
+    try:
+        return valid_assessor(name)
+    except ValueError:
+        return "assessor"
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -155,30 +221,60 @@ def labeler_labels(path: str | None) -> dict[tuple[str, str], dict[str, Any]] | 
     }
 
 
-def serve(config: AnnotateConfig) -> None:
-    import re
+def allowed_hosts(host: str) -> list[str]:
+    """The Host names the server answers: its own address, and this machine's names when it
+    listens on every interface."""
+    hosts = ["127.0.0.1", "localhost", "::1", host]
+    if host in ("0.0.0.0", "::", ""):
+        hosts += [socket.gethostname(), socket.getfqdn()]
+    return hosts
 
+
+def serve(config: AnnotateConfig) -> None:
     import uvicorn
 
-    if not re.fullmatch(ASSESSOR, config.assessor):
-        raise ValueError(f"assessor: {config.assessor!r}: letters, digits and . _ @ - (up to 64)")
     session, corpus, queries = resolve(config)
-    labels = labeler_labels(config.labels)
+    labels = labeler_labels(session["labels"])
     sock = bind(config.host, config.port)
     out = Path(config.out)
-    write_session(out, session)
-    store = JudgmentStore(out)
-    pool = {qid: docs for qid, docs in session["pool"]}
-    documents = {d: corpus[d] for docs in pool.values() for d in docs}
-    judging = Judging(pool, queries, documents, store, labels, config.assessor, config.adjudicate)
     port = sock.getsockname()[1]
-    print(f"judging {len(judging.order)} hits of {len(pool)} queries into {out}", flush=True)
-    print(f"open http://{config.host}:{port}/?assessor={config.assessor}", flush=True)
-    server = uvicorn.Server(uvicorn.Config(create_app(judging), log_level="warning"))
+    shown_host = f"[{config.host}]" if ":" in config.host else config.host
+    base = f"http://{shown_host}:{port}/"
     try:
-        server.run(sockets=[sock])
+        release = hold_session(out, base)  # one server per session folder
+    except ValueError:
+        sock.close()
+        raise
+    try:
+        write_session(out, session)
+        store = JudgmentStore(out)
+        pool = {qid: docs for qid, docs in session["pool"]}
+        documents = {d: corpus[d] for docs in pool.values() for d in docs}
+        judging = Judging(
+            pool,
+            queries,
+            documents,
+            store,
+            labels,
+            session["assessors"],
+            session["adjudicate"],
+            seed=session["seed"],
+            reveal=session["reveal"],
+            highlight=session["highlight"],
+            secret=session_secret(out),
+        )
+        print(f"judging {len(judging.hits)} hits of {len(pool)} queries into {out}", flush=True)
+        for name in judging.assessors:  # a secret link each: the token is who is judging
+            print(f"open {base}?token={judging.token(name)} as {name}", flush=True)
+        print("each link is its assessor's alone; Ctrl-C stops the server", flush=True)
+        app = create_app(judging, allowed_hosts(config.host), port)
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+        try:
+            server.run(sockets=[sock])
+        finally:
+            store.close()
     finally:
-        store.close()
+        release()
 
 
 def main(args: Sequence[str] | None = None) -> None:

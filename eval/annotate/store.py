@@ -1,47 +1,72 @@
 """The judging session on disk: what is judged (``session.json``), every judgment
-(``judgments.jsonl``) and the qrels written from them (``qrels.txt``).
+(``judgments.jsonl``, append-only) and the qrels written from them (``qrels.txt``).
 
 - ``session.json`` records the corpus (path and SHA-256), the runs, k, the seed, the pooled hits
-  in the order shown and the draw they came from; a folder started on another corpus, or on other
-  runs, queries or k, is refused before the server starts.
-- ``judgments.jsonl`` holds one judgment record per (assessor, query, document), each a
-  :class:`data.core.records.Judgment` (query, document text, 0-3 grade and its label) plus
-  ``assessor``, ``time`` (UTC, ISO 8601) and ``seconds`` spent on the hit. A judgment is appended,
-  flushed and fsynced before the page is given the next hit, so a killed server or a closed
-  browser loses nothing. **Undo** removes the assessor's latest judgment by rewriting the file
-  atomically (a temporary file renamed over it), so the file never holds a withdrawn grade or a
-  hit twice, and every reader (``eval.search``, ``eval.recalibrate``, ``data.validate``) reads it
-  as it is. A file edited by hand that gives one assessor's hit twice is read as every judgments
-  reader reads it: the last record wins, and different verdicts are counted in a warning
-  (:func:`data.core.records.keep_last`).
+  and the draw they came from, and how the session is judged (the assessors, the labeler's
+  labels, when they are revealed, whether query terms are highlighted); a folder started on
+  another corpus, or on other runs, queries or k, is refused before the server starts.
+- ``judgments.jsonl`` is only ever appended to, each line flushed and fsynced before the page is
+  given the next hit, so a killed server or a closed browser loses nothing. Its lines:
+
+  - a judgment: a :class:`data.core.records.Judgment` (query, document text, 0-3 grade and its
+    label) plus ``assessor``, ``time`` (UTC, ISO 8601), ``seconds`` spent on the hit and ``ref``
+    (the line's id);
+  - a verdict without a grade: the same fields with ``"verdict": "cannot_tell"`` (the assessor
+    cannot tell; the hit is done but has no grade) or ``"verdict": "later"`` (judge it later: it
+    comes back at the end of the session); never read as a grade;
+  - ``{"undo": REF, ...}``: withdraws the line whose ``ref`` is REF (or ``line N``);
+  - ``{"reveal": "session" | QID, ...}``: the labeler's verdicts were shown to the assessor.
+
+  :func:`read_judgments` applies the undo lines and keeps only the graded judgments, so a
+  withdrawn grade or a verdict without one never reaches ``eval.search`` or
+  ``eval.recalibrate``. A file edited by hand that gives one assessor's hit twice is read as
+  every judgments reader reads it: the last record wins, and different verdicts are counted in a
+  warning (:func:`data.core.records.keep_last`).
 - ``qrels.txt`` (TREC) is rewritten atomically after every change. Where several assessors
   judged a hit it holds the adjudicator's grade if there is one, else the lower median of their
   grades (for two, the lower grade).
+- ``server.lock`` names the address and PID of the server judging into the folder while it runs:
+  a second server on the same folder is refused (:func:`hold_session`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import logging
+import os
+import secrets
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from data.beir import Qrels, write_trec_qrels
 from data.core.io import (
     JsonlAppender,
-    read_numbered_records,
-    read_records,
+    RecordError,
+    iter_json_lines,
     sha256_file,
+    validation_error,
     write_json,
-    write_jsonl,
 )
 from data.core.records import JudgeInfo, Judgment, keep_last, label_from_grade
 
 SESSION_FILE = "session.json"
 JUDGMENTS_FILE = "judgments.jsonl"
 QRELS_FILE = "qrels.txt"
+LOCK_FILE = "server.lock"
+SECRET_FILE = ".secret"
+VERDICTS = ("cannot_tell", "later")  # answers that are not a grade
+# What a session must hold to be read; anything else is a damaged file, named as such.
+SESSION_FIELDS = ("corpus", "runs", "k", "seed", "pool")
+Hit = tuple[str, str]
+logger = logging.getLogger(__name__)
 FORMAT = "relevance-grader annotate 1"
 HUMAN = JudgeInfo(model="human", prompt="eval.annotate", backend="eval.annotate")
 
@@ -60,12 +85,25 @@ def new_session(
 
 
 def read_session(folder: Path) -> dict[str, Any] | None:
+    """The session of a folder (None when it has none); a damaged ``session.json`` is one line
+    naming the file and what is wrong with it."""
     path = folder / SESSION_FILE
     if not path.is_file():
         return None
-    session = json.loads(path.read_text(encoding="utf-8"))
-    if session.get("format") != FORMAT:
-        raise ValueError(f"out: {path} is not a judging session (format {session.get('format')!r})")
+    try:
+        session = json.loads(path.read_text(encoding="utf-8-sig"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        where = f" at line {exc.lineno} column {exc.colno}" if hasattr(exc, "lineno") else ""
+        raise ValueError(
+            f"out: {path} is damaged (not JSON{where}); restore it from a copy, or give another "
+            "--out"
+        ) from None
+    if not isinstance(session, dict) or session.get("format") != FORMAT:
+        found = session.get("format") if isinstance(session, dict) else type(session).__name__
+        raise ValueError(f"out: {path} is not a judging session (format {found!r})")
+    missing = [name for name in SESSION_FIELDS if name not in session]
+    if missing:
+        raise ValueError(f"out: {path} is damaged: it has no {missing[0]!r} field")
     return session
 
 
@@ -123,49 +161,181 @@ def assessor_of(record: Judgment) -> str:
     return str((record.model_extra or {}).get("assessor", "unknown"))
 
 
+@dataclass
+class Entry:
+    """One line of a judgments file: a judgment, a verdict without a grade, an undo, a reveal."""
+
+    line: int
+    ref: str  # what an undo names: the line's ``ref``, or ``line N`` for a line without one
+    kind: str  # "grade", "cannot_tell", "later", "undo", "reveal"
+    record: dict[str, Any]
+    judgment: Judgment | None = None  # for a grade
+
+    @property
+    def assessor(self) -> str:
+        return str(self.record.get("assessor", "unknown"))
+
+    @property
+    def hit(self) -> Hit:
+        return (str(self.record.get("qid")), str(self.record.get("doc_id")))
+
+
+def read_entries(path: Path) -> list[Entry]:
+    """Every line of a judgments file as an :class:`Entry`; a bad line is a RecordError naming
+    the file and line (a line cut short by a kill is dropped by the appender before this)."""
+    if not path.exists():
+        return []
+    entries = []
+    for number, obj in iter_json_lines(path, tolerate_partial_last_line=True):
+        if isinstance(obj, RecordError):
+            raise obj
+        entries.append(_entry(path, number, obj))
+    return entries
+
+
+def _entry(path: Path, number: int, obj: dict[str, Any]) -> Entry:
+    ref = str(obj.get("ref") or f"line {number}")
+    for kind in ("undo", "reveal"):
+        if kind in obj:
+            return Entry(number, ref, kind, obj)
+    verdict = obj.get("verdict")
+    if verdict is not None:
+        if verdict not in VERDICTS:
+            problem = f"{verdict!r} is not one of {', '.join(VERDICTS)}"
+            raise RecordError(path, number, "verdict", problem)
+        if obj.get("grade") is not None or obj.get("label") is not None:
+            problem = f"a {verdict} record carries no grade or label"
+            raise RecordError(path, number, "verdict", problem)
+        return Entry(number, ref, verdict, obj)
+    try:
+        return Entry(number, ref, "grade", obj, Judgment.model_validate(obj))
+    except ValidationError as err:
+        raise validation_error(path, number, err) from None
+
+
+def standing(entries: Iterable[Entry]) -> list[Entry]:
+    """The judgments and verdicts an undo line has not withdrawn, in file order."""
+    entries = list(entries)
+    withdrawn = {str(e.record["undo"]) for e in entries if e.kind == "undo"}
+    return [e for e in entries if e.kind not in ("undo", "reveal") and e.ref not in withdrawn]
+
+
 class JudgmentStore:
-    """The judgments of one session folder, safe to call from the server's worker threads."""
+    """The judgments of one session folder, safe to call from the server's worker threads.
+    Nothing is ever rewritten: a judgment, a verdict, an undo and a reveal are each one appended
+    line, and the state is the lines read in order."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.path = folder / JUDGMENTS_FILE
-        self._lock = threading.RLock()  # add() and undo() read the records under it too
-        # A kill mid-append leaves a partial last line: the appender cuts it off on open.
+        self._lock = threading.RLock()  # add() and undo() read the entries under it too
+        # A kill mid-append leaves a partial last line: the appender cuts it off on open (and a
+        # complete last record without its newline gets the newline).
         self._appender = JsonlAppender(self.path, fsync=True)
-        self.records = list(read_records(self.path, Judgment))
+        self.entries = read_entries(self.path)
         self._write_qrels()
 
-    def judged(self, assessor: str) -> dict[tuple[str, str], Judgment]:
+    @property
+    def records(self) -> list[Judgment]:
+        """Every assessor's standing graded judgments, in file order."""
         with self._lock:
-            return {(r.qid, r.doc_id): r for r in self.records if assessor_of(r) == assessor}
+            return [e.judgment for e in standing(self.entries) if e.judgment is not None]
+
+    def answered(self, assessor: str) -> dict[Hit, Entry]:
+        """The assessor's hits with a standing grade or "cannot tell": they are done."""
+        with self._lock:
+            return {
+                e.hit: e
+                for e in standing(self.entries)
+                if e.assessor == assessor and e.kind in ("grade", "cannot_tell")
+            }
+
+    def judged(self, assessor: str) -> dict[Hit, Judgment]:
+        """The assessor's hits with a standing grade."""
+        answered = self.answered(assessor).items()
+        return {hit: e.judgment for hit, e in answered if e.judgment is not None}
+
+    def deferred(self, assessor: str) -> set[Hit]:
+        """Hits the assessor asked to judge later and has not answered since."""
+        with self._lock:
+            later = {
+                e.hit
+                for e in standing(self.entries)
+                if e.assessor == assessor and e.kind == "later"
+            }
+            return later - set(self.answered(assessor))
+
+    def revealed(self, assessor: str) -> set[str]:
+        """What the labeler's verdicts were shown of: "session" or query ids."""
+        with self._lock:
+            return {
+                str(e.record["reveal"])
+                for e in self.entries
+                if e.kind == "reveal" and e.assessor == assessor
+            }
 
     def add(self, record: dict[str, Any]) -> Judgment | None:
-        """Append one judgment, durably; None when the assessor already judged the hit."""
+        """Append one judgment, durably; None when the assessor already answered the hit."""
         judgment = Judgment.model_validate(
             record | {"judge": HUMAN.model_dump(), "time": _now(), "label": None}
         )
-        with self._lock:
-            if (judgment.qid, judgment.doc_id) in self.judged(assessor_of(judgment)):
-                return None
-            self._appender.write(judgment)  # flushed and fsynced
-            self.records.append(judgment)
-            self._write_qrels()
-        return judgment
+        entry = self._append(record | judgment.model_dump(mode="json", exclude_none=True))
+        return None if entry is None else entry.judgment
 
-    def undo(self, assessor: str) -> Judgment | None:
-        """Withdraw the assessor's latest judgment (None when there is none)."""
+    def add_verdict(self, record: dict[str, Any], verdict: str) -> Entry | None:
+        """Append "cannot tell" or "judge later" for a hit, durably, never as a grade; None when
+        the assessor already answered the hit."""
+        if verdict not in VERDICTS:
+            raise ValueError(f"verdict: {verdict!r} is not one of {', '.join(VERDICTS)}")
+        fields = {k: v for k, v in record.items() if k not in ("grade", "label")}
+        return self._append(fields | {"verdict": verdict, "time": _now()})
+
+    def _append(self, record: dict[str, Any]) -> Entry | None:
+        line = {"ref": secrets.token_hex(6)} | record
         with self._lock:
-            mine = [i for i, r in enumerate(self.records) if assessor_of(r) == assessor]
-            if not mine:
+            entry = _entry(self.path, len(self.entries) + 1, line)
+            if entry.hit in self.answered(entry.assessor):
                 return None
-            withdrawn = self.records.pop(mine[-1])
-            self._appender.close()
-            write_jsonl(self.path, self.records)  # atomic: the old file or the new one
-            self._appender = JsonlAppender(self.path, fsync=True)
+            self._appender.write(line)  # flushed and fsynced
+            self.entries.append(entry)
+            self._write_qrels()
+        return entry
+
+    def latest(self, assessor: str) -> Entry | None:
+        """The assessor's latest standing judgment or "cannot tell": what an undo withdraws."""
+        with self._lock:
+            mine = [
+                e
+                for e in standing(self.entries)
+                if e.assessor == assessor and e.kind in ("grade", "cannot_tell")
+            ]
+            return mine[-1] if mine else None
+
+    def undo(self, assessor: str) -> Entry | None:
+        """Withdraw the assessor's latest judgment or "cannot tell" by appending an undo line
+        (None when there is none); the file keeps every line it had."""
+        with self._lock:
+            withdrawn = self.latest(assessor)
+            if withdrawn is None:
+                return None
+            qid, doc_id = withdrawn.hit
+            line = {"undo": withdrawn.ref, "assessor": assessor, "qid": qid, "doc_id": doc_id}
+            self._write_line(line | {"time": _now()}, "undo")
             self._write_qrels()
         return withdrawn
 
-    def grades(self) -> dict[tuple[str, str], int]:
+    def reveal(self, assessor: str, scope: str) -> None:
+        """Record that the labeler's verdicts of ``scope`` ("session" or a query) were shown."""
+        with self._lock:
+            if scope in self.revealed(assessor):
+                return
+            self._write_line({"reveal": scope, "assessor": assessor, "time": _now()}, "reveal")
+
+    def _write_line(self, line: dict[str, Any], kind: str) -> None:
+        self._appender.write(line)  # flushed and fsynced
+        self.entries.append(Entry(len(self.entries) + 1, "", kind, line))
+
+    def grades(self) -> dict[Hit, int]:
         with self._lock:
             return fold(self.records)
 
@@ -174,6 +344,61 @@ class JudgmentStore:
 
     def close(self) -> None:
         self._appender.close()
+
+
+def session_secret(folder: Path) -> bytes:
+    """The session's secret (``.secret``, readable by its owner only), made on first use: the
+    assessors' tokens are derived from it, so their links stay the same across restarts."""
+    path = folder / SECRET_FILE
+    if not path.exists():
+        with contextlib.suppress(FileExistsError):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(secrets.token_hex(32) + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+    return path.read_text(encoding="utf-8").strip().encode()
+
+
+def hold_session(folder: Path, url: str) -> Callable[[], None]:
+    """Mark ``folder`` as judged by this server (``server.lock``: its address and PID, under an
+    exclusive ``flock``) and return the release; a second server is refused in one line naming
+    the first. A lock left by a server that died holds no flock and is taken over."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / LOCK_FILE
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        holder = _lock_holder(path)
+        raise ValueError(
+            f"out: {folder} is being judged by the server at {holder.get('url', '?')} (PID "
+            f"{holder.get('pid', '?')}, {path}); use its links, or stop it first"
+        ) from None
+    stale = _lock_holder(path)
+    if stale.get("pid"):
+        logger.warning(
+            "%s: taking over the lock of a server that stopped (PID %s)", path, stale["pid"]
+        )
+    os.ftruncate(fd, 0)
+    os.write(fd, json.dumps({"url": url, "pid": os.getpid(), "started": _now()}).encode())
+    os.fsync(fd)
+
+    def release() -> None:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        os.close(fd)
+
+    return release
+
+
+def _lock_holder(path: Path) -> dict[str, Any]:
+    try:
+        holder = json.loads(path.read_text(encoding="utf-8") or "{}")
+    except (OSError, ValueError):
+        return {}
+    return holder if isinstance(holder, dict) else {}
 
 
 def _now() -> str:
@@ -226,18 +451,25 @@ def one_per_hit(records: list[Judgment]) -> list[Judgment]:
 
 
 def read_judgments(path: str | Path, refuse_errors: bool = True) -> list[Judgment]:
-    """The judgments of a judging session (folder) or of any judgments JSONL: records with an
-    error are refused (``refuse_errors`` False: left out), and one assessor's (or a plain file's)
-    pair given twice keeps its last record, under the policy of every judgments reader
-    (:func:`data.core.records.keep_last`: conflicting verdicts are counted in a warning). Several
-    assessors' records of a pair are all kept: :func:`fold` folds them."""
+    """The graded judgments of a judging session (folder) or of any judgments JSONL: undo lines
+    applied (a withdrawn grade is gone), verdicts without a grade ("cannot tell", "later") and
+    reveal lines left out, records with an error refused (``refuse_errors`` False: left out),
+    and one assessor's (or a plain file's) pair given twice keeps its last record, under the
+    policy of every judgments reader (:func:`data.core.records.keep_last`: conflicting verdicts
+    are counted in a warning). Several assessors' records of a pair are all kept: :func:`fold`
+    folds them."""
     file = judgments_file(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"judgments: {file} does not exist")
     entries = []
-    for number, record in read_numbered_records(file, Judgment):
+    for entry in standing(read_entries(file)):
+        record = entry.judgment
+        if record is None:
+            continue
         if record.error is not None and refuse_errors:
             raise ValueError(f"{file}: the pair {record.qid}/{record.doc_id} has no label")
         if record.error is None:
-            entries.append((_judge_key(record), record, f"line {number}"))
+            entries.append((_judge_key(record), record, f"line {entry.line}"))
     kept = keep_last(entries, str(file), verdict=lambda r: (r.grade, r.label))
     return list(kept.items.values())
 

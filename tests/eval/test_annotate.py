@@ -4,6 +4,7 @@ before the server starts, the assessors' agreement, and eval.search reading the 
 from __future__ import annotations
 
 import json
+import os
 import socket
 from pathlib import Path
 
@@ -12,8 +13,6 @@ import pytest
 from fastapi.testclient import TestClient
 
 from data.beir import read_qrels, read_trec_run, write_trec_run
-from data.core.io import read_records
-from data.core.records import Judgment
 from eval.annotate.app import JudgeIn
 
 REPO = Path(__file__).resolve().parents[2]
@@ -99,7 +98,7 @@ def judging_for(tmp_path: Path, *extra: str, labels: bool = True):
     documents = {d: corpus[d] for docs in pool.values() for d in docs}
     store = JudgmentStore(tmp_path / "out")
     found = labeler_labels(str(tmp_path / "labels")) if labels else None
-    return Judging(pool, queries, documents, store, found, "alice"), inputs
+    return Judging(pool, queries, documents, store, found, ["alice", "bob"], secret=b"s"), inputs
 
 
 def test_the_pool_holds_each_top_k_hit_once_in_an_order_that_does_not_reveal_the_system(
@@ -128,8 +127,8 @@ def test_the_pool_holds_each_top_k_hit_once_in_an_order_that_does_not_reveal_the
         pool_hits(["q1"], runs, 5, 0, corpus, files)
 
 
-def test_judgments_are_durable_folded_and_undone_by_an_atomic_rewrite(tmp_path: Path):
-    from eval.annotate.store import QRELS_FILE, JudgmentStore, fold
+def test_judgments_are_durable_folded_and_undone_by_an_appended_line(tmp_path: Path):
+    from eval.annotate.store import QRELS_FILE, JudgmentStore, fold, read_judgments
 
     def record(assessor: str, doc: str, grade: int, **extra) -> dict:
         base = {"qid": "q1", "query": "axon", "doc_id": doc, "text": "t", "assessor": assessor}
@@ -146,65 +145,251 @@ def test_judgments_are_durable_folded_and_undone_by_an_atomic_rewrite(tmp_path: 
     assert store.grades() == {("q1", "d1"): 1, ("q1", "d2"): 2, ("q1", "d3"): 0}
     store.add(record("dave", "d1", 3, adjudication=True))
     assert read_qrels(tmp_path / QRELS_FILE) == {"q1": {"d1": 3, "d2": 2, "d3": 0}}
+    before = (tmp_path / "judgments.jsonl").read_text()
     withdrawn = store.undo("alice")
-    assert (withdrawn.doc_id, withdrawn.grade) == ("d2", 2)
+    assert (withdrawn.hit, withdrawn.judgment.grade) == (("q1", "d2"), 2)
     store.close()
-    lines = (tmp_path / "judgments.jsonl").read_text().splitlines()
-    assert len(lines) == 5 and all(json.loads(line)["time"] for line in lines)
+    # The file is never rewritten: the undo is one more line, naming the withdrawn one.
+    after = (tmp_path / "judgments.jsonl").read_text()
+    assert after.startswith(before) and after.count("\n") == before.count("\n") + 1
+    undo = json.loads(after.splitlines()[-1])
+    assert undo["undo"] == json.loads(before.splitlines()[2])["ref"]
+    assert all(json.loads(line)["time"] for line in after.splitlines())
     # A kill mid-append leaves a partial line: dropped on reopen, the rest kept.
     with open(tmp_path / "judgments.jsonl", "a") as handle:
         handle.write('{"qid": "q1", "doc_')
     again = JudgmentStore(tmp_path)
     assert [r.doc_id for r in again.records] == ["d1", "d1", "d2", "d3", "d1"]
-    records = list(read_records(tmp_path / "judgments.jsonl", Judgment))  # plain Judgments
-    assert records[0].label == 1 and records[0].model_extra["assessor"] == "alice"
-    assert fold(records, "label")[("q1", "d2")] == 1
+    records = read_judgments(tmp_path)  # undo applied: alice's d2 is gone
+    assert [(r.doc_id, r.model_extra["assessor"]) for r in records][:3] == [
+        ("d1", "alice"),
+        ("d1", "bob"),
+        ("d2", "bob"),
+    ]
+    assert records[0].label == 1 and fold(records, "label")[("q1", "d2")] == 1
+    assert again.undo("alice").hit == ("q1", "d1") and again.undo("alice") is None
+    again.close()
+    assert ("q1", "d1") not in {
+        (r.qid, r.doc_id) for r in read_judgments(tmp_path) if r.model_extra["assessor"] == "alice"
+    }
 
 
-def test_the_routes_hide_the_labelers_label_until_a_query_is_judged(tmp_path: Path):
+def test_a_judgment_whose_newline_was_lost_is_kept_when_the_session_starts(tmp_path: Path):
+    """A hand edit or a merge that drops the final newline once cost the last judgment: the
+    appender cut it when the server started."""
+    from eval.annotate.store import JudgmentStore, read_judgments
+
+    line = {"qid": "q1", "query": "axon", "doc_id": "d1", "text": "t", "grade": 3}
+    (tmp_path / "judgments.jsonl").write_text(json.dumps(line | {"assessor": "alice"}))
+    store = JudgmentStore(tmp_path)
+    assert [r.doc_id for r in store.records] == ["d1"]
+    store.add(line | {"doc_id": "d2", "assessor": "alice", "seconds": 1.0})
+    store.close()
+    assert [r.doc_id for r in read_judgments(tmp_path)] == ["d1", "d2"]
+
+
+def test_cannot_tell_and_judge_later_are_recorded_but_never_read_as_grades(tmp_path: Path):
+    from eval.annotate.store import JudgmentStore, as_qrels, fold, read_judgments
+
+    base = {"qid": "q1", "query": "axon", "text": "t", "assessor": "alice", "seconds": 2.0}
+    store = JudgmentStore(tmp_path)
+    store.add(base | {"doc_id": "d1", "grade": 3})
+    assert store.add_verdict(base | {"doc_id": "d2"}, "cannot_tell") is not None
+    assert store.add_verdict(base | {"doc_id": "d3"}, "later") is not None
+    assert store.add_verdict(base | {"doc_id": "d2"}, "later") is None  # answered already
+    assert set(store.answered("alice")) == {("q1", "d1"), ("q1", "d2")}
+    assert store.deferred("alice") == {("q1", "d3")}
+    store.close()
+    lines = [json.loads(line) for line in (tmp_path / "judgments.jsonl").read_text().splitlines()]
+    assert [line.get("verdict") for line in lines] == [None, "cannot_tell", "later"]
+    assert all("grade" not in line and "label" not in line for line in lines[1:])
+    records = read_judgments(tmp_path)
+    assert [r.doc_id for r in records] == ["d1"]
+    assert as_qrels(fold(records)) == {"q1": {"d1": 3}}
+    assert (tmp_path / "qrels.txt").read_text().split() == ["q1", "0", "d1", "3"]
+    # A verdict line that also gives a grade is a damaged line, named as such.
+    with open(tmp_path / "judgments.jsonl", "a") as handle:
+        handle.write(json.dumps(base | {"doc_id": "d4", "verdict": "cannot_tell", "grade": 2}))
+        handle.write("\n")
+    with pytest.raises(ValueError, match=r"judgments\.jsonl:4: verdict: a cannot_tell record"):
+        read_judgments(tmp_path)
+
+
+LOCAL = "http://127.0.0.1:8765"
+
+
+def judge_all(client, token: str, body_extra: dict | None = None) -> dict:
+    """Grade every hit the token's assessor is served (2 for odd documents, else 0)."""
+    headers = {"X-Token": token}
+    state = client.get("/api/state", headers=headers).json()
+    while state["hit"]:
+        hit = state["hit"]
+        body = {
+            "qid": hit["qid"],
+            "doc_id": hit["doc_id"],
+            "grade": 2 * (int(hit["doc_id"][1:]) % 2),
+        }
+        response = client.post(
+            "/api/judge", json=body | {"seconds": 0.5} | (body_extra or {}), headers=headers
+        )
+        assert '"score"' not in response.text and "labeler" not in response.text
+        state = response.json()
+    return state
+
+
+def test_only_a_valid_token_says_who_asks_and_no_one_reads_anothers_grades(tmp_path: Path):
+    """Identity is the token of the assessor's link: ?assessor=NAME or an assessor field never
+    picks it, a guessed token is refused, and bob cannot read alice's grades or labels."""
     from eval.annotate.app import create_app
 
     judging, _ = judging_for(tmp_path, "--queries", "q1", "q2", "q3", "q4")
-    client = TestClient(create_app(judging))
-    assert "Relevance judging" in client.get("/").text
-    state = client.get("/api/state", params={"assessor": "alice"}).json()
+    client = TestClient(create_app(judging), base_url=LOCAL)
+    alice, bob = judging.token("alice"), judging.token("bob")
+    assert alice != bob and "Relevance judging" in client.get("/").text
+    assert client.get("/api/state").status_code == 401
+    named = client.get("/api/state", params={"assessor": "alice"})
+    assert named.status_code == 401 and "?assessor=alice no longer picks" in named.json()["detail"]
+    assert client.get("/api/state", headers={"X-Token": "0" * 32}).status_code == 403
+    assert client.post("/api/undo", json={"assessor": "alice"}).status_code == 401
+    assert client.get("/api/config", headers={"X-Token": bob}).json()["assessor"] == "bob"
+    # Bob judges with an assessor field naming alice: the grades are his.
+    state = judge_all(client, bob, {"assessor": "alice"})
+    assert state["progress"]["judged"] == 32
+    assert {r.model_extra["assessor"] for r in judging.store.records} == {"bob"}
+    # Alice sees none of bob's work, whatever she asks for, and bob none of the labeler's yet.
+    mine = client.get("/api/state", params={"assessor": "bob"}, headers={"X-Token": alice})
+    assert mine.json()["assessor"] == "alice" and mine.json()["progress"]["judged"] == 0
+    for params in ({"assessor": "bob"}, {"assessor": "bob", "qid": "q1"}):
+        asked = client.get("/api/summary", params=params, headers={"X-Token": alice})
+        assert asked.status_code == 409 and "every hit of the session" in asked.json()["detail"]
+    undone = client.post("/api/undo", json={"assessor": "bob"}, headers={"X-Token": alice})
+    assert undone.json()["undone"] is False and len(judging.store.records) == 32
+    assert client.get("/healthz").json() == {"status": "ok"}
+
+
+def test_the_labeler_is_revealed_only_at_the_end_and_its_grades_are_then_final(tmp_path: Path):
+    from eval.annotate.app import create_app
+
+    judging, _ = judging_for(tmp_path, "--queries", "q1", "q2")
+    client = TestClient(create_app(judging), base_url=LOCAL)
+    headers = {"X-Token": judging.token("alice")}
+    state = client.get("/api/state", headers=headers).json()
     first = state["hit"]
-    qid, hits = first["qid"], first["query_hits"]
-    assert hits == 8 and state["progress"]["total"] == 32
     assert set(first) == {
         "qid",
         "doc_id",
         "query",
         "title",
         "text",
+        "terms",
         "query_number",
         "query_judged",
         "query_hits",
     }
-    assert client.get("/api/summary", params={"assessor": "alice", "qid": qid}).status_code == 409
+    assert state["reveal"] == {"ready": False, "done": False}
     skipped = client.post(
-        "/api/skip", json={"assessor": "alice", "qid": qid, "doc_id": first["doc_id"]}
+        "/api/skip", json={"qid": first["qid"], "doc_id": first["doc_id"]}, headers=headers
     )
     assert skipped.json()["hit"]["doc_id"] != first["doc_id"]
-    state = skipped.json()
-    for _ in range(hits):
-        hit = state["hit"]
-        body = {"assessor": "alice", "qid": hit["qid"], "doc_id": hit["doc_id"], "grade": 2}
-        state = client.post("/api/judge", json=body | {"seconds": 0.5}).json()
-        if state.get("finished_query"):
-            break
-    assert state["finished_query"] == qid  # the skipped hit came back before the query ended
-    repeat = client.post("/api/judge", json=body | {"seconds": 0.5})
-    assert repeat.status_code == 409
-    summary = client.get("/api/summary", params={"assessor": "alice", "qid": qid}).json()
-    assert (
-        summary["compared"] == 8 and summary["agree"] == 4
-    )  # relevant: the labeler's top 2 of each run
-    undone = client.post("/api/undo", json={"assessor": "alice"}).json()
-    assert undone["undone"] and undone["hit"]["doc_id"] == body["doc_id"]
-    bad = client.post("/api/judge", json=body | {"grade": 4, "seconds": 1})
+    # Query by query, nothing of the labeler: the summary waits for the whole session.
+    for _ in range(first["query_hits"]):
+        hit = client.get("/api/state", headers=headers).json()["hit"]
+        body = {"qid": hit["qid"], "doc_id": hit["doc_id"], "grade": 2, "seconds": 0.5}
+        state = client.post("/api/judge", json=body, headers=headers).json()
+    assert state["finished_query"] == first["qid"]  # the skipped hit came back before the end
+    summary = client.get("/api/summary", params={"qid": first["qid"]}, headers=headers)
+    assert summary.status_code == 409
+    assert client.post("/api/judge", json=body, headers=headers).status_code == 409
+    bad = client.post("/api/judge", json=body | {"grade": 4}, headers=headers)
     assert bad.status_code == 422
-    assert client.get("/api/state", params={"assessor": "no spaces"}).status_code == 422
+    # Undo before the reveal: the hit is served again, without anything of the labeler.
+    undone = client.post("/api/undo", headers=headers).json()
+    assert undone["undone"] and undone["hit"]["doc_id"] == body["doc_id"]
+    # A hit left on screen for two days is still gradable; its time is capped.
+    late = client.post("/api/judge", json=body | {"seconds": 2 * 86_400}, headers=headers)
+    assert late.status_code == 200
+    state = judge_all(client, judging.token("alice"))
+    assert state["reveal"] == {"ready": True, "done": False}
+    summary = client.get("/api/summary", headers=headers).json()
+    assert [q["qid"] for q in summary["queries"]] == list(
+        dict.fromkeys(q for q, _ in judging.order("alice"))
+    )
+    assert summary["compared"] == 16 and 0 <= summary["agree"] <= 16
+    # After the reveal the grades are final: undo is refused, and the reveal is on file.
+    refused = client.post("/api/undo", headers=headers)
+    assert refused.status_code == 409 and "grade is final" in refused.json()["detail"]
+    lines = [json.loads(line) for line in (tmp_path / "out" / "judgments.jsonl").open()]
+    assert lines[-1]["reveal"] == "session" and lines[-1]["assessor"] == "alice"
+    capped = [line for line in lines if line.get("seconds_capped")]
+    assert len(capped) == 1 and capped[0]["seconds"] == 600
+
+
+def test_the_training_mode_reveals_each_query_once_it_is_judged(tmp_path: Path):
+    from eval.annotate.app import create_app
+
+    judging, _ = judging_for(tmp_path, "--queries", "q1", "q2")
+    judging.reveal = "per-query"
+    client = TestClient(create_app(judging), base_url=LOCAL)
+    headers = {"X-Token": judging.token("alice")}
+    state = client.get("/api/state", headers=headers).json()
+    qid = state["hit"]["qid"]
+    assert client.get("/api/summary", params={"qid": qid}, headers=headers).status_code == 409
+    while not state.get("finished_query"):
+        hit = state["hit"]
+        body = {"qid": hit["qid"], "doc_id": hit["doc_id"], "grade": 3, "seconds": 1}
+        state = client.post("/api/judge", json=body, headers=headers).json()
+    summary = client.get("/api/summary", params={"qid": qid}, headers=headers).json()
+    assert summary["qid"] == qid and summary["compared"] == 8 and summary["agree"] == 4
+    assert client.post("/api/undo", headers=headers).status_code == 409  # seen: final
+
+
+def test_each_assessor_gets_a_seeded_order_of_their_own(tmp_path: Path):
+    judging, _ = judging_for(tmp_path, "--queries", "q1", "q2", "q3", "q4")
+    alice, bob = judging.order("alice"), judging.order("bob")
+    assert sorted(alice) == sorted(bob) == sorted(judging.hits)
+    assert alice != bob
+    queries = lambda order: list(dict.fromkeys(q for q, _ in order))  # noqa: E731
+    within = lambda order, q: [d for qid, d in order if qid == q]  # noqa: E731
+    assert queries(alice) != queries(bob) or any(
+        within(alice, q) != within(bob, q) for q in queries(alice)
+    )
+    assert any(within(alice, q) != within(bob, q) for q in queries(alice))  # hits shuffled too
+    # The same seed and name give the same order on every start; another seed another one.
+    judging.seed, judging._orders = 0, {}
+    assert judging.order("alice") == alice
+    judging.seed, judging._orders = 1, {}
+    assert judging.order("alice") != alice
+    # Over many names, each query comes first about equally often: a random permutation.
+    firsts = [judging.order(f"a{i}")[0][0] for i in range(400)]
+    assert all(60 < firsts.count(q) < 140 for q in ("q1", "q2", "q3", "q4"))
+
+
+def test_requests_for_another_host_are_refused(tmp_path: Path):
+    """DNS rebinding: a page of evil.example whose name resolves to 127.0.0.1 sends its own name
+    as the Host; the server answers only its own address."""
+    from eval.annotate.app import create_app
+
+    judging, _ = judging_for(tmp_path, "--queries", "q1")
+    headers = {"X-Token": judging.token("alice")}
+    app = create_app(judging, ("127.0.0.1", "localhost"), 8765)
+    for base in (LOCAL, "http://localhost:8765"):
+        assert TestClient(app, base_url=base).get("/api/state", headers=headers).status_code == 200
+    for base in ("http://evil.example:8765", "http://127.0.0.1:9999", "http://evil.example"):
+        refused = TestClient(app, base_url=base).get("/api/state", headers=headers)
+        assert refused.status_code == 403 and "not this judging server" in refused.text
+        assert TestClient(app, base_url=base).get("/").status_code == 403
+
+
+def test_highlighting_leaves_out_stop_words():
+    from eval.annotate.app import highlight_terms
+
+    assert highlight_terms("Can you tell us what an axon terminal is?") == [
+        "terminal",
+        "axon",
+        "tell",
+    ]
+    assert highlight_terms("how does the brain store memories") == ["memori", "brain", "store"]
+    assert highlight_terms("what is it") == []
 
 
 def run_command(module_main, args: list[str], capsys) -> tuple[int, str]:
@@ -298,10 +483,10 @@ def judged_session(tmp_path: Path, draw_args: list[str], complete: bool = True) 
     inputs = make_inputs(tmp_path, queries=12)
     draw([*draw_args, "--labels", str(tmp_path / "labels"), "--out", str(tmp_path / "draw.json")])
     judging, _ = judging_for_inputs(tmp_path, inputs, "--draw", str(tmp_path / "draw.json"))
-    hits = judging.order if complete else judging.order[:-1]
+    hits = judging.order("alice") if complete else judging.order("alice")[:-1]
     for qid, doc in hits:
         grade = int(doc[1:]) % 4  # the person's grade
-        judging.judge(JudgeIn(assessor="alice", qid=qid, doc_id=doc, grade=grade, seconds=1.0))
+        judging.judge("alice", JudgeIn(qid=qid, doc_id=doc, grade=grade, seconds=1.0))
     judging.store.close()
     with open(tmp_path / "labeler.jsonl", "w") as handle:  # the labeler: every hit relevant
         for name in ("a", "b"):
@@ -323,7 +508,8 @@ def judging_for_inputs(tmp_path: Path, inputs: dict[str, Path], *extra: str):
     write_session(tmp_path / "out", session)
     pool = dict(session["pool"])
     documents = {d: corpus[d] for docs in pool.values() for d in docs}
-    return Judging(pool, queries, documents, JudgmentStore(tmp_path / "out"), None, "alice"), None
+    store = JudgmentStore(tmp_path / "out")
+    return Judging(pool, queries, documents, store, None, ["alice"], seed=session["seed"]), None
 
 
 def search_args(tmp_path: Path, inputs: dict[str, Path], *extra: str) -> list[str]:
@@ -408,3 +594,79 @@ def test_one_assessor_giving_a_hit_twice_keeps_the_last_with_a_warning_and_asses
     assert [r.grade for r in read_judgments(path)] == [3, 3]
     assert "1 pair(s) given twice with different verdicts" in caplog.text
     assert "q1/d1/alice: (0, 0) at line 1, then (3, 1) at line 3" in caplog.text
+
+
+def test_a_second_server_on_one_session_is_refused_naming_the_first(tmp_path: Path, capsys):
+    from eval.annotate.__main__ import main
+    from eval.annotate.store import LOCK_FILE, hold_session
+
+    inputs = make_inputs(tmp_path)
+    out = tmp_path / "out"
+    release = hold_session(out, "http://127.0.0.1:8765/")
+    try:
+        code, err = run_command(main, annotate_args(inputs, out, "--queries", "q1"), capsys)
+    finally:
+        release()
+    assert code == 2 and len(err.splitlines()) == 1
+    assert f"is being judged by the server at http://127.0.0.1:8765/ (PID {os.getpid()}" in err
+    assert not (out / LOCK_FILE).exists()  # released
+    # A lock left by a server that died (no flock held) is taken over.
+    (out / LOCK_FILE).write_text(json.dumps({"url": "http://127.0.0.1:1/", "pid": 999_999_999}))
+    release = hold_session(out, "http://127.0.0.1:2/")
+    assert json.loads((out / LOCK_FILE).read_text())["pid"] == os.getpid()
+    release()
+
+
+def test_a_restart_with_out_alone_keeps_the_sessions_assessors_labels_and_modes(tmp_path: Path):
+    from data.core.cli import parse_config
+    from eval.annotate.__main__ import AnnotateConfig, resolve
+    from eval.annotate.store import JudgmentStore, read_session, write_session
+
+    inputs = make_inputs(tmp_path)
+    out = tmp_path / "out"
+    labels = str(tmp_path / "labels")
+    args = annotate_args(inputs, out, "--queries", "q1", "--assessors", "alice", "bob")
+    extra = ["--labels", labels, "--highlight", "false", "--reveal", "per-query"]
+    (config,) = parse_config([AnnotateConfig], [*args, *extra])
+    session, _, _ = resolve(config)
+    write_session(out, session)
+    recorded = read_session(out)
+    assert recorded["assessors"] == ["alice", "bob"] and recorded["labels"] == labels
+    assert (recorded["highlight"], recorded["reveal"], recorded["adjudicate"]) == (
+        False,
+        "per-query",
+        False,
+    )
+    (config,) = parse_config([AnnotateConfig], ["--out", str(out)])
+    again, _, _ = resolve(config)
+    assert {k: again[k] for k in recorded} == recorded
+    # Once judged, a session's highlighting and reveal mode stay as they were judged.
+    store = JudgmentStore(out)
+    store.add(
+        {"qid": "q1", "query": "q", "doc_id": "d7", "text": "t", "grade": 1}
+        | {"assessor": "alice", "seconds": 1.0}
+    )
+    store.close()
+    (config,) = parse_config([AnnotateConfig], ["--out", str(out), "--highlight", "true"])
+    with pytest.raises(ValueError, match=r"highlight: .* was judged with --highlight false"):
+        resolve(config)
+
+
+def test_a_damaged_session_and_a_bad_assessor_name_are_one_line_each(tmp_path: Path, capsys):
+    from eval.annotate.__main__ import main
+
+    inputs = make_inputs(tmp_path)
+    out = tmp_path / "out"
+    code, err = run_command(
+        main, annotate_args(inputs, out, "--queries", "q1", "--assessor", "no spaces"), capsys
+    )
+    assert code == 2 and len(err.splitlines()) == 1
+    assert "assessor: 'no spaces' is not a valid name: use letters, digits" in err
+    out.mkdir()
+    (out / "session.json").write_text('{"format": "relevance-grader annotate 1",\n')
+    code, err = run_command(main, ["--out", str(out)], capsys)
+    assert code == 2 and len(err.splitlines()) == 1
+    assert f"{out / 'session.json'} is damaged (not JSON at line 2 column 1)" in err
+    (out / "session.json").write_text('{"format": "relevance-grader annotate 1"}')
+    code, err = run_command(main, ["--out", str(out)], capsys)
+    assert code == 2 and "session.json is damaged: it has no 'corpus' field" in err
