@@ -20,7 +20,9 @@ a batch re-run on a subset in a moved folder, the card's snippet from another fo
 side: the API's wait on a machine that gets busy, the ranking agreement against a teacher with
 unusable replies, a comparison leaving out a baseline); a replay holds when the fix does. The judging side (items 5-10: PPI sizing, sampled hits, duplicate
 judgments, non-random subsets, recalibration on the export's own pairs, inputs) lives in
-:mod:`eval.bench.replays_judging`.
+:mod:`eval.bench.replays_judging`, with the judging page's review (items 1-7: blind judging, a
+token per assessor, an order per assessor, answers without a grade, one server per session,
+records without their newline, the session's errors).
 """
 
 from __future__ import annotations

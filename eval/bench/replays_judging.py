@@ -1,6 +1,12 @@
 """Issue 42, round 3, judging side (items 5-10), for ``python -m eval.bench.reliability``: the bad
 inputs that must now be refused in one line (a table read by its ``cases()``) and the replays of
 silent wrong results (read into its Replay list), each set up as reported and run again.
+
+Then the judging page's review (the statistician's and a hostile test round, items 1-7 of its
+list): the labeler kept out of view until the session is finished, who is asking (a token per
+assessor, the Host check), an order per assessor, highlighting and answers without a grade, one
+server per session and undo as an appended line, append-only files that keep a record without
+its newline and one writer per cache, and the session's errors in one line.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import json
 import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from data import COLLECTIONS
 
@@ -215,6 +222,192 @@ def replay_zero_width_inside_a_query(root: Path) -> None:
     assert plain.input_ids == hidden.input_ids, "the zero-width characters reached the grader"
 
 
+def _session(root: Path) -> tuple[Any, Path]:
+    """A judging session over two ADI queries (a run's top 4 each) with a labeler's labels, and
+    its app's test client as alice sees it: (client, session folder)."""
+    from fastapi.testclient import TestClient
+
+    from eval.annotate.__main__ import AnnotateConfig, labeler_labels, resolve
+    from eval.annotate.app import Judging, create_app
+    from eval.annotate.store import JudgmentStore, session_secret, write_session
+
+    run = _adi_run(root / "run.trec")
+    labels = {
+        "run": {
+            q: {"hits": [{"id": d, "relevant": True, "score": 0.9} for d in run[q]]} for q in run
+        }
+    }
+    (root / "labels.json").write_text(json.dumps(labels))
+    out = root / "session"
+    config = AnnotateConfig(corpus=str(ADI), runs=[str(root / "run.trec")], queries=["1", "2"], k=4)
+    config.out, config.assessors, config.labels = (
+        str(out),
+        ["alice", "bob"],
+        str(root / "labels.json"),
+    )
+    session, corpus, queries = resolve(config)
+    write_session(out, session)
+    pool = dict(session["pool"])
+    documents = {d: corpus[d] for docs in pool.values() for d in docs}
+    judging = Judging(
+        pool,
+        queries,
+        documents,
+        JudgmentStore(out),
+        labeler_labels(session["labels"]),
+        session["assessors"],
+        seed=session["seed"],
+        reveal=session["reveal"],
+        secret=session_secret(out),
+    )
+    client = TestClient(create_app(judging), base_url="http://127.0.0.1:8765")
+    client.headers["X-Token"] = judging.token("alice")
+    client.judging = judging  # type: ignore[attr-defined]
+    return client, out
+
+
+def _judge_query(client: Any) -> dict:
+    """Grade the current query's hits (grade 1 each): the state after its last one."""
+    state = client.get("/api/state").json()
+    while True:
+        hit = state["hit"]
+        body = {"qid": hit["qid"], "doc_id": hit["doc_id"], "grade": 1, "seconds": 1.0}
+        state = client.post("/api/judge", json=body).json()
+        if state.get("finished_query"):
+            return state
+
+
+def replay_labeler_hidden_until_the_end(root: Path) -> None:
+    """Review 1: after each query the page showed the labeler's verdicts ("the labeler agrees
+    with you on 5 of 7"), and undo after the reveal served a hit with its verdict in view."""
+    client, _ = _session(root)
+    state = _judge_query(client)
+    asked = client.get("/api/summary", params={"qid": state["finished_query"]})
+    assert asked.status_code == 409, f"the labeler was shown after one query: {asked.text[:120]}"
+    undone = client.post("/api/undo").json()
+    assert undone["hit"] and "score" not in json.dumps(undone), undone
+    _judge_query(client)
+    _judge_query(client)
+    assert client.get("/api/summary").status_code == 200  # the session is finished: revealed
+    assert client.post("/api/undo").status_code == 409, "undo after the reveal was allowed"
+
+
+def replay_who_is_asking(root: Path) -> None:
+    """Review 2: the assessor was a request field: anyone reaching the port could read
+    /api/summary?assessor=alice or judge in her name; any Host was answered."""
+    from fastapi.testclient import TestClient
+
+    client, _ = _session(root)
+    _judge_query(client)
+    anonymous = TestClient(client.app, base_url="http://127.0.0.1:8765")
+    assert anonymous.get("/api/state", params={"assessor": "alice"}).status_code == 401
+    bob = {"X-Token": client.judging.token("bob")}
+    seen = client.get("/api/state", params={"assessor": "alice"}, headers=bob).json()
+    assert seen["assessor"] == "bob" and seen["progress"]["judged"] == 0, seen
+    rebound = TestClient(client.app, base_url="http://evil.example:8765")
+    assert rebound.get("/api/state", headers=bob).status_code == 403
+
+
+def replay_an_order_per_assessor(root: Path) -> None:
+    """Review 3: every assessor saw the same hits in the same order (shared order effects)."""
+    client, _ = _session(root)
+    alice, bob = client.judging.order("alice"), client.judging.order("bob")
+    assert sorted(alice) == sorted(bob) and alice != bob, "the two assessors share one order"
+
+
+def replay_highlight_and_answers_without_a_grade(root: Path) -> None:
+    """Review 4: "us" was highlighted; a hit left on screen for a day could not be graded (422);
+    "I can't tell" had no place but a grade."""
+    from eval.annotate.app import highlight_terms
+    from eval.annotate.store import read_judgments
+
+    assert "us" not in highlight_terms("can you tell us about titles"), "a stop word is marked"
+    client, out = _session(root)
+    hit = client.get("/api/state").json()["hit"]
+    late = {"qid": hit["qid"], "doc_id": hit["doc_id"], "grade": 2, "seconds": 90_000.0}
+    assert client.post("/api/judge", json=late).status_code == 200, "a late grade was refused"
+    hit = client.get("/api/state").json()["hit"]
+    unsure = {"qid": hit["qid"], "doc_id": hit["doc_id"], "verdict": "cannot_tell"}
+    assert client.post("/api/verdict", json=unsure).status_code == 200
+    graded = {(r.qid, r.doc_id) for r in read_judgments(out)}
+    assert (hit["qid"], hit["doc_id"]) not in graded, "cannot tell was read as a grade"
+    session = json.loads((out / "session.json").read_text())
+    assert session["highlight"] is True and session["reveal"] == "end", session
+
+
+def replay_one_server_and_undo_appended(root: Path) -> None:
+    """Review 5: two servers could judge into one folder, and undo rewrote judgments.jsonl from
+    memory (a second server's judgments were lost)."""
+    from eval.annotate.store import hold_session
+
+    client, out = _session(root)
+    release = hold_session(out, "http://127.0.0.1:8765/")
+    try:
+        hold_session(out, "http://127.0.0.1:8766/")
+        raise AssertionError("a second server on the session was allowed")
+    except ValueError as exc:
+        assert "http://127.0.0.1:8765/" in str(exc), exc
+    finally:
+        release()
+    _judge_query(client)
+    before = (out / "judgments.jsonl").read_bytes()
+    client.post("/api/undo")
+    after = (out / "judgments.jsonl").read_bytes()
+    assert after.startswith(before) and after.count(b"\n") == before.count(b"\n") + 1
+
+
+def replay_newline_less_records_kept(root: Path) -> None:
+    """Review 6: a complete last record without its newline was cut on open (the judging
+    session deleted a judgment, the label cache a paid label); two data.label on one cache both
+    wrote."""
+    from data.core.io import CacheLocked, KeyedCache
+    from eval.annotate.store import JudgmentStore
+
+    judgment = {"qid": "1", "query": "q", "doc_id": "17", "text": "t", "grade": 3}
+    (root / "judgments.jsonl").write_text(json.dumps(judgment | {"assessor": "alice"}))
+    store = JudgmentStore(root)
+    store.close()
+    assert len(store.records) == 1 and (root / "judgments.jsonl").read_text().endswith("}\n")
+    (root / "c.jsonl").write_text(json.dumps({"key": "a", "label": 1}))
+    with KeyedCache(root / "c.jsonl") as cache:
+        cache.put("b", {"label": 0})
+    assert set(KeyedCache(root / "c.jsonl").values) == {"a", "b"}, "a paid label was cut"
+    import fcntl
+    import os
+
+    fd = os.open(root / "c.jsonl.lock", os.O_RDWR)  # another process's hold, as flock sees it
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        KeyedCache(root / "c.jsonl", exclusive=True)
+        raise AssertionError("a second writer of the cache was allowed")
+    except CacheLocked as exc:
+        assert "c.jsonl" in str(exc), exc
+    finally:
+        os.close(fd)
+
+
+def replay_session_errors_in_one_line(root: Path) -> None:
+    """Review 7: a damaged session.json said "Expecting value: line 2 column 1", a bad assessor
+    name "Unprocessable Entity", and --out alone forgot --assessor and --labels."""
+    from eval.annotate.__main__ import AnnotateConfig, resolve
+    from eval.annotate.app import valid_assessor
+
+    _, out = _session(root)
+    remembered, _, _ = resolve(AnnotateConfig(out=str(out)))
+    assert remembered["assessors"] == ["alice", "bob"] and remembered["labels"], remembered
+    try:
+        valid_assessor("no spaces")
+        raise AssertionError("a bad assessor name was taken")
+    except ValueError as exc:
+        assert "assessor: 'no spaces' is not a valid name" in str(exc), exc
+    (out / "session.json").write_text('{"format":\n')
+    try:
+        resolve(AnnotateConfig(out=str(out)))
+        raise AssertionError("a damaged session.json was read")
+    except ValueError as exc:
+        assert "session.json is damaged (not JSON at line 2" in str(exc), exc
+
+
 REPLAYS: list[tuple[int, str, Callable[[Path], None]]] = [
     (6, "judged hits outside the top k counted", replay_pairs_outside_top_k),
     (7, "conflicting human judgments warned", replay_conflicting_duplicates),
@@ -222,4 +415,16 @@ REPLAYS: list[tuple[int, str, Callable[[Path], None]]] = [
     (9, "recalibrate on its own validation pairs", replay_recalibrate_own_validation),
     (10, "rerank keeps the tail and the link", replay_rerank_keeps_tail_and_link),
     (10, "zero-width characters inside a query", replay_zero_width_inside_a_query),
+    # The judging page's review, items 1-7.
+    (1, "review: labeler hidden until the session ends", replay_labeler_hidden_until_the_end),
+    (2, "review: the token says who asks, the Host is checked", replay_who_is_asking),
+    (3, "review: an order per assessor", replay_an_order_per_assessor),
+    (
+        4,
+        "review: stop words, late grades, cannot tell",
+        replay_highlight_and_answers_without_a_grade,
+    ),
+    (5, "review: one server per session, undo appended", replay_one_server_and_undo_appended),
+    (6, "review: a record without its newline kept", replay_newline_less_records_kept),
+    (7, "review: session errors in one line", replay_session_errors_in_one_line),
 ]
