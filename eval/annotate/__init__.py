@@ -2,8 +2,9 @@
 
 The page pools each sampled query's top-k hits across runs, shows one hit at a time with the
 query's terms highlighted and the 0-3 scale in words, and keeps every judgment on disk as it is
-made; ``eval.search --human`` and ``eval.recalibrate`` read its output as it is. See
-docs/judging.md.
+made (append-only); ``eval.search --human`` and ``eval.recalibrate`` read its output through
+:func:`eval.annotate.store.read_judgments`. Each assessor judges through a secret link, in an
+order of their own, blind to the labeler until their session is finished. See docs/judging.md.
 
 - :mod:`eval.annotate.pool`: the sample and each query's pooled hits, in a hashed order;
 - :mod:`eval.annotate.store`: the session folder (session.json, judgments.jsonl, qrels.txt);

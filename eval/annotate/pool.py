@@ -3,7 +3,9 @@
 A query's pool is the union of every run's top k, each document once, in an order that depends on
 nothing but a seeded hash of (query, document): it does not tell which system returned a hit, or
 where. Queries come in the same kind of hashed order, so a stratified draw does not show its
-strata (the labeler's uncertainty) by the order either.
+strata (the labeler's uncertainty) by the order either. This is the order recorded in
+``session.json``; the page serves each assessor an order of their own, seeded from it and the
+assessor's name (:meth:`eval.annotate.app.Judging.order`).
 """
 
 from __future__ import annotations
