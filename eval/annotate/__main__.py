@@ -16,6 +16,7 @@ and the highlighting are recorded in ``session.json``: a restart with ``--out`` 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import sys
@@ -226,7 +227,10 @@ def allowed_hosts(host: str) -> list[str]:
     listens on every interface."""
     hosts = ["127.0.0.1", "localhost", "::1", host]
     if host in ("0.0.0.0", "::", ""):
-        hosts += [socket.gethostname(), socket.getfqdn()]
+        name = socket.gethostname()
+        hosts += [name, socket.getfqdn()]
+        with contextlib.suppress(OSError):  # the machine's addresses, as other machines use them
+            hosts += socket.gethostbyname_ex(name)[2]
     return hosts
 
 

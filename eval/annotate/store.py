@@ -181,12 +181,13 @@ class Entry:
 
 
 def read_entries(path: Path) -> list[Entry]:
-    """Every line of a judgments file as an :class:`Entry`; a bad line is a RecordError naming
-    the file and line (a line cut short by a kill is dropped by the appender before this)."""
+    """Every line of a judgments file as an :class:`Entry`; a bad line, a cut last one too, is a
+    RecordError naming the file and line (the session's appender repairs a cut last line, with a
+    warning, before the store reads it)."""
     if not path.exists():
         return []
     entries = []
-    for number, obj in iter_json_lines(path, tolerate_partial_last_line=True):
+    for number, obj in iter_json_lines(path):
         if isinstance(obj, RecordError):
             raise obj
         entries.append(_entry(path, number, obj))
