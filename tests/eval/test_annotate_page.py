@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -359,9 +360,12 @@ def test_the_training_mode_shows_each_querys_verdicts_before_the_next_hit(
     wait_for(browser, lambda d: d.find_element("id", "summary").is_displayed())
     assert "Query done" in browser.find_element("id", "summary").text
     assert browser.find_element("id", "hit").is_displayed() is False  # judging waits
+    time.sleep(1.5)  # reading the verdicts is not time spent judging the next hit
     press(browser, "\ue007")  # Enter: the next query, and the table is gone from the page
     wait_for(browser, lambda d: d.find_element("id", "hit").is_displayed())
     assert labeler_seen(browser, []) == []
+    press(browser, "1", expect_judged=9)
+    assert lines_of(out / "judgments.jsonl")[-1]["seconds"] < 1.0
 
 
 def test_a_page_without_its_token_says_which_link_to_use(browser, server, tmp_path: Path):
