@@ -389,9 +389,19 @@ def design_mean(
         return _hoeffding(design, labeler, estimate, alpha, bounds, name)
     if not bounds[0] <= estimate <= bounds[1]:
         return _human_only(design, labeler, human, alpha, interval, finite_population, bounds)
-    half = _quantile(alpha, parts, interval) * math.sqrt(variance)
+    df = _degrees_of_freedom(parts) if interval == "t" else None
+    se = math.sqrt(variance)
+    half = _quantile(alpha, parts, interval) * se
     result = Interval(
-        estimate, estimate - half, estimate + half, len(judged), size - len(judged), lam, method
+        estimate,
+        estimate - half,
+        estimate + half,
+        len(judged),
+        size - len(judged),
+        lam,
+        method,
+        se,
+        df,
     )
     return result.clipped(*bounds)
 
@@ -472,10 +482,15 @@ def _quantile(alpha: float, parts: list[tuple[float, int]], interval: str) -> fl
     """Student's t with Satterthwaite's degrees of freedom (normal for ``interval="normal"``)."""
     if interval == "normal":
         return float(ndtri(1 - alpha / 2))
+    return float(stdtrit(_degrees_of_freedom(parts), 1 - alpha / 2))
+
+
+def _degrees_of_freedom(parts: list[tuple[float, int]]) -> float:
+    """Satterthwaite's degrees of freedom of Σ g_h, each g_h on n_h − 1."""
     variance = sum(g for g, _ in parts)
     spread = sum(g * g / (n - 1) for g, n in parts)
     df = variance**2 / spread if spread > 0 else max(1, sum(n for _, n in parts) - len(parts))
-    return float(stdtrit(max(df, 1.0), 1 - alpha / 2))
+    return float(max(df, 1.0))
 
 
 def design_estimate(

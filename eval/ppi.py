@@ -61,10 +61,23 @@ class Interval:
     unjudged: int  # queries with the labeler's value only
     lam: float  # 0: classical (human only); 1: plain PPI
     method: str
+    # The standard error and the t's degrees of freedom (None: normal) behind a t or normal
+    # interval; None for Wilson's and Hoeffding's, which have none.
+    se: float | None = None
+    df: float | None = None
 
     @property
     def width(self) -> float:
         return self.high - self.low
+
+    def p_value(self) -> float | None:
+        """Two-sided p-value of "the mean is 0" from the statistic the interval inverts (a paired
+        difference's test); None where the interval is not a t or normal one."""
+        if self.se is None or self.se <= 0:
+            return None
+        statistic = abs(self.estimate) / self.se
+        tail = stats.norm.sf(statistic) if self.df is None else stats.t.sf(statistic, self.df)
+        return float(min(1.0, 2 * tail))
 
     def clipped(self, low: float, high: float) -> Interval:
         """The interval and its estimate cut to the range the quantity can take (coverage is
@@ -164,15 +177,23 @@ def classical_mean(
         values = np.concatenate([y, bounds])
         weights = np.concatenate([np.ones(n), [weight, weight]])
         variance = _weighted_variance(values, weights, ddof=1) / (n + 2 * weight)
-        half = _quantile(alpha, n, interval) * math.sqrt(variance)
+        se = math.sqrt(variance)
+        half = _quantile(alpha, n, interval) * se
         method = f"classical ({interval}, pseudo-observations at the bounds)"
-        return Interval(mean, mean - half, mean + half, n, 0, 0.0, method).clipped(*bounds)
+        result = Interval(mean, mean - half, mean + half, n, 0, 0.0, method, se, _df(n, interval))
+        return result.clipped(*bounds)
     if float(np.ptp(y)) == 0.0:
         return _no_spread(mean, n, alpha, bounds)
     ddof = 1 if interval == "t" else 0
-    half = _quantile(alpha, n, interval) * y.std(ddof=ddof) / math.sqrt(n)
-    result = Interval(mean, mean - half, mean + half, n, 0, 0.0, f"classical ({interval})")
+    se = float(y.std(ddof=ddof)) / math.sqrt(n)
+    half = _quantile(alpha, n, interval) * se
+    method = f"classical ({interval})"
+    result = Interval(mean, mean - half, mean + half, n, 0, 0.0, method, se, _df(n, interval))
     return result.clipped(*bounds)
+
+
+def _df(n: int, interval: str) -> float | None:
+    return float(n - 1) if interval == "t" else None
 
 
 def _no_spread(mean: float, n: int, alpha: float, bounds: tuple[float, float]) -> Interval:
@@ -234,10 +255,13 @@ def ppi_mean(
     if rectifier is None:
         return _human_only(y, big_n, alpha, interval, bounds, "the labeler's error has no spread")
     variance = (lam * f_tilde).var(ddof=min(ddof, big_n - 1)) / big_n + rectifier
-    half = _quantile(alpha, n, interval) * math.sqrt(variance)
+    se = math.sqrt(variance)
+    half = _quantile(alpha, n, interval) * se
     if on_lattice(y, bounds):
         method = method[:-1] + ", pseudo-observations at the bounds)"
-    result = Interval(estimate, estimate - half, estimate + half, n, big_n, lam, method)
+    result = Interval(
+        estimate, estimate - half, estimate + half, n, big_n, lam, method, se, _df(n, interval)
+    )
     if not bounds[0] <= estimate <= bounds[1]:
         return _human_only(y, big_n, alpha, interval, bounds, "its estimate fell outside the range")
     return result.clipped(*bounds)

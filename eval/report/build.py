@@ -103,16 +103,25 @@ def _cells(inputs: Inputs, runs: list[str], metrics: list[str], max_p: float) ->
                 if other == run or p is None:
                     continue
                 cell.p_values[other] = p
-                if p < max_p and report["mean"][run][metric] > report["mean"][other][metric]:
+                # A mark sits only on the labeler's mean it was tested on, never on PPI++'s.
+                better = report["mean"][run][metric] > report["mean"][other][metric]
+                if cell.ppi is None and p < max_p and better:
                     cell.beats.append(other)
             cells[run][metric] = cell
     return cells
 
 
-def _differences(inputs: Inputs, runs: list[str], metrics: list[str]) -> list[Difference]:
+def _differences(
+    inputs: Inputs, runs: list[str], metrics: list[str], max_p: float
+) -> list[Difference]:
+    """Each compared run minus the first, per metric. With human judgments only the primary
+    metric's differences can be significant (Holm over them, as eval.search adjusted); without,
+    the paired test on the labeler's labels at ``max_p``."""
     report, k = inputs.metrics, int(inputs.metrics["k"])
     first, *others = runs
-    found = (report.get("ppi") or {}).get("differences", {})
+    ppi = report.get("ppi") or {}
+    found = ppi.get("differences", {})
+    alpha = (ppi.get("multiplicity") or {}).get("alpha", 1 - (ppi.get("confidence") or 0.95))
     out = []
     for other in others:
         entries = found.get(f"{other} - {first}", {})
@@ -133,7 +142,17 @@ def _differences(inputs: Inputs, runs: list[str], metrics: list[str]) -> list[Di
                     ppi=Interval.from_entry(entry["ppi"]) if entry else None,
                     human_only=Interval.from_entry(entry["human_only"]) if entry else None,
                     p_value=_p_value(report.get("comparison", {}), metric, k, other, first),
+                    ppi_p=entry.get("p_value") if entry else None,
+                    p_holm=entry.get("p_holm") if entry else None,
                 )
+            )
+            difference = out[-1]
+            difference.significant = (
+                difference.p_holm < alpha
+                if difference.p_holm is not None
+                else difference.ppi is None
+                and difference.p_value is not None
+                and difference.p_value < max_p
             )
     return out
 
@@ -183,7 +202,7 @@ def build_headline(inputs: Inputs, max_p: float = 0.01) -> Headline:
         metrics=metrics,
         primary=f"ndcg@{k}" if f"ndcg@{k}" in metrics else metrics[0],
         cells=_cells(inputs, runs, metrics, max_p),
-        differences=_differences(inputs, runs, metrics),
+        differences=_differences(inputs, runs, metrics, max_p),
         intervals=bool(ppi),
         notice=_notice(ppi, report.get("labeler", "labeler")),
         judged_queries=int((ppi or {}).get("judged_queries", 0)),
@@ -192,6 +211,20 @@ def build_headline(inputs: Inputs, max_p: float = 0.01) -> Headline:
         estimator=(ppi or {}).get("estimator"),
         stat_test=table.get("stat_test") if isinstance(table, dict) else None,
         max_p=max_p,
+        multiplicity=_multiplicity(ppi),
+        coverage=dict((ppi or {}).get("measured_coverage") or {}),
+    )
+
+
+def _multiplicity(ppi: dict[str, Any] | None) -> str | None:
+    """The rule that made a difference significant, in words; a metrics.json written before
+    eval.search adjusted for multiplicity says that its differences are marginal."""
+    if not ppi or not ppi.get("differences"):
+        return None
+    rule = (ppi.get("multiplicity") or {}).get("rule")
+    return rule or (
+        "each difference's interval is a marginal interval, not adjusted for the number of "
+        "metrics and runs (this metrics.json predates the adjustment: re-run eval.search)"
     )
 
 

@@ -13,13 +13,23 @@ class Interval:
     estimate: float
     low: float
     high: float
+    method: str = ""  # how it was computed; says so where PPI++ was not estimable
 
     @classmethod
     def from_entry(cls, entry: dict[str, Any] | None) -> Interval | None:
         """From an ``eval.ppi`` interval record (``metrics.json``'s ``ppi`` section)."""
         if not entry:
             return None
-        return cls(float(entry["estimate"]), float(entry["low"]), float(entry["high"]))
+        return cls(
+            float(entry["estimate"]),
+            float(entry["low"]),
+            float(entry["high"]),
+            str(entry.get("method", "")),
+        )
+
+    @property
+    def not_estimable(self) -> bool:
+        return "not estimable" in self.method
 
     @property
     def excludes_zero(self) -> bool:
@@ -37,7 +47,9 @@ class Cell:
     lam: float | None = None  # PPI++'s weight on the labeler (0: human only)
     worth: float | None = None  # human queries the estimate is worth
     human_all: float | None = None  # the mean under every human judgment, where the job knows it
-    beats: list[str] = field(default_factory=list)  # runs it beats on the labeler's labels
+    # Runs it beats by the paired test on the labeler's labels: only on a cell that shows the
+    # labeler's mean (a test on the labels says nothing of a PPI++ estimate beside it).
+    beats: list[str] = field(default_factory=list)
     p_values: dict[str, float] = field(default_factory=dict)  # paired test against each run
 
 
@@ -52,6 +64,9 @@ class Difference:
     ppi: Interval | None = None
     human_only: Interval | None = None
     p_value: float | None = None  # the paired test on the labeler's labels
+    ppi_p: float | None = None  # the PPI++ difference's p-value of "no difference"
+    p_holm: float | None = None  # ppi_p Holm-adjusted over the primary metric's differences
+    significant: bool = False  # by the multiplicity rule of the headline
 
 
 @dataclass
@@ -69,6 +84,9 @@ class Headline:
     estimator: str | None = None
     stat_test: str | None = None
     max_p: float = 0.01
+    multiplicity: str | None = None  # the rule that calls a difference significant, in words
+    # metric -> the coverage the study measured for its intervals at this n (eval.coverage)
+    coverage: dict[str, dict[str, Any] | None] = field(default_factory=dict)
 
 
 @dataclass

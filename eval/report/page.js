@@ -72,13 +72,26 @@
     if (marks) td.append(el("sup", { class: "sig", title: pTitle, text: marks }));
     if (cell.ppi) {
       td.append(el("div", { class: "ci", text: interval(cell.ppi) }));
+      if (cell.ppi.method.includes("not estimable")) td.append(el("div", { class: "sub not-estimable", text: "PPI++ not estimable here: the human-only interval" }));
       td.append(el("div", { class: "sub" }, "labeler ", el("span", { class: "labeler", text: fmt(cell.labeler_mean) })));
       if (cell.human_only) td.append(el("div", { class: "sub" }, "human only ", el("span", { class: "human-only", text: `${fmt(cell.human_only.estimate)} ${interval(cell.human_only)}` })));
       if (cell.human_all !== null) td.append(el("div", { class: "sub" }, "all judgments ", el("span", { class: "human-all", text: fmt(cell.human_all) })));
     } else {
-      td.append(el("div", { class: "ci none", text: "labeler mean, no interval" }));
+      td.append(el("div", { class: "ci none", text: H.intervals ? "no human judgments for this metric: labeler mean, no interval" : "labeler mean, no interval" }));
     }
     return td;
+  }
+
+  // A metric's heading carries the coverage measured for its intervals at this n (eval.coverage);
+  // one measured below the target is marked.
+  function metricHeading(metric) {
+    const th = el("th", { class: "num", "data-metric": metric, text: metric });
+    if (!H.intervals || !(metric in H.coverage)) return th;
+    const found = H.coverage[metric];
+    const text = found ? `coverage ${found.coverage.toFixed(2)} at n = ${found.at_n}` : "coverage not measured";
+    const below = found && found.below_target;
+    th.append(el("div", { class: `sub coverage ${below ? "below-target" : ""}`, text: below ? `† ${text}` : text }));
+    return th;
   }
 
   function drawHeadline() {
@@ -86,7 +99,7 @@
     notice.textContent = H.notice;
     if (!H.intervals) notice.classList.add("biased");
     const table = $("headline-table");
-    table.append(el("thead", {}, el("tr", {}, el("th", { text: "run" }), H.metrics.map((m) => el("th", { class: "num", text: m })))));
+    table.append(el("thead", {}, el("tr", {}, el("th", { text: "run" }), H.metrics.map(metricHeading))));
     const body = el("tbody");
     for (const run of H.runs) {
       body.append(el("tr", { "data-run": run }, el("td", { class: "run-name" }, el("span", { class: "run-letter", text: letter(run) }), run),
@@ -96,11 +109,12 @@
     const tests = { student: "Student's paired t-test", fisher: "Fisher's randomization test", tukey: "Tukey's HSD test" };
     const test = `${tests[H.stat_test] || "a paired test"} (ranx)`;
     const truth = H.runs.some((run) => H.metrics.some((m) => H.cells[run][m].human_all !== null));
+    const marked = H.runs.some((r) => H.metrics.some((m) => H.cells[r][m].beats.length));
     $("headline-legend").textContent = (H.intervals
-      ? "Bold: the PPI++ estimate; blue: its interval. "
+      ? `Bold: the PPI++ estimate; blue: its ${Math.round(H.confidence * 100)}% interval. Under each metric: the coverage these intervals reached in the coverage study at this number of judged queries (†: below 0.93, so the interval claims more than measured). `
       : "Each number is the labeler's mean over all queries, with no interval. ")
       + (truth ? "All judgments: the value under every human judgment of every query, which the estimates estimate from a sample. " : "")
-      + (H.runs.length > 1 ? `Superscript letters: the runs this one beats by ${test} on the labeler's labels, p < ${H.max_p} (hover for p-values).` : "");
+      + (marked ? `Superscript letters, only on the labeler's means: the runs this one beats by ${test} on the labeler's labels, p < ${H.max_p} (hover for p-values); a test on the labels says nothing of the labeler's own errors.` : "");
     drawDifferences();
   }
 
@@ -119,10 +133,11 @@
         const td = el("td", { class: "num", "data-metric": metric });
         if (d) {
           const main = d.ppi ? d.ppi.estimate : d.labeler;
-          const significant = d.ppi ? d.ppi.low > 0 || d.ppi.high < 0 : d.p_value !== null && d.p_value < H.max_p;
+          const significant = d.significant;
           td.append(el("span", { class: `est ${signClass(main)} ${significant ? "significant" : ""}`, text: signed(main) }));
           if (d.ppi) td.append(el("div", { class: "ci", text: interval(d.ppi) }), el("div", { class: "sub", text: `labeler ${signed(d.labeler)}` }));
           else td.append(el("div", { class: "ci none", text: "no interval" }));
+          if (d.p_holm !== null) td.append(el("div", { class: "sub p-holm", text: `Holm p = ${pValue(d.p_holm)}` }));
           if (d.p_value !== null) td.append(el("div", { class: "sub", text: `p = ${pValue(d.p_value)} (labeler)` }));
         }
         row.append(td);
@@ -131,7 +146,7 @@
     }
     table.append(body);
     $("differences-legend").textContent = H.intervals
-      ? "PPI++ estimate of the paired difference and its interval; bold when the interval excludes 0. Below: the labeler's own difference and the paired test's p-value on its labels."
+      ? `PPI++ estimate of the paired difference and its interval. Bold: significant by this rule: ${H.multiplicity}. Below: the labeler's own difference and the paired test's p-value on its labels.`
       : `The labeler's paired difference (no interval); bold when the paired test on the labeler's labels gives p < ${H.max_p}, which says nothing about the labeler's own errors.`;
   }
 

@@ -7,7 +7,8 @@ import logging
 from typing import Any
 
 from data.core.io import markdown_table
-from eval.search.config import SearchEvalConfig
+from eval.coverage import coverage_note, measured_coverage
+from eval.search.config import PRIMARY_METRIC, SearchEvalConfig
 from eval.search.human import check_random_sample, describe_sample, judged_queries
 
 logger = logging.getLogger(__name__)
@@ -68,6 +69,9 @@ def ppi_estimates(
         # Every metric lies in [0, 1], a difference of two in [-1, 1].
         "runs": {name: estimates(per_run[name], human[name], (0.0, 1.0)) for name in per_run},
         "differences": {},
+        "measured_coverage": {
+            metric: measured_coverage(metric, len(judged)) for metric in human[first]
+        },
     }
     for other in others:
         labeler_diff = {
@@ -81,7 +85,44 @@ def ppi_estimates(
         report["differences"][f"{other} - {first}"] = estimates(
             labeler_diff, human_diff, (-1.0, 1.0)
         )
+    primary = PRIMARY_METRIC.format(k=config.k)
+    report["multiplicity"] = holm(report["differences"], primary, config.alpha)
     return report
+
+
+def holm(differences: dict[str, dict[str, Any]], primary: str, alpha: float) -> dict[str, Any]:
+    """Holm's step-down adjustment of the PPI++ differences' p-values on the primary metric, over
+    the compared runs (written into each entry as ``p_holm``); the other metrics' intervals stay
+    marginal, and the rule is returned in words for the table's and the report's legend."""
+    entries = [
+        (name, metrics[primary]) for name, metrics in differences.items() if primary in metrics
+    ]
+    for entry in (e for metrics in differences.values() for e in metrics.values()):
+        entry["p_value"] = _p_value(entry["ppi"])
+    ordered = sorted(entries, key=lambda item: item[1]["p_value"])
+    running = 0.0
+    for rank, (_, entry) in enumerate(ordered):
+        running = max(running, min(1.0, (len(ordered) - rank) * entry["p_value"]))
+        entry["p_holm"] = running
+    rule = (
+        f"{primary} is the primary metric: its {len(entries)} difference(s) are called "
+        f"significant when Holm's adjusted p-value (over those differences) is below {alpha:g}; "
+        f"every other interval is a marginal {1 - alpha:.0%} interval, not adjusted for the "
+        "number of metrics and runs, and is not called significant"
+    )
+    return {"primary": primary, "method": "holm", "alpha": alpha, "rule": rule}
+
+
+def _p_value(interval: dict[str, Any]) -> float:
+    """The paired difference's p-value of "no difference" from its interval's statistic; where
+    the interval has none (Hoeffding's), 1 unless the interval excludes 0, then its alpha."""
+    from eval.ppi import Interval
+
+    fields = {k: interval[k] for k in Interval.__dataclass_fields__ if k in interval}
+    p = Interval(**fields).p_value()
+    if p is not None:
+        return p
+    return 1.0 if interval["low"] <= 0 <= interval["high"] else 0.05
 
 
 def pair_estimates(
@@ -157,6 +198,12 @@ def ppi_table(report: dict[str, Any]) -> str:
     def cell(interval: dict[str, float]) -> str:
         return f"{interval['estimate']:.3f} [{interval['low']:.3f}, {interval['high']:.3f}]"
 
+    coverage = report.get("measured_coverage") or {}
+
+    def metric_name(metric: str) -> str:
+        found = coverage.get(metric)
+        return f"{metric} †" if found and found["below_target"] else metric
+
     def worth(entry: dict[str, Any], group: str) -> str:
         value = entry.get("effective_human_queries")
         unit = "judged hits" if group == "pairs" else "queries"
@@ -165,7 +212,7 @@ def ppi_table(report: dict[str, Any]) -> str:
     rows = [
         [
             system,
-            metric,
+            metric_name(metric),
             f"{entry['labeler_mean']:.3f}",
             cell(entry["human_only"]),
             cell(entry["ppi"]),
@@ -187,7 +234,25 @@ def ppi_table(report: dict[str, Any]) -> str:
         "λ",
         "worth (human-judged)",
     ]
-    return markdown_table(header, rows)
+    return markdown_table(header, rows) + ppi_footnotes(report)
+
+
+def ppi_footnotes(report: dict[str, Any]) -> str:
+    """Below the table: each metric's measured coverage at this n (a † where it is below the
+    target), and the multiplicity rule."""
+    n = report.get("judged_queries", 0)
+    lines = []
+    if n:
+        notes = [
+            f"{metric}: {coverage_note(metric, n)}"
+            for metric in report.get("measured_coverage", {})
+        ]
+        lines.append(
+            "Coverage of the PPI++ intervals (†: measured below 0.93): " + "; ".join(notes) + "."
+        )
+    if report.get("multiplicity") and report.get("differences"):
+        lines.append(report["multiplicity"]["rule"] + ".")
+    return "".join(f"\n{line}\n" for line in lines)
 
 
 def ppi_heading(ppi: dict[str, Any], k: int) -> str:

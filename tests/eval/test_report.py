@@ -66,11 +66,30 @@ def test_significance_marks_follow_the_paired_test(folders):
     table = metrics["comparison"][f"ndcg_burges@{K}"]
     p = table["good"]["comparisons"]["shuffled"][f"ndcg_burges@{K}"]
     assert p < 0.01  # relevant documents first against a shuffle
-    cells = build_report(folders["human"]).headline.cells
+    # The marks sit on the labeler's means they were tested on: without human judgments.
+    cells = build_report(folders["no_human"]).headline.cells
     assert cells["good"][f"ndcg@{K}"].beats == ["shuffled"]
     assert cells["shuffled"][f"ndcg@{K}"].beats == []
-    strict = build_report(folders["human"], ReportOptions(max_p=p / 2)).headline.cells
+    strict = build_report(folders["no_human"], ReportOptions(max_p=p / 2)).headline.cells
     assert strict["good"][f"ndcg@{K}"].beats == []
+    # A PPI++ estimate carries none: a test on the labeler's labels says nothing of it.
+    corrected = build_report(folders["human"]).headline.cells
+    assert all(not cell.beats for cells in corrected.values() for cell in cells.values())
+
+
+def test_only_the_primary_metric_can_be_significant_after_holm(folders):
+    metrics = read(folders["human"], "metrics.json")
+    rule = metrics["ppi"]["multiplicity"]
+    assert rule["primary"] == f"ndcg@{K}" and "Holm" in rule["rule"]
+    headline = build_report(folders["human"]).headline
+    assert "Holm" in headline.multiplicity
+    for difference in headline.differences:
+        entry = metrics["ppi"]["differences"]["shuffled - good"][difference.metric]
+        if difference.metric == f"ndcg@{K}":
+            assert entry["p_holm"] >= entry["p_value"]
+            assert difference.significant == (entry["p_holm"] < 0.05)
+        else:
+            assert "p_holm" not in entry and not difference.significant
 
 
 def test_the_labeler_difference_is_the_paired_mean_of_per_query_values(folders):

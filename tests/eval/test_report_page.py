@@ -79,7 +79,10 @@ def test_the_headline_shows_metrics_json(browser, pages):
         By.CSS_SELECTOR, f'#differences-table td[data-metric="ndcg@{K}"] .ci'
     ).text
     assert shown == f"[{difference['low']:.3f}, {difference['high']:.3f}]"
-    # The run that beats the other by the paired test carries the other's letter.
+    # The paired test ran on the labeler's labels: its letters never sit on a PPI++ estimate...
+    assert not browser.find_elements(By.CSS_SELECTOR, "#headline-table sup.sig")
+    # ...only on the labeler's means, where the run that beats the other carries its letter.
+    By = open_page(browser, pages["pages"]["no_human"])
     assert cell_text(browser, By, "good", f"ndcg@{K}", "sig") == "b"
 
 
@@ -239,3 +242,39 @@ def test_the_held_out_screenshot_keeps_the_red_no(pages, tmp_path: Path):
     with Image.open(png) as image:
         colours = {colour for _, colour in image.convert("RGB").getcolors(maxcolors=1 << 16)}
     assert (0xB3, 0x26, 0x1E) in colours  # page.css's --bad
+
+
+def test_a_clipped_not_estimable_cell_and_a_low_coverage_metric_say_so(
+    browser, pages, tmp_path: Path
+):
+    """A MAP estimate PPI++ put below 0 is shown as eval.search clipped it (the human-only
+    interval, said in the cell); a metric measured below 0.93 coverage carries a † in its
+    heading; the differences' legend states the multiplicity rule."""
+    import shutil
+
+    folder = tmp_path / "clipped"
+    shutil.copytree(pages["human"], folder)
+    metrics = json.loads((folder / "metrics.json").read_text())
+    ppi = metrics["ppi"]
+    ppi["runs"]["good"]["map"]["ppi"] |= {
+        "estimate": 0.0,
+        "low": 0.0,
+        "high": 0.05,
+        "lam": 0.0,
+        "method": "classical (t); PPI++ not estimable here: its estimate fell outside the range",
+    }
+    ppi["measured_coverage"] = {
+        f"ndcg@{K}": {"coverage": 0.95, "at_n": 5, "below_target": False, "target": 0.93},
+        "map": {"coverage": 0.83, "at_n": 5, "below_target": True, "target": 0.93},
+    }
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    By = open_page(browser, write_report(folder))
+    assert console_errors(browser) == []
+    assert cell_text(browser, By, "good", "map", "est") == "0.000"
+    assert "not estimable" in cell_text(browser, By, "good", "map", "not-estimable")
+    heading = browser.find_element(By.CSS_SELECTOR, '#headline-table th[data-metric="map"]')
+    assert "†" in heading.text and "0.83" in heading.text
+    ndcg = browser.find_element(By.CSS_SELECTOR, f'#headline-table th[data-metric="ndcg@{K}"]')
+    assert "†" not in ndcg.text and "0.95" in ndcg.text
+    assert "Holm" in browser.find_element(By.ID, "differences-legend").text
+    assert not browser.find_elements(By.CSS_SELECTOR, "#headline-table sup.sig")
