@@ -388,7 +388,9 @@ def create_app(
     judging: Judging, hosts: Iterable[str] = ("127.0.0.1", "localhost"), port: int | None = None
 ) -> FastAPI:
     """The app; ``hosts`` (and ``port``, where known) are the only Host headers it answers."""
-    app = FastAPI(title="relevance-grader judging page", docs_url=None, redoc_url=None)
+    app = FastAPI(
+        title="relevance-grader judging page", docs_url=None, redoc_url=None, openapi_url=None
+    )
     app.state.judging = judging
     html = page()
     allowed = {name.lower().strip("[]") for name in hosts}

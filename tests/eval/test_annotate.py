@@ -265,6 +265,7 @@ def test_only_a_valid_token_says_who_asks_and_no_one_reads_anothers_grades(tmp_p
     undone = client.post("/api/undo", json={"assessor": "bob"}, headers={"X-Token": alice})
     assert undone.json()["undone"] is False and len(judging.store.records) == 32
     assert client.get("/healthz").json() == {"status": "ok"}
+    assert client.get("/openapi.json").status_code == 404
 
 
 def test_the_labeler_is_revealed_only_at_the_end_and_its_grades_are_then_final(tmp_path: Path):
