@@ -87,6 +87,23 @@ class Design:
     strata_by: str | None = None
     seed: int = 0
     sources: dict[str, Any] = field(default_factory=dict)
+    drawn_in_full: int | None = None  # a draw judged in part: how many units it drew
+
+    def judged_part(self, judged: set[Unit]) -> Design:
+        """The draw restricted to its ``judged`` units, each stratum's judged ones a uniform
+        subsample of its drawn ones when the units were served in a random order; a stratum
+        left with fewer than two is refused (its variance is not estimable)."""
+        strata = []
+        for i, stratum in enumerate(self.strata):
+            kept = tuple(u for u in stratum.drawn if u in judged)
+            if len(kept) < min(MIN_PER_STRATUM, len(stratum.units)):
+                raise ValueError(
+                    f"draw: stratum {i} has {len(kept)} of its {len(stratum.drawn)} drawn "
+                    f"{self.unit} judged; judge at least {MIN_PER_STRATUM} in every stratum"
+                )
+            strata.append(Stratum(stratum.units, kept))
+        full = self.drawn_in_full or len(self.drawn)
+        return replace(self, strata=tuple(strata), drawn_in_full=full)
 
     @property
     def drawn(self) -> list[Unit]:
@@ -97,12 +114,18 @@ class Design:
         return {u for stratum in self.strata for u in stratum.units}
 
     def describe(self) -> str:
+        part = (
+            f"; {len(self.drawn)} of the {self.drawn_in_full} drawn fully judged, the sample used"
+            if self.drawn_in_full
+            else ""
+        )
         if self.kind == "uniform":
-            return f"uniform draw of {len(self.drawn)} of {len(self.population)} {self.unit}"
+            size = self.drawn_in_full or len(self.drawn)
+            return f"uniform draw of {size} of {len(self.population)} {self.unit}{part}"
         sizes = ", ".join(f"{len(s.drawn)}/{len(s.units)}" for s in self.strata)
         return (
             f"{self.kind} allocation over {len(self.strata)} strata by the labeler's "
-            f"{self.strata_by} ({sizes} {self.unit} judged per stratum)"
+            f"{self.strata_by} ({sizes} {self.unit} judged per stratum){part}"
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -74,52 +74,86 @@ def sample_designs(config: SearchEvalConfig) -> tuple[Any, Any]:
     return (design, None) if design.unit == "queries" else (None, design)
 
 
-def check_sample(design, judged: set, unit: str, flag: str) -> None:
-    """Before any labelling: the human sample is the draw's (every drawn unit judged, nothing
-    else judged) and its unit is the one ``flag`` estimates with."""
+def realised_sample(design, judged: set, unit: str, flag: str):
+    """Before any labelling: the design the judgments realise. Every judged unit must be drawn;
+    a draw judged in part gives the draw restricted to its judged units, with the true n, which
+    is a uniform subsample of the draw (of each stratum) because eval.annotate serves the units
+    in a random order: a warning says how many were judged."""
     if design is None:
-        return
+        return None
     if design.unit != unit:
         raise ValueError(f"{flag}: the draw samples {design.unit}; {flag} needs a draw of {unit}")
     extra = sorted(map(str, judged - set(design.drawn)))
-    missing = sorted(map(str, set(design.drawn) - judged))
-    if extra or missing:
+    if extra:
         raise ValueError(
-            f"{flag}: the judgments are not the draw's sample ({len(missing)} drawn {unit} not "
-            f"judged, {len(extra)} judged but not drawn; first: {(missing or extra)[0]})"
+            f"{flag}: {len(extra)} judged {unit} were not drawn (first: {extra[0]}); the "
+            "judgments must be the draw's sample"
         )
+    if judged >= set(design.drawn):
+        return design
+    realised = design.judged_part(judged)
+    logger.warning(
+        "%s: %d of the %d drawn %s are fully judged; the estimates use those %d (a uniform "
+        "subsample of the draw, as eval.annotate serves %s in a random order): judge the rest "
+        "for narrower intervals",
+        flag,
+        len(realised.drawn),
+        len(design.drawn),
+        unit,
+        len(realised.drawn),
+        unit,
+    )
+    return realised
 
 
-def check_judged_hits(path: str, runs: dict[str, Run], k: int) -> None:
-    """An eval.annotate session's judged queries must have every hit of each run's top k judged
-    (an unjudged hit would count as not relevant)."""
+def fully_judged(path: str, runs: dict[str, Run], k: int) -> set[str] | None:
+    """The queries of an eval.annotate session whose every hit in each run's top k is judged
+    (a query judged in part would count its unjudged hits as not relevant, so it is left out,
+    with a warning); None for a qrels file (its unjudged hits are not relevant, as trec_eval
+    reads them)."""
     from eval.annotate.store import session_folder
 
     if session_folder(path) is None:
-        return
+        return None
     qrels = human_qrels(path)
-    for name, run in runs.items():
-        for qid in sorted(set(qrels) & set(run)):
-            for doc_id, _ in ranked(run[qid])[:k]:
-                if doc_id not in qrels[qid]:
-                    raise ValueError(
-                        f"human: {path}: run {name}'s top {k} of query {qid!r} holds {doc_id!r}, "
-                        "which is not judged; judge it on the page (the same runs, --k >= "
-                        f"{k}) or give eval.search the runs and k that were judged"
-                    )
+    complete = {
+        qid
+        for qid in qrels
+        if all(
+            doc_id in qrels[qid]
+            for run in runs.values()
+            if qid in run
+            for doc_id, _ in ranked(run[qid])[:k]
+        )
+    }
+    partial = sorted(set(qrels) - complete)
+    if partial:
+        logger.warning(
+            "human: %s: %d queries are judged in part and left out (first: %s); their other "
+            "hits in the runs' top %d are not judged yet",
+            path,
+            len(partial),
+            partial[0],
+            k,
+        )
+    return complete
 
 
 def human_metrics(
-    path: str, runs: dict[str, Run], k: int
+    path: str, runs: dict[str, Run], k: int, only: set[str] | None = None
 ) -> dict[str, dict[str, dict[str, float]]]:
-    """Per-run, per-query metrics of the queries that ``path`` judges, under those judgments as
-    trec_eval reads them (every judged document counts towards the ideal ranking; an unjudged hit
-    is not relevant)."""
+    """Per-run, per-query metrics of the queries that ``path`` judges (of those in ``only``,
+    where given), under those judgments as trec_eval reads them (every judged document counts
+    towards the ideal ranking; an unjudged hit is not relevant)."""
     from data.core.records import label_from_grade
 
     qrels = human_qrels(path)
+    if only is not None:
+        qrels = {qid: docs for qid, docs in qrels.items() if qid in only}
     if len(qrels) < 2:
-        raise ValueError(f"human: {path} judges {len(qrels)} queries; an interval needs at least 2")
+        raise ValueError(
+            f"human: {path} judges {len(qrels)} queries in full; an interval needs at least 2"
+        )
     out = {}
     for name, run in runs.items():
         missing = sorted(set(qrels) - set(run))
@@ -213,12 +247,13 @@ def read_human_pairs(path: str) -> dict[tuple[str, str], int]:
 def read_human(config: SearchEvalConfig, runs: dict[str, Run]) -> tuple[Any, Any, tuple]:
     """(--human's per-run metrics, --human_pairs' labels, their designs), checked against the
     runs and the draw before any hit is labelled."""
-    designs = sample_designs(config)
-    human = human_metrics(config.human, runs, config.k) if config.human else None
-    if config.human and human is not None:
-        check_judged_hits(config.human, runs, config.k)
-        check_sample(designs[0], judged_queries(human), "queries", "--human")
+    query_design, pair_design = sample_designs(config)
+    human = None
+    if config.human:
+        complete = fully_judged(config.human, runs, config.k)
+        human = human_metrics(config.human, runs, config.k, only=complete)
+        query_design = realised_sample(query_design, judged_queries(human), "queries", "--human")
     human_pairs = read_human_pairs(config.human_pairs) if config.human_pairs else None
     if human_pairs is not None:
-        check_sample(designs[1], set(human_pairs), "hits", "--human_pairs")
-    return human, human_pairs, designs
+        pair_design = realised_sample(pair_design, set(human_pairs), "hits", "--human_pairs")
+    return human, human_pairs, (query_design, pair_design)

@@ -552,15 +552,21 @@ def test_search_reads_the_session_and_uses_its_draws_design(tmp_path: Path, caps
     assert again["runs"] == report["runs"]
 
 
-def test_search_refuses_a_session_with_unjudged_hits_before_labelling(tmp_path: Path, capsys):
+def test_a_draw_judged_in_part_gives_estimates_from_its_fully_judged_queries(
+    tmp_path: Path, caplog
+):
+    """The last hit of a 4-query draw is not judged: its query is left out and the other 3, a
+    uniform subsample of the draw (served in a random order), give the estimates with n = 3."""
     from eval.search.command import main as search
 
     inputs = judged_session(tmp_path, ["--n", "4"], complete=False)
-    code, err = run_command(
-        search, search_args(tmp_path, inputs, "--human", str(tmp_path / "out")), capsys
-    )
-    assert code == 2 and "which is not judged; judge it on the page" in err
-    assert not (tmp_path / "search" / "per_query.json").exists()
+    search(search_args(tmp_path, inputs, "--human", str(tmp_path / "out")))
+    report = json.loads((tmp_path / "search" / "metrics.json").read_text())["ppi"]
+    assert report["judged_queries"] == 3
+    assert report["runs"]["a"]["precision@5"]["ppi"]["n"] == 3
+    assert "3 of the 4 drawn fully judged" in report["sample"]["design"]
+    assert "judged in part and left out" in caplog.text
+    assert "3 of the 4 drawn queries are fully judged" in caplog.text
 
 
 def test_search_estimates_relevant_shares_from_a_stratified_draw_of_hits(tmp_path: Path):
