@@ -174,16 +174,18 @@ class Judging:
         if again is not None and again not in answered and again in self.hits:
             return again
         pending = [hit for hit in self.order(assessor) if hit not in answered]
-        later = self.store.deferred(assessor)  # judged last, after every other hit
-        queue = [h for h in pending if h not in later] or pending
-        if not queue:
+        if not pending:
             return None
-        # The current query is the first with a hit left; a skipped hit waits for its others.
-        in_query = [hit for hit in queue if hit[0] == queue[0][0]]
+        # The current query is the first with a hit left, so queries are finished in the
+        # assessor's random order (those finished so far stay a random sample of the draw);
+        # within it, skipped and "judge later" hits wait for its other hits.
+        in_query = [hit for hit in pending if hit[0] == pending[0][0]]
+        later = self.store.deferred(assessor)
         skipped = self.skipped.setdefault(assessor, set())
-        fresh = [hit for hit in in_query if hit not in skipped]
+        fresh = [hit for hit in in_query if hit not in skipped and hit not in later]
         if not fresh:
             skipped.difference_update(in_query)  # only skipped hits left: go round them again
+            fresh = [hit for hit in in_query if hit not in later]
         return (fresh or in_query)[0]
 
     def query_hits(self, assessor: str, qid: str) -> list[Hit]:

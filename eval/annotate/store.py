@@ -13,7 +13,7 @@
     (the line's id);
   - a verdict without a grade: the same fields with ``"verdict": "cannot_tell"`` (the assessor
     cannot tell; the hit is done but has no grade) or ``"verdict": "later"`` (judge it later: it
-    comes back at the end of the session); never read as a grade;
+    comes back after the query's other hits); never read as a grade;
   - ``{"undo": REF, ...}``: withdraws the line whose ``ref`` is REF (or ``line N``);
   - ``{"reveal": "session" | QID, ...}``: the labeler's verdicts were shown to the assessor.
 

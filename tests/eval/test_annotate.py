@@ -677,3 +677,31 @@ def test_a_damaged_session_and_a_bad_assessor_name_are_one_line_each(tmp_path: P
     (out / "session.json").write_text('{"format": "relevance-grader annotate 1"}')
     code, err = run_command(main, ["--out", str(out)], capsys)
     assert code == 2 and "session.json is damaged: it has no 'corpus' field" in err
+
+
+def test_judge_later_comes_back_before_the_next_query_and_cannot_tell_ends_a_hit(tmp_path: Path):
+    """Queries are finished in the assessor's random order (the finished ones stay a random
+    sample of the draw): a hit kept for later comes back after its query's other hits, not at
+    the end of the session."""
+    from eval.annotate.app import create_app
+
+    judging, _ = judging_for(tmp_path, "--queries", "q1", "q2")
+    client = TestClient(create_app(judging), base_url=LOCAL)
+    headers = {"X-Token": judging.token("alice")}
+    first = client.get("/api/state", headers=headers).json()["hit"]
+    body = {"qid": first["qid"], "doc_id": first["doc_id"]}
+    later = client.post("/api/verdict", json=body | {"verdict": "later"}, headers=headers).json()
+    assert later["hit"]["qid"] == first["qid"] and later["hit"]["doc_id"] != first["doc_id"]
+    served = []
+    state = later
+    for _ in range(first["query_hits"] - 1):
+        hit = state["hit"]
+        served.append(hit["doc_id"])
+        grade = {"qid": hit["qid"], "doc_id": hit["doc_id"], "grade": 1, "seconds": 1}
+        state = client.post("/api/judge", json=grade, headers=headers).json()
+    assert first["doc_id"] not in served
+    assert (state["hit"]["qid"], state["hit"]["doc_id"]) == (first["qid"], first["doc_id"])
+    unsure = client.post("/api/verdict", json=body | {"verdict": "cannot_tell"}, headers=headers)
+    assert unsure.json()["finished_query"] == first["qid"]
+    assert unsure.json()["hit"]["qid"] != first["qid"]
+    assert (first["qid"], first["doc_id"]) not in judging.store.grades()
