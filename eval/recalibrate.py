@@ -33,6 +33,7 @@ from data.core.io import (
     read_records,
     refuse_overlap,
     replace_folder,
+    strict,
 )
 from data.core.metrics import best_f1_threshold, binary_metrics, fit_temperature
 from data.core.records import Judgment, document_text
@@ -174,9 +175,11 @@ def recalibrate(config: RecalibrateConfig) -> dict[str, Any]:
         config_file = staging / "config.json"
         model_config = json.loads(config_file.read_text())
         model_config["grader"] = description
-        config_file.write_text(json.dumps(model_config, indent=2, ensure_ascii=False) + "\n")
+        config_file.write_text(
+            json.dumps(strict(model_config), allow_nan=False, indent=2, ensure_ascii=False) + "\n"
+        )
         (staging / GRADER_CONFIG_FILE).write_text(
-            json.dumps(description, indent=2, ensure_ascii=False) + "\n"
+            json.dumps(strict(description), allow_nan=False, indent=2, ensure_ascii=False) + "\n"
         )
         (staging / "README.md").write_text(
             model_card(description, out.name, path=str(out.resolve()))
@@ -184,7 +187,9 @@ def recalibrate(config: RecalibrateConfig) -> dict[str, Any]:
         # The weights are the export's: plain transformers must still give its raw scores.
         difference = check_round_trip(grader, staging, sample, 1e-4, out)
         report["round_trip_max_abs_difference"] = difference
-        (staging / RECALIBRATED).write_text(json.dumps(report, indent=2) + "\n")
+        (staging / RECALIBRATED).write_text(
+            json.dumps(strict(report), allow_nan=False, indent=2) + "\n"
+        )
     return report
 
 

@@ -20,6 +20,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from data.core.cli import check_choices, choice
+from data.core.io import strict
 from data.core.records import DEFAULT_RELEVANCE_THRESHOLD
 from models.families import (
     MODES,
@@ -176,7 +177,7 @@ def count_parameters(model: torch.nn.Module) -> dict[str, int]:
 def save_grader_config(path: str | Path, info: dict[str, Any]) -> None:
     Path(path).mkdir(parents=True, exist_ok=True)
     (Path(path) / GRADER_CONFIG_FILE).write_text(
-        json.dumps(info, indent=2, ensure_ascii=False) + "\n"
+        json.dumps(strict(info), allow_nan=False, indent=2, ensure_ascii=False) + "\n"
     )
 
 

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from data.core.cli import check_choices, choice, parse_config, run_main
-from data.core.io import check_replaceable, refuse_overlap, replace_folder
+from data.core.io import check_replaceable, refuse_overlap, replace_folder, strict
 from models.builder import GRADER_CONFIG_FILE, load_trained, read_grader_config
 from models.card import model_card, relevant_grade
 from models.families import family_of_description
@@ -229,7 +229,7 @@ def export(config: ExportConfig) -> dict[str, Any]:
         model.save_pretrained(staging, safe_serialization=True)
         tokenizer.save_pretrained(staging)
         (staging / GRADER_CONFIG_FILE).write_text(
-            json.dumps(description, indent=2, ensure_ascii=False) + "\n"
+            json.dumps(strict(description), allow_nan=False, indent=2, ensure_ascii=False) + "\n"
         )
         name = config.model_name or out.name
         card = model_card(description, name, config.license, path=str(out.resolve()))
@@ -246,7 +246,9 @@ def export(config: ExportConfig) -> dict[str, Any]:
             "max_abs_difference": difference,
             "tolerance": config.tolerance,
         }
-        (staging / EXPORT_MARKER).write_text(json.dumps(report, indent=2) + "\n")
+        (staging / EXPORT_MARKER).write_text(
+            json.dumps(strict(report), allow_nan=False, indent=2) + "\n"
+        )
     return report
 
 

@@ -17,7 +17,7 @@ from transformers import (
     TrainingArguments,
 )
 
-from data.core.io import share_tree
+from data.core.io import share_tree, strict
 from models.builder import save_grader_config
 from train.config import GraderTrainingArguments
 from train.grader_data import compute_metrics
@@ -162,5 +162,7 @@ def save_trained(
     tokenizer.save_pretrained(output_dir)
     info["metrics"] = {k: v for k, v in metrics.items() if k != "history"}
     save_grader_config(output_dir, info)
-    (output_dir / "train_results.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    (output_dir / "train_results.json").write_text(
+        json.dumps(strict(metrics), allow_nan=False, indent=2) + "\n"
+    )
     share_tree(output_dir)  # the weights and checkpoints as readable as the other files

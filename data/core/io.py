@@ -13,6 +13,7 @@ import functools
 import hashlib
 import json
 import logging
+import math
 import os
 import shutil
 import tempfile
@@ -162,8 +163,20 @@ def _to_dict(record: BaseModel | dict[str, Any]) -> dict[str, Any]:
     return record
 
 
+def strict(obj: Any) -> Any:
+    """``obj`` with every non-finite float (NaN, ±Infinity) as None: strict JSON parsers reject
+    the bare ``NaN``/``Infinity`` that Python's json writes, and no figure is 'worth inf'."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {key: strict(value) for key, value in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [strict(value) for value in obj]
+    return obj
+
+
 def dumps(record: BaseModel | dict[str, Any]) -> str:
-    return json.dumps(_to_dict(record), ensure_ascii=False)
+    return json.dumps(strict(_to_dict(record)), ensure_ascii=False, allow_nan=False)
 
 
 def write_jsonl(path: str | os.PathLike[str], records: Iterable[BaseModel | dict[str, Any]]) -> int:
@@ -352,9 +365,17 @@ def replace_folder(target: str | os.PathLike[str]) -> Iterator[Path]:
 
 
 def write_json(path: str | os.PathLike[str], obj: Any) -> None:
+    """Strict JSON (:func:`strict`), atomically: readers see the old file or the new one."""
+    text = json.dumps(strict(obj), ensure_ascii=False, indent=2, allow_nan=False, default=_plain)
     with atomic_writer(path) as handle:
-        json.dump(obj, handle, ensure_ascii=False, indent=2)
-        handle.write("\n")
+        handle.write(text + "\n")
+
+
+def _plain(obj: Any) -> Any:
+    """numpy scalars as Python numbers (a NaN among them made strict too)."""
+    if hasattr(obj, "item"):
+        return strict(obj.item())
+    raise TypeError(f"Object of type {type(obj).__name__} is not JSON serializable")
 
 
 class JsonlAppender:
