@@ -408,6 +408,44 @@ def replay_session_errors_in_one_line(root: Path) -> None:
         assert "session.json is damaged (not JSON at line 2" in str(exc), exc
 
 
+def replay_hit_at_k_at_the_bound(root: Path) -> None:
+    """Trust 1-2 and round 4 item 7: ten judged queries all with a hit gave hit@10
+    1.000 [1.000, 1.000] "worth inf queries", and metrics.json held a bare Infinity."""
+    from data.beir import read_qrels
+
+    _adi_run(root / "run.trec")  # every query's relevant document in its top 5
+    qrels = read_qrels(ADI / "qrels.tsv")
+    judged = sorted(qrels)[:10]
+    (root / "ten.qrels").write_text("".join(f"{q} 0 {d} 3\n" for q in judged for d in qrels[q]))
+    _search(root, "--run", str(root / "run.trec"), "--k", "10", "--human", str(root / "ten.qrels"))
+
+    def refuse(name: str) -> None:
+        raise AssertionError(f"metrics.json holds a bare {name}")
+
+    text = (root / "s" / "metrics.json").read_text()
+    entry = json.loads(text, parse_constant=refuse)["ppi"]["runs"]["run"]["hit@10"]
+    for side in ("human_only", "ppi"):
+        interval = entry[side]
+        assert interval["high"] - interval["low"] > 0.2, (side, interval)
+        assert interval["low"] <= interval["estimate"] <= interval["high"], (side, interval)
+
+
+def replay_report_out_over_an_input(root: Path) -> None:
+    """Round 4 item 2: report --out naming the folder's inferred_qrels.txt overwrote it, exit 0."""
+    from eval.report.__main__ import main as report
+
+    _adi_run(root / "run.trec")
+    _search(root, "--run", str(root / "run.trec"), "--k", "5")
+    inferred = root / "s" / "inferred_qrels.txt"
+    inferred.write_text("1 0 17 1\n")
+    try:
+        report(["--input", str(root / "s"), "--out", str(inferred)])
+        raise AssertionError("report --out replaced inferred_qrels.txt")
+    except ValueError as exc:
+        assert "--out" in str(exc) and "not a file this command writes" in str(exc), exc
+    assert inferred.read_text() == "1 0 17 1\n"
+
+
 REPLAYS: list[tuple[int, str, Callable[[Path], None]]] = [
     (6, "judged hits outside the top k counted", replay_pairs_outside_top_k),
     (7, "conflicting human judgments warned", replay_conflicting_duplicates),
@@ -427,4 +465,7 @@ REPLAYS: list[tuple[int, str, Callable[[Path], None]]] = [
     (5, "review: one server per session, undo appended", replay_one_server_and_undo_appended),
     (6, "review: a record without its newline kept", replay_newline_less_records_kept),
     (7, "review: session errors in one line", replay_session_errors_in_one_line),
+    # The statistician's review (trust) and reliability round 4.
+    (1, "trust: hit@10 at the bound has width, strict JSON", replay_hit_at_k_at_the_bound),
+    (2, "round 4: report --out over an input refused", replay_report_out_over_an_input),
 ]

@@ -12,7 +12,13 @@ from pathlib import Path
 
 from data.core.cli import bounded, parse_config, run_main
 from eval.report.build import ReportOptions, build_report
-from eval.report.page import output_path, screenshot, write_page
+from eval.report.page import (
+    is_png,
+    output_path,
+    refuse_foreign_file,
+    screenshot,
+    write_page,
+)
 
 
 @dataclass
@@ -79,7 +85,15 @@ def main(args: Sequence[str] | None = None) -> None:
         max_queries=config.max_queries,
         text_chars=config.text_chars,
     )
-    target = output_path(config.input, config.out)
+    inputs = [
+        ("corpus", config.corpus),
+        ("queries", config.queries),
+        ("human", config.human),
+        ("agreement", config.agreement),
+    ]
+    target = output_path(config.input, config.out, inputs)
+    if config.screenshot:
+        refuse_foreign_file("--screenshot", Path(config.screenshot), is_png)
     report = build_report(config.input, options)
     page = write_page(report, target)
     print(f"wrote {page} ({page.stat().st_size / 1e6:.2f} MB)")

@@ -116,6 +116,27 @@ def _job_base(root: Path, job_config: dict[str, Any] | None) -> Path:
     return Path.cwd()
 
 
+def checked_metrics(path: Path) -> dict[str, Any]:
+    """eval.search's metrics.json, its shape checked: a file of another shape is one error naming
+    the file and the field, not a traceback from deep in the report."""
+    metrics = read_json(path)
+    if not isinstance(metrics, dict):
+        raise ValueError(f"input: {path}: not an eval.search metrics.json (not a JSON object)")
+    if not isinstance(metrics.get("k"), int):
+        raise ValueError(f"input: {path}: field k: expected the cut-off (an integer)")
+    mean = metrics.get("mean")
+    if not isinstance(mean, dict) or not mean:
+        raise ValueError(f"input: {path}: field mean: expected {{run: {{metric: value}}}}")
+    for run, values in mean.items():
+        if not isinstance(values, dict) or not all(
+            isinstance(v, int | float) or v is None for v in values.values()
+        ):
+            raise ValueError(f"input: {path}: field mean.{run}: expected {{metric: number}}")
+    if "ppi" in metrics and not isinstance(metrics["ppi"], dict | None):
+        raise ValueError(f"input: {path}: field ppi: expected an object")
+    return metrics
+
+
 def read_inputs(folder: str | Path) -> Inputs:
     root = Path(folder)
     kind, search_dir = locate(root)
@@ -124,7 +145,7 @@ def read_inputs(folder: str | Path) -> Inputs:
         kind=kind,
         root=root,
         search_dir=search_dir,
-        metrics=read_json(search_dir / "metrics.json"),
+        metrics=checked_metrics(search_dir / "metrics.json"),
         per_query=read_optional(search_dir / "per_query.json"),
         search_config=None,
         search_command=(evaluated or {}).get("command"),

@@ -7,6 +7,7 @@ import html
 import json
 import os
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from string import Template
 from typing import Any
@@ -92,9 +93,16 @@ def _palette(png: Path) -> None:
     reduced.save(png, optimize=True)
 
 
-def output_path(folder: str | os.PathLike[str], out: str | os.PathLike[str] | None) -> Path:
+def output_path(
+    folder: str | os.PathLike[str],
+    out: str | os.PathLike[str] | None,
+    inputs: Sequence[tuple[str, str | None]] = (),
+) -> Path:
     """``out`` (default: ``FOLDER/report.html``), refused before any work when it cannot be
-    written or would replace one of the files the report reads."""
+    written, would replace one of the files the report reads (the folder's JSON, ``inputs``:
+    (flag, path) of the corpus, queries, human qrels...), or is an existing file that is not a
+    report page: whatever it is (a corpus, qrels, inferred_qrels.txt), it is not the report's to
+    replace."""
     from data.core.io import check_writable_file, refuse_overlap
     from eval.report.inputs import locate
 
@@ -103,8 +111,28 @@ def output_path(folder: str | os.PathLike[str], out: str | os.PathLike[str] | No
     target = Path(out) if out else folder / "report.html"
     check_writable_file("--out", target)
     read = [*folder.glob("*.json"), *folder.glob("*/*.json"), *search_dir.glob("*.json")]
-    refuse_overlap("--out", target, [("input", path) for path in read])
+    refuse_overlap("--out", target, [("input", path) for path in read] + list(inputs))
+    refuse_foreign_file("--out", target, is_report_page)
     return target
+
+
+def is_report_page(path: Path) -> bool:
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        return '<script id="report-data"' in handle.read(1 << 20)
+
+
+def is_png(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        return handle.read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def refuse_foreign_file(flag: str, target: Path, kind: Callable[[Path], bool]) -> None:
+    """An existing file at ``target`` is replaced only when it is what this command writes."""
+    if target.is_file() and not kind(target):
+        raise ValueError(
+            f"{flag}: {target} exists and is not a file this command writes (it may be one of "
+            "the report's inputs); give another path"
+        )
 
 
 def write_report(

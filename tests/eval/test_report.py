@@ -441,3 +441,41 @@ def test_judged_hits_alone_give_the_share_of_relevant_hits_an_interval(folders, 
     }
     assert judged and all(human[q][d] == grade for (q, d), grade in judged.items())
     assert report.agreement.pairs == len(judged)
+
+
+def test_report_never_overwrites_an_input_that_is_not_json(folders, tmp_path: Path, capsys):
+    """--out naming the corpus, the human qrels or any existing file that is not a report page
+    is refused before any work, and the file is untouched; a report page is replaced."""
+    import shutil
+
+    from eval.report.__main__ import main as report
+
+    folder = tmp_path / "search"
+    shutil.copytree(folders["human"], folder)
+    inferred = folder / "inferred_qrels.txt"
+    inferred.write_text("q1 0 d1 1\n")
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"_id": "d1", "title": "", "text": "t"}\n')
+    for target, extra in ((inferred, []), (corpus, ["--corpus", str(corpus)])):
+        before = target.read_bytes()
+        with pytest.raises(ValueError, match="--out"):
+            report(["--input", str(folder), "--out", str(target), *extra])
+        assert target.read_bytes() == before
+    report(["--input", str(folder)])  # its own report.html, written then replaced
+    report(["--input", str(folder)])
+    assert (folder / "report.html").stat().st_size > 1000
+    with pytest.raises(ValueError, match="--screenshot"):
+        report(["--input", str(folder), "--screenshot", str(inferred)])
+    assert inferred.read_text() == "q1 0 d1 1\n"
+
+
+def test_a_metrics_json_of_the_wrong_shape_names_the_file_and_field(folders, tmp_path: Path):
+    import shutil
+
+    folder = tmp_path / "search"
+    shutil.copytree(folders["no_human"], folder)
+    metrics = json.loads((folder / "metrics.json").read_text())
+    metrics["mean"] = {"good": ["not", "a", "mapping"]}
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    with pytest.raises(ValueError, match=r"metrics\.json: field mean\.good"):
+        build_report(folder)
