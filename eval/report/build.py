@@ -373,7 +373,23 @@ def build_queries(
             f"Hits are embedded for {options.max_queries} of {len(ordered)} queries (judged ones "
             "first, then those where the first two runs differ most); raise --max_queries for more."
         )
+    _note_missing_documents(ordered, documents, corpus, notes)
     return ordered, documents, human
+
+
+def _note_missing_documents(
+    rows: list[QueryRow], documents: dict[str, Document], corpus: dict[str, Any], notes: list[str]
+) -> None:
+    """A corpus that holds none, or only part, of the evaluated documents is said in a note (a
+    wrong --corpus would otherwise leave every hit without its text, without a word)."""
+    shown = {hit.doc_id for row in rows for hits in row.hits.values() for hit in hits}
+    if not corpus or not shown or len(documents) == len(shown):
+        return
+    where = "none" if not documents else f"{len(documents)}"
+    notes.append(
+        f"The corpus holds {where} of the {len(shown)} documents the runs retrieved; the others "
+        "are shown without their text (is --corpus the collection that was evaluated?)."
+    )
 
 
 def _document(document: Any, chars: int) -> Document:

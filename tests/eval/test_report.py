@@ -479,3 +479,13 @@ def test_a_metrics_json_of_the_wrong_shape_names_the_file_and_field(folders, tmp
     (folder / "metrics.json").write_text(json.dumps(metrics))
     with pytest.raises(ValueError, match=r"metrics\.json: field mean\.good"):
         build_report(folder)
+
+
+def test_a_corpus_without_the_evaluated_documents_is_said(folders, tmp_path: Path):
+    corpus = tmp_path / "other" / "corpus.jsonl"
+    corpus.parent.mkdir()
+    corpus.write_text('{"_id": "elsewhere", "title": "", "text": "another collection"}\n')
+    (corpus.parent / "queries.jsonl").write_text('{"_id": "1", "text": "a query"}\n')
+    report = build_report(folders["no_human"], ReportOptions(corpus=str(corpus.parent)))
+    assert report.documents == {}
+    assert any("holds none of the" in note for note in report.notes), report.notes
