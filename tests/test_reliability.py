@@ -12,6 +12,7 @@ from eval.bench.reliability import (
     REPLAYS_DATA,
     REPLAYS_EVAL,
     REPLAYS_JUDGING,
+    REPLAYS_TEACHER_API,
     Case,
     Replay,
     cases,
@@ -66,6 +67,11 @@ def test_round_3_evaluation_replays_hold(replay: Replay, tmp_path: Path):
 
 @pytest.mark.parametrize("replay", REPLAYS_JUDGING, ids=lambda r: f"item{r.item}-{r.name}")
 def test_round_3_judging_replays_hold(replay: Replay, tmp_path: Path):
+    assert run_replay(replay, tmp_path) is None
+
+
+@pytest.mark.parametrize("replay", REPLAYS_TEACHER_API, ids=lambda r: f"item{r.item}-{r.name}")
+def test_round_4_api_text_and_teacher_replays_hold(replay: Replay, tmp_path: Path):
     assert run_replay(replay, tmp_path) is None
 
 

@@ -47,6 +47,7 @@ from data import COLLECTIONS
 from data.core.io import markdown_table
 from eval.bench.replays_judging import CASE_TABLE_JUDGING, make_judging_files
 from eval.bench.replays_judging import REPLAYS as JUDGING_REPLAYS
+from eval.bench.replays_teacher_api import REPLAYS as TEACHER_API_REPLAYS
 from models.assets import TINY_TOKENIZER
 
 ADI = COLLECTIONS / "adi"
@@ -881,6 +882,9 @@ REPLAYS_EVAL = [
 # Round 3, judging side (items 6-10; item 5 is a bad input of CASE_TABLE_JUDGING).
 REPLAYS_JUDGING = [Replay(*entry) for entry in JUDGING_REPLAYS]
 
+# Round 4, the API, text and teacher side (items 8 and 9, the unclear errors, the answer shape).
+REPLAYS_TEACHER_API = [Replay(*entry) for entry in TEACHER_API_REPLAYS]
+
 
 def run_replay(replay: Replay, root: Path) -> str | None:
     """None when the fix holds, else what went wrong (an exception is a failure too)."""
@@ -946,7 +950,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     with tempfile.TemporaryDirectory() as tmp:  # round 3, data and evaluation sides
         replays = [
-            (r, run_replay(r, Path(tmp))) for r in REPLAYS_DATA + REPLAYS_EVAL + REPLAYS_JUDGING
+            (r, run_replay(r, Path(tmp)))
+            for r in REPLAYS_DATA + REPLAYS_EVAL + REPLAYS_JUDGING + REPLAYS_TEACHER_API
         ]
     print("\n" + replay_report(replays))
     replays_ok = all(problem is None for _, problem in replays)
