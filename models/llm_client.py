@@ -153,6 +153,7 @@ class Reply:
     output_tokens: int = 0
     attempts: int = 0
     error: str | None = None
+    refusal: str | None = None  # the model declined (the message's refusal field): final
 
     @property
     def text(self) -> str:
@@ -171,18 +172,50 @@ Usable = Callable[[str, bool], str | None]
 
 
 class MalformedResponse(ValueError):
-    """A 200 reply whose body is not a chat completion (invalid JSON, text/plain, no choices)."""
+    """A 200 reply whose body is not a chat completion (invalid JSON, text/plain, no choices, an
+    error object)."""
+
+
+def _field(value: Any, name: str) -> Any:
+    """``value[name]`` of a dict, else the attribute (an SDK object keeps unknown fields too)."""
+    return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
+
+
+def provider_error(body: Any) -> str | None:
+    """The provider's own message in a reply's body, or None: an ``error`` object (OpenAI,
+    OpenRouter, proxies: ``{"error": {"message": ...}}``, or a string) at the top or in a choice,
+    or vLLM's ``{"object": "error", "message": ...}``."""
+    places = [body, *(_field(body, "choices") or [])] if not isinstance(body, str) else []
+    for place in places:
+        error = _field(place, "error")
+        if isinstance(error, str) and error.strip():
+            return error.strip()
+        if error:
+            message = _field(error, "message") or json.dumps(error, default=str)
+            code = _field(error, "code") or _field(error, "type")
+            return f"{message} ({code})" if code else str(message)
+    if _field(body, "object") == "error" and _field(body, "message"):
+        return str(_field(body, "message"))
+    return None
 
 
 def reply_from_response(response: Any) -> Reply:
     """One chat completion (an SDK object, or a Batch API result body) as a one-sample Reply;
-    MalformedResponse when it is not one."""
+    MalformedResponse, with the provider's message where the body has one, when it is not one. A
+    refusal (the message's ``refusal`` field, structured output's way to decline) is kept as such."""
     choices = getattr(response, "choices", None)
+    problem = provider_error(response)
+    if problem is not None:
+        raise MalformedResponse(f"a 200 response with an error in its body: {problem[:300]}")
     if not isinstance(choices, list) or not choices:
+        if isinstance(choices, list):
+            raise MalformedResponse("a 200 response with no choices (an empty list)")
         shown = response if isinstance(response, str) else type(response).__name__
         raise MalformedResponse(f"malformed response body: {str(shown)[:120]!r}")
     first = choices[0]
-    text = getattr(getattr(first, "message", None), "content", None) or ""
+    message = getattr(first, "message", None)
+    text = getattr(message, "content", None) or ""
+    refusal = getattr(message, "refusal", None)
     usage = getattr(response, "usage", None)
     return Reply(
         texts=[text],
@@ -191,6 +224,7 @@ def reply_from_response(response: Any) -> Reply:
         input_tokens=(getattr(usage, "prompt_tokens", 0) or 0) if usage else 0,
         output_tokens=(getattr(usage, "completion_tokens", 0) or 0) if usage else 0,
         attempts=1,
+        refusal=str(refusal) if refusal else None,
     )
 
 
@@ -500,6 +534,10 @@ class ChatClient:
                         total.error = f"request failed: {detail}"
                         return total
                     total.add(one)
+                    if one.refusal is not None:  # an answer, not a slip: asking again costs
+                        total.refusal = one.refusal
+                        total.error = f"the model refused: {one.refusal[:300]}"
+                        return total
                     if usable is None or usable(one.text, one.finished[0]) is None:
                         break
                 total.texts += one.texts

@@ -260,17 +260,31 @@ def verdict_of(prompt: Prompt, text: str, finished: bool, logprobs: Mapping[str,
     return verdict if p_relevant is None else dataclasses.replace(verdict, p_relevant=p_relevant)
 
 
-def verdict_from_response(prompt: Prompt, response: Any) -> tuple[Verdict | None, str, Usage]:
-    """(verdict, problem, usage) of one chat completion body (a Batch API result line's)."""
+@dataclass
+class ResponseVerdict:
+    """What one chat completion body (a Batch API result line's) says about its pair: a verdict,
+    or the problem; ``final`` when asking again cannot help (the model refused)."""
+
+    verdict: Verdict | None
+    problem: str
+    usage: Usage
+    final: bool = False
+
+
+def verdict_from_response(prompt: Prompt, response: Any) -> ResponseVerdict:
+    """The verdict of one chat completion body, or why there is none."""
     try:
         reply = reply_from_response(response)
     except ValueError as exc:
-        return None, str(exc), Usage()
+        return ResponseVerdict(None, str(exc), Usage())
     usage = Usage(input_tokens=reply.input_tokens, output_tokens=reply.output_tokens)
+    if reply.refusal is not None:
+        return ResponseVerdict(None, f"the model refused: {reply.refusal[:300]}", usage, True)
     try:
-        return verdict_of(prompt, reply.text, reply.finished[0], reply.logprobs[0]), "", usage
+        verdict = verdict_of(prompt, reply.text, reply.finished[0], reply.logprobs[0])
     except ParseError as exc:
-        return None, str(exc), usage
+        return ResponseVerdict(None, str(exc), usage)
+    return ResponseVerdict(verdict, "", usage)
 
 
 class ChatJudge(Backend):

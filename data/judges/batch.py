@@ -40,6 +40,7 @@ from data.judges.backends import (
     verdict_from_response,
 )
 from data.judges.prompts import Prompt
+from models.llm_client import provider_error
 
 logger = logging.getLogger(__name__)
 
@@ -248,6 +249,7 @@ class _Outcome:
     usage: Usage = field(default_factory=Usage)
     tries: int = 0
     problem: str = ""
+    final: bool = False  # the model refused: not asked again
 
 
 class BatchJudge:
@@ -472,16 +474,22 @@ class BatchJudge:
             completion = ChatCompletion.model_validate(response["body"])
         except (KeyError, ValueError) as exc:
             outcome.tries += counts
-            outcome.problem = f"malformed response body: {str(exc)[:200]}"
+            said = provider_error(response.get("body"))
+            outcome.problem = (
+                f"a 200 response with an error in its body: {said[:300]}"
+                if said
+                else f"malformed response body: {str(exc)[:200]}"
+            )
             return
-        verdict, problem, usage = verdict_from_response(self.prompt, completion)
-        outcome.usage.input_tokens += usage.input_tokens
-        outcome.usage.output_tokens += usage.output_tokens
-        if verdict is None:
+        read = verdict_from_response(self.prompt, completion)
+        outcome.usage.input_tokens += read.usage.input_tokens
+        outcome.usage.output_tokens += read.usage.output_tokens
+        if read.verdict is None:
             outcome.tries += counts
-            outcome.problem = problem
+            outcome.problem = read.problem
+            outcome.final = outcome.final or read.final
         else:
-            outcome.replies[sample] = verdict
+            outcome.replies[sample] = read.verdict
 
     def judgment(self, pair: Pair, outcome: _Outcome, error: str | None = None) -> Judgment:
         verdicts = [outcome.replies[s] for s in sorted(outcome.replies)]
@@ -514,8 +522,9 @@ class BatchJudge:
                     reported.add(key)
                     continue
                 retry_in_batch = self.config.batch_retry == "batch"
-                if outcome.tries and not (
-                    retry_in_batch and outcome.tries <= self.config.parse_retries
+                if outcome.tries and (
+                    outcome.final
+                    or not (retry_in_batch and outcome.tries <= self.config.parse_retries)
                 ):
                     given_up.append(key)
                     continue
@@ -544,15 +553,15 @@ class BatchJudge:
         on_result: OnResult,
         reported: set[str],
     ) -> None:
-        if given_up and self.config.batch_retry == "sync" and self.sync_backend is not None:
+        again = [k for k in given_up if not outcomes[k].final]  # a refusal is not asked again
+        if again and self.config.batch_retry == "sync" and self.sync_backend is not None:
             backend = self.sync_backend()
             try:
-                backend.run([pairs_by_key[k] for k in given_up], on_result)
+                backend.run([pairs_by_key[k] for k in again], on_result)
             finally:
                 backend.close()
-            reported.update(given_up)
-            return
-        for key in given_up:
+            reported.update(again)
+        for key in (k for k in given_up if k not in reported):
             outcome = outcomes[key]
             on_result(
                 self.judgment(

@@ -8,8 +8,10 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from eval.api.batcher import MicroBatcher, QueueFull
 from eval.api.schemas import HitOut, SearchEvalRequest, SearchEvalResponse, Usage, limit_problems
@@ -127,6 +129,27 @@ async def validation_error(request: Request, exc: RequestValidationError) -> JSO
     return JSONResponse(status_code=422, content={"detail": _printable(errors)})
 
 
+def _not_utf8(error: UnicodeDecodeError) -> str:
+    """Where a body stops being UTF-8: the byte, its offset, line and column, and the text before."""
+    data = bytes(error.object)
+    before = data[: error.start]
+    line = before.count(b"\n") + 1
+    column = error.start - (before.rfind(b"\n") + 1) + 1
+    context = before[-40:].decode("utf-8", "replace")
+    return (
+        f"the body is not UTF-8: byte 0x{data[error.start]:02x} at offset {error.start} (line "
+        f"{line}, column {column}), after {context!r}; send JSON encoded as UTF-8"
+    )
+
+
+async def http_error(request: Request, exc: StarletteHTTPException) -> Any:
+    """FastAPI's own answer to an HTTPException, except for its "There was an error parsing the
+    body" (400), which says here what was wrong when it is the encoding."""
+    if isinstance(exc.__cause__, UnicodeDecodeError):
+        return JSONResponse(status_code=400, content={"detail": _not_utf8(exc.__cause__)})
+    return await http_exception_handler(request, exc)
+
+
 async def healthz(request: Request) -> dict[str, Any]:
     labeler = getattr(request.app.state, "labeler", None)
     return {
@@ -221,6 +244,7 @@ def create_app(
     app = FastAPI(title="relevance-grader", version="1", lifespan=_lifespan(settings, labeler))
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
+    app.add_exception_handler(StarletteHTTPException, http_error)  # type: ignore[arg-type]
     app.get("/healthz")(healthz)
 
     def authorize(request: Request) -> None:

@@ -315,3 +315,24 @@ def test_the_batch_request_is_the_backends_request(tmp_path: Path):
         line = json.loads(judge.request_line(pair, "k", 0))
     assert line["body"] == backend.chat_request(pair)
     assert "temperature" not in line["body"] and line["body"]["reasoning_effort"] == "low"
+
+
+@pytest.mark.parametrize("batch", [False, True], ids=["synchronous", "batch"])
+def test_a_refusal_is_asked_once_and_a_200_error_body_keeps_the_providers_message(
+    tmp_path: Path, batch: bool
+):
+    modes = ["ok"] * 4 + ["refusal", "error-body", "no-choices"]
+    pairs = write_pairs(tmp_path / "pairs.jsonl", modes)
+    out = tmp_path / "j.jsonl"
+    extra = {**FAST, "batch_retry": "sync"} if batch else {}
+    with FakeOpenAI() as server:
+        label(
+            LabelConfig(pairs=str(pairs), out=str(out)),
+            openai_judge(server, max_retries=0, parse_retries=2, **extra),
+        )
+    found = judgments(out)
+    assert "the model refused: I can't help with that." in found["d4"].error
+    assert server.requests["d4"] == 1  # neither re-asked nor handed to the synchronous retry
+    assert "The model is overloaded; try again later (503)" in found["d5"].error
+    assert "no choices" in found["d6"].error
+    assert all(found[f"d{i}"].error is None for i in range(4))

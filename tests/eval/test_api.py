@@ -585,3 +585,20 @@ def test_a_caller_who_gives_up_is_not_graded_behind_the_real_middleware_stack():
             time.sleep(0.05)
     assert batcher.dropped == 1
     assert labeler.calls == 2  # the warm-up and the first request; the abandoned one never
+
+
+def test_a_body_that_is_not_utf8_is_named_as_such_with_where(client):
+    """A Latin-1 body got FastAPI's generic 400 ("There was an error parsing the body")."""
+    body = json.dumps(request_body(query={"inputs": {"text": "café"}}), ensure_ascii=False)
+    response = client.post(
+        "/v1/eval/search",
+        content=body.encode("latin-1"),
+        headers={"content-type": "application/json"},
+    )
+    assert response.status_code == 400
+    detail = response.json()["detail"]
+    offset = body.encode("latin-1").index(b"\xe9")
+    assert detail.startswith("the body is not UTF-8: byte 0xe9 at offset " + str(offset))
+    assert "(line 1, column " in detail and "caf" in detail
+    # Other HTTP errors keep their answers (the bearer token's 401 here).
+    assert client.post("/v1/eval/search", json=request_body()).status_code == 200

@@ -88,3 +88,44 @@ def test_backend_names_are_declared_once():
 def test_bad_settings_fail_before_any_request(settings: ChatSettings, message: str):
     with pytest.raises(ValueError, match=message):
         ChatClient(settings)
+
+
+def test_a_refusal_is_recorded_as_such_and_asked_once():
+    """A model's refusal (message.refusal, content null) was read as an empty reply and asked
+    three times, billed each time."""
+    with FakeOpenAI() as server:
+        settings = ChatSettings(model="fake", base_url=server.base_url, parse_retries=2)
+        request = ChatRequest([{"role": "user", "content": "[[id=r mode=refusal rel=1]]"}], 8)
+        (reply,) = ChatClient(settings).complete([request], usable=lambda text, done: "empty")
+    assert server.requests["r"] == 1 and reply.attempts == 1
+    assert reply.refusal == "I can't help with that."
+    assert reply.error == "the model refused: I can't help with that."
+
+
+@pytest.mark.parametrize(
+    ("mode", "said"),
+    [
+        ("error-body", "error in its body: The model is overloaded; try again later (503)"),
+        ("no-choices", "a 200 response with no choices"),
+    ],
+)
+def test_a_200_without_choices_says_what_the_provider_said_in_one_line(mode: str, said: str):
+    with FakeOpenAI() as server:
+        settings = ChatSettings(model="fake", base_url=server.base_url, max_retries=0)
+        request = ChatRequest([{"role": "user", "content": f"[[id=e mode={mode} rel=1]]"}], 8)
+        (reply,) = ChatClient(settings).complete([request])
+    assert said in reply.error and "\n" not in reply.error, reply.error
+    assert "malformed response body" not in reply.error
+
+
+def test_the_provider_error_is_found_where_providers_put_it():
+    from models.llm_client import provider_error
+
+    assert provider_error({"error": {"message": "quota exceeded", "code": 429}}) == (
+        "quota exceeded (429)"
+    )
+    assert provider_error({"error": "upstream timed out"}) == "upstream timed out"
+    assert provider_error({"object": "error", "message": "bad model"}) == "bad model"
+    choice_error = {"choices": [{"error": {"message": "cut mid-way"}, "finish_reason": "error"}]}
+    assert provider_error(choice_error) == "cut mid-way"
+    assert provider_error({"choices": [{"message": {"content": "yes"}}]}) is None

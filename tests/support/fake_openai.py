@@ -11,7 +11,11 @@ MODE and counts requests per ID:
 - ``delay``: valid after 0.1 s (for kill-and-resume tests);
 - ``truncated-once``: the first reply stops mid-analysis (``finish_reason: length``);
 - ``not-json`` / ``text-plain``: a 200 whose body is invalid JSON / a text/plain page;
-- ``reply=TEXT``: answers TEXT verbatim (underscores for spaces).
+- ``reply=TEXT``: answers TEXT verbatim (underscores for spaces);
+- ``refusal``: the model declines (``message.refusal`` set, ``content`` null), as OpenAI's
+  structured output does;
+- ``error-body`` / ``no-choices``: a 200 whose body is an error object (``{"error": {"message":
+  ...}}``) / a completion with an empty ``choices`` list.
 
 The Batch API is there too (``/files``, ``/batches``, ``/files/ID/content``): a batch runs every
 line through the same chat logic on its ``batch_polls``-th retrieve and ends as ``batch_outcome``
@@ -168,6 +172,11 @@ class FakeOpenAI:
                 "application/json" if mode == "not-json" else "text/plain",
                 {},
             )
+        if mode == "error-body":
+            message = "The model is overloaded; try again later"
+            return send(200, {"error": {"message": message, "type": "server_error", "code": 503}})
+        if mode == "no-choices":
+            return send(200, {"id": "chatcmpl-0", "object": "chat.completion", "choices": []})
         finish = "stop"
         if mode == "truncated-once" and count == 1:
             text, finish = '{"analysis": "The passage is relevant: yes, it', "length"
@@ -179,18 +188,15 @@ class FakeOpenAI:
             text = json.dumps({"analysis": "checked", "relevant": relevant == "1"})
         else:
             text = "yes" if relevant == "1" else "no"
+        message = {"role": "assistant", "content": text}
+        if mode == "refusal":
+            message = {"role": "assistant", "content": None, "refusal": "I can't help with that."}
         reply = {
             "id": f"chatcmpl-{count}",
             "object": "chat.completion",
             "created": 0,
             "model": body["model"],
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": finish,
-                }
-            ],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {"prompt_tokens": 100, "completion_tokens": 7, "total_tokens": 107},
         }
         if body.get("logprobs"):
