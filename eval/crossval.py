@@ -157,6 +157,36 @@ class CrossValidation:
         }
 
 
+def held_out_warning(cross: Mapping[str, Any], names: Mapping[str, str]) -> str | None:
+    """The report's first words when a grader does not beat every baseline on held-out queries
+    (``cross``: :meth:`CrossValidation.to_dict`): which labeler did best, and that the runs'
+    metrics under the grader's labels are not to be trusted; None when every grader beats them."""
+    losing = [m for m, beats in (cross.get("beats_every_baseline") or {}).items() if not beats]
+    if not losing:
+        return None
+    scores = {
+        model: metrics.get("query_roc_auc")
+        for model, metrics in cross["pooled"].items()
+        if metrics.get("query_roc_auc") is not None
+    }
+    best = max(scores, key=scores.__getitem__) if scores else None
+    graders = ", ".join(names.get(m, m) for m in losing)
+    shown = "; ".join(f"{names.get(m, m)} {v:.3f}" for m, v in scores.items())
+    best_words = (
+        f"The best labeler on held-out queries was {names.get(best, best)} (per-query ROC-AUC: "
+        f"{shown}). "
+        if best
+        else ""
+    )
+    return (
+        f"Not trustworthy: the grader ({graders}) does not beat every baseline on held-out "
+        f"queries (a paired per-query ROC-AUC interval that does not lie above zero). "
+        f"{best_words}The runs' metrics under the grader's labels below are not to be trusted "
+        "as a measure of relevance; PPI++ estimates, where shown, are corrected by the human "
+        "judgments."
+    )
+
+
 def cross_validate(
     fold_outputs: Sequence[Mapping[str, Path]],
     graders: Sequence[str],

@@ -642,9 +642,13 @@ def _number(value: float | None) -> str:
 
 
 def report_markdown(summary: dict[str, Any]) -> str:
+    from eval.crossval import held_out_warning
+
+    warning = held_out_warning(summary["cross_validation"], summary["names"])
     lines = [
         "# Main job report",
         "",
+        *([f"**{warning}**", ""] if warning else []),
         f"Run directory `{summary['run_dir']}`; total {summary['seconds']} s.",
         "",
         "## Held-out quality",

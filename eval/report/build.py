@@ -382,7 +382,7 @@ def _note_missing_documents(
 ) -> None:
     """A corpus that holds none, or only part, of the evaluated documents is said in a note (a
     wrong --corpus would otherwise leave every hit without its text, without a word)."""
-    shown = {hit.doc_id for row in rows for hits in row.hits.values() for hit in hits}
+    shown = {hit.doc_id for row in rows for hits in (row.hits or {}).values() for hit in hits}
     if not corpus or not shown or len(documents) == len(shown):
         return
     where = "none" if not documents else f"{len(documents)}"
@@ -402,6 +402,16 @@ def _title(inputs: Inputs) -> str:
     return f"Main job {name}" if inputs.kind == "main job" else f"Evaluation {name}"
 
 
+def _held_out_warning(inputs: Inputs) -> str | None:
+    """A main job's grader that does not beat its baselines on held-out queries, in words."""
+    from eval.crossval import held_out_warning
+
+    summary = inputs.summary or {}
+    if "cross_validation" not in summary:
+        return None
+    return held_out_warning(summary["cross_validation"], summary.get("names") or {})
+
+
 def build_report(folder: str | Path, options: ReportOptions | None = None) -> Report:
     """Everything the page shows, from an eval.search output folder or a main-job run folder."""
     options = options or ReportOptions()
@@ -410,6 +420,11 @@ def build_report(folder: str | Path, options: ReportOptions | None = None) -> Re
     headline = build_headline(inputs, options.max_p)
     queries, documents, human = build_queries(inputs, options, headline, notes)
     held = held_out(inputs)
+    warning = _held_out_warning(inputs)
+    if warning:  # the first words of the page, and the headline's notice
+        notes.insert(0, warning)
+        headline.notice = f"{warning} {headline.notice}"
+        headline.untrusted = True
     learned = learned_queries_note(
         inputs, {row.qid for row in queries}, human.judged_queries() if human else set()
     )

@@ -97,7 +97,7 @@
   function drawHeadline() {
     const notice = $("headline-notice");
     notice.textContent = H.notice;
-    if (!H.intervals) notice.classList.add("biased");
+    if (!H.intervals || H.untrusted) notice.classList.add("biased");
     const table = $("headline-table");
     table.append(el("thead", {}, el("tr", {}, el("th", { text: "run" }), H.metrics.map(metricHeading))));
     const body = el("tbody");

@@ -112,6 +112,9 @@ def test_main_job_end_to_end_reduced(
     assert card["data"]["dataset"].endswith("fold-0")
     report = (run / "report.md").read_text()
     assert "3-fold cross-validation by query" in report and "MiniLM cosine (baseline)" in report
+    # A grader that does not beat both baselines is said in the report's first lines.
+    first_lines = report.split("## Held-out quality")[0]
+    assert ("Not trustworthy: the grader" in first_lines) == (not verdict)
     assert set(summary["search"]) == {"bm25", "bm25-grader"}
     assert "Kendall" in (run / "report.md").read_text()
     # Four queries keep their human judgments: PPI estimates of every run and of the difference.

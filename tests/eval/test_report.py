@@ -320,7 +320,11 @@ def test_the_corpus_is_found_from_the_stage_command_when_provenance_is_missing(
     (run / "stages").mkdir()
     (run / "stages" / "metric-pipeline.json").write_text(json.dumps({"command": command}))
     report = build_report(run)
-    assert not [note for note in report.notes if "learned from" not in note]
+    assert not [
+        note
+        for note in report.notes
+        if "learned from" not in note and not note.startswith("Not trustworthy")
+    ]
     assert report.documents and any(row.judged for row in report.queries)
     assert report.provenance.commands[0].command.startswith("python -m eval.search --run x.trec")
 
@@ -489,3 +493,19 @@ def test_a_corpus_without_the_evaluated_documents_is_said(folders, tmp_path: Pat
     report = build_report(folders["no_human"], ReportOptions(corpus=str(corpus.parent)))
     assert report.documents == {}
     assert any("holds none of the" in note for note in report.notes), report.notes
+
+
+def test_a_grader_that_does_not_beat_its_baselines_is_said_first(folders):
+    """The fixture's grader ties the cosine on held-out queries: the page's first note and the
+    headline say the runs' metrics under its labels are not to be trusted, naming the best."""
+    from eval.crossval import held_out_warning
+
+    summary = read(folders["main_job"], "summary.json")
+    assert summary["cross_validation"]["beats_every_baseline"]["grader"] is False
+    report = build_report(folders["main_job"])
+    assert report.notes[0].startswith("Not trustworthy: the grader")
+    assert "The best labeler on held-out queries was" in report.notes[0]
+    assert report.headline.untrusted and report.headline.notice.startswith("Not trustworthy")
+    winning = summary["cross_validation"] | {"beats_every_baseline": {"grader": True}}
+    assert held_out_warning(winning, summary["names"]) is None
+    assert not build_report(folders["human"]).headline.untrusted  # no held-out study: no verdict
