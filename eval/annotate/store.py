@@ -135,19 +135,46 @@ def check_out(folder: Path, session: dict[str, Any]) -> None:
 
 def fold(records: Iterable[Judgment], value: str = "grade") -> dict[tuple[str, str], int]:
     """One value (``grade`` or ``label``) per (query, document) over the assessors: an
-    adjudication wins, otherwise the lower median of the assessors' values."""
-    values: dict[tuple[str, str], list[int]] = {}
+    adjudication wins; where every hit has the same number of assessors, the lower median of
+    their values. Where only some hits are judged by several assessors, a median of two beside
+    single grades would mix two estimands (the lower of two grades is systematically lower), so
+    each hit keeps one assessor's value: the primary assessor's (the one who judged most), else
+    its first; the other grades measure agreement only, and a warning says so."""
+    values: dict[tuple[str, str], list[tuple[str, int]]] = {}
     final: dict[tuple[str, str], int] = {}
     for record in records:
         item = getattr(record, value)
         if item is None:
             raise ValueError(f"judgments: {record.qid}/{record.doc_id} has no {value}")
-        values.setdefault((record.qid, record.doc_id), []).append(int(item))
+        values.setdefault((record.qid, record.doc_id), []).append((assessor_of(record), int(item)))
         if (record.model_extra or {}).get("adjudication"):
             final[(record.qid, record.doc_id)] = int(item)
+    counts = {len({who for who, _ in items}) for pair, items in values.items() if pair not in final}
+    if len(counts) <= 1:
+        for pair, items in values.items():
+            ordered = sorted(item for _, item in items)
+            final.setdefault(pair, ordered[(len(ordered) - 1) // 2])
+        return final
+    primary = _primary_assessor(values)
+    logger.warning(
+        "judgments: only some hits are judged by several assessors; each keeps one assessor's "
+        "%s (%s's where given, else the first), the others count towards agreement only",
+        value,
+        primary,
+    )
     for pair, items in values.items():
-        final.setdefault(pair, sorted(items)[(len(items) - 1) // 2])
+        mine = [item for who, item in items if who == primary]
+        final.setdefault(pair, (mine or [items[0][1]])[-1])
     return final
+
+
+def _primary_assessor(values: Mapping[tuple[str, str], list[tuple[str, int]]]) -> str:
+    """The assessor who judged the most hits (ties: by name)."""
+    judged: dict[str, int] = {}
+    for items in values.values():
+        for who in {who for who, _ in items}:
+            judged[who] = judged.get(who, 0) + 1
+    return min(judged, key=lambda who: (-judged[who], who))
 
 
 def as_qrels(grades: Mapping[tuple[str, str], int]) -> Qrels:

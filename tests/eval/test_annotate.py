@@ -141,8 +141,9 @@ def test_judgments_are_durable_folded_and_undone_by_an_appended_line(tmp_path: P
     store.add(record("alice", "d2", 2))
     store.add(record("bob", "d2", 2))
     store.add(record("carol", "d3", 0))
-    # Two assessors: the lower grade; adjudicated: the adjudicator's.
-    assert store.grades() == {("q1", "d1"): 1, ("q1", "d2"): 2, ("q1", "d3"): 0}
+    # Only some hits judged twice: one assessor's grade each (alice's: she judged the most, tied
+    # with bob and first by name); adjudicated: the adjudicator's.
+    assert store.grades() == {("q1", "d1"): 3, ("q1", "d2"): 2, ("q1", "d3"): 0}
     store.add(record("dave", "d1", 3, adjudication=True))
     assert read_qrels(tmp_path / QRELS_FILE) == {"q1": {"d1": 3, "d2": 2, "d3": 0}}
     before = (tmp_path / "judgments.jsonl").read_text()
@@ -705,3 +706,23 @@ def test_judge_later_comes_back_before_the_next_query_and_cannot_tell_ends_a_hit
     assert unsure.json()["finished_query"] == first["qid"]
     assert unsure.json()["hit"]["qid"] != first["qid"]
     assert (first["qid"], first["doc_id"]) not in judging.store.grades()
+
+
+def test_hits_judged_twice_among_hits_judged_once_keep_one_assessors_grade(caplog):
+    """Folding the lower of two grades where only some hits are double-judged would make the
+    estimand a mixture (a systematically lower grade on those hits): each keeps one assessor's."""
+    from data.core.records import Judgment
+    from eval.annotate.store import fold
+
+    def record(doc: str, assessor: str, grade: int) -> Judgment:
+        fields = {"qid": "q1", "query": "axon", "doc_id": doc, "text": "t", "grade": grade}
+        return Judgment.model_validate(fields | {"assessor": assessor})
+
+    both = [record("d1", "alice", 3), record("d1", "bob", 1), record("d2", "alice", 2)]
+    both += [record("d2", "bob", 2), record("d3", "bob", 0), record("d3", "alice", 1)]
+    assert fold(both) == {("q1", "d1"): 1, ("q1", "d2"): 2, ("q1", "d3"): 0}  # all doubled
+    assert not caplog.text
+    mixed = [record("d1", "alice", 3), record("d1", "bob", 1), record("d2", "alice", 2)]
+    mixed += [record("d3", "bob", 0)]
+    assert fold(mixed) == {("q1", "d1"): 3, ("q1", "d2"): 2, ("q1", "d3"): 0}
+    assert "only some hits are judged by several assessors" in caplog.text
