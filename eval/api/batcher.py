@@ -14,6 +14,14 @@ from eval.labelers import Hit, HitLabel, Labeler
 # The rate's half-life as a share of max_wait_s (5 s of grading for 30 s): short enough that
 # the estimate follows a slower machine well within one promised wait.
 RATE_HALF_LIFE_SHARE = 1 / 6
+# Pairs per second assumed before anything is measured (a batcher used without warm_up): below
+# what the smallest grader does on 2 CPU cores at full length (about 3.6 pairs/s), so the wait
+# limit holds for the first request too.
+ASSUMED_PAIRS_PER_S = 1.0
+# The warm-up's timed probe: this many pairs of a document longer than any grader reads (it is
+# cut at the grader's max_length), so the first rate is what the longest hits cost.
+PROBE_PAIRS = 4
+PROBE_TEXT = "warm up " * 1500
 
 
 @dataclass
@@ -63,10 +71,13 @@ class MicroBatcher:
     once, and a request is refused when the pairs admitted before it (queued, and the whole
     batch in progress) plus its own would take more than ``max_wait_s`` at the current rate:
     :class:`GradingRate`'s recent one, lowered to what the batch in progress shows when it runs
-    longer than that rate allows. Until a batch has been graded the rate is unknown and one
-    batch of pairs (``max_pairs``) is admitted. A batch takes no more pairs than its earliest
-    deadline leaves time for, so requests batched behind one do not keep it past its wait. A
-    request whose caller stopped waiting (its future cancelled) is dropped before it is graded.
+    longer than that rate allows. That holds for a request alone too (an empty queue promises
+    nothing about a request of 100 long hits): one that alone would take longer is refused with
+    the number of hits that would fit. :meth:`warm_up` measures the rate before the first client
+    (a timed probe of full-length pairs); until a rate is measured, ``assumed_rate`` pairs per
+    second is taken. A batch takes no more pairs than its earliest deadline leaves time for, so
+    requests batched behind one do not keep it past its wait. A request whose caller stopped
+    waiting (its future cancelled) is dropped before it is graded.
     """
 
     def __init__(
@@ -77,6 +88,7 @@ class MicroBatcher:
         max_queued: int = 1024,
         max_wait_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
+        assumed_rate: float = ASSUMED_PAIRS_PER_S,
     ) -> None:
         self.labeler = labeler
         self.wait = wait_ms / 1000
@@ -84,6 +96,7 @@ class MicroBatcher:
         self.max_queued = max_queued
         self.max_wait_s = max_wait_s
         self.clock = clock
+        self.assumed_rate = assumed_rate
         self.rate = GradingRate(max_wait_s * RATE_HALF_LIFE_SHARE)
         self.in_flight: tuple[int, float] | None = None  # the batch being graded: pairs, start
         self.pending = 0  # pairs admitted and not yet graded: queued or in the batch in progress
@@ -110,8 +123,14 @@ class MicroBatcher:
         return await loop.run_in_executor(self.executor, self.labeler.label_many, requests)
 
     async def warm_up(self) -> None:
-        """One tiny labelling call, so the first client does not pay the start-up cost."""
+        """One tiny labelling call, so the first client does not pay the start-up cost, then a
+        timed probe (:data:`PROBE_PAIRS` pairs cut at the grader's length) that gives the rate
+        the first requests are admitted at."""
         await self._label_many([("warm-up", "warm up", [Hit("warm-up", "warm up")])])
+        probe = [Hit(f"warm-up-{i}", PROBE_TEXT) for i in range(PROBE_PAIRS)]
+        started = self.clock()
+        await self._label_many([("warm-up", "warm up", probe)])
+        self.rate.add(PROBE_PAIRS, max(self.clock() - started, 1e-6))
 
     def current_rate(self) -> float | None:
         """Pairs per second now: the recent rate, or less when the batch in progress has run
@@ -124,29 +143,37 @@ class MicroBatcher:
                 rate = pairs / elapsed  # this batch is running slower than the recent rate
         return rate
 
-    def expected_wait(self, pairs: int) -> float | None:
-        """Seconds until ``pairs`` more would be graded behind every pair admitted before them
-        (None: the rate is unknown)."""
-        rate = self.current_rate()
-        return None if not rate else (self.pending + pairs) / rate
+    def expected_wait(self, pairs: int) -> float:
+        """Seconds until ``pairs`` more would be graded behind every pair admitted before them,
+        at the current rate (the assumed one before any is measured)."""
+        return (self.pending + pairs) / (self.current_rate() or self.assumed_rate)
 
     def admit(self, pairs: int) -> None:
         """Count ``pairs`` as admitted, or raise :class:`QueueFull` saying which limit they break."""
+        measured = self.current_rate()
+        rate = measured or self.assumed_rate
         wait = self.expected_wait(pairs)
-        retry_after = max(1, math.ceil(wait or 1))
+        retry_after = max(1, math.ceil(wait))
         if self.pending and self.pending + pairs > self.max_queued:
             raise QueueFull(
                 f"{self.pending} pairs are waiting; the limit is {self.max_queued}", retry_after
             )
-        if self.pending and wait is not None and wait > self.max_wait_s:
+        if pairs / rate > self.max_wait_s:  # too long even with nothing queued before it
+            basis = "as measured" if measured else "assumed until a batch is graded"
+            fits = math.floor(self.max_wait_s * rate)
+            advice = (
+                f"send at most {fits} hits per request"
+                if fits
+                else "not even one hit fits: raise GRADER_MAX_WAIT_S"
+            )
             raise QueueFull(
-                f"about {wait:.0f} s of grading is queued; the limit is {self.max_wait_s:.0f} s",
+                f"{pairs} hits would take about {pairs / rate:.1f} s to grade at "
+                f"{rate:.3g} pairs/s ({basis}); the wait limit is {self.max_wait_s:g} s: {advice}",
                 retry_after,
             )
-        if self.pending and wait is None and self.pending + pairs > self.max_pairs:
+        if wait > self.max_wait_s:
             raise QueueFull(
-                f"the grading rate is not measured yet and {self.pending} pairs are waiting; "
-                f"until it is, the limit is one batch of {self.max_pairs}",
+                f"about {wait:.0f} s of grading is queued; the limit is {self.max_wait_s:.0f} s",
                 retry_after,
             )
         self.pending += pairs

@@ -779,6 +779,7 @@ def replay_api_wait_under_load(root: Path) -> None:
 
     async def run() -> list[tuple[float, float]]:
         batcher = MicroBatcher(_SlowingLabeler(0.01, 0.02, slow_after), max_wait_s=limit)
+        await batcher.warm_up()  # as the server does: the first rate is measured
         batcher.start()
         try:
             return await _offered_load(batcher, seconds=7.0, every=0.02)

@@ -12,6 +12,50 @@ from collections.abc import Callable
 from pathlib import Path
 
 
+def replay_first_request_within_the_wait(root: Path) -> None:
+    """Item 8: with a 2 s wait limit (GRADER_MAX_WAIT_S) a 100-hit request was admitted because
+    the queue was empty, and answered after 27.7 s. Scaled to a grader ten times as fast (100
+    hits: 2.8 s): the request is refused at once with Retry-After and the number of hits that
+    fit, and a request of that many is answered within the limit."""
+    import asyncio
+    import re
+    import time
+
+    from eval.api import MicroBatcher, QueueFull
+    from eval.labelers import Hit, HitLabel
+
+    class Grader:
+        name = "slow"
+
+        def label_many(self, requests: list) -> list:
+            time.sleep(0.0277 * sum(len(hits) for _, _, hits in requests))
+            return [[HitLabel(relevant=True) for _ in hits] for _, _, hits in requests]
+
+    async def run() -> tuple[float, str, float]:
+        batcher = MicroBatcher(Grader(), max_wait_s=2.0)  # type: ignore[arg-type]
+        await batcher.warm_up()
+        batcher.start()
+        try:
+            sent = time.monotonic()
+            try:
+                await batcher.label("q", [Hit(str(i), "x") for i in range(100)])
+                refused = ""
+            except QueueFull as exc:
+                refused = f"{exc} (Retry-After {exc.retry_after})"
+            first = time.monotonic() - sent
+            fits = int(re.search(r"at most (\d+) hits", refused).group(1)) if refused else 1
+            sent = time.monotonic()
+            await batcher.label("q", [Hit(str(i), "x") for i in range(fits)])
+            return first, refused, time.monotonic() - sent
+        finally:
+            await batcher.stop()
+
+    first, refused, answered = asyncio.run(run())
+    assert refused, f"the 100-hit request was admitted and answered after {first:.1f} s"
+    assert first < 0.5, f"refused only after {first:.1f} s"
+    assert answered <= 2.0 * 1.15, f"a request of the advised size waited {answered:.2f} s"
+
+
 def replay_invisible_characters_inside_a_query(root: Path) -> None:
     """Item 9: a soft hyphen (U+00AD) or a no-break space (U+00A0) inside a query moved the
     grader's score (0.604 -> 0.773 / 0.438); the grader's input is now the plain query's."""
@@ -75,6 +119,11 @@ def replay_unclear_errors_named(root: Path) -> None:
 
 
 REPLAYS: list[tuple[int, str, Callable[[Path], None]]] = [
+    (
+        8,
+        "round 4: wait limit held for a first, large request",
+        replay_first_request_within_the_wait,
+    ),
     (
         9,
         "round 4: soft hyphen, no-break space in a query",

@@ -89,14 +89,54 @@ def test_a_batch_running_long_lowers_the_rate_at_once():
     assert batcher.pending == 70
 
 
-def test_before_any_batch_is_graded_one_batch_of_pairs_is_admitted():
-    from eval.api import QueueFull
+class ClockedLabeler(DictLabeler):
+    """Grades ``per_pair`` seconds a pair on a fake clock."""
 
-    batcher = make_batcher(FakeClock(), max_pairs=32)
+    def __init__(self, clock: FakeClock, per_pair: float) -> None:
+        super().__init__({"a": 3})
+        self.clock, self.per_pair = clock, per_pair
+
+    def label_many(self, requests):
+        self.clock.now += self.per_pair * sum(len(hits) for _, _, hits in requests)
+        return super().label_many(requests)
+
+
+def test_the_wait_limit_holds_for_a_first_request_alone():
+    """With a 2 s wait limit a 100-hit request was admitted because nothing was queued, and
+    answered after 27.7 s: its cost is now estimated from the rate measured at warm-up."""
+    import asyncio
+
+    from eval.api import MicroBatcher, QueueFull
+
+    clock = FakeClock()
+    batcher = MicroBatcher(ClockedLabeler(clock, 0.277), clock=clock, max_wait_s=2)
+    asyncio.run(batcher.warm_up())
+    assert batcher.current_rate() == pytest.approx(1 / 0.277)
+    with pytest.raises(QueueFull, match=r"100 hits would take about 27.7 s") as refused:
+        batcher.admit(100)
+    assert "as measured); the wait limit is 2 s: send at most 7 hits per request" in str(
+        refused.value
+    )
+    assert refused.value.retry_after == 28 and batcher.pending == 0
+    batcher.admit(7)  # 1.94 s
+    assert batcher.pending == 7
+
+
+def test_before_any_measurement_a_conservative_rate_is_assumed():
+    from eval.api import QueueFull
+    from eval.api.batcher import ASSUMED_PAIRS_PER_S
+
+    assert ASSUMED_PAIRS_PER_S <= 1.0
+    batcher = make_batcher(FakeClock(), max_wait_s=30)
+    with pytest.raises(QueueFull, match=r"31 hits would take about 31.0 s .*assumed until a batch"):
+        batcher.admit(31)
     batcher.admit(20)
-    batcher.admit(12)
-    with pytest.raises(QueueFull, match="not measured yet and 32 pairs are waiting"):
-        batcher.admit(1)
+    with pytest.raises(QueueFull, match="about 32 s of grading is queued"):
+        batcher.admit(12)
+    batcher.admit(10)
+    tiny = make_batcher(FakeClock(), max_wait_s=0.5)
+    with pytest.raises(QueueFull, match="not even one hit fits: raise GRADER_MAX_WAIT_S"):
+        tiny.admit(1)
 
 
 def test_a_batch_takes_no_more_pairs_than_its_first_request_has_time_left_for():
@@ -523,7 +563,7 @@ def test_a_chunked_body_over_the_limit_is_cut_at_the_limit():
             "/v1/eval/search", content=chunks(), headers={"content-type": "application/json"}
         )
     assert response.status_code == 413 and "limit is 1000" in response.json()["detail"]
-    assert labeler.calls == 1  # the start-up warm-up only
+    assert labeler.calls == 2  # the start-up warm-up only (a first call, then the timed probe)
 
 
 def test_a_request_that_would_wait_too_long_is_shed_with_a_retry_after():
@@ -584,7 +624,34 @@ def test_a_caller_who_gives_up_is_not_graded_behind_the_real_middleware_stack():
         while batcher.dropped == 0 and time.time() < deadline:
             time.sleep(0.05)
     assert batcher.dropped == 1
-    assert labeler.calls == 2  # the warm-up and the first request; the abandoned one never
+    assert labeler.calls == 3  # the warm-up's two and the first request; the abandoned one never
+
+
+def test_a_request_that_cannot_be_answered_within_the_wait_is_refused_through_the_api():
+    """The reported case end to end: a grader measured at warm-up, a 2 s wait limit and an empty
+    queue; a request longer than the limit gets 503 and Retry-After at once, a short one its
+    answer."""
+    from fastapi.testclient import TestClient
+
+    from eval.api import ApiSettings, create_app
+
+    class Slow(DictLabeler):
+        def label_many(self, requests):
+            time.sleep(0.05 * sum(len(hits) for _, _, hits in requests))
+            return super().label_many(requests)
+
+    labeler = Slow({"d1": 3})
+    settings = ApiSettings(model=None, token=None, max_wait_s=1)
+    hits = [{"id": f"d{i}", "text": "an axon"} for i in range(40)]
+    with TestClient(create_app(labeler=labeler, settings=settings)) as client:
+        started = time.perf_counter()
+        text_only = {"fields": ["text"]}
+        refused = client.post("/v1/eval/search", json=request_body(hits=hits, eval=text_only))
+        refused_after = time.perf_counter() - started
+        answered = client.post("/v1/eval/search", json=request_body(hits=hits[:5], eval=text_only))
+    assert refused.status_code == 503 and int(refused.headers["retry-after"]) >= 2
+    assert "40 hits would take about" in refused.json()["detail"] and refused_after < 1
+    assert answered.status_code == 200 and labeler.calls == 3
 
 
 def test_a_body_that_is_not_utf8_is_named_as_such_with_where(client):
