@@ -184,6 +184,22 @@ def settings(config: AnnotateConfig, old: dict[str, Any] | None, out: Path) -> d
     return chosen
 
 
+def first_run_rankings(session: dict[str, Any]) -> dict[str, list[str]] | None:
+    """The first judged run's top k of each pooled query, for the width the judging reaches;
+    None where the run file is no longer there (the page then shows counts only)."""
+    from data.beir import ranked, read_trec_run
+
+    runs = [path for name, path in session["runs"].items() if name != "sample"]
+    if not runs or not Path(runs[0]).is_file():
+        return None
+    run = read_trec_run(runs[0])
+    return {
+        qid: [doc_id for doc_id, _ in ranked(run[qid])[: session["k"]]]
+        for qid, _ in session["pool"]
+        if qid in run
+    }
+
+
 def valid_assessor_or(name: str) -> str:
     """$USER as the default assessor, or "assessor" where the login name is not a valid one."""
     try:
@@ -266,6 +282,8 @@ def serve(config: AnnotateConfig) -> None:
             reveal=session["reveal"],
             highlight=session["highlight"],
             secret=session_secret(out),
+            rankings=first_run_rankings(session),
+            k=session["k"],
         )
         print(f"judging {len(judging.hits)} hits of {len(pool)} queries into {out}", flush=True)
         for name in judging.assessors:  # a secret link each: the token is who is judging

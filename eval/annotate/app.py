@@ -41,6 +41,7 @@ from data.beir import Document
 from data.core.records import GRADE_SCALE, MAX_GRADE, label_from_grade
 from eval.annotate.agreement import by_assessor, disagreements
 from eval.annotate.pool import shown_order
+from eval.annotate.progress import interval_progress
 from eval.annotate.store import JudgmentStore
 
 ASSESSOR = r"^[\w.@-]{1,64}$"
@@ -130,10 +131,14 @@ class Judging:
         reveal: str = "end",
         highlight: bool = True,
         secret: bytes = b"",
+        rankings: Mapping[str, list[str]] | None = None,
+        k: int = 10,
     ) -> None:
         self.pool, self.queries, self.documents, self.store = pool, queries, documents, store
         self.labels, self.adjudicate, self.seed = labels, adjudicate, seed
         self.reveal, self.highlight = reveal, highlight
+        # The first run's top k per query: the interval width reached so far is of its NDCG@k.
+        self.rankings, self.k = rankings, k
         names = [assessors] if isinstance(assessors, str) else list(assessors)
         self.assessors = [valid_assessor(name) for name in dict.fromkeys(names)]
         self.tokens = {token_for(secret, name): name for name in self.assessors}
@@ -206,6 +211,7 @@ class Judging:
             "total": len(order),
             "queries_done": len(done),
             "queries": len(queries),
+            "interval": self.interval(assessor, done, len(queries)),
         }
         finished = hit is None
         reveal = {
@@ -218,6 +224,19 @@ class Judging:
             "progress": progress,
             "reveal": reveal,
         } | extra
+
+    def interval(self, assessor: str, done: list[str], queries: int) -> dict[str, Any] | None:
+        """The width the assessor's fully graded queries reach (people's grades only), and the
+        queries an interval of the target width needs; None without the runs' rankings."""
+        if not self.rankings:
+            return None
+        grades: dict[str, dict[str, int]] = {}
+        for (qid, doc_id), judgment in self.store.judged(assessor).items():
+            grades.setdefault(qid, {})[doc_id] = int(judgment.grade)
+        graded = {
+            q: grades[q] for q in done if q in grades and all(d in grades[q] for d in self.pool[q])
+        }
+        return interval_progress(self.rankings, graded, self.k, queries)
 
     def shown(
         self, assessor: str, hit: Hit, answered: Mapping[Hit, Any], queries: list[str]

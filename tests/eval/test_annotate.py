@@ -726,3 +726,24 @@ def test_hits_judged_twice_among_hits_judged_once_keep_one_assessors_grade(caplo
     mixed += [record("d3", "bob", 0)]
     assert fold(mixed) == {("q1", "d1"): 3, ("q1", "d2"): 2, ("q1", "d3"): 0}
     assert "only some hits are judged by several assessors" in caplog.text
+
+
+def test_the_page_shows_the_width_the_graded_queries_reach_and_the_queries_left(tmp_path: Path):
+    """As queries are finished the state carries the human-only NDCG@k interval's width over
+    them and the queries a 0.1 width needs; from people's grades only (no labeler in it)."""
+    from eval.annotate.__main__ import first_run_rankings
+    from eval.annotate.app import JudgeIn
+    from eval.annotate.store import read_session
+
+    judging, _ = judging_for(tmp_path, "--queries", "q1", "q2", "q3", "q4", labels=False)
+    session = read_session(tmp_path / "out")
+    judging.rankings, judging.k = first_run_rankings(session), session["k"]
+    assert judging.state("alice")["progress"]["interval"]["width"] is None
+    for qid, doc in judging.order("alice"):
+        judging.judge("alice", JudgeIn(qid=qid, doc_id=doc, grade=int(doc[1:]) % 4, seconds=1))
+        interval = judging.state("alice")["progress"]["interval"]
+        if interval["judged"] >= 2:
+            break
+    assert interval["metric"] == "ndcg@5" and 0 < interval["width"] <= 1
+    assert interval["needed"] >= 2 and interval["reachable"] is False  # 4 queries cannot
+    assert judging.state("bob")["progress"]["interval"]["judged"] == 0  # alice's, not bob's

@@ -177,6 +177,9 @@ def test_a_person_judges_ten_hits_by_keyboard_and_the_qrels_hold_exactly_those(
         expected[hit] = i % 4
     # A query is done, the session is not: nothing of the labeler is in the page.
     assert labeler_seen(browser, api_answers(browser)) == []
+    # The work left, in interval widths: after one finished query, when the width will show.
+    width = browser.find_element("id", "progress-width").text
+    assert "ndcg@5" in width and "after 2 fully graded queries" in width
     qrels = read_qrels(out / "qrels.txt")
     assert {(q, d): g for q, docs in qrels.items() for d, g in docs.items()} == expected
     records = lines_of(out / "judgments.jsonl")
