@@ -120,7 +120,9 @@ def new_session_for(config: AnnotateConfig, corpus: dict, queries: dict) -> dict
     for qid in pool:
         if qid not in queries:
             raise ValueError(f"queries: query {qid!r} of the sample is not in the queries file")
-    session = new_session(corpus_file, files, config.k, config.seed, pool)
+    # The sample is recorded as "sample", not as a run: "runs" holds only the judged runs.
+    runs_only = {name: path for name, path in files.items() if name != "sample"}
+    session = new_session(corpus_file, runs_only, config.k, config.seed, pool)
     return session | {"draw": design.to_dict() if design else None, "sample": files["sample"]}
 
 
@@ -189,6 +191,7 @@ def first_run_rankings(session: dict[str, Any]) -> dict[str, list[str]] | None:
     None where the run file is no longer there (the page then shows counts only)."""
     from data.beir import ranked, read_trec_run
 
+    # Sessions written before "sample" left "runs" still list it there.
     runs = [path for name, path in session["runs"].items() if name != "sample"]
     if not runs or not Path(runs[0]).is_file():
         return None

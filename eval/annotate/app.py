@@ -212,6 +212,7 @@ class Judging:
             "queries_done": len(done),
             "queries": len(queries),
             "interval": self.interval(assessor, done, len(queries)),
+            "minutes_left": self.minutes_left(assessor, len(order) - len(answered)),
         }
         finished = hit is None
         reveal = {
@@ -224,6 +225,17 @@ class Judging:
             "progress": progress,
             "reveal": reveal,
         } | extra
+
+    def minutes_left(self, assessor: str, hits_left: int) -> float | None:
+        """The hits left at the assessor's own pace (the median seconds of their judgments so
+        far); None before five judgments say what the pace is."""
+        recorded = [
+            (j.model_extra or {}).get("seconds") for j in self.store.judged(assessor).values()
+        ]
+        seconds = sorted(float(s) for s in recorded if isinstance(s, int | float))
+        if len(seconds) < 5:
+            return None
+        return round(max(0, hits_left) * seconds[len(seconds) // 2] / 60, 1)
 
     def interval(self, assessor: str, done: list[str], queries: int) -> dict[str, Any] | None:
         """The width the assessor's fully graded queries reach (people's grades only), and the

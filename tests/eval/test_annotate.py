@@ -747,3 +747,10 @@ def test_the_page_shows_the_width_the_graded_queries_reach_and_the_queries_left(
     assert interval["metric"] == "ndcg@5" and 0 < interval["width"] <= 1
     assert interval["needed"] >= 2 and interval["reachable"] is False  # 4 queries cannot
     assert judging.state("bob")["progress"]["interval"]["judged"] == 0  # alice's, not bob's
+    # The work left in minutes, at alice's own pace (1 s a hit) once five judgments show it.
+    progress = judging.state("alice")["progress"]
+    left = progress["total"] - progress["judged"]
+    assert progress["minutes_left"] == round(left / 60, 1)
+    assert judging.state("bob")["progress"]["minutes_left"] is None
+    # The session records the runs it judged; the sample is not one of them.
+    assert set(session["runs"]) == {"a", "b"} and session["sample"] == "--queries"
