@@ -175,14 +175,22 @@ def cpu_has_fast_bf16(cpuinfo: str | None = None) -> bool:
 
 
 def inference_dtype(device: str | torch.device) -> torch.dtype:
-    """bfloat16 on GPUs and on CPUs with bf16 instructions, float32 elsewhere
-    (``RELEVANCE_GRADER_CPU_DTYPE`` overrides on CPU)."""
+    """float32 on a CPU, bfloat16 on GPUs. A CPU's bf16 is opt-in
+    (``RELEVANCE_GRADER_CPU_DTYPE=bfloat16``, about 3x faster where the CPU has bf16
+    instructions): in bf16 a pair's score depends on which pairs share its batch (by up to
+    ~1e-2), so one pair would get different scores from different commands, and every figure a
+    user sees must not depend on how pairs were batched."""
     if str(device).startswith("cuda"):
         return torch.bfloat16
     override = os.environ.get("RELEVANCE_GRADER_CPU_DTYPE")
     if override:
         return getattr(torch, override)
-    return torch.bfloat16 if cpu_has_fast_bf16() else torch.float32
+    return torch.float32
+
+
+def dtype_name(device: str | torch.device = "cpu") -> str:
+    """The inference dtype's name (``float32``), as outputs record it."""
+    return str(inference_dtype(device)).removeprefix("torch.")
 
 
 RESERVED_PAD_TOKEN = "<|finetune_right_pad_id|>"  # Llama 3.1 / 3.2

@@ -568,6 +568,7 @@ class Pipeline:
             "run_dir": str(self.root),
             "seconds": round(seconds, 1),
             "stage_seconds": self.timings,
+            "scoring_dtype": search.get("scoring_dtype"),  # as its stages scored
             "folds": study["folds"],
             "queries_per_fold": study["queries_per_fold"],
             "names": self.row_names(),
@@ -649,7 +650,8 @@ def report_markdown(summary: dict[str, Any]) -> str:
         "# Main job report",
         "",
         *([f"**{warning}**", ""] if warning else []),
-        f"Run directory `{summary['run_dir']}`; total {summary['seconds']} s.",
+        f"Run directory `{summary['run_dir']}`; total {summary['seconds']} s; models scored in "
+        f"{summary.get('scoring_dtype') or 'an unrecorded dtype'}.",
         "",
         "## Held-out quality",
         "",

@@ -44,6 +44,19 @@ from eval.search.ppi_report import ppi_heading, ppi_table, report_ppi
 logger = logging.getLogger(__name__)
 
 
+def scoring_dtype() -> str:
+    """The dtype models score in here (float32 on a CPU unless bf16 is asked for)."""
+    from models.resolve import dtype_name
+
+    try:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:  # a labeler without a model (qrels, judgments) needs no torch
+        device = "cpu"
+    return dtype_name(device)
+
+
 def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([SearchEvalConfig], args)
     if not config.run or not config.corpus or not config.labeler:
@@ -66,7 +79,13 @@ def main(args: Sequence[str] | None = None) -> None:
     graded, binary = inferred_qrels(results)
     write_trec_qrels(out / "inferred_qrels.txt", graded)
     write_json(out / "per_query.json", results)
-    report: dict[str, Any] = {"labeler": config.labeler, "k": config.k, "mean": summary}
+    report: dict[str, Any] = {
+        "labeler": config.labeler,
+        "k": config.k,
+        # The labeler's scores depend on it: a figure says which arithmetic produced it.
+        "scoring_dtype": scoring_dtype(),
+        "mean": summary,
+    }
     if len(runs) > 1:
         report["comparison"] = compare_runs(runs, graded, binary, config.k, config.stat_test)
     ppi = report_ppi(config, per_run, results, human, human_pairs, (query_design, pair_design))

@@ -363,3 +363,12 @@ def test_human_qrels_off_the_0_to_3_scale_are_refused_not_taken_as_gains(tmp_pat
         human_qrels(str(path))
     path.write_text("q1 0 d1 3\nq1 0 d2 0\n")
     assert human_qrels(str(path)) == {"q1": {"d1": 3, "d2": 0}}
+
+
+def test_metrics_json_records_the_dtype_the_scores_were_made_in(tmp_path: Path, monkeypatch):
+    from eval.search.command import scoring_dtype
+
+    monkeypatch.delenv("RELEVANCE_GRADER_CPU_DTYPE", raising=False)
+    assert scoring_dtype() == "float32"  # every CPU, bf16 instructions or not
+    monkeypatch.setenv("RELEVANCE_GRADER_CPU_DTYPE", "bfloat16")
+    assert scoring_dtype() == "bfloat16"

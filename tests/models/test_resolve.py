@@ -117,14 +117,16 @@ def test_minilm_embedder_gives_unit_vectors_that_rank_paraphrases_higher():
 
 
 def test_inference_dtype_choice(monkeypatch: pytest.MonkeyPatch):
+    # float32 on every CPU, bf16 instructions or not: one pair, one score, however batched.
     monkeypatch.delenv("RELEVANCE_GRADER_CPU_DTYPE", raising=False)
     monkeypatch.setattr(resolve, "cpu_has_fast_bf16", lambda: True)
-    assert resolve.inference_dtype("cpu") == torch.bfloat16
+    assert resolve.inference_dtype("cpu") == torch.float32
+    assert resolve.dtype_name("cpu") == "float32"
     monkeypatch.setattr(resolve, "cpu_has_fast_bf16", lambda: False)
     assert resolve.inference_dtype("cpu") == torch.float32
     assert resolve.inference_dtype("cuda:0") == torch.bfloat16
-    monkeypatch.setenv("RELEVANCE_GRADER_CPU_DTYPE", "float32")
-    assert resolve.inference_dtype("cpu") == torch.float32
+    monkeypatch.setenv("RELEVANCE_GRADER_CPU_DTYPE", "bfloat16")  # opt-in speed
+    assert resolve.inference_dtype("cpu") == torch.bfloat16
 
 
 @pytest.mark.parametrize(
