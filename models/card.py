@@ -93,6 +93,25 @@ def metrics_table(description: dict[str, Any]) -> str:
     return markdown_table(header, rows)
 
 
+def what_it_is(description: dict[str, Any], base: str, scoring: str) -> str:
+    """How the grader came to be, as it is: a query-likelihood grader whose backbone never
+    trained is the base model's zero-shot likelihood with a fitted scale and bias (training
+    cannot change its ranking), not a fine-tuned model."""
+    trainable = (description.get("parameters") or {}).get("trainable")
+    ql = description.get("query_likelihood") or {}
+    if description.get("mode") == "query_likelihood" and (ql.get("backbone") or trainable == 0):
+        return (
+            f"It is `{base}`'s zero-shot query likelihood (the pointwise mutual information of "
+            "query and document), with a scale and a bias fitted on a teacher's labels: no weight "
+            "of the model was trained, so its ranking within a query is the base model's."
+        )
+    loss = description.get("loss", {}).get("loss", "generative")
+    return (
+        f"It was trained on a teacher's relevance labels from `{base}` "
+        f"({description.get('mode')} fine-tuning, scored by {scoring}, loss `{loss}`)."
+    )
+
+
 def model_card(
     description: dict[str, Any], name: str, license_id: str | None = None, path: str | None = None
 ) -> str:
@@ -133,11 +152,9 @@ pipeline_tag: {family.pipeline_tag}
 
 # {name}: a relevance grader
 
-Says whether a document answers a search query: P(relevant) for a (query, document) pair. It was
-distilled from a relevance judge into `{hub_base}` ({description.get("mode")} fine-tuning,
-scored by {family.summary}, loss `{description.get("loss", {}).get("loss", "generative")}`) to
-label retrieval results for search and RAG evaluation (NDCG, MAP, MRR) at a fraction of a large
-judge's cost.
+Says whether a document answers a search query: P(relevant) for a (query, document) pair.
+{what_it_is(description, hub_base, family.summary)} It labels retrieval results for search and RAG
+evaluation (NDCG, MAP, MRR) at a fraction of a large judge's cost.
 
 ## Results
 

@@ -478,3 +478,18 @@ def test_the_local_cards_snippet_runs_as_pasted_from_another_folder(exported: Pa
     )[0]
     assert float(p) == pytest.approx(float(stored), abs=5e-5)
     assert decision == str(bool(stored >= grader.threshold))
+
+
+def test_the_card_says_a_zero_shot_query_likelihood_grader_is_not_fine_tuned():
+    from models.card import what_it_is
+
+    zero_shot = {
+        "mode": "query_likelihood",
+        "parameters": {"trainable": 0, "total": 10},
+        "query_likelihood": {"backbone": "smollm2-135m", "scale": 0.1, "bias": -1.0},
+    }
+    words = what_it_is(zero_shot, "HuggingFaceTB/SmolLM2-135M-Instruct", "PMI")
+    assert "zero-shot query likelihood" in words and "no weight" in words
+    assert "distilled" not in words and "fine-tuning" not in words
+    trained = {"mode": "classification", "parameters": {"trainable": 5}, "loss": {"loss": "ce"}}
+    assert "classification fine-tuning" in what_it_is(trained, "base", "a head")
