@@ -13,10 +13,9 @@ Stages:
  2. teacher labels for the judged pool (``data.label``; default teacher: the human qrels);
  3. cross-validation folds by query, stratified (``data.build --folds``);
  4. the embedded LLM judge on a sample of the pairs the folds test (``data.label``);
- 5. cross-validation (``eval.study``): per fold, the student grader trained on the other folds'
+ 5. cross-validation (``eval.study``): per fold, the student grader fitted on the other folds'
     queries (default: SmolLM2-135M's zero-shot query likelihood, only its scale and bias fitted),
-    threshold and temperature
-    fitted on validation queries inside them, and evaluated on the fold beside the BM25 and
+    threshold and temperature fitted on validation queries inside them, and evaluated on the fold beside the BM25 and
     cosine baselines (its document embeddings read from the dense index's) and the judge;
     pooled over the folds with the paired per-query difference to each baseline and its 95%
     interval (the report's verdict). The frozen bottom's states are computed once per pair for
