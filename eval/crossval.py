@@ -157,13 +157,16 @@ class CrossValidation:
         }
 
 
-def held_out_warning(cross: Mapping[str, Any], names: Mapping[str, str]) -> str | None:
-    """The report's first words when a grader does not beat every baseline on held-out queries
-    (``cross``: :meth:`CrossValidation.to_dict`): which labeler did best, and that the runs'
-    metrics under the grader's labels are not to be trusted; None when every grader beats them."""
-    losing = [m for m, beats in (cross.get("beats_every_baseline") or {}).items() if not beats]
-    if not losing:
+def held_out_warning(
+    cross: Mapping[str, Any], names: Mapping[str, str], labeler: str = "grader"
+) -> str | None:
+    """The report's first words when the grader that labels the runs (``labeler``, the row the
+    main job exports) does not beat every baseline on held-out queries (``cross``:
+    :meth:`CrossValidation.to_dict`): which labeler did best, and that the runs' metrics under
+    its labels are not to be trusted; None when it beats them (or is not in the study)."""
+    if (cross.get("beats_every_baseline") or {}).get(labeler, True):
         return None
+    losing = [labeler]
     scores = {
         model: metrics.get("query_roc_auc")
         for model, metrics in cross["pooled"].items()

@@ -119,6 +119,14 @@ class PipelineConfig:
     # Student
     student: str = field(default="smollm2-135m", metadata={"help": "Student model name or path."})
     train_config: str = field(default="train/configs/smollm2-135m-B-frozen.yaml")
+    classifier_config: str | None = field(
+        default=None,
+        metadata={
+            "help": "A second student trained per fold beside --train_config and shown in the "
+            "held-out table whether it wins or loses (not exported): the paper's classification "
+            "head, e.g. train/configs/smollm2-135m-B-frozen.yaml."
+        },
+    )
     train_args: list[str] = field(
         default_factory=list,
         metadata={"help": 'Extra `python -m train` flags, quoted: --train_args "--labels graded".'},
@@ -396,6 +404,8 @@ class Pipeline:
         if c.judge_model:
             models.append(f"judge=judgments:{self.judge_file}")
         models.append(f"grader={c.train_config}")
+        if c.classifier_config:
+            models.append(f"classifier={c.classifier_config}")
         # Against the human judgments wherever there are graded ones (binary collections map
         # their qrels into the teacher's labels: grade_map).
         human = bool(c.qrels) and not c.grade_map
@@ -421,6 +431,7 @@ class Pipeline:
             inputs=[
                 str(self.dataset),
                 c.train_config,
+                *([c.classifier_config] if c.classifier_config else []),
                 c.collection,
                 *student,
                 *([str(self.judge_file)] if c.judge_model else []),
@@ -592,6 +603,7 @@ class Pipeline:
             "zero-shot": f"{student} zero-shot",
             "judge": f"{Path(c.judge_model or '').name} judge ({c.judge_prompt})",
             "grader": f"{student} grader (ours)",
+            "classifier": f"{student} classifier head ({Path(c.classifier_config or '').stem})",
         }
 
 

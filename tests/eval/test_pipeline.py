@@ -16,6 +16,7 @@ def test_main_config_parses():
     (config,) = parse_config([PipelineConfig], ["--config", str(REPO / "eval/configs/main.yaml")])
     assert config.student == "smollm2-135m" and config.teacher_backend == "qrels"
     assert (REPO / config.train_config).exists()
+    assert (REPO / config.classifier_config).exists()  # the paper's method beside ours
     assert (REPO / config.collection / "corpus.jsonl").exists()
     assert config.retrievers == ["bm25", "dense"] and config.rerank == "dense"
     assert config.judge_model  # the untrained reference row of the report
@@ -57,6 +58,7 @@ def test_main_job_end_to_end_reduced(
         validation_size=2,
         student=str(tiny_model_dir),
         train_config="train/configs/smollm2-135m-B-frozen.yaml",
+        classifier_config="train/configs/smollm2-135m-B-frozen.yaml",
         train_args=["--num_train_epochs", "2"],
         zero_shot=True,
         judge_model=str(tiny_model_dir),
@@ -99,11 +101,16 @@ def test_main_job_end_to_end_reduced(
         assert (run / path).exists(), path
     cross = summary["cross_validation"]
     assert cross["source"] == "human" and summary["folds"] == 3
-    assert set(cross["pooled"]) == {"bm25", "cosine", "zero-shot", "judge", "grader"}
+    assert set(cross["pooled"]) == {"bm25", "cosine", "zero-shot", "judge", "grader", "classifier"}
     tested = len((run / "dataset" / "tested.jsonl").read_text().splitlines())
     assert cross["pooled"]["grader"]["pairs"] == cross["pooled"]["bm25"]["pairs"] == tested
     assert cross["pooled"]["judge"]["pairs"] <= 10  # its sample
     verdict = cross["beats_every_baseline"]["grader"]
+    # The paper's classifier head is a row of its own, paired with the baselines like ours.
+    assert {d["baseline"] for d in cross["differences"] if d["model"] == "classifier"} == {
+        "bm25",
+        "cosine",
+    }
     paired = [d for d in cross["differences"] if d["model"] == "grader"]
     assert {d["baseline"] for d in paired} == {"bm25", "cosine"}
     assert verdict == all(d["low"] is not None and d["low"] > 0 for d in paired)
@@ -115,6 +122,7 @@ def test_main_job_end_to_end_reduced(
     # A grader that does not beat both baselines is said in the report's first lines.
     first_lines = report.split("## Held-out quality")[0]
     assert ("Not trustworthy: the grader" in first_lines) == (not verdict)
+    assert "classifier head (smollm2-135m-B-frozen)" in report
     assert set(summary["search"]) == {"bm25", "bm25-grader"}
     assert "Kendall" in (run / "report.md").read_text()
     # Four queries keep their human judgments: PPI estimates of every run and of the difference.
