@@ -95,10 +95,12 @@ class ChatSettings(ServingSettings):
     response_format: str = choice(
         "json_schema",
         RESPONSE_FORMATS,
-        "Structured output asked of an OpenAI-compatible endpoint for JSON prompts (binary-cot, "
-        "checklist): json_schema (OpenAI, vLLM, Ollama), json_object (llama.cpp's server), none "
-        "(plain text; the same parser reads the JSON). A server that refuses the format asked is "
-        "found on the run's first request and the next one down is used for the rest of the run.",
+        "Structured output asked of an OpenAI-compatible endpoint, in every judge prompt's answer "
+        "shape (binary-cot's and checklist's JSON, binary's and trec-graded's {\"answer\": ...}): "
+        "json_schema (OpenAI, vLLM, Ollama, llama.cpp's llama-server), json_object with the "
+        "schema (llama-cpp-python's server), none (plain text; the same parser reads either). A "
+        "server that refuses the format asked is found on the run's first request and the next "
+        "one down is used for the rest of the run.",
     )
     token_limit_field: str = field(
         default="max_tokens",
@@ -140,6 +142,9 @@ class ChatRequest:
     logprobs: bool = False  # the first token's top alternatives, where the backend gives them
     json_schema: dict[str, Any] | None = None  # structured output, where the endpoint takes it
     schema_name: str = "reply"
+    # max_tokens when the reply is asked in the schema's shape (a one-word answer wrapped in
+    # {"answer": ...} needs room for the wrapper); None: max_tokens
+    structured_max_tokens: int | None = None
 
 
 @dataclass
@@ -148,7 +153,7 @@ class Reply:
 
     texts: list[str] = field(default_factory=list)
     finished: list[bool] = field(default_factory=list)  # False: cut off at the token limit
-    logprobs: list[dict[str, float]] = field(default_factory=list)  # first token, per sample
+    logprobs: list[dict[str, float]] = field(default_factory=list)  # answer token, per sample
     input_tokens: int = 0  # every attempt's, as billed
     output_tokens: int = 0
     attempts: int = 0
@@ -220,7 +225,7 @@ def reply_from_response(response: Any) -> Reply:
     return Reply(
         texts=[text],
         finished=[getattr(first, "finish_reason", "stop") != "length"],
-        logprobs=[first_token_logprobs(first)],
+        logprobs=[answer_token_logprobs(first)],
         input_tokens=(getattr(usage, "prompt_tokens", 0) or 0) if usage else 0,
         output_tokens=(getattr(usage, "completion_tokens", 0) or 0) if usage else 0,
         attempts=1,
@@ -228,13 +233,27 @@ def reply_from_response(response: Any) -> Reply:
     )
 
 
-def first_token_logprobs(choice_: Any) -> dict[str, float]:
-    """{token text: log-probability} of a choice's first token's alternatives ({} if absent)."""
+def answer_token_logprobs(choice_: Any) -> dict[str, float]:
+    """{token text: log-probability} of the alternatives at a choice's answer token ({} if
+    absent): its first token, or in a JSON reply (``{"answer": "yes"}``, constrained output) the
+    first token of the first value (after the first key's colon)."""
     try:
-        first = choice_.logprobs.content[0]
-    except (AttributeError, IndexError, TypeError):
+        content = list(choice_.logprobs.content)
+    except (AttributeError, TypeError):
         return {}
-    return {alt.token: alt.logprob for alt in (first.top_logprobs or [])}
+    if not content:
+        return {}
+    at, before = content[0], ""
+    if content[0].token.lstrip().startswith("{"):
+        at = None
+        for entry in content:
+            if ":" in before and entry.token.strip().strip('{}[]":, '):
+                at = entry
+                break
+            before += entry.token
+    if at is None:
+        return {}
+    return {alt.token: alt.logprob for alt in (at.top_logprobs or [])}
 
 
 def json_option(value: str | dict | None, name: str) -> dict:
@@ -348,18 +367,22 @@ class ChatClient:
         line's): o-series rules, log-probabilities, structured output."""
         s = self.settings
         body: dict[str, Any] = {"model": s.model, "messages": request.messages}
+        structured = bool(request.json_schema) and self.response_format != "none"
+        max_tokens = request.max_tokens
+        if structured and request.structured_max_tokens:
+            max_tokens = max(max_tokens, request.structured_max_tokens)
         if s.is_reasoning:
             # Reasoning tokens count against max_completion_tokens: room for them and the answer.
-            body["max_completion_tokens"] = request.max_tokens + s.reasoning_tokens
+            body["max_completion_tokens"] = max_tokens + s.reasoning_tokens
             if s.reasoning_effort:
                 body["reasoning_effort"] = s.reasoning_effort
         else:
             body["temperature"] = request.temperature
-            body[s.token_limit_field] = request.max_tokens
+            body[s.token_limit_field] = max_tokens
             if request.logprobs:
                 body["logprobs"] = True
                 body["top_logprobs"] = 5
-        if request.json_schema and self.response_format == "json_schema":
+        if structured and self.response_format == "json_schema":
             body["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {
@@ -368,8 +391,9 @@ class ChatClient:
                     "strict": True,
                 },
             }
-        elif request.json_schema and self.response_format == "json_object":
-            body["response_format"] = {"type": "json_object"}
+        elif structured and self.response_format == "json_object":
+            # llama.cpp's server and llama-cpp-python constrain json_object to a "schema" here.
+            body["response_format"] = {"type": "json_object", "schema": request.json_schema}
         return body
 
     def complete(

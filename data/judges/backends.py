@@ -38,6 +38,8 @@ logger = logging.getLogger(__name__)
 BACKENDS = (*CHAT_BACKENDS, "qrels")
 __all__ = ["BACKENDS", "BATCH_BACKENDS", "JudgeConfig", "make_backend"]
 OnResult = Callable[[Judgment], None]
+# Tokens of {"answer": "..."} around a direct answer (6 to 9 in common tokenizers, with spaces).
+STRUCTURED_WRAPPER_TOKENS = 16
 
 
 @dataclass
@@ -242,7 +244,7 @@ def answer_probability(prompt: Prompt, logprobs: Mapping[str, float]) -> float |
     answers (yes/no, or grades 0-3 where relevant means >= 2); None when no answer is among them."""
     mass: dict[int, float] = {}
     for token, logprob in logprobs.items():
-        word = token.strip().strip(".,!\"'*").lower()
+        word = token.strip().strip(".,!\"'*{}:").lower()
         if word in prompt.answers:
             value = prompt.answers[word]
             mass[value] = mass.get(value, 0.0) + math.exp(logprob)
@@ -312,6 +314,12 @@ class ChatJudge(Backend):
             logprobs=c.logprobs and self.prompt.direct_answer and c.backend != "hf",
             json_schema=self.prompt.json_schema,
             schema_name=self.prompt.name,
+            # A direct answer asked in its shape comes as {"answer": "yes"}: room for the wrapper.
+            structured_max_tokens=(
+                self.max_output_tokens + STRUCTURED_WRAPPER_TOKENS
+                if self.prompt.direct_answer
+                else None
+            ),
         )
 
     def chat_request(self, pair: Pair) -> dict[str, Any]:

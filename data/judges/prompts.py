@@ -3,8 +3,12 @@
 A prompt has a ``scale`` (``binary`` or ``graded`` 0-3), a ``system`` and a ``user`` template with
 ``{query}`` and ``{document}`` slots, and either ``direct_answer: true`` with an ``answers`` map (a
 single-token reply such as yes/no or a digit, which local models score from token probabilities)
-or a JSON reply described by ``json_schema``. :func:`parse_reply` turns a reply into a verdict or
-raises :class:`ParseError`; nothing unparseable becomes a label.
+or a JSON reply. Every prompt carries its answer's shape as ``json_schema``, sent where the
+endpoint constrains output (OpenAI, vLLM and llama.cpp take it as ``response_format``), so small
+models answer in form: a JSON prompt's reply object, or for a direct prompt ``{"answer": WORD}``
+with WORD one of its answers (:func:`answer_schema`, written out in data/prompts/ and derived
+for a prompt file that has none). :func:`parse_reply` turns a reply, bare or in that shape, into a
+verdict or raises :class:`ParseError`; nothing unparseable becomes a label.
 """
 
 from __future__ import annotations
@@ -78,6 +82,17 @@ class Prompt:
         )
 
 
+def answer_schema(answers: Mapping[str, int]) -> dict[str, Any]:
+    """A direct prompt's answer shape for constrained output: ``{"answer": one of its answers}``
+    (an object, as OpenAI's strict schemas need at the top)."""
+    return {
+        "type": "object",
+        "properties": {"answer": {"type": "string", "enum": list(answers)}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+
+
 def load_prompt(name_or_path: str) -> Prompt:
     """A prompt by name (a file in data/prompts/) or by path to a YAML file."""
     path = Path(name_or_path)
@@ -89,6 +104,8 @@ def load_prompt(name_or_path: str) -> Prompt:
             f"prompt {name_or_path!r} not found; known prompts: {', '.join(known)}"
         )
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of the prompt's fields")
     for key in ("name", "version", "scale", "system", "user"):
         if key not in data:
             raise ValueError(f"{path}: {key}: missing")
@@ -96,6 +113,18 @@ def load_prompt(name_or_path: str) -> Prompt:
         raise ValueError(f"{path}: scale: expected binary or graded, got {data['scale']!r}")
     if data.get("direct_answer") and not data.get("answers"):
         raise ValueError(f"{path}: answers: required when direct_answer is true")
+    if data.get("direct_answer"):
+        data["answers"] = {str(word): value for word, value in data["answers"].items()}
+        data.setdefault("json_schema", answer_schema(data["answers"]))
+        if data["json_schema"] != answer_schema(data["answers"]):
+            raise ValueError(
+                f"{path}: json_schema: a direct prompt's answer shape is "
+                f"{json.dumps(answer_schema(data['answers']))} (its answers), or leave it out"
+            )
+    elif not isinstance(data.get("json_schema"), dict):
+        raise ValueError(
+            f"{path}: json_schema: required (the reply's JSON shape) without direct_answer"
+        )
     return Prompt(**data)
 
 
@@ -192,6 +221,12 @@ _LIST_MARKER = re.compile(r"^(?:\d{1,2}[.)]\s+|[-+*•>#]+\s*)")
 
 
 def _parse_direct(prompt: Prompt, text: str) -> Verdict:
+    obj = _json_object(text) if text.lstrip().startswith(("{", "```")) else None
+    if obj is not None:  # the constrained shape, {"answer": "yes"}
+        answer = str(obj.get("answer", "")).strip().lower()
+        if answer in prompt.answers:
+            return prompt.verdict_from_answer(prompt.answers[answer])
+        raise ParseError(f"expected an answer in {sorted(prompt.answers)}, got {text[:200]!r}")
     reply = re.sub(r"[*`_]", "", text).strip().lower()  # markdown emphasis ("**No**")
     # The answer after a list marker first ("1. 3" is grade 3), else the reply as it is ("2. The
     # passage ..." is grade 2).

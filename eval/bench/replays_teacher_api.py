@@ -3,7 +3,8 @@
 the wait limit held for a first, large request; item 9: a soft hyphen or a no-break space inside a
 query; the unclear errors: a model's refusal, a 200 body without choices or with an error object,
 a request body that is not UTF-8; the teacher's answer shape asked of a server that constrains
-output). A replay raises AssertionError with what went wrong, and returns None when the fix holds.
+output). Items 10 and 11 here are the round's unnumbered entries: the unclear errors and the
+teacher against a small local model. A replay raises AssertionError with what went wrong, and returns None when the fix holds.
 """
 
 from __future__ import annotations
@@ -118,6 +119,46 @@ def replay_unclear_errors_named(root: Path) -> None:
     assert answer.status_code == 400 and "not UTF-8: byte 0xe9 at offset 34" in said, said
 
 
+def replay_small_model_answers_in_form(root: Path) -> None:
+    """The teacher against a small local model (SmolLM2 served by llama.cpp): trec-graded got 19
+    of 20 replies unusable (a grade's definition, not its digit). Every prompt now carries its
+    answer's schema and sends it where the server constrains output; against a fake server whose
+    model rambles unless constrained, every prompt's replies are labels, and a server that
+    refuses json_schema is asked with json_object and the schema."""
+    import json
+
+    from data.judges.backends import JudgeConfig
+    from data.judges.prompts import available_prompts, load_prompt
+    from data.label import LabelConfig, label
+    from tests.support.fake_openai import FakeOpenAI
+
+    pairs = root / "pairs.jsonl"
+    rows = [
+        {
+            "qid": f"q{i % 4}",
+            "query": f"query {i % 4}",
+            "doc_id": f"d{i}",
+            "text": f"[[id=d{i} mode=rambles rel={i % 2}]] body",
+        }
+        for i in range(20)
+    ]
+    pairs.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    for refused in ({}, {"json_schema": 500}):
+        for name in available_prompts():
+            with FakeOpenAI() as server:
+                server.refused_formats = refused
+                summary = label(
+                    LabelConfig(pairs=str(pairs), out=str(root / f"{name}-{len(refused)}.jsonl")),
+                    JudgeConfig(
+                        backend="openai", model="smollm2", prompt=name, base_url=server.base_url
+                    ),
+                )
+            asked = server.bodies[-1].get("response_format") or {}
+            sent = (asked.get("json_schema") or {}).get("schema") or asked.get("schema")
+            assert sent == load_prompt(name).json_schema, f"{name}: asked {asked or 'no shape'}"
+            assert summary["failed"] == 0, f"{name}: {summary['failed']} of 20 replies unusable"
+
+
 REPLAYS: list[tuple[int, str, Callable[[Path], None]]] = [
     (
         8,
@@ -130,4 +171,5 @@ REPLAYS: list[tuple[int, str, Callable[[Path], None]]] = [
         replay_invisible_characters_inside_a_query,
     ),
     (10, "round 4: refusal, error body, non-UTF-8 body named", replay_unclear_errors_named),
+    (11, "round 4: a small local teacher answers in form", replay_small_model_answers_in_form),
 ]

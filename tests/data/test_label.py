@@ -11,7 +11,14 @@ import pytest
 from data.core.io import read_records
 from data.core.records import Judgment
 from data.judges.backends import JudgeConfig, majority
-from data.judges.prompts import ParseError, Verdict, available_prompts, load_prompt, parse_reply
+from data.judges.prompts import (
+    PROMPTS_DIR,
+    ParseError,
+    Verdict,
+    available_prompts,
+    load_prompt,
+    parse_reply,
+)
 from data.label import LabelConfig, label
 from tests.support.fake_openai import FakeOpenAI
 
@@ -59,10 +66,87 @@ def test_every_prompt_loads_with_name_version_and_slots():
         assert "QUERY-X" in user and "DOC-Y" in user and prompt.version >= 1
 
 
+def _instances(schema: dict) -> list[dict]:
+    """Replies in a prompt's answer shape, as constrained decoding makes them (each enum value;
+    a value of each type otherwise)."""
+    examples = {"string": "checked", "boolean": True, "integer": 2}
+    properties = schema["properties"]
+    if "answer" in properties:
+        return [{"answer": word} for word in properties["answer"]["enum"]]
+    value = {
+        key: spec["enum"][0] if "enum" in spec else examples[spec["type"]]
+        for key, spec in properties.items()
+    }
+    return [value]
+
+
+@pytest.mark.parametrize("name", ["binary", "binary-cot", "checklist", "trec-graded"])
+def test_every_prompt_carries_its_answer_shape_and_a_reply_in_that_shape_is_an_answer(name: str):
+    """A small local model (SmolLM2 on llama.cpp) answered trec-graded with a grade's definition
+    in 19 of 20 replies: every prompt now carries its answer's schema, sent where the server
+    constrains output, and a reply in that shape parses."""
+    prompt = load_prompt(name)
+    schema = prompt.json_schema
+    assert schema and schema["type"] == "object" and schema["additionalProperties"] is False
+    assert set(schema["required"]) == set(schema["properties"])  # OpenAI's strict mode
+    for reply in _instances(schema):
+        verdict = parse_reply(prompt, json.dumps(reply))
+        if prompt.direct_answer:
+            assert verdict == prompt.verdict_from_answer(prompt.answers[reply["answer"]])
+
+
+def test_a_direct_prompt_file_gets_its_answer_shape_and_a_wrong_one_is_named(tmp_path: Path):
+    from data.judges.prompts import answer_schema
+
+    text = (PROMPTS_DIR / "binary.yaml").read_text().split("\njson_schema:")[0]
+    (tmp_path / "mine.yaml").write_text(text)
+    assert load_prompt(str(tmp_path / "mine.yaml")).json_schema == answer_schema(
+        {"no": 0, "yes": 1}
+    )
+    wrong = text + "\njson_schema: {type: object, properties: {verdict: {type: string}}}\n"
+    (tmp_path / "wrong.yaml").write_text(wrong)
+    with pytest.raises(ValueError, match=r"wrong.yaml: json_schema: a direct prompt's answer"):
+        load_prompt(str(tmp_path / "wrong.yaml"))
+    reply_only = (PROMPTS_DIR / "checklist.yaml").read_text().split("\njson_schema:")[0]
+    (tmp_path / "loose.yaml").write_text(reply_only)
+    with pytest.raises(ValueError, match=r"loose.yaml: json_schema: required"):
+        load_prompt(str(tmp_path / "loose.yaml"))
+
+
+@pytest.mark.parametrize("name", ["binary", "trec-graded", "binary-cot", "checklist"])
+@pytest.mark.parametrize("refused", [{}, {"json_schema": 500}], ids=["takes", "refuses"])
+def test_each_prompt_asks_for_its_shape_and_falls_back_where_refused(
+    tmp_path: Path, name: str, refused: dict
+):
+    """The request body carries the prompt's schema (json_schema; json_object with the schema
+    where a server refuses json_schema, as llama-cpp-python's does), and the replies in that
+    shape are labels, with P(relevant) read at the answer token of {"answer": ...}."""
+    pairs = write_pairs(tmp_path / "pairs.jsonl", ["ok"] * 4)
+    with FakeOpenAI() as server:
+        server.refused_formats = refused
+        summary = label(
+            LabelConfig(out=str(tmp_path / "j.jsonl"), pairs=str(pairs)),
+            openai_judge(server, prompt=name),
+        )
+        bodies = [b for b in server.bodies if b["response_format"]["type"] not in refused]
+    schema = load_prompt(name).json_schema
+    asked = bodies[-1]["response_format"]
+    sent = asked["json_schema"]["schema"] if "json_schema" in asked else asked["schema"]
+    assert sent == schema and asked["type"] == ("json_object" if refused else "json_schema")
+    assert summary["failed"] == 0 and server.refusals == len(refused)
+    judged = list(read_records(tmp_path / "j.jsonl", Judgment))
+    assert [j.label for j in judged] == [i % 2 for i in range(4)]
+    if name == "binary":
+        assert [round(j.p_relevant, 3) for j in judged] == [0.1, 0.8, 0.1, 0.8]
+
+
 @pytest.mark.parametrize(
     ("prompt", "reply", "grade", "label"),
     [
         ("binary-cot", '{"analysis": "a", "relevant": true}', None, 1),
+        ("binary", '{"answer": "yes"}', None, 1),
+        ("trec-graded", '{"answer": "0"}', 0, 0),
+        ("trec-graded", '{ "answer" : "3" }', 3, 1),
         ("binary-cot", 'Sure!\n```json\n{"analysis": "a", "relevant": "no"}\n```', None, 0),
         ("binary-cot", "analysis: ... relevant: yes", None, 1),
         (
@@ -104,6 +188,8 @@ def test_replies_parse(prompt: str, reply: str, grade: int | None, label: int):
         ("binary", "1. Maybe"),
         ("binary", "- Yes and no"),
         ("trec-graded", "Somewhere between 1 and 2"),
+        ("trec-graded", '{"answer": "4"}'),
+        ("binary", '{"verdict": "yes"}'),
     ],
 )
 def test_unparseable_replies_raise(prompt: str, reply: str):
@@ -262,7 +348,9 @@ def test_reasoning_models_get_their_own_request_and_others_give_p_relevant(tmp_p
         assert summary["failed"] == 0
         request = server.bodies[-1]
         assert "temperature" not in request and "max_tokens" not in request
-        assert request["max_completion_tokens"] == 4 + 4096 and request["reasoning_effort"] == "low"
+        # The prompt's 4 tokens, 16 for the {"answer": ...} shape asked, room for reasoning.
+        assert request["max_completion_tokens"] == 4 + 16 + 4096
+        assert request["reasoning_effort"] == "low"
         # A chat model is asked for log-probabilities: judgments carry P(relevant).
         label(
             LabelConfig(out=str(tmp_path / "chat.jsonl"), pairs=str(pairs)),

@@ -31,7 +31,13 @@ def test_the_body_follows_the_reasoning_model_rules_and_asks_for_what_the_reques
     assert body["max_completion_tokens"] == 8 + 4096 and body["reasoning_effort"] == "low"
     assert not {"temperature", "max_tokens", "logprobs"} & set(body)
     as_object = ChatClient(dataclasses.replace(plain.settings, response_format="json_object"))
-    assert as_object.body(request)["response_format"] == {"type": "json_object"}
+    # llama.cpp's server and llama-cpp-python constrain json_object to its "schema".
+    assert as_object.body(request)["response_format"] == {"type": "json_object", "schema": SCHEMA}
+    wrapped = dataclasses.replace(request, structured_max_tokens=20)
+    assert plain.body(wrapped)["max_tokens"] == 20  # room for {"answer": ...}
+    unstructured = ChatClient(dataclasses.replace(plain.settings, response_format="none"))
+    assert unstructured.body(wrapped)["max_tokens"] == 8
+    assert "response_format" not in unstructured.body(wrapped)
 
 
 def test_an_unusable_reply_is_asked_again_and_every_attempt_is_counted():

@@ -2,7 +2,8 @@
 
 Each document carries a marker ``[[id=ID mode=MODE rel=0|1]]``; the server answers according to
 MODE and counts requests per ID:
-- ``ok``: a valid reply (JSON for JSON prompts, a bare yes/no for direct prompts);
+- ``ok``: a valid reply (JSON for JSON prompts, a bare yes/no for direct prompts, or
+  ``{"answer": WORD}`` when the request asks for that shape with a schema);
 - ``garbage``: always unparseable text;
 - ``garbage-once``: unparseable the first time, valid afterwards;
 - ``429-once``: HTTP 429 with Retry-After: 1 the first time, valid afterwards;
@@ -12,6 +13,8 @@ MODE and counts requests per ID:
 - ``truncated-once``: the first reply stops mid-analysis (``finish_reason: length``);
 - ``not-json`` / ``text-plain``: a 200 whose body is invalid JSON / a text/plain page;
 - ``reply=TEXT``: answers TEXT verbatim (underscores for spaces);
+- ``rambles``: a small local model (SmolLM2 on llama.cpp): in the shape asked when the request
+  carries a schema, else a grade's definition instead of an answer;
 - ``refusal``: the model declines (``message.refusal`` set, ``content`` null), as OpenAI's
   structured output does;
 - ``error-body`` / ``no-choices``: a 200 whose body is an error object (``{"error": {"message":
@@ -46,6 +49,20 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 MARKER = re.compile(r"\[\[id=(\S+) mode=(\S+) rel=(\d)\]\]")
+
+
+def _instance(schema: dict, relevant: bool) -> dict:
+    """A reply in ``schema``'s shape that says ``relevant``: booleans true, numbers at their
+    maximum (else false and the minimum), strings "checked"."""
+    value: dict = {}
+    for key, spec in schema["properties"].items():
+        if spec.get("type") == "boolean":
+            value[key] = relevant
+        elif spec.get("type") in ("integer", "number"):
+            value[key] = spec.get("maximum", 1) if relevant else spec.get("minimum", 0)
+        else:
+            value[key] = spec["enum"][-1 if relevant else 0] if "enum" in spec else "checked"
+    return value
 
 
 class FakeOpenAI:
@@ -177,13 +194,24 @@ class FakeOpenAI:
             return send(200, {"error": {"message": message, "type": "server_error", "code": 503}})
         if mode == "no-choices":
             return send(200, {"id": "chatcmpl-0", "object": "chat.completion", "choices": []})
+        # The answer words of a direct prompt's schema ({"answer": {"enum": [...]}}), sent as
+        # json_schema or (llama.cpp) as json_object's "schema".
+        asked = body.get("response_format") or {}
+        schema = (asked.get("json_schema") or {}).get("schema") or asked.get("schema") or {}
+        answers = ((schema.get("properties") or {}).get("answer") or {}).get("enum")
         finish = "stop"
         if mode == "truncated-once" and count == 1:
             text, finish = '{"analysis": "The passage is relevant: yes, it', "length"
+        elif mode == "rambles" and not schema.get("properties"):
+            text = "3 = the passage is dedicated to the query and contains the exact answer."
         elif mode.startswith("reply="):
             text = mode.removeprefix("reply=").replace("_", " ")
         elif mode == "garbage" or (mode == "garbage-once" and count == 1):
             text = "I am not sure what you mean."
+        elif answers:  # a direct prompt asked in its shape: {"answer": "yes"}
+            text = json.dumps({"answer": answers[-1] if relevant == "1" else answers[0]})
+        elif schema.get("properties"):  # any other shape asked, as constrained decoding fills it
+            text = json.dumps(_instance(schema, relevant == "1"))
         elif "JSON object" in content:
             text = json.dumps({"analysis": "checked", "relevant": relevant == "1"})
         else:
@@ -201,20 +229,26 @@ class FakeOpenAI:
         }
         if body.get("logprobs"):
             p_yes = 0.8 if relevant == "1" else 0.1
-            alternatives = [("yes", p_yes * 0.9), ("Yes", p_yes * 0.1), ("no", 1 - p_yes)]
-            reply["choices"][0]["logprobs"] = {
-                "content": [
-                    {
-                        "token": text.split()[0] if text.split() else "",
-                        "logprob": -0.1,
-                        "bytes": None,
-                        "top_logprobs": [
-                            {"token": t, "logprob": math.log(p), "bytes": None}
-                            for t, p in alternatives
-                        ],
-                    }
+            top, bottom = (answers[-1], answers[0]) if answers else ("yes", "no")
+            alternatives = [
+                (top, p_yes * 0.9),
+                (top.capitalize(), p_yes * 0.1),
+                (bottom, 1 - p_yes),
+            ]
+
+            def token(text: str, alternatives: list) -> dict:
+                tops = [
+                    {"token": t, "logprob": math.log(p), "bytes": None} for t, p in alternatives
                 ]
-            }
+                return {"token": text, "logprob": -0.1, "bytes": None, "top_logprobs": tops}
+
+            if answers and text.startswith("{"):  # the answer token inside {"answer": "..."}
+                word = json.loads(text)["answer"]
+                tokens = [token('{"', []), token("answer", []), token('":', []), token(' "', [])]
+                tokens += [token(word, alternatives), token('"}', [])]
+            else:
+                tokens = [token(text.split()[0] if text.split() else "", alternatives)]
+            reply["choices"][0]["logprobs"] = {"content": tokens}
         return send(200, reply)
 
     # The Batch API (files, batches): just what the SDK's calls need.
