@@ -57,6 +57,29 @@ def scoring_dtype() -> str:
     return dtype_name(device)
 
 
+def warn_shallow_runs(runs: dict[str, Any], k: int) -> None:
+    """A run with fewer than k hits for some queries is measured at k all the same (its missing
+    ranks count as not relevant): say so, naming the run and its depth."""
+    for name, run in runs.items():
+        depths = [len(hits) for hits in run.values()]
+        shallow = sum(depth < k for depth in depths)
+        if shallow:
+            logger.warning(
+                "run %s: %d of its %d queries have fewer than k = %d hits (as few as %d); their "
+                "missing ranks count as not relevant in P@%d, NDCG@%d and hit@%d (give --k %d "
+                "to measure at the runs' depth)",
+                name,
+                shallow,
+                len(depths),
+                k,
+                min(depths),
+                k,
+                k,
+                k,
+                min(depths),
+            )
+
+
 def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([SearchEvalConfig], args)
     if not config.run or not config.corpus or not config.labeler:
@@ -65,6 +88,7 @@ def main(args: Sequence[str] | None = None) -> None:
     run_paths = [config.run, *config.compare]
     refuse_overlap("out", out, search_inputs(config), writes=SEARCH_OUTPUTS)
     runs = read_named_runs(run_paths)  # bad runs are found before a grader is loaded
+    warn_shallow_runs(runs, config.k)
     labeler = make_labeler(config.labeler, cache_dir=config.label_cache or out / "labels")
     human, human_pairs, (query_design, pair_design) = read_human(config, runs)
     results = label_runs(config, labeler, runs)

@@ -372,3 +372,12 @@ def test_metrics_json_records_the_dtype_the_scores_were_made_in(tmp_path: Path, 
     assert scoring_dtype() == "float32"  # every CPU, bf16 instructions or not
     monkeypatch.setenv("RELEVANCE_GRADER_CPU_DTYPE", "bfloat16")
     assert scoring_dtype() == "bfloat16"
+
+
+def test_runs_shallower_than_k_are_named_in_a_warning(caplog):
+    from eval.search.command import warn_shallow_runs
+
+    warn_shallow_runs({"deep": {"q1": dict.fromkeys("abcdefghij", 1.0)}}, 10)
+    assert not caplog.text
+    warn_shallow_runs({"mine": {"q1": dict.fromkeys("abcde", 1.0), "q2": {"a": 1.0}}}, 10)
+    assert "run mine: 2 of its 2 queries have fewer than k = 10 hits (as few as 1)" in caplog.text
