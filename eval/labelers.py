@@ -44,6 +44,9 @@ class HitLabel:
     justification: str | None = None
     input_tokens: int = 0
     threshold: float | None = None  # the decision threshold behind a probability score
+    # Why the labeler has no verdict (an LLM judge's unusable reply): the hit counts as not
+    # relevant, as an unjudged hit does in trec_eval, is counted, and is never cached.
+    unusable: str | None = None
 
     @property
     def relevance(self) -> int:
@@ -426,8 +429,9 @@ class JudgeLabeler(Labeler):
         labels = []
         for hit in hits:
             judgment = results[hit.doc_id]
-            if judgment.error is not None:
-                raise RuntimeError(f"judge failed on document {hit.doc_id!r}: {judgment.error}")
+            if judgment.error is not None:  # left out of the verdicts, counted by the caller
+                labels.append(HitLabel(relevant=False, unusable=judgment.error))
+                continue
             labels.append(hit_label(judgment))
         return labels
 
@@ -480,14 +484,19 @@ class CachedLabeler(Labeler):
         # Under a distributed launch every process grades the main process's list, so all take
         # part in the same shared batches even if one read the cache while another wrote it.
         missing = broadcast_from_main([m for m in missing if m[2]])
-        # Labelled and written a group at a time: a killed run keeps what it finished.
+        # Labelled and written a group at a time: a killed run keeps what it finished. An
+        # unusable reply is not cached: the next run asks again.
+        unusable: dict[str, HitLabel] = {}
         for group in _groups(missing, self.group_pairs):
             fresh = self.inner.label_many(group)
             for (_, query, hits), labels in zip(group, fresh, strict=True):
                 for hit, label in zip(hits, labels, strict=True):
-                    self.cache.put(self.key(query, hit), {"label": asdict(label)})
+                    if label.unusable is not None:
+                        unusable[self.key(query, hit)] = label
+                    else:
+                        self.cache.put(self.key(query, hit), {"label": asdict(label)})
         self.hits += sum(len(ks) for ks in keys) - sum(len(m[2]) for m in missing)
-        return [[self.cache[k] for k in ks] for ks in keys]
+        return [[unusable.get(k) or self.cache[k] for k in ks] for ks in keys]
 
     def close(self) -> None:
         self.cache.close()

@@ -57,6 +57,35 @@ def scoring_dtype() -> str:
     return dtype_name(device)
 
 
+def count_unusable(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """{run: hits with an unusable reply} (empty when none): each such hit counts as not
+    relevant, as an unjudged hit does; a warning names how many and the first."""
+    counts = {
+        name: sum(1 for result in per_query.values() for hit in result["hits"] if "unusable" in hit)
+        for name, per_query in results.items()
+    }
+    found = [
+        (name, qid, hit["id"], hit["unusable"])
+        for name, per_query in results.items()
+        for qid, result in per_query.items()
+        for hit in result["hits"]
+        if "unusable" in hit
+    ]
+    if not found:
+        return {}
+    name, qid, doc_id, why = found[0]
+    logger.warning(
+        "labeler: %d hit(s) got an unusable reply and count as not relevant (first: %s %s/%s: "
+        "%s); a re-run asks again",
+        len(found),
+        name,
+        qid,
+        doc_id,
+        why,
+    )
+    return {"counts": counts, "rule": "counted as not relevant, as an unjudged hit"}
+
+
 def warn_shallow_runs(runs: dict[str, Any], k: int) -> None:
     """A run with fewer than k hits for some queries is measured at k all the same (its missing
     ranks count as not relevant): say so, naming the run and its depth."""
@@ -92,6 +121,7 @@ def main(args: Sequence[str] | None = None) -> None:
     labeler = make_labeler(config.labeler, cache_dir=config.label_cache or out / "labels")
     human, human_pairs, (query_design, pair_design) = read_human(config, runs)
     results = label_runs(config, labeler, runs)
+    unusable = count_unusable(results)
     counts = QrelsLabeler(config.num_relevant_from) if config.num_relevant_from else None
     per_run = pooled_metrics(runs, results, config.k, counts)
     for name, per_metric in per_run.items():
@@ -110,6 +140,8 @@ def main(args: Sequence[str] | None = None) -> None:
         "scoring_dtype": scoring_dtype(),
         "mean": summary,
     }
+    if unusable:
+        report["unusable"] = unusable
     if len(runs) > 1:
         report["comparison"] = compare_runs(runs, graded, binary, config.k, config.stat_test)
     ppi = report_ppi(config, per_run, results, human, human_pairs, (query_design, pair_design))

@@ -73,3 +73,45 @@ def test_a_cached_grader_labeler_loads_no_model_when_every_label_is_cached(
     monkeypatch.setattr(Grader, "from_pretrained", refuse)
     again = make_labeler(f"grader:{tiny_grader_dir}", cache_dir=tmp_path)
     assert again.label("q1", "axon", hits) == labels
+
+
+def test_an_unusable_reply_is_left_out_counted_and_never_cached(tmp_path: Path, caplog):
+    """A judge's unusable reply no longer crashes eval.search: the hit counts as not relevant
+    (as an unjudged hit), is counted in metrics.json, and is asked again on the next run."""
+    from eval.labelers import Labeler
+    from eval.search.command import count_unusable
+
+    class Flaky(Labeler):
+        name = id = "flaky"
+        calls = 0
+
+        def label(self, qid, query, hits):
+            Flaky.calls += len(hits)
+            return [
+                HitLabel(relevant=False, unusable="no digit in the reply")
+                if h.doc_id == "bad"
+                else HitLabel(relevant=True, grade=3)
+                for h in hits
+            ]
+
+    hits = [Hit(doc_id="good", text="a"), Hit(doc_id="bad", text="b")]
+    cached = CachedLabeler(Flaky(), tmp_path / "labels.jsonl")
+    labels = cached.label_many([("q1", "query", hits)])[0]
+    assert [label.unusable for label in labels] == [None, "no digit in the reply"]
+    cached.close()
+    again = CachedLabeler(Flaky(), tmp_path / "labels.jsonl")
+    again.label_many([("q1", "query", hits)])
+    assert Flaky.calls == 3  # the good hit came from the cache, the bad one was asked again
+    again.close()
+    results = {
+        "run": {
+            "q1": {
+                "hits": [
+                    {"id": "good", "relevant": True},
+                    {"id": "bad", "relevant": False, "unusable": "no digit"},
+                ]
+            }
+        }
+    }
+    assert count_unusable(results)["counts"] == {"run": 1}
+    assert "1 hit(s) got an unusable reply" in caplog.text
