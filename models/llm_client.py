@@ -297,7 +297,15 @@ def openai_client(settings: ChatSettings, *, asynchronous: bool = True) -> Any:
             **options,
         )
     client = openai.AsyncOpenAI if asynchronous else openai.OpenAI
-    return client(base_url=settings.base_url, **options)
+    made = client(base_url=settings.base_url, **options)
+    # Said once: without --base_url the SDK takes OPENAI_BASE_URL, else api.openai.com (paid).
+    source = (
+        "--base_url"
+        if settings.base_url
+        else ("OPENAI_BASE_URL" if os.environ.get("OPENAI_BASE_URL") else "the SDK's default")
+    )
+    logger.info("endpoint: %s (from %s)", made.base_url, source)
+    return made
 
 
 def local_chat_model(settings: ServingSettings, model: str) -> tuple[Any, Any, str]:
