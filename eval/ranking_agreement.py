@@ -48,7 +48,12 @@ class SystemAgreementConfig:
     )
     metric: str = field(default="ndcg@10", metadata={"help": "Metric that ranks the systems."})
     k: int = field(default=10)
-    out: str = field(default="runs/agreement")
+    out: str = field(
+        default="runs/agreement",
+        metadata={
+            "help": "Folder for agreement.json and the label cache (default: runs/agreement)."
+        },
+    )
     label_cache: str | None = field(
         default=None, metadata={"help": "Label cache folder (default: OUT/labels)."}
     )
@@ -192,9 +197,11 @@ def main(args: Sequence[str] | None = None) -> None:
     if note:
         print(f"note: {note}")
     print(scores_table(result), end="")
+    print(f"wrote {Path(config.out) / 'agreement.json'}")
     for spec, entry in result["agreement"].items():
         print(
-            f"{spec}: Kendall's τ = {entry['kendall_tau']:.3f} vs {config.reference} (Spearman's ρ = {entry['spearman_rho']:.3f})"
+            f"{spec}: Kendall's τ = {entry['kendall_tau']:.3f} (p = {entry['kendall_p']:.2g}) "
+            f"vs {config.reference} (Spearman's ρ = {entry['spearman_rho']:.3f})"
         )
 
 

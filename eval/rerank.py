@@ -26,10 +26,10 @@ class RerankConfig:
     )
     grader: str = field(default="", metadata={"help": "Exported grader or checkpoint."})
     k: int = bounded(
-        20,
+        10,
         1,
-        help="Top documents per query to rerank; the hits below keep their order after them "
-        "(scored -1, -2, ..., under every P(relevant)).",
+        help="Top documents per query to rerank (10, as the main job and eval.search's --k); the "
+        "hits below keep their order after them (scored -1, -2, ..., under every P(relevant)).",
     )
     out: str = field(default="", metadata={"help": "Output TREC run."})
     tag: str = field(default="grader-rerank")
