@@ -44,8 +44,9 @@ class ApiSettings:
         default_factory=lambda: _env_int("GRADER_MAX_REQUEST_TOKENS", 65536)
     )
     max_queued_pairs: int = field(default_factory=lambda: _env_int("GRADER_MAX_QUEUED_PAIRS", 1024))
-    # A request that would wait longer than this behind the queue is refused at once (503 with
-    # Retry-After) instead of timing out in the client while the grader works through a backlog.
+    # A request that would wait longer than this, behind the queue or alone (its own hits at the
+    # rate measured at start-up, then on recent batches), is refused at once (503 with
+    # Retry-After, naming the hits that fit) instead of timing out in the client.
     max_wait_s: float = field(default_factory=lambda: _env_float("GRADER_MAX_WAIT_S", 30.0))
 
     def __post_init__(self) -> None:
