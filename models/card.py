@@ -93,22 +93,17 @@ def metrics_table(description: dict[str, Any]) -> str:
     return markdown_table(header, rows)
 
 
-def what_it_is(description: dict[str, Any], base: str, scoring: str) -> str:
-    """How the grader came to be, as it is: a query-likelihood grader whose backbone never
-    trained is the base model's zero-shot likelihood with a fitted scale and bias (training
-    cannot change its ranking), not a fine-tuned model."""
-    trainable = (description.get("parameters") or {}).get("trainable")
-    ql = description.get("query_likelihood") or {}
-    if description.get("mode") == "query_likelihood" and (ql.get("backbone") or trainable == 0):
-        return (
-            f"It is `{base}`'s zero-shot query likelihood (the pointwise mutual information of "
-            "query and document), with a scale and a bias fitted on a teacher's labels: no weight "
-            "of the model was trained, so its ranking within a query is the base model's."
-        )
+def what_it_is(description: dict[str, Any], base: str) -> str:
+    """How the grader came to be, as it is: a zero-shot grader (no weight trained) says so
+    rather than 'fine-tuned'."""
+    family = family_of_description(description)
+    untrained = family.untrained_origin(description, base)
+    if untrained:
+        return untrained
     loss = description.get("loss", {}).get("loss", "generative")
     return (
         f"It was trained on a teacher's relevance labels from `{base}` "
-        f"({description.get('mode')} fine-tuning, scored by {scoring}, loss `{loss}`)."
+        f"({description.get('mode')} fine-tuning, scored by {family.summary}, loss `{loss}`)."
     )
 
 
@@ -153,7 +148,7 @@ pipeline_tag: {family.pipeline_tag}
 # {name}: a relevance grader
 
 Says whether a document answers a search query: P(relevant) for a (query, document) pair.
-{what_it_is(description, hub_base, family.summary)} It labels retrieval results for search and RAG
+{what_it_is(description, hub_base)} It labels retrieval results for search and RAG
 evaluation (NDCG, MAP, MRR) at a fraction of a large judge's cost.
 
 ## Results

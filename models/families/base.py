@@ -116,6 +116,11 @@ class ScoringFamily:
         """The model card's plain-transformers example (run by the tests)."""
         raise NotImplementedError
 
+    def untrained_origin(self, description: dict[str, Any], base: str) -> str | None:
+        """How an export whose weights never trained came to be, for the model card (None: its
+        weights trained, or the family cannot run untrained)."""
+        return None
+
     def serving_section(self, name: str, description: dict[str, Any]) -> str:
         """The model card's section on serving the export with vLLM ("" where it cannot)."""
         return ""

@@ -97,6 +97,18 @@ class QueryLikelihoodFamily(ScoringFamily):
 
         return query_likelihood_format(max_length)
 
+    def untrained_origin(self, description: dict[str, Any], base: str) -> str | None:
+        """A backbone that never trained leaves the base model's zero-shot likelihood, only its
+        scale and bias fitted: training cannot change its ranking."""
+        trained = (description.get("parameters") or {}).get("trainable")
+        if not (description.get("query_likelihood") or {}).get("backbone") and trained != 0:
+            return None
+        return (
+            f"It is `{base}`'s zero-shot query likelihood (the pointwise mutual information of "
+            "query and document), with a scale and a bias fitted on a teacher's labels: no weight "
+            "of the model was trained, so its ranking within a query is the base model's."
+        )
+
     def class_probabilities(self, grader: Grader, batch: PairBatch) -> np.ndarray:
         from models.query_likelihood import pmi_probabilities, pmi_scores
         from models.state_cache import StateCache

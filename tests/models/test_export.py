@@ -488,8 +488,8 @@ def test_the_card_says_a_zero_shot_query_likelihood_grader_is_not_fine_tuned():
         "parameters": {"trainable": 0, "total": 10},
         "query_likelihood": {"backbone": "smollm2-135m", "scale": 0.1, "bias": -1.0},
     }
-    words = what_it_is(zero_shot, "HuggingFaceTB/SmolLM2-135M-Instruct", "PMI")
+    words = what_it_is(zero_shot, "HuggingFaceTB/SmolLM2-135M-Instruct")
     assert "zero-shot query likelihood" in words and "no weight" in words
     assert "distilled" not in words and "fine-tuning" not in words
-    trained = {"mode": "classification", "parameters": {"trainable": 5}, "loss": {"loss": "ce"}}
-    assert "classification fine-tuning" in what_it_is(trained, "base", "a head")
+    trained = {"mode": "frozen", "parameters": {"trainable": 5}, "loss": {"loss": "ce"}}
+    assert "frozen fine-tuning" in what_it_is(trained, "base")
