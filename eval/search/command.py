@@ -38,6 +38,7 @@ from eval.search.metrics import (
     mean_metrics,
     metrics_table,
     pooled_metrics,
+    with_unretrieved,
 )
 from eval.search.ppi_report import ppi_heading, ppi_table, report_ppi
 
@@ -143,7 +144,8 @@ def main(args: Sequence[str] | None = None) -> None:
     if unusable:
         report["unusable"] = unusable
     if len(runs) > 1:
-        report["comparison"] = compare_runs(runs, graded, binary, config.k, config.stat_test)
+        tested = with_unretrieved(graded, binary, counts)  # R as the summary's MAP has it
+        report["comparison"] = compare_runs(runs, *tested, config.k, config.stat_test)
     ppi = report_ppi(config, per_run, results, human, human_pairs, (query_design, pair_design))
     if ppi is not None:
         report["ppi"] = ppi

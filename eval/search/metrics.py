@@ -183,6 +183,21 @@ def pooled_metrics(
     return out
 
 
+def with_unretrieved(
+    graded: Qrels, binary: Qrels, num_relevant: QrelsLabeler | None
+) -> tuple[Qrels, Qrels]:
+    """The pooled labels with stand-ins for the relevant documents no run retrieved (R from
+    ``num_relevant``), as :func:`pooled_metrics` scores against: the significance tests must
+    test the same MAP the summary reports."""
+    if num_relevant is None:
+        return graded, binary
+    graded = {qid: dict(docs) for qid, docs in graded.items()}
+    binary = {qid: dict(docs) for qid, docs in binary.items()}
+    for qid in list(binary):
+        _add_unretrieved_relevant(binary, graded, qid, num_relevant.num_relevant(qid))
+    return graded, binary
+
+
 def mean_metrics(per_metric: dict[str, dict[str, float]]) -> dict[str, float]:
     return {
         name: sum(values.values()) / len(values) for name, values in per_metric.items() if values

@@ -153,6 +153,9 @@ def test_bulk_run_compare_and_inferred_qrels(adi_dir: Path, tmp_path: Path):
             str(tmp_path / "s"),
             "--k",
             "5",
+            # R from the qrels: the summary's MAP and the significance test's must be one MAP.
+            "--num_relevant_from",
+            str(qrels),
         ],
         cwd=REPO,
         capture_output=True,
@@ -161,6 +164,7 @@ def test_bulk_run_compare_and_inferred_qrels(adi_dir: Path, tmp_path: Path):
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((tmp_path / "s" / "metrics.json").read_text())
     assert report["mean"]["bm25"]["ndcg@5"] > report["mean"]["worse"]["ndcg@5"]
+    assert "recall@5" in report["mean"]["bm25"]
     assert "table_ndcg_burges@5" in report["comparison"]
     # The significance table compares the same top-5 metrics that the summary reports.
     for run in ("bm25", "worse"):
