@@ -63,15 +63,30 @@ class RecalibrateConfig:
     overwrite: bool = field(default=False, metadata={"help": "Replace a non-empty --out."})
 
 
+# Fewer queries on a side and the refitted threshold, or its test, rests on a query or two.
+MIN_QUERIES_PER_SIDE = 3
+
+
 def fit_and_held_out(records: Sequence[Judgment], fit_share: float, seed: int) -> tuple[set, set]:
     """(fit, held-out) queries, split as data.build splits (data.splits: stratified by each
     query's share of relevant pairs, seeded by ids, never by line order); one query at least on
     each side."""
     shares = relevant_share({"qid": r.qid, "label": r.label} for r in records)
     if len(shares) < 2:
-        raise ValueError(f"judgments: {len(shares)} judged queries; at least 2 are needed")
+        raise ValueError(
+            f"judgments: {len(shares)} judged queries; at least {2 * MIN_QUERIES_PER_SIDE} are "
+            f"needed ({MIN_QUERIES_PER_SIDE} to fit on, {MIN_QUERIES_PER_SIDE} to test on)"
+        )
     held_out = set(held_out_queries(shares, queries_for_share(len(shares), 1 - fit_share), seed))
-    return set(shares) - held_out, held_out
+    fit = set(shares) - held_out
+    if min(len(fit), len(held_out)) < MIN_QUERIES_PER_SIDE:
+        raise ValueError(
+            f"judgments: {len(shares)} judged queries split into {len(fit)} to fit on and "
+            f"{len(held_out)} held out; each side needs at least {MIN_QUERIES_PER_SIDE} (a "
+            "threshold fitted or tested on one or two queries says little): judge more queries "
+            "or change --fit_share"
+        )
+    return fit, held_out
 
 
 def _metrics(probabilities: np.ndarray, labels: np.ndarray, threshold: float) -> dict[str, Any]:

@@ -53,11 +53,19 @@ def test_bad_input_fails_before_any_work(tiny_export: Path, tiny_dataset: Path, 
     lines = (tiny_dataset / "train.jsonl").read_text().splitlines()
     first = json.loads(lines[0])["qid"]
     one_query.write_text("\n".join(x for x in lines if json.loads(x)["qid"] == first) + "\n")
-    with pytest.raises(ValueError, match="at least 2 are needed"):
+    with pytest.raises(ValueError, match="at least 6 are needed"):
         recalibrate(
             RecalibrateConfig(
                 export=str(tiny_export), judgments=str(one_query), out=str(tmp_path / "o")
             )
+        )
+    # Four queries split 2 + 2: a threshold fitted and tested on two queries each is refused.
+    four = tmp_path / "four.jsonl"
+    kept = list(dict.fromkeys(json.loads(x)["qid"] for x in lines))[:4]
+    four.write_text("\n".join(x for x in lines if json.loads(x)["qid"] in kept) + "\n")
+    with pytest.raises(ValueError, match="each side needs at least 3"):
+        recalibrate(
+            RecalibrateConfig(export=str(tiny_export), judgments=str(four), out=str(tmp_path / "o"))
         )
     with pytest.raises(ValueError, match="is inside --export"):
         recalibrate(
