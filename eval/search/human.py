@@ -111,10 +111,17 @@ def fully_judged(path: str, runs: dict[str, Run], k: int) -> set[str] | None:
     (a query judged in part would count its unjudged hits as not relevant, so it is left out,
     with a warning); None for a qrels file (its unjudged hits are not relevant, as trec_eval
     reads them)."""
-    from eval.annotate.store import session_folder
+    from eval.annotate.store import read_session, session_folder
 
-    if session_folder(path) is None:
+    folder = session_folder(path)
+    if folder is None:
         return None
+    judged_k = (read_session(folder) or {}).get("k")
+    if isinstance(judged_k, int) and judged_k < k:
+        raise ValueError(
+            f"human: {path} judged each run's top {judged_k}, and eval.search measures the top "
+            f"{k} (the k differs): give --k {judged_k}, or judge the session's hits to depth {k}"
+        )
     qrels = human_qrels(path)
     complete = {
         qid

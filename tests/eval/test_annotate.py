@@ -568,6 +568,11 @@ def test_a_draw_judged_in_part_gives_estimates_from_its_fully_judged_queries(
     assert "3 of the 4 drawn fully judged" in report["sample"]["design"]
     assert "judged in part and left out" in caplog.text
     assert "3 of the 4 drawn queries are fully judged" in caplog.text
+    # Measured deeper than the session judged: one line says the k differs.
+    deeper = search_args(tmp_path, inputs, "--human", str(tmp_path / "out"))
+    deeper[deeper.index("--k") + 1] = "8"
+    with pytest.raises(ValueError, match="judged each run's top 5, .* top 8 \\(the k differs\\)"):
+        search(deeper)
 
 
 def test_search_estimates_relevant_shares_from_a_stratified_draw_of_hits(tmp_path: Path):
