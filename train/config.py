@@ -121,6 +121,7 @@ class GraderTrainingArguments(TrainingArguments):
             # would refuse bf16 there unless told use_cpu, and accelerate launch --cpu does not tell it.
             logger.info("no GPU found: training on the CPU (use_cpu)")
             self.use_cpu = True
+            self.cpu_by_default = True  # not asked for: a large model is refused (train.train)
         self.bf16, self.fp16 = supported_precision(self.bf16, self.fp16, self.use_cpu)
         self.resume_from_checkpoint = resume_target(self.resume_from_checkpoint)
         super().__post_init__()

@@ -58,6 +58,19 @@ __all__ = [
 ]
 
 
+# Above this many trainable parameters a CPU takes days (SmolLM2-135M in full: ~1 pair/s on two
+# cores): no GPU and no --use_cpu is a mistake to say, not a run to start.
+MAX_CPU_TRAINABLE = 200_000_000
+
+
+def refuse_large_cpu_training(trainable: int, args: GraderTrainingArguments) -> None:
+    if getattr(args, "cpu_by_default", False) and trainable > MAX_CPU_TRAINABLE:
+        raise ValueError(
+            f"use_cpu: no GPU found, and training {trainable / 1e6:.0f}M parameters on the CPU "
+            "would take days; run on a GPU, or give --use_cpu true to train on the CPU anyway"
+        )
+
+
 def train(
     model_config: GraderModelConfig,
     data_config: DataConfig,
@@ -110,6 +123,7 @@ def train(
         },
         parameters=count_parameters(model),
     )
+    refuse_large_cpu_training(info["parameters"]["trainable"], args)
     if eval_raw is None:
         args.eval_strategy = "no"
         args.load_best_model_at_end = False

@@ -365,3 +365,18 @@ def test_a_graded_grader_refuses_pairs_without_a_grade(tiny_model_dir: Path, tmp
         train(
             model_config, DataConfig(dataset=str(tmp_path / "ds")), LossConfig(), args_for(tmp_path)
         )
+
+
+def test_a_large_model_is_not_trained_on_a_cpu_nobody_asked_for(monkeypatch):
+    """No GPU and no --use_cpu: a 1B full fine-tune would start on the CPU and take days."""
+    from train import config as train_config
+    from train.config import GraderTrainingArguments
+    from train.train import MAX_CPU_TRAINABLE, refuse_large_cpu_training
+
+    monkeypatch.setattr(train_config, "accelerator_available", lambda: False)
+    implicit = GraderTrainingArguments(output_dir="/tmp/x", report_to="none")
+    with pytest.raises(ValueError, match="give --use_cpu true"):
+        refuse_large_cpu_training(MAX_CPU_TRAINABLE + 1, implicit)
+    refuse_large_cpu_training(135_000_000, implicit)  # the embedded student trains on a CPU
+    asked = GraderTrainingArguments(output_dir="/tmp/x", report_to="none", use_cpu=True)
+    refuse_large_cpu_training(MAX_CPU_TRAINABLE + 1, asked)  # asked for: it runs
