@@ -567,6 +567,21 @@ def draw(config: DrawConfig):
     )
 
 
+def judging_workload(config: DrawConfig, design: Any) -> str | None:
+    """The work the draw asks of people, said before anyone starts: the hits of the drawn queries
+    in the run's top k (the judging page pools every run's top k, so more with several runs)."""
+    if design.unit != "queries" or not config.run or config.run.endswith(".jsonl"):
+        return None
+    drawn = set(design.drawn)
+    mine = sum(1 for qid, _ in _run_hits(config.run, config.k) if qid in drawn)
+    return (
+        f"workload: the {len(drawn)} drawn queries have {mine} hits in this run's top {config.k} "
+        "to judge (eval.annotate pools every run's top k: more with several runs; at a typical "
+        f"20-40 s a hit, {mine * 20 / 60:.0f}-{mine * 40 / 60:.0f} minutes; the page then shows "
+        "your own pace)"
+    )
+
+
 def main(args: Sequence[str] | None = None) -> None:
     import sys
 
@@ -576,6 +591,9 @@ def main(args: Sequence[str] | None = None) -> None:
     design = draw(config)
     for unit in design.drawn:
         print(" ".join(unit) if isinstance(unit, tuple) else unit)
+    workload = judging_workload(config, design)
+    if workload:
+        print(workload, file=sys.stderr)
     if config.out:
         write_design(config.out, design)
         print(f"wrote {config.out}: {design.describe()}", file=sys.stderr)

@@ -421,3 +421,14 @@ def test_a_pilot_without_width_cannot_size_a_draw():
     flat = pilot.__class__(0.5, 0.5, 0.5, 4, 10, 1.0, "")
     with pytest.raises(ValueError, match="no width"):
         queries_for_width(flat, 0.1)
+
+
+def test_the_draw_says_how_many_hits_it_asks_people_to_judge(tmp_path: Path, capsys):
+    from data.beir import write_trec_run
+    from eval.ppi import main as draw_main
+
+    run = {f"q{i}": {f"d{j}": float(-j) for j in range(12)} for i in range(30)}
+    write_trec_run(tmp_path / "run.trec", run)
+    draw_main(["--run", str(tmp_path / "run.trec"), "--n", "5", "--k", "10"])
+    err = capsys.readouterr().err
+    assert "workload: the 5 drawn queries have 50 hits in this run's top 10" in err
