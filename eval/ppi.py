@@ -504,7 +504,9 @@ def _sized(config: DrawConfig, population: int) -> int:
         raise ValueError(
             f"target_width: a {config.metric} interval of width {config.target_width:g} needs "
             f"about {needed} judged {config.unit}, and the run has {population}; judging all of "
-            f"them reaches about {reachable:g} (give --target_width {reachable:g} or more)"
+            f"them reaches about {reachable:g} as eval.search's interval (which treats the "
+            f"{config.unit} as a sample of many more), while their own mean is then known "
+            f"exactly (give --target_width {reachable:g} or more, or judge all {population})"
         )
     print(
         f"{needed} judged {config.unit} for a {config.metric} interval of width "
