@@ -46,7 +46,13 @@ class CheckpointEvalConfig:
     data: str = field(
         default="runs/dataset/test.jsonl", metadata={"help": "Judgments JSONL to evaluate on."}
     )
-    out: str = field(default="runs/eval/grader", metadata={"help": "Output folder."})
+    out: str | None = field(
+        default=None,
+        metadata={
+            "help": "Output folder (default: runs/eval/grader, runs/eval/BASELINE or "
+            "runs/eval/judgments, so a baseline's evaluation never replaces the grader's)."
+        },
+    )
     model: str | None = field(
         default=None, metadata={"help": "Grader checkpoint, or a causal LM with --zero_shot."}
     )
@@ -105,6 +111,9 @@ class CheckpointEvalConfig:
             )
         if self.batch_size < 1:
             raise ValueError(f"batch_size: expected >= 1, got {self.batch_size}")
+        if not self.out:
+            source = self.baseline or ("judgments" if self.judgments else "grader")
+            self.out = f"runs/eval/{source}"
 
 
 @dataclass

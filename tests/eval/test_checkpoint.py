@@ -324,3 +324,11 @@ def test_bm25_scores_a_query_without_an_indexable_word_zero_instead_of_crashing(
 
     scores = bm25_scores(["v 0", "axon terminal"], ["axon terminals", "axon terminals"])
     assert scores[0] == 0.0 and scores[1] > 0
+
+
+def test_a_baselines_default_out_never_replaces_the_graders():
+    from eval.checkpoint import CheckpointEvalConfig
+
+    grader = CheckpointEvalConfig(model="runs/grader")
+    baseline = CheckpointEvalConfig(baseline="bm25", calibration_data="val.jsonl")
+    assert grader.out == "runs/eval/grader" and baseline.out == "runs/eval/bm25"
