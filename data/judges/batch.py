@@ -143,12 +143,14 @@ class OpenAIBatches:
         self.url = BATCH_URL[config.backend]
         self.window = config.batch_completion_window
 
-    def _call(self, what: str, call: Callable[[], Any]) -> Any:
+    def _call(self, what: str, call: Callable[[], Any], not_found: str | None = None) -> Any:
         """A provider call whose failure (after the SDK's retries) is one line."""
         try:
             return call()
         except self.openai.NotFoundError:
-            raise BatchError(f"{what}: no longer exists at the provider (404)") from None
+            raise BatchError(
+                f"{what}: {not_found or 'no longer exists at the provider (404)'}"
+            ) from None
         except self.openai.APIStatusError as exc:
             raise BatchError(
                 f"{what}: the provider refused ({exc.status_code}): {_message(exc)}"
@@ -161,7 +163,13 @@ class OpenAIBatches:
             with path.open("rb") as handle:
                 return self.client.files.create(file=handle, purpose="batch").id
 
-        return self._call(f"uploading {path}", call)
+        # A 404 on the first call is an endpoint without the Files and Batch APIs.
+        no_batch_api = (
+            f"the endpoint ({self.client.base_url}) has no Batch API (404 on its files route): "
+            "local servers (llama.cpp, vLLM's, Ollama) answer one request at a time; run "
+            "without --batch"
+        )
+        return self._call(f"uploading {path}", call, not_found=no_batch_api)
 
     def find(self, input_file_id: str) -> str | None:
         """The batch made from ``input_file_id``, when a kill came between creating it and

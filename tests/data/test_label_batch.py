@@ -336,3 +336,26 @@ def test_a_refusal_is_asked_once_and_a_200_error_body_keeps_the_providers_messag
     assert "The model is overloaded; try again later (503)" in found["d5"].error
     assert "no choices" in found["d6"].error
     assert all(found[f"d{i}"].error is None for i in range(4))
+
+
+def test_an_endpoint_without_a_batch_api_says_so_not_a_vanished_batch(tmp_path: Path):
+    """--batch against a local server (no /files route): the first call's 404 names the missing
+    Batch API and says to run without --batch, instead of 'no longer exists at the provider'."""
+    import httpx
+    import openai
+
+    pairs = write_pairs(tmp_path / "pairs.jsonl", ["ok"] * 2)
+    with FakeOpenAI() as server:
+        batches = batch_module.OpenAIBatches(openai_judge(server, **FAST))
+
+        def missing(**_: object) -> None:
+            request = httpx.Request("POST", f"{server.base_url}/files")
+            raise openai.NotFoundError(
+                "Not Found", response=httpx.Response(404, request=request), body=None
+            )
+
+        batches.client.files.create = missing
+        with pytest.raises(
+            batch_module.BatchError, match="has no Batch API .* run without --batch"
+        ):
+            batches.upload(pairs)
