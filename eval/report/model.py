@@ -3,9 +3,10 @@ from an evaluation folder, :meth:`Report.to_dict` is the JSON the page embeds an
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from data.core.io import strict
 
 
 @dataclass
@@ -259,14 +260,4 @@ class Report:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON values; a non-finite number (an infinite 'worth', a NaN τ) becomes None."""
-        return _finite(asdict(self))
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {key: _finite(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(item) for item in value]
-    return value
+        return strict(asdict(self))
