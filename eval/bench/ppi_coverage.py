@@ -427,17 +427,6 @@ def study(config: CoverageConfig) -> dict[str, Any]:
     return results
 
 
-def strict(value: Any) -> Any:
-    """``value`` with every non-finite float as None, for strict JSON."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Mapping):
-        return {k: strict(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [strict(v) for v in value]
-    return value
-
-
 def lowest_ppi_coverage(results: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
     """{metric: {n: the lowest PPI++ coverage over every labeler and system}} of study results
     (``--out`` files)."""
@@ -534,7 +523,7 @@ def main(args: Sequence[str] | None = None) -> None:
         )
         print(design_table(rows), end="")
     if config.out:
-        write_json(config.out, strict(results))
+        write_json(config.out, results)  # strict JSON: a non-finite number as null
 
 
 def _format(value: float, spec: str) -> str:

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from data.core.cli import parse_config, run_main
-from data.core.io import write_json
-from eval.bench.ppi_coverage import lowest_ppi_coverage, strict
+from data.core.io import strict, write_json
+from eval.bench.ppi_coverage import lowest_ppi_coverage
 
 
 @dataclass
