@@ -36,19 +36,23 @@ def _studied_name(metric: str) -> str:
 
 
 def measured_coverage(metric: str, n: int) -> dict[str, Any] | None:
-    """The lowest coverage the study measured for ``metric`` at the largest studied n not above
-    ``n`` (coverage grows with n), with that n and whether it is below the target; None where the
-    metric or so small an n was not studied."""
+    """The lowest coverage the study measured for ``metric`` at the studied sizes around ``n``
+    (the largest not above it and the smallest not below it: coverage need not grow with n),
+    with the size it was lowest at and whether it is below the target; None where the metric or
+    so small an n was not studied."""
     by_n = coverage_table()["coverage"].get(_studied_name(metric))
     if not by_n:
         return None
-    studied = sorted(int(size) for size in by_n if int(size) <= n)
-    if not studied:
+    sizes = sorted(int(size) for size in by_n)
+    below = [size for size in sizes if size <= n]
+    if not below:
         return None
-    value = float(by_n[str(studied[-1])])
+    around = {below[-1], *[size for size in sizes if size >= n][:1]}
+    at = min(around, key=lambda size: (float(by_n[str(size)]), size))
+    value = float(by_n[str(at)])
     return {
         "coverage": value,
-        "at_n": studied[-1],
+        "at_n": at,
         "below_target": value < COVERAGE_TARGET,
         "target": COVERAGE_TARGET,
         "source": coverage_table().get("source", ""),

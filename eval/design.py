@@ -406,7 +406,8 @@ def design_mean(
     method = f"{name} PPI++ ({interval})" if tuned else f"{name} λ={lam:g} ({interval})"
     if binary:
         method = method[:-1] + ", pseudo-observations at the bounds)"
-    if variance <= 0 and not _census(design, finite_population):
+    # Rounding (a λ that fits the judged values exactly) leaves ~1e-17: no variance either.
+    if variance <= 1e-15 and not _census(design, finite_population):
         if lam != 0:
             return _human_only(design, labeler, human, alpha, interval, finite_population, bounds)
         return _hoeffding(design, labeler, estimate, alpha, bounds, name)

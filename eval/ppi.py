@@ -129,6 +129,13 @@ def on_lattice(values: np.ndarray, bounds: tuple[float, float]) -> bool:
     return bool(np.all(np.min(np.abs(values[:, None] - points[None, :]), axis=1) < 1e-12))
 
 
+def no_spread(values: np.ndarray) -> bool:
+    """Values all alike up to rounding (a tuned λ that fits the judged values exactly leaves a
+    spread of ~1e-17, which must not pass for a variance)."""
+    scale = max(1.0, float(np.max(np.abs(values)))) if len(values) else 1.0
+    return float(np.ptp(values)) <= 1e-9 * scale
+
+
 def pseudo_weight(alpha: float) -> float:
     """Agresti and Coull's pseudo-observations: z²/2 at each bound (about 2 at 95%)."""
     return float(stats.norm.ppf(1 - alpha / 2)) ** 2 / 2
@@ -182,7 +189,7 @@ def classical_mean(
         method = f"classical ({interval}, pseudo-observations at the bounds)"
         result = Interval(mean, mean - half, mean + half, n, 0, 0.0, method, se, _df(n, interval))
         return result.clipped(*bounds)
-    if float(np.ptp(y)) == 0.0:
+    if no_spread(y):
         return _no_spread(mean, n, alpha, bounds)
     ddof = 1 if interval == "t" else 0
     se = float(y.std(ddof=ddof)) / math.sqrt(n)
@@ -281,7 +288,7 @@ def rectifier_variance(
         values = np.concatenate([rectifier, pseudo])
         weights = np.concatenate([np.ones(len(y)), [weight, weight]])
         return _weighted_variance(values, weights, ddof) / (len(y) + 2 * weight)
-    if float(np.ptp(rectifier)) == 0.0:
+    if no_spread(rectifier):
         return None
     return float(rectifier.var(ddof=ddof)) / len(y)
 

@@ -24,13 +24,21 @@ def table(monkeypatch):
 
 
 def test_coverage_is_read_at_the_largest_studied_n_not_above(table):
+    # n = 15 lies between the studied 10 and 20: the lower of the two.
     assert coverage.measured_coverage("ndcg@10", 15)["coverage"] == 0.94
     assert coverage.measured_coverage("ndcg@10", 15)["at_n"] == 10
+    assert coverage.measured_coverage("ndcg@10", 10)["coverage"] == 0.94
+    assert coverage.measured_coverage("ndcg@10", 99)["at_n"] == 20
     assert coverage.measured_coverage("ndcg@10", 4) is None  # smaller than any studied n
     assert coverage.measured_coverage("map@10", 10)["below_target"]  # MAP with its cut-off
     assert coverage.measured_coverage("hit@5", 10) is None
     assert "not measured" in coverage.coverage_note("hit@5", 10)
     assert "below the 0.93 target" in coverage.coverage_note("map", 12)
+    # Coverage need not grow with n: between 20 and 40, the lower of the two.
+    falling = {"coverage": {"precision@10": {"10": 0.95, "20": 0.95, "40": 0.89}}}
+    coverage.coverage_table = lambda: falling  # restored by the fixture's monkeypatch
+    found = coverage.measured_coverage("precision@10", 30)
+    assert (found["coverage"], found["at_n"], found["below_target"]) == (0.89, 40, True)
 
 
 def test_the_search_table_marks_a_metric_measured_below_the_target(table):
