@@ -162,30 +162,36 @@ def held_out_warning(
 ) -> str | None:
     """The report's first words when the grader that labels the runs (``labeler``, the row the
     main job exports) does not beat every baseline on held-out queries (``cross``:
-    :meth:`CrossValidation.to_dict`): which labeler did best, and that the runs' metrics under
-    its labels are not to be trusted; None when it beats them (or is not in the study)."""
+    :meth:`CrossValidation.to_dict`): which baselines it does not beat, with their paired
+    intervals, which labeler did best, and that the runs' metrics under its labels are not to be
+    trusted; None when it beats them (or is not in the study)."""
     if (cross.get("beats_every_baseline") or {}).get(labeler, True):
         return None
-    losing = [labeler]
+    name = names.get(labeler, labeler)
+    unbeaten = "; ".join(
+        f"{names.get(d['baseline'], d['baseline'])}: Δ {_signed(d['mean'])} "
+        f"[{_signed(d['low'])}, {_signed(d['high'])}]"
+        for d in cross["differences"]
+        if d["model"] == labeler and not d["beats"]
+    )
     scores = {
-        model: metrics.get("query_roc_auc")
+        model: metrics["query_roc_auc"]
         for model, metrics in cross["pooled"].items()
         if metrics.get("query_roc_auc") is not None
     }
     best = max(scores, key=scores.__getitem__) if scores else None
-    graders = ", ".join(names.get(m, m) for m in losing)
     shown = "; ".join(f"{names.get(m, m)} {v:.3f}" for m, v in scores.items())
-    best_words = (
-        f"The best labeler on held-out queries was {names.get(best, best)} (per-query ROC-AUC: "
-        f"{shown}). "
-        if best
-        else ""
-    )
+    if best == labeler:
+        standing = f"It scores highest (per-query ROC-AUC: {shown}), but not measurably so. "
+    elif best:
+        standing = f"The best labeler there was {names.get(best, best)} ({shown}). "
+    else:
+        standing = ""
     return (
-        f"Not trustworthy: the grader ({graders}) does not beat every baseline on held-out "
-        f"queries (a paired per-query ROC-AUC interval that does not lie above zero). "
-        f"{best_words}The runs' metrics under the grader's labels below are not to be trusted "
-        "as a measure of relevance; PPI++ estimates, where shown, are corrected by the human "
+        f"Not trustworthy: the grader ({name}) does not beat every baseline on held-out "
+        f"queries (per-query ROC-AUC difference, 95% interval not above zero: {unbeaten}). "
+        f"{standing}The runs' metrics under the grader's labels below are not to be trusted as "
+        "a measure of relevance; PPI++ estimates, where shown, are corrected by the human "
         "judgments."
     )
 
