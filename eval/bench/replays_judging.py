@@ -446,6 +446,46 @@ def replay_report_out_over_an_input(root: Path) -> None:
     assert inferred.read_text() == "1 0 17 1\n"
 
 
+def replay_report_corpus_without_the_documents(root: Path) -> None:
+    """Round 4 item 10: report --corpus naming a corpus with none of the evaluated documents
+    embedded nothing and said nothing."""
+    from eval.report.build import ReportOptions, build_report
+
+    _adi_run(root / "run.trec")
+    _search(root, "--run", str(root / "run.trec"), "--k", "5")
+    other = root / "other"
+    other.mkdir()
+    (other / "corpus.jsonl").write_text('{"_id": "x1", "title": "", "text": "elsewhere"}\n')
+    (other / "queries.jsonl").write_text('{"_id": "1", "text": "a query"}\n')
+    report = build_report(root / "s", ReportOptions(corpus=str(other)))
+    assert not report.documents, len(report.documents)
+    assert any("holds none of the" in note for note in report.notes), report.notes
+
+
+def replay_grader_that_does_not_beat_its_baselines(root: Path) -> None:
+    """Round 4 item 11: a grader at chance against its baselines still labelled the runs, and
+    the report's table under its labels read as if it could be believed."""
+    from eval.crossval import held_out_warning
+
+    cross = {
+        "beats_every_baseline": {"grader": False},
+        "differences": [
+            {
+                "model": "grader",
+                "baseline": "cosine",
+                "mean": -0.3,
+                "low": -0.4,
+                "high": -0.2,
+                "beats": False,
+            },
+        ],
+        "pooled": {"grader": {"query_roc_auc": 0.437}, "cosine": {"query_roc_auc": 0.74}},
+    }
+    words = held_out_warning(cross, {"grader": "grader (ours)", "cosine": "MiniLM cosine"})
+    assert words and words.startswith("Not trustworthy"), words
+    assert "The best labeler there was MiniLM cosine" in words, words
+
+
 REPLAYS: list[tuple[int, str, Callable[[Path], None]]] = [
     (6, "judged hits outside the top k counted", replay_pairs_outside_top_k),
     (7, "conflicting human judgments warned", replay_conflicting_duplicates),
@@ -468,4 +508,14 @@ REPLAYS: list[tuple[int, str, Callable[[Path], None]]] = [
     # The statistician's review (trust) and reliability round 4.
     (1, "trust: hit@10 at the bound has width, strict JSON", replay_hit_at_k_at_the_bound),
     (2, "round 4: report --out over an input refused", replay_report_out_over_an_input),
+    (
+        10,
+        "round 4: a corpus without the documents is said",
+        replay_report_corpus_without_the_documents,
+    ),
+    (
+        11,
+        "round 4: a grader below its baselines said first",
+        replay_grader_that_does_not_beat_its_baselines,
+    ),
 ]

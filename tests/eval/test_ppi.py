@@ -246,8 +246,9 @@ def test_search_reports_ppi_estimates_from_a_judged_subset(adi_dir: Path, tmp_pa
 
 
 def test_the_coverage_study_reads_search_outputs_and_reports_both_intervals(tmp_path: Path, capsys):
-    """A labeler that equals the human values plus a constant: PPI++ removes the bias and its
-    interval is far narrower than the human-only one, covering the all-query value."""
+    """A labeler that equals the human values plus a constant (and a little noise): PPI++ removes
+    the bias and its interval is far narrower than the human-only one, covering the all-query
+    value."""
     from data.beir import write_trec_run
     from eval.bench.ppi_coverage import main as coverage_study
 
@@ -269,7 +270,13 @@ def test_the_coverage_study_reads_search_outputs_and_reports_both_intervals(tmp_
     for name in runs:
         per_query[name] = {
             q: {
-                "metrics": {"precision@10": min(1.0, human[name]["precision@10"][q] + 0.3)},
+                # Off by a constant, with a little noise: a rectifier with no spread at all is
+                # not a variance (the interval falls back to human-only there).
+                "metrics": {
+                    "precision@10": min(
+                        1.0, human[name]["precision@10"][q] + 0.3 + 0.01 * ((i * 7) % 5 - 2)
+                    )
+                },
                 # The labeler's P(relevant) of each hit: sure of some queries, unsure of others.
                 "hits": [{"id": f"{q}-d0", "score": 0.5 if i % 2 else 0.95, "relevant": True}],
             }
