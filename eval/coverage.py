@@ -65,4 +65,4 @@ def coverage_note(metric: str, n: int) -> str:
     if found is None:
         return f"coverage not measured for {metric} at n = {n}"
     mark = " (below the 0.93 target)" if found["below_target"] else ""
-    return f"measured coverage {found['coverage']:.2f} at n = {found['at_n']}{mark}"
+    return f"measured coverage {found['coverage']:.3f} at n = {found['at_n']}{mark}"

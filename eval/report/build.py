@@ -421,9 +421,13 @@ def build_report(folder: str | Path, options: ReportOptions | None = None) -> Re
     queries, documents, human = build_queries(inputs, options, headline, notes)
     held = held_out(inputs)
     warning = _held_out_warning(inputs)
-    if warning:  # the first words of the page, and the headline's notice
+    if warning:  # the first words of the page; the headline's notice points at it
         notes.insert(0, warning)
-        headline.notice = f"{warning} {headline.notice}"
+        headline.notice = (
+            "Not trustworthy: the grader did not beat its baselines on held-out queries (the "
+            "first note above), so its means below are not a measure of relevance. "
+            f"{headline.notice}"
+        )
         headline.untrusted = True
     learned = learned_queries_note(
         inputs, {row.qid for row in queries}, human.judged_queries() if human else set()

@@ -88,7 +88,7 @@
     const th = el("th", { class: "num", "data-metric": metric, text: metric });
     if (!H.intervals || !(metric in H.coverage)) return th;
     const found = H.coverage[metric];
-    const text = found ? `coverage ${found.coverage.toFixed(2)} at n = ${found.at_n}` : "coverage not measured";
+    const text = found ? `coverage ${found.coverage.toFixed(3)} at n = ${found.at_n}` : "coverage not measured";
     const below = found && found.below_target;
     th.append(el("div", { class: `sub coverage ${below ? "below-target" : ""}`, text: below ? `† ${text}` : text }));
     return th;

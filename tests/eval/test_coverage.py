@@ -53,4 +53,4 @@ def test_the_search_table_marks_a_metric_measured_below_the_target(table):
     }
     text = ppi_table(report)
     assert "| map † |" in text and "| ndcg@10 |" in text
-    assert "map: measured coverage 0.85 at n = 10 (below the 0.93 target)" in text
+    assert "map: measured coverage 0.850 at n = 10 (below the 0.93 target)" in text
