@@ -356,6 +356,6 @@ def test_an_endpoint_without_a_batch_api_says_so_not_a_vanished_batch(tmp_path: 
 
         batches.client.files.create = missing
         with pytest.raises(
-            batch_module.BatchError, match="has no Batch API .* run without --batch"
+            batch_module.BatchError, match=r"has no Batch API .* run without --batch"
         ):
             batches.upload(pairs)

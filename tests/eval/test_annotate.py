@@ -571,7 +571,7 @@ def test_a_draw_judged_in_part_gives_estimates_from_its_fully_judged_queries(
     # Measured deeper than the session judged: one line says the k differs.
     deeper = search_args(tmp_path, inputs, "--human", str(tmp_path / "out"))
     deeper[deeper.index("--k") + 1] = "8"
-    with pytest.raises(ValueError, match="judged each run's top 5, .* top 8 \\(the k differs\\)"):
+    with pytest.raises(ValueError, match=r"judged each run's top 5, .* top 8 \(the k differs\)"):
         search(deeper)
 
 
