@@ -524,14 +524,16 @@ def design_estimate(
     alpha: float = 0.05,
     interval: str = "t",
     bounds: tuple[float, float] = UNBOUNDED,
+    finite_population: bool = False,
 ) -> MetricEstimates:
     """:func:`eval.ppi.estimate_metric` under a design: the labeler's plain mean, the human-only
     design estimate and the design's PPI++ estimate (only the drawn units' human values count)."""
     drawn = {u: human[u] for u in design.drawn if u in human}
+    common = {"interval": interval, "finite_population": finite_population, "bounds": bounds}
     return MetricEstimates(
         labeler_mean=float(np.mean(list(labeler.values()))),
-        classical=design_mean(design, labeler, drawn, alpha, 0.0, interval, bounds=bounds),
-        ppi=design_mean(design, labeler, drawn, alpha, None, interval, bounds=bounds),
+        classical=design_mean(design, labeler, drawn, alpha, 0.0, **common),
+        ppi=design_mean(design, labeler, drawn, alpha, None, **common),
         queries=len(labeler),
         bounds=bounds,
     )

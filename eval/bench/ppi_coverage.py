@@ -34,7 +34,6 @@ zero-width intervals. ``--out`` is strict JSON: a non-finite number is written a
 
 from __future__ import annotations
 
-import inspect
 import json
 import math
 import random
@@ -57,7 +56,7 @@ from eval.design import (
     draw_design,
     unit_signals,
 )
-from eval.ppi import INTERVALS, MetricEstimates, estimate_metric, paired_difference
+from eval.ppi import INTERVALS, estimate_metric, paired_difference
 from eval.search.human import human_metrics
 
 # eval.search's names of the five metrics at k = 10.
@@ -150,41 +149,6 @@ def uniform_draws(qids: Sequence[str], n: int, draws: int, seed: int) -> list[De
     return [draw_design(qids, n, "uniform", seed=seed * 1_000_003 + i) for i in range(draws)]
 
 
-def _accepts(function: Any, name: str) -> bool:
-    return name in inspect.signature(function).parameters
-
-
-def finite_population_estimates(
-    design: Design,
-    labeler: Mapping[str, float],
-    drawn: Mapping[str, float],
-    alpha: float,
-    interval: str,
-    bounds: tuple[float, float],
-) -> MetricEstimates:
-    """:func:`eval.design.design_estimate` with the finite-population correction: the human-only
-    (λ = 0) and PPI++ (λ tuned) design-based intervals of a draw, within ``bounds``."""
-    if _accepts(design_estimate, "finite_population"):
-        return design_estimate(
-            design, labeler, drawn, alpha, interval, bounds, finite_population=True
-        )
-    extra = {"bounds": bounds} if _accepts(design_mean, "bounds") else {}
-
-    def estimate(lam: float | None):
-        found = design_mean(
-            design, labeler, drawn, alpha, lam, interval, finite_population=True, **extra
-        )
-        return found.clipped(*bounds)  # a no-op where design_mean kept to the bounds
-
-    return MetricEstimates(
-        labeler_mean=float(np.mean(list(labeler.values()))),
-        classical=estimate(0.0),
-        ppi=estimate(None),
-        queries=len(labeler),
-        bounds=bounds,
-    )
-
-
 def reported_intervals(
     design: Design,
     labeler: Mapping[str, float],
@@ -196,8 +160,8 @@ def reported_intervals(
     ``human_only`` and ``ppi`` intervals within ``bounds``)."""
     drawn = {q: human[q] for q in design.drawn}
     if config.finite_population:
-        estimates = finite_population_estimates(
-            design, labeler, drawn, config.alpha, config.interval, bounds
+        estimates = design_estimate(
+            design, labeler, drawn, config.alpha, config.interval, bounds, finite_population=True
         )
     else:
         estimates = estimate_metric(labeler, drawn, config.alpha, config.interval, bounds)
@@ -287,14 +251,13 @@ def _uniform_ppi(design: Design, labeler: dict, human: dict, config: CoverageCon
     """eval.search's PPI++ interval of a uniform draw."""
     drawn = {q: human[q] for q in design.drawn}
     estimates = estimate_metric(labeler, drawn, config.alpha, config.interval, bounds)
-    return estimates.ppi.clipped(*bounds)  # a no-op where estimate_metric kept to the bounds
+    return estimates.ppi
 
 
 def _design_ppi(design: Design, labeler: dict, human: dict, config: CoverageConfig, bounds):
     """The design-based PPI++ interval valid under ``design``, within ``bounds``."""
-    extra = {"bounds": bounds} if _accepts(design_mean, "bounds") else {}
     drawn = {q: human[q] for q in design.drawn}
-    found = design_mean(
+    return design_mean(
         design,
         labeler,
         drawn,
@@ -302,9 +265,8 @@ def _design_ppi(design: Design, labeler: dict, human: dict, config: CoverageConf
         None,
         config.interval,
         finite_population=config.finite_population,
-        **extra,
+        bounds=bounds,
     )
-    return found.clipped(*bounds)
 
 
 def design_rows(
