@@ -204,3 +204,71 @@ def packed_classifier_probabilities(
         logits = packed_logits(model, batch).float()
         out[batch.order] = torch.softmax(logits / temperature, dim=-1).cpu().numpy()
     return out
+
+
+def packed_steps(
+    lengths: Sequence[int], width: int, rows_per_step: int, steps: int, seed: int = 0
+) -> list[list[list[int]]] | None:
+    """``steps`` training steps of ``rows_per_step`` rows each, from the first pairs of
+    ``lengths`` (first-fit decreasing, the rows shuffled, seeded): for each step its rows of pair
+    indices. None when the pairs fill fewer rows than that; the rows beyond are left out."""
+    import random
+
+    rows = first_fit_decreasing(lengths, width)
+    if len(rows) < steps * rows_per_step:
+        return None
+    rows = rows[: steps * rows_per_step]  # the last rows, of the shortest pairs, left out
+    random.Random(seed).shuffle(rows)
+    return [rows[s * rows_per_step : (s + 1) * rows_per_step] for s in range(steps)]
+
+
+class PackedCollator:
+    """Training batches of packed rows. Each feature is one step's pairs with their rows
+    (``input_ids``: sequences, ``rows``: lists of indices into them, ``labels``,
+    ``soft_targets``); the batch has ``rows_per_step`` rows of ``width`` per feature, the
+    read-out positions (``seq_rows``, ``seq_ends``) and the labels in read-out order.
+    ``GraderTrainer.compute_loss`` reads such a batch with :func:`packed_logits`."""
+
+    def __init__(
+        self, pad_token_id: int, width: int, rows_per_step: int, attn_implementation: str = "sdpa"
+    ) -> None:
+        self.pad_token_id = pad_token_id
+        self.width = width
+        self.rows_per_step = rows_per_step
+        self.attn_implementation = attn_implementation
+
+    def __call__(self, features: list[dict]) -> dict[str, torch.Tensor]:
+        sequences, rows, labels, soft = [], [], [], []
+        for feature in features:
+            offset = len(sequences)
+            sequences += feature["input_ids"]
+            rows += [[offset + i for i in row] for row in feature["rows"]]
+            labels += feature["labels"]
+            soft += feature.get("soft_targets") or [0.0] * len(feature["labels"])
+        batch = pack(
+            sequences, self.width, self.pad_token_id, rows, self.rows_per_step * len(features)
+        )
+        out = {
+            "input_ids": batch.input_ids,
+            "position_ids": batch.position_ids,
+            "seq_rows": batch.seq_rows,
+            "seq_ends": batch.seq_ends,
+            "labels": torch.tensor([int(labels[i]) for i in batch.order], dtype=torch.long),
+            "soft_targets": torch.tensor([float(soft[i]) for i in batch.order]),
+        }
+        mask = batch.attention_mask(self.attn_implementation)
+        if mask is not None:
+            out["attention_mask"] = mask
+        return out
+
+
+def packed_inputs_logits(model: torch.nn.Module, inputs: dict) -> torch.Tensor:
+    """:func:`packed_logits` of a :class:`PackedCollator` batch (on the model's device)."""
+    body, head = classifier_parts(model)
+    hidden = body(
+        input_ids=inputs["input_ids"],
+        position_ids=inputs["position_ids"],
+        attention_mask=inputs.get("attention_mask"),
+        use_cache=False,
+    ).last_hidden_state
+    return head(hidden[inputs["seq_rows"], inputs["seq_ends"]])

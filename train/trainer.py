@@ -63,6 +63,14 @@ class GraderTrainer(Trainer):
         inputs = dict(inputs)
         labels = inputs.pop("labels")
         soft_targets = inputs.pop("soft_targets", None)
+        if "seq_ends" in inputs:  # packed rows (models.packing.PackedCollator): one logit per pair
+            from transformers.modeling_outputs import SequenceClassifierOutput
+
+            from models.packing import packed_inputs_logits
+
+            logits = packed_inputs_logits(model, inputs)
+            loss = self.loss_fn(logits, labels, soft_targets)
+            return (loss, SequenceClassifierOutput(logits=logits)) if return_outputs else loss
         outputs = model(**inputs)
         loss = self.loss_fn(outputs.logits, labels, soft_targets)
         return (loss, outputs) if return_outputs else loss

@@ -32,6 +32,9 @@ from eval.bench.common import (
 )
 
 VARIANTS = ("ours-full", "padded-full", "ours-lora", "padded-lora")
+# Padding-free packing (models.packing): each step's pairs side by side in rows_per_step rows of
+# max_length tokens (a token budget per step, not a pair count); run on their own (--variant).
+PACKED_VARIANTS = ("packed-full", "packed-lora")
 
 
 @dataclass
@@ -42,7 +45,17 @@ class BenchTrainingConfig:
     steps: int = field(default=8)
     batch_size: int = field(default=8)
     max_length: int = field(default=512)
-    variant: str = field(default="all", metadata={"help": f"all, or one of {', '.join(VARIANTS)}."})
+    variant: str = field(
+        default="all",
+        metadata={"help": f"all, or one of {', '.join(VARIANTS + PACKED_VARIANTS)}."},
+    )
+    rows_per_step: int = field(
+        default=8,
+        metadata={
+            "help": "Packed variants: rows of max_length tokens per step (8 x 512 holds about "
+            "the real tokens of 16 pairs of mean 268 tokens)."
+        },
+    )
     gradient_checkpointing: bool = field(default=False)
     torch_compile: bool = field(default=False)
 
@@ -58,7 +71,10 @@ def run_variant(config: BenchTrainingConfig) -> dict:
     from train.grader_data import GraderCollator
     from train.trainer import GraderTrainer
 
+    if config.variant not in VARIANTS + PACKED_VARIANTS:
+        raise ValueError(f"variant: expected one of {VARIANTS + PACKED_VARIANTS}")
     ours, mode = config.variant.split("-")[0] == "ours", config.variant.split("-")[1]
+    packed = config.variant.startswith("packed")
     device = "cuda" if torch.cuda.is_available() else "cpu"
     bf16 = device == "cuda"
     if config.model == "llama-1b-random":
@@ -92,21 +108,36 @@ def run_variant(config: BenchTrainingConfig) -> dict:
             )
         )
     fmt = GraderInputFormat.from_tokenizer(tokenizer, max_length=config.max_length)
-    n = config.steps * config.batch_size
-    pairs = trec_dl_pairs(n)
-    ids = format_pairs(tokenizer, fmt, [q for q, _ in pairs], [d for _, d in pairs]).input_ids
-    dataset = Dataset.from_dict(
-        {
-            "input_ids": ids,
-            "labels": [i % 2 for i in range(n)],
-            "soft_targets": [0.0] * n,
-            "length": [len(x) for x in ids],
-        }
-    )
+    if packed:
+        ids, dataset, collator = packed_dataset(config, tokenizer, fmt)
+        n = len(ids)
+    else:
+        n = config.steps * config.batch_size
+        pairs = trec_dl_pairs(n)
+        ids = format_pairs(tokenizer, fmt, [q for q, _ in pairs], [d for _, d in pairs]).input_ids
+        dataset = Dataset.from_dict(
+            {
+                "input_ids": ids,
+                "labels": [i % 2 for i in range(n)],
+                "soft_targets": [0.0] * n,
+                "length": [len(x) for x in ids],
+            }
+        )
+        collator = GraderCollator(
+            tokenizer.pad_token_id, pad_to_multiple_of=None if ours else config.max_length
+        )
+    if packed:
+        collator.attn_implementation = model.config._attn_implementation
+    if packed and config.torch_compile:
+        # Compiled in place: compute_loss calls the decoder itself (models.packing), which a
+        # torch.compile wrapper around the whole model would leave uncompiled. Static shapes.
+        from models.backbone import decoder
+
+        decoder(model).compile()
     args = GraderTrainingArguments(
         output_dir=tempfile.mkdtemp(),
         max_steps=config.steps,
-        per_device_train_batch_size=config.batch_size,
+        per_device_train_batch_size=1 if packed else config.batch_size,
         eval_strategy="no",
         save_strategy="no",
         load_best_model_at_end=False,
@@ -117,11 +148,8 @@ def run_variant(config: BenchTrainingConfig) -> dict:
         disable_tqdm=True,
         gradient_checkpointing=config.gradient_checkpointing,
         train_sampling_strategy="group_by_length" if ours else "random",
-        torch_compile=config.torch_compile,
+        torch_compile=config.torch_compile and not packed,
         optim="adamw_torch_fused" if device == "cuda" else "adamw_torch",
-    )
-    collator = GraderCollator(
-        tokenizer.pad_token_id, pad_to_multiple_of=None if ours else config.max_length
     )
     trainer = GraderTrainer(
         model=model,
@@ -139,7 +167,9 @@ def run_variant(config: BenchTrainingConfig) -> dict:
     seconds = time.perf_counter() - start
     real = sum(len(x) for x in ids)
     padded = (
-        n * config.max_length
+        config.steps * config.rows_per_step * config.max_length
+        if packed
+        else n * config.max_length
         if not ours
         else sum(
             max(len(ids[i]) for i in batch) * len(batch)
@@ -158,12 +188,57 @@ def run_variant(config: BenchTrainingConfig) -> dict:
             else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         )
         / 2**30,
+        "pairs": n,
+        "real_tokens": real,
+        "padded_tokens": padded,
+        # Forward + backward ~ 3x forward, each sequence with its own attention length.
+        "useful_flops": 3 * sum(forward_flops(model.config, len(x), len(x)) for x in ids),
     }
+    if packed:
+        result["rows_per_step"] = config.rows_per_step
     if device == "cuda":
         # Training ~ 3x forward (forward + backward); padded positions cost compute too.
         flops = 3 * forward_flops(model.config, padded, int(padded / n))
         result["mfu_percent"] = 100 * flops / seconds / H100_BF16_FLOPS
+        result["mfu_real_percent"] = 100 * result["useful_flops"] / seconds / H100_BF16_FLOPS
     return result
+
+
+def packed_dataset(config: BenchTrainingConfig, tokenizer, fmt):
+    """The packed variants' steps: TREC DL pairs enough to fill ``steps x rows_per_step`` rows
+    of ``max_length`` (first-fit decreasing), one dataset item per step. Returns the pairs' ids
+    (those trained on), the items and the collator."""
+    from models.input_format import format_pairs
+    from models.packing import PackedCollator, packed_steps
+
+    rows = config.steps * config.rows_per_step
+    n = max(8, rows * config.max_length // 300)
+    while True:
+        pairs = trec_dl_pairs(n)
+        ids = format_pairs(tokenizer, fmt, [q for q, _ in pairs], [d for _, d in pairs]).input_ids
+        steps = packed_steps(
+            [len(x) for x in ids], config.max_length, config.rows_per_step, config.steps
+        )
+        if steps is not None:
+            break
+        if len(pairs) < n:
+            raise ValueError(f"{len(pairs)} TREC DL pairs do not fill {rows} rows")
+        n += max(8, n // 10)
+    items, used = [], []
+    for step in steps:
+        members = [i for row in step for i in row]
+        local = {i: k for k, i in enumerate(members)}
+        items.append(
+            {
+                "input_ids": [ids[i] for i in members],
+                "rows": [[local[i] for i in row] for row in step],
+                "labels": [i % 2 for i in members],
+                "soft_targets": [0.0] * len(members),
+            }
+        )
+        used += members
+    collator = PackedCollator(tokenizer.pad_token_id, config.max_length, config.rows_per_step)
+    return [ids[i] for i in used], items, collator
 
 
 def _batches(ids: list[list[int]], batch_size: int):
