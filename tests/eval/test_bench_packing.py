@@ -26,18 +26,18 @@ def test_the_packed_loss_equals_the_padded_loss_on_the_same_pairs(tiny_classifie
     from train.trainer import GraderTrainer
 
     model, tokenizer = build_grader(
-        GraderModelConfig(model_name_or_path=str(tiny_classifier_dir), mode="full", max_length=256)
+        GraderModelConfig(model_name_or_path=str(tiny_classifier_dir), mode="full", max_length=512)
     )
     model = model.float().eval()
     config = BenchTrainingConfig(
-        model=str(tiny_classifier_dir), steps=2, max_length=256, rows_per_step=3
+        model=str(tiny_classifier_dir), steps=2, max_length=512, rows_per_step=3
     )
-    fmt = GraderInputFormat.from_tokenizer(tokenizer, max_length=256)
+    fmt = GraderInputFormat.from_tokenizer(tokenizer, max_length=512)
     _, items, collator = packed_dataset(config, tokenizer, fmt)
     collator.attn_implementation = model.config._attn_implementation
     step = items[0]
     packed = collator([step])
-    assert packed["input_ids"].shape == (3, 256)
+    assert packed["input_ids"].shape == (3, 512)
     assert len(step["input_ids"]) > 3  # rows of several pairs
     padded = GraderCollator(tokenizer.pad_token_id)(
         [
