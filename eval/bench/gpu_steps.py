@@ -330,8 +330,12 @@ def training_throughput(args: argparse.Namespace) -> dict[str, Any]:
         max_length=args.max_length,
         variant=args.variant,
         torch_compile=args.torch_compile,
+        rows_per_step=args.rows_per_step,
     )
-    result = run_variant(config)
+    try:
+        result = run_variant(config)
+    finally:
+        transformers.trainer.DEFAULT_CALLBACKS.remove(timer)
     device = device_name()
     # The pairs and lengths run_variant trained on, and the exact FLOPs of each sequence.
     tokenizer = load_tokenizer(args.model)
@@ -345,6 +349,11 @@ def training_throughput(args: argparse.Namespace) -> dict[str, Any]:
     ]
     model_config = AutoConfig.from_pretrained(args.model)
     useful = 3 * sum(forward_flops(model_config, n, n) for n in lengths)  # forward + backward
+    if args.variant.startswith("packed"):  # the pairs its packed steps took
+        useful, lengths = (
+            result["useful_flops"],
+            [result["real_tokens"] / result["pairs"]] * result["pairs"],
+        )
     padded_flops = 3 * len(lengths) * forward_flops(model_config, args.max_length, args.max_length)
     steady = len(timer.times) - args.warmup
     if steady < 1:
@@ -362,7 +371,7 @@ def training_throughput(args: argparse.Namespace) -> dict[str, Any]:
         torch_compile=args.torch_compile,
         mean_real_tokens=round(sum(lengths) / len(lengths), 1),
         steady_steps_per_s=steps_per_s,
-        steady_pairs_per_s=steps_per_s * args.batch_size,
+        steady_pairs_per_s=steps_per_s * len(lengths) / len(timer.times),
         steady_real_tokens_per_s=steps_per_s * sum(lengths) / len(timer.times),
         measured_gemm_peak_tflops=peak / 1e12,
         mfu_real_percent_of_measured_peak=100 * per_step_useful * steps_per_s / peak,
@@ -670,12 +679,288 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+# ----------------------------------------------------------------------------- levers
+
+
+def levers(args: argparse.Namespace) -> dict[str, Any]:
+    """Packing and the other speed levers at the 1B shape, in one process within ``budget_s``:
+    the GEMM rate; grading on real TREC DL pairs (ours at 16k and 64k tokens a batch, packed rows
+    of ``max_length`` with sdpa and flex_attention, the paper's padded method), each checked
+    against ours (max |ΔP|); training (ours-full, packed-full at 16 and 32 rows a step, packed-full
+    compiled in a subprocess under ``compile_budget_s``, Liger kernels where installed). Each
+    part's record goes to ``--out`` (JSONL) as it arrives; a part short of time is recorded as
+    skipped, a failing one with its error."""
+    import datetime
+    import gc
+    import os
+    import subprocess
+    import traceback
+
+    import numpy as np
+    import torch
+
+    from eval.bench.common import forward_flops, matmul_peak, trec_dl_query_pairs
+    from eval.bench.grading import BenchGradingConfig, load, timed
+    from models.input_format import GraderInputFormat, format_pairs
+    from models.packing import packed_classifier_probabilities
+    from models.scoring import classifier_probabilities
+
+    start = time.monotonic()
+    device = device_name()
+    dtype = torch.bfloat16 if device == "cuda" else torch.float32
+    sync = device == "cuda"
+    out = Path(args.out or Path(args.json_out).with_suffix(".jsonl"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("", encoding="utf-8")
+    common = {
+        "device": torch.cuda.get_device_name(0) if sync else "cpu",
+        "torch": torch.__version__,
+        "command": " ".join(
+            [Path(sys.executable).name, "-m", "eval.bench.gpu_steps", *sys.argv[1:]]
+        ),
+    }
+    records: list[dict[str, Any]] = []
+
+    def left() -> float:
+        return args.budget_s - (time.monotonic() - start)
+
+    def record(part: str, **fields: Any) -> None:
+        line = {
+            "part": part,
+            "date": datetime.datetime.now().isoformat(timespec="seconds"),
+            **common,
+        }
+        line.update(fields)
+        line["elapsed_s"] = round(time.monotonic() - start, 1)
+        records.append(line)
+        with open(out, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(line, default=str) + "\n")
+        print(json.dumps(line, default=str)[:600], flush=True)
+
+    def run_part(part: str, min_s: float, fn) -> dict[str, Any] | None:
+        if left() < min_s:
+            record(
+                part, status="skipped", reason=f"{left():.0f} s left of the budget, {min_s} needed"
+            )
+            return None
+        try:
+            figures = fn()
+        except Exception as exc:
+            record(
+                part,
+                status="failed",
+                error=f"{type(exc).__name__}: {exc}",
+                traceback=traceback.format_exc()[-2000:],
+            )
+            return None
+        finally:
+            gc.collect()
+            if sync:
+                torch.cuda.empty_cache()
+        record(part, status="ok", **figures)
+        return figures
+
+    gemm = run_part(
+        "gemm", 5, lambda: {"tflops": matmul_peak(dtype, device, 8192 if sync else 256) / 1e12}
+    )
+    peak = (gemm or {}).get("tflops", float("nan")) * 1e12
+
+    # --- grading
+    config = BenchGradingConfig(model=args.model, pairs=args.pairs, max_length=args.max_length)
+    model, tokenizer = load(config, device, dtype)
+    pairs = trec_dl_query_pairs(args.pairs, 10)
+    fmt = GraderInputFormat.from_tokenizer(tokenizer, max_length=args.max_length)
+    ids = format_pairs(tokenizer, fmt, [q for q, _ in pairs], [d for _, d in pairs]).input_ids
+    real = sum(map(len, ids))
+    useful = sum(forward_flops(model.config, len(x), len(x)) for x in ids)
+    reference: dict[str, np.ndarray] = {}
+    rates: dict[str, float] = {}
+
+    def grading_part(name: str, fn, reads_p: bool = True):
+        def measure() -> dict[str, Any]:
+            first = fn()  # warm-up, and the probabilities checked
+            seconds = timed(fn, sync)
+            figures: dict[str, Any] = {
+                "pairs": len(ids),
+                "mean_tokens": round(real / len(ids), 1),
+                "seconds": seconds,
+                "pairs_per_s": len(ids) / seconds,
+                "real_tokens_per_s": real / seconds,
+                "fraction_of_gemm": useful / seconds / peak,
+            }
+            if reads_p and "ours" in reference:
+                figures["max_abs_dp_vs_ours"] = float(np.abs(first[:, 1] - reference["ours"]).max())
+            elif reads_p:
+                reference["ours"] = first[:, 1]
+            rates[name] = figures["pairs_per_s"]
+            return figures
+
+        return run_part(f"grading-{name}", 20, measure)
+
+    grading_part(
+        "ours-16k",
+        lambda: classifier_probabilities(model, ids, batch_size=32, max_batch_tokens=16384),
+    )
+    grading_part(
+        "ours-64k-batch256",
+        lambda: classifier_probabilities(model, ids, batch_size=256, max_batch_tokens=65536),
+    )
+    for rows in (64, 128):
+        grading_part(
+            f"packed-{args.max_length}x{rows}-sdpa",
+            lambda rows=rows: packed_classifier_probabilities(model, ids, args.max_length, rows),
+        )
+
+    def flex() -> np.ndarray:
+        model.set_attn_implementation("flex_attention")
+        try:
+            return packed_classifier_probabilities(model, ids, args.max_length, 64)
+        finally:
+            model.set_attn_implementation("sdpa")
+
+    grading_part(f"packed-{args.max_length}x64-flex_attention", flex)
+
+    @torch.inference_mode()
+    def paper() -> np.ndarray:
+        out_p = []
+        for s in range(0, len(ids), 40):
+            batch = tokenizer.pad(
+                {"input_ids": ids[s : s + 40]},
+                padding="max_length",
+                max_length=512,
+                return_tensors="pt",
+            ).to(device)
+            out_p.append(model(**batch).logits.argmax(-1).cpu())
+        return torch.cat(out_p).numpy()
+
+    grading_part("paper-padded512-batch40", paper, reads_p=False)
+    paper_rate = rates.get("paper-padded512-batch40")
+    summary = {
+        name: {"pairs_per_s": r, "x_paper": r / paper_rate if paper_rate else None}
+        for name, r in rates.items()
+    }
+    record("grading-summary", status="ok", paths=summary)
+    model = None  # its memory, for training
+    gc.collect()
+    if sync:
+        torch.cuda.empty_cache()
+
+    # --- training
+    def train(variant: str, **overrides: Any):
+        def measure() -> dict[str, Any]:
+            namespace = argparse.Namespace(
+                **{**vars(args), "variant": variant, "torch_compile": False, **overrides}
+            )
+            return training_throughput(namespace)
+
+        return measure
+
+    run_part("training-ours-full-b16", 60, train("ours-full", batch_size=16))
+    for rows in (16, 32):
+        run_part(f"training-packed-full-r{rows}", 60, train("packed-full", rows_per_step=rows))
+
+    def compiled() -> dict[str, Any]:
+        json_out = out.with_name(out.stem + "-compiled.json")
+        command = [
+            sys.executable,
+            "-m",
+            "eval.bench.gpu_steps",
+            "training",
+            "--json_out",
+            str(json_out),
+            "--model",
+            args.model,
+            "--variant",
+            "packed-full",
+            "--rows_per_step",
+            "16",
+            "--steps",
+            str(args.steps),
+            "--warmup",
+            str(args.warmup),
+            "--max_length",
+            str(args.max_length),
+            "--torch_compile",
+        ]
+        limit = min(args.compile_budget_s + 90, left() - 10)
+        began = time.monotonic()
+        try:
+            done = subprocess.run(
+                command, capture_output=True, text=True, timeout=limit, env=os.environ
+            )
+        except subprocess.TimeoutExpired:
+            raise TimeoutError(f"compiled training stopped after {limit:.0f} s") from None
+        if done.returncode:
+            raise RuntimeError((done.stdout + done.stderr)[-2000:])
+        figures = json.loads(json_out.read_text(encoding="utf-8"))
+        figures["subprocess_seconds"] = round(time.monotonic() - began, 1)
+        return figures
+
+    if args.skip_compile:
+        record("training-packed-full-r16-compiled", status="skipped", reason="--skip_compile")
+    else:
+        run_part("training-packed-full-r16-compiled", 120, compiled)
+
+    try:
+        import liger_kernel.transformers as liger
+    except ImportError as exc:
+        record("training-packed-full-r16-liger", status="skipped", reason=f"not installed ({exc})")
+    else:
+
+        def with_liger() -> dict[str, Any]:
+            liger.apply_liger_kernel_to_llama(
+                rope=True,
+                rms_norm=True,
+                swiglu=True,
+                cross_entropy=False,
+                fused_linear_cross_entropy=False,
+            )
+            return train("packed-full", rows_per_step=16)()
+
+        run_part("training-packed-full-r16-liger", 60, with_liger)
+
+    rows_table = []
+    for line in records:
+        if line["part"].startswith(("grading-", "training-")) and line["part"] != "grading-summary":
+            rows_table.append(
+                [
+                    line["part"],
+                    line["status"],
+                    line.get("pairs_per_s") or line.get("steady_pairs_per_s"),
+                    line.get("real_tokens_per_s")
+                    if "pairs_per_s" in line
+                    else line.get("steady_real_tokens_per_s"),
+                    line.get("fraction_of_gemm")
+                    or (line.get("mfu_real_percent_of_measured_peak") or 0) / 100
+                    or None,
+                    (line["pairs_per_s"] / paper_rate)
+                    if paper_rate and "pairs_per_s" in line
+                    else None,
+                    line.get("max_abs_dp_vs_ours"),
+                ]
+            )
+    header = ["part", "status", "pairs/s", "real tokens/s", "of GEMM", "x paper", "max |dP|"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for row in rows_table:
+        print(
+            "| " + " | ".join(f"{x:,.3g}" if isinstance(x, float) else str(x) for x in row) + " |"
+        )
+    return {
+        "records": len(records),
+        "out": str(out),
+        "gemm_tflops": peak / 1e12,
+        "seconds": time.monotonic() - start,
+    }
+
+
 STEPS = {
     "environment": environment,
     "dataset": dataset,
     "checkpoint": checkpoint,
     "training": training_throughput,
     "grading": grading,
+    "levers": levers,
     "card": card,
     "student": student,
     "baselines": baselines,
@@ -705,6 +990,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--batch_size", type=int, default=16)
     p.add_argument("--max_length", type=int, default=512)
     p.add_argument("--torch_compile", action="store_true")
+    p.add_argument("--rows_per_step", type=int, default=8, help="packed training variants")
+    p.add_argument("--out", help="levers: the JSONL file of its records")
+    p.add_argument("--budget_s", type=float, default=420)
+    p.add_argument("--compile_budget_s", type=float, default=150)
+    p.add_argument("--skip_compile", action="store_true", help="levers: no torch.compile part")
     p.add_argument("--pairs", type=int, default=4000)
     p.add_argument("--pair_set", choices=("real", "full512"), default="real")
     p.add_argument("--latency_repeats", type=int, default=10)
