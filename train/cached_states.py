@@ -301,6 +301,10 @@ def top_probabilities(
         features = collate_states(
             [{"hidden_states": states[i], "labels": 0, "soft_targets": 0.0} for i in batch]
         )
-        logits = top(features["hidden_states"], features["attention_mask"]).logits
-        out[batch] = torch.softmax(logits.float(), dim=-1).numpy()
+        # The cached states sit on the CPU; the model is wherever it was loaded (a GPU).
+        device = next(top.parameters()).device
+        logits = top(
+            features["hidden_states"].to(device), features["attention_mask"].to(device)
+        ).logits
+        out[batch] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
     return out

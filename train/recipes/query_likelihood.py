@@ -220,7 +220,9 @@ def pmi_of_states(
             [data[i] for i in range(start, min(start + batch_size, len(data)))]
         )
         batch.pop("labels")
-        pmi.append(top.pmi(batch))
+        # The cached states sit on the CPU; the top is wherever training put it (a GPU).
+        device = next(top.parameters()).device
+        pmi.append(top.pmi({key: value.to(device) for key, value in batch.items()}).cpu())
     return torch.cat(pmi).numpy()
 
 
