@@ -34,13 +34,15 @@ class CrossEntropyLoss(nn.Module):
         self, logits: torch.Tensor, labels: torch.Tensor, soft_targets: torch.Tensor | None = None
     ) -> torch.Tensor:
         logits = logits.float()
+        # The Trainer moves the model, not the loss: the class weights follow the logits.
+        weight = None if self.weight is None else self.weight.to(logits.device)
         if self.use_soft_targets and soft_targets is not None:
             target = torch.stack([1 - soft_targets, soft_targets], dim=-1).to(logits.dtype)
             return F.cross_entropy(
-                logits, target, weight=self.weight, label_smoothing=self.label_smoothing
+                logits, target, weight=weight, label_smoothing=self.label_smoothing
             )
         return F.cross_entropy(
-            logits, labels, weight=self.weight, label_smoothing=self.label_smoothing
+            logits, labels, weight=weight, label_smoothing=self.label_smoothing
         )
 
 
