@@ -970,33 +970,47 @@ def first_part_bytes(model: int, wheels: int, baselines: int) -> int:
     return (model + baselines - wheels) // 2
 
 
-# What the first GPU session (H200, 2026-11-26, 15 minutes of device time) left to run: the three
-# configs whose bfloat16 export then failed its round trip (fixed since), step 3's parts that need
-# config C's export, and step 4. Steps 1-3's other figures are in BENCHMARKS.md.
-STILL_TO_RUN_CONFIGS = ("llama-3.2-1b-B-frozen", "llama-3.2-1b-C-full", "llama-3.2-1b-lora")
+# What the two GPU sessions (H200 and H100, 2026-11-26) left to run: step 3's throughput on pairs
+# filling 512 tokens, its parts that need config C's export (trained again first: a machine keeps
+# nothing), the quality study's last fold (4 of 5 folds took 500 s on the H100: it needs two
+# calls, the second resuming the finished folds), and the levers with Liger's kernels installed.
+STILL_TO_RUN_CONFIGS = ("llama-3.2-1b-C-full",)
+LEVERS = (
+    "PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/gpu-kit/site:. HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "
+    "HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false python3 -m eval.bench.gpu_steps levers "
+    "--model runs/gpu-plan/random-model --pairs 4000 --budget_s 380 --compile_budget_s 150 "
+    "--json_out $OUT/levers.json --out $OUT/levers.jsonl"
+)
 
 
 def call_sequence(kit: Path) -> list[dict[str, Any]]:
     """The device calls, in order and back to back (BENCHMARKS.md, "GPU plan"), for a session of
-    15 minutes of device time (a machine started in about 30 s there). Call 1 carries the wheels
-    and the model's first part and runs what steps 1 and 3 still need; call 2 carries the rest of
-    the model and the baselines and runs step 4 (the quality study) with what is left (the machine
-    keeps the installed wheels and the first part while it stays warm)."""
+    30 minutes of device time (a machine started in 30-90 s). Call 1 carries the wheels and the
+    model's first part and runs what steps 1 and 3 still need; call 2 carries the rest of the
+    model and the baselines and starts step 4 (the quality study); call 3 carries nothing and
+    finishes it (the study resumes its finished folds); call 4 runs the levers. The machine keeps
+    the installed wheels, the parts and the finished work only while it stays warm."""
     base = "PYTHONUNBUFFERED=1 python3 -m eval.bench.gpu_plan run"
     configs = ",".join(STILL_TO_RUN_CONFIGS)
+    at_once = "at once after the call before (the machine goes back after 30 s idle)"
     return [
         {
             "carry": [str(kit / "wheels"), str(kit / "smollm2-part0")],
-            "command": f"{base} --steps 1,3 --configs {configs} --budget_s 330 "
+            "command": f"{base} --steps 1,3 --configs {configs} --budget_s 300 "
             "--out $OUT/call1.jsonl",
             "when": "first",
         },
         {
             "carry": [str(kit / f"smollm2-part{GGUF_PARTS - 1}"), str(kit / "baselines")],
-            "command": f"{base} --steps 4 --budget_s 450 --out $OUT/call2.jsonl",
-            "when": "at once after call 1 (the machine goes back after 30 s idle); lower "
-            "--budget_s to status's budget_left_s - 40",
+            "command": f"{base} --steps 4 --budget_s 550 --out $OUT/call2.jsonl",
+            "when": at_once,
         },
+        {
+            "carry": [],
+            "command": f"{base} --steps 4 --budget_s 240 --out $OUT/call3.jsonl",
+            "when": f"{at_once}; skip it if call 2's study finished",
+        },
+        {"carry": [], "command": LEVERS, "when": f"{at_once}; lower --budget_s to what is left"},
     ]
 
 
