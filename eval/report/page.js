@@ -474,6 +474,11 @@
 
   drawFigures();
   drawHeader();
+  // The sticky header's height, for the scroll-margin that keeps a target below it.
+  const header = document.querySelector("header.top");
+  const headerHeight = () => document.documentElement.style.setProperty("--header-height", `${header.offsetHeight}px`);
+  headerHeight();
+  if (window.ResizeObserver) new ResizeObserver(headerHeight).observe(header);
   drawHeadline();
   drawQueries();
   drawAgreement();

@@ -278,3 +278,66 @@ def test_a_clipped_not_estimable_cell_and_a_low_coverage_metric_say_so(
     assert "†" not in ndcg.text and "0.950" in ndcg.text
     assert "Holm" in browser.find_element(By.ID, "differences-legend").text
     assert not browser.find_elements(By.CSS_SELECTOR, "#headline-table sup.sig")
+
+
+@pytest.mark.parametrize("width", [1280, 900])
+def test_a_query_link_scrolls_the_query_below_the_sticky_header(browser, pages, width: int):
+    """``#query=QID`` (a link, a reload, a click on a row) puts the query's heading below the
+    sticky header, whose height depends on how its title and links wrap at this width."""
+    from eval.report.build import build_report
+
+    browser.set_window_size(width, 900)
+    qid = build_report(pages["human"]).telling_query()
+    By = open_page(browser, pages["pages"]["human"], f"#query={qid}")
+
+    def heading_below_header() -> tuple[float, float]:
+        return browser.execute_script(
+            "return [document.querySelector('header.top').getBoundingClientRect().bottom,"
+            " document.querySelector('#query-detail h3').getBoundingClientRect().top];"
+        )
+
+    header_bottom, heading_top = heading_below_header()
+    assert browser.execute_script("return window.scrollY") > 0  # it did scroll to the query
+    assert heading_top >= header_bottom, (heading_top, header_bottom)
+    row = browser.find_elements(By.CSS_SELECTOR, "#query-table tbody tr")[5]
+    browser.execute_script("window.scrollTo(0, 0); arguments[0].click();", row)
+    assert browser.find_element(By.ID, "query-detail").get_attribute("data-qid") == (
+        row.get_attribute("data-qid")
+    )
+    header_bottom, heading_top = heading_below_header()
+    assert heading_top >= header_bottom, (heading_top, header_bottom)
+
+
+def test_the_metric_tables_fit_a_1280_pixel_window(browser, pages, tmp_path: Path):
+    """Every metric column is visible at 1280 px, even with the longest notes a cell carries
+    (a PPI++ estimate that was not estimable): a column past the edge of a container whose
+    scrollbar is hidden (macOS, screenshots) looks like a missing metric."""
+    import shutil
+
+    folder = tmp_path / "long-notes"
+    shutil.copytree(pages["human"], folder)
+    metrics = json.loads((folder / "metrics.json").read_text())
+    metrics["ppi"]["runs"]["good"]["map"]["ppi"] |= {
+        "estimate": 0.0,
+        "low": 0.0,
+        "high": 0.05,
+        "lam": 0.0,
+        "method": "classical (t); PPI++ not estimable here: its estimate fell outside the range",
+    }
+    (folder / "metrics.json").write_text(json.dumps(metrics))
+    browser.set_window_size(1280, 900)
+    for page in (pages["pages"]["human"], pages["pages"]["main_job"], write_report(folder)):
+        open_page(browser, page)
+        for table in ("headline-table", "differences-table"):
+            fits = browser.execute_script(
+                "const t = document.getElementById(arguments[0]), box = t.parentElement;"
+                "return {right: t.getBoundingClientRect().right,"
+                " edge: Math.min(box.getBoundingClientRect().right,"
+                "   document.documentElement.clientWidth),"
+                " columns: t.querySelectorAll('thead th').length,"
+                " scrolls: getComputedStyle(box).overflowX};",
+                table,
+            )
+            assert fits["columns"] >= 6 or table == "differences-table"
+            assert fits["right"] <= fits["edge"] + 0.5, (page, table, fits)
+            assert fits["scrolls"] == "auto"  # narrower windows scroll inside the container
