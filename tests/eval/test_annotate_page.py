@@ -214,6 +214,11 @@ def test_the_server_killed_between_two_judgments_resumes_with_nothing_lost_or_do
     seen.append(shown_hit(browser))
     press(browser, "1")  # made while the server is down: the page keeps it and retries
     wait_for(browser, lambda d: "not answering" in d.find_element("id", "status").text)
+    # Keys pressed until then are refused where the assessor sees it, not silently dropped (the
+    # page still shows the same hit, so a grade now would be read as that hit's).
+    press(browser, "2")
+    press(browser, "c")
+    wait_for(browser, lambda d: "Not taken meanwhile: 2 keys" in d.find_element("id", "status").text)
     judging.start()  # same port, same folder, the same link (the token is the session's)
     assert judging.links["alice"] == link
     wait_for(browser, lambda d: judged_count(d) == 4)
