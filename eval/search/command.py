@@ -110,6 +110,26 @@ def warn_shallow_runs(runs: dict[str, Any], k: int) -> None:
             )
 
 
+def per_query_text(
+    results: dict[str, dict[str, dict[str, Any]]], means: dict[str, dict[str, float]]
+) -> str:
+    """``trec_eval -q``'s layout, one block per run: ``runid all NAME``, then ``metric qid
+    value`` for every query in the run's order and ``metric all mean`` for each metric. The
+    metric names are this tool's (``ndcg@10`` uses exponential gains, so it is not trec_eval's
+    ``ndcg_cut_10``: the names keep the two apart)."""
+    lines = []
+    for name, per_query in results.items():
+        lines.append(f"runid\tall\t{name}")
+        for metric in means[name]:
+            lines += [
+                f"{metric}\t{qid}\t{result['metrics'][metric]:.4f}"
+                for qid, result in per_query.items()
+                if metric in result.get("metrics", {})
+            ]
+        lines += [f"{metric}\tall\t{mean:.4f}" for metric, mean in means[name].items()]
+    return "\n".join(lines) + "\n"
+
+
 def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([SearchEvalConfig], args)
     if not config.run or not config.corpus or not config.labeler:
@@ -134,6 +154,7 @@ def main(args: Sequence[str] | None = None) -> None:
     graded, binary = inferred_qrels(results)
     write_trec_qrels(out / "inferred_qrels.txt", graded)
     write_json(out / "per_query.json", results)
+    (out / "per_query.txt").write_text(per_query_text(results, summary), encoding="utf-8")
     report: dict[str, Any] = {
         "labeler": config.labeler,
         "k": config.k,
@@ -159,7 +180,7 @@ def main(args: Sequence[str] | None = None) -> None:
         print(f"\n{ppi_heading(report['ppi'], config.k)}\n")
         print(ppi_table(report["ppi"]), end="")
     write_provenance(out, "eval.search", config, None if args is None else list(args))
-    print(f"wrote {out}/metrics.json, per_query.json, inferred_qrels.txt (TREC format)")
+    print(f"wrote {out}/metrics.json, per_query.json and .txt, inferred_qrels.txt (TREC format)")
     logger.debug(json.dumps(summary))
     if config.report:
         from eval.report.page import write_report

@@ -90,7 +90,13 @@ class SearchEvalConfig:
 
 
 # What eval.search writes into --out (the folder may hold other files, the runs among them).
-SEARCH_OUTPUTS = ("metrics.json", "per_query.json", "inferred_qrels.txt", "labels")
+SEARCH_OUTPUTS = (
+    "metrics.json",
+    "per_query.json",
+    "per_query.txt",
+    "inferred_qrels.txt",
+    "labels",
+)
 
 
 def search_inputs(config: SearchEvalConfig) -> list[tuple[str, str | None]]:

@@ -171,6 +171,21 @@ def test_bulk_run_compare_and_inferred_qrels(adi_dir: Path, tmp_path: Path):
         for ours, theirs in (("map", "map"), ("mrr", "mrr"), ("ndcg@5", "ndcg_burges@5")):
             compared = report["comparison"][theirs][run]["scores"][theirs]
             assert compared == pytest.approx(report["mean"][run][ours], abs=1e-9), (run, ours)
+    # trec_eval -q's layout: a block per run, each query's value, then the mean as "all".
+    blocks: dict[str, dict[tuple[str, str], float]] = {}
+    for line in (tmp_path / "s" / "per_query.txt").read_text().splitlines():
+        metric, qid, value = line.split("\t")
+        if metric == "runid":
+            blocks[value] = current = {}
+        else:
+            current[(metric, qid)] = float(value)
+    assert list(blocks) == ["bm25", "worse"]
+    per_query = json.loads((tmp_path / "s" / "per_query.json").read_text())
+    for run, rows in blocks.items():
+        for metric, mean in report["mean"][run].items():
+            assert rows[(metric, "all")] == pytest.approx(mean, abs=5e-5)
+            for qid, result in per_query[run].items():
+                assert rows[(metric, qid)] == pytest.approx(result["metrics"][metric], abs=5e-5)
     inferred = read_qrels(tmp_path / "s" / "inferred_qrels.txt")
     truth = graded_qrels(read_qrels(qrels), qrels)  # ADI is binary: its 1 is grade 3
     assert any(g == 3 for docs in inferred.values() for g in docs.values())
