@@ -99,14 +99,14 @@ def _legend(plt: Any, headline: Headline) -> list[Any]:
     if headline.intervals:
         confidence = f"{headline.confidence:.0%}" if headline.confidence else ""
         handles += [
-            Line2D([], [], marker="o", color=HUMAN, label=f"human only ({confidence})"),
+            Line2D(
+                [], [], marker="o", color=HUMAN, label=f"human only, judged queries ({confidence})"
+            ),
             Line2D([], [], marker="o", color=PPI, label=f"PPI++ ({confidence})"),
         ]
     if any(c.human_all is not None for cells in headline.cells.values() for c in cells.values()):
         handles.append(
-            Line2D(
-                [], [], marker="|", ls="", ms=12, color=TRUTH, label="under every human judgment"
-            )
+            Line2D([], [], marker="|", ls="", ms=12, color=TRUTH, label="people, every query")
         )
     return handles
 

@@ -74,8 +74,10 @@
       td.append(el("div", { class: "ci", text: interval(cell.ppi) }));
       if (cell.ppi.method.includes("not estimable")) td.append(el("div", { class: "sub not-estimable", text: "PPI++ not estimable here: the human-only interval" }));
       td.append(el("div", { class: "sub" }, "labeler ", el("span", { class: "labeler", text: fmt(cell.labeler_mean) })));
-      if (cell.human_only) td.append(el("div", { class: "sub" }, "human only ", el("span", { class: "human-only", text: `${fmt(cell.human_only.estimate)} ${interval(cell.human_only)}` })));
-      if (cell.human_all !== null) td.append(el("div", { class: "sub" }, "all judgments ", el("span", { class: "human-all", text: fmt(cell.human_all) })));
+      // Two values under people's judgments: the mean over the judged sample (human-only
+      // estimate) and, where the job knows it, the mean over every query (what both estimate).
+      if (cell.human_only) td.append(el("div", { class: "sub", title: "people's mean over the judged sample alone, with its classical interval: the estimate PPI++ improves on" }, metric === "relevant share" ? "human only, judged hits " : `human only, ${H.judged_queries} judged queries `, el("span", { class: "human-only", text: `${fmt(cell.human_only.estimate)} ${interval(cell.human_only)}` })));
+      if (cell.human_all !== null) td.append(el("div", { class: "sub", title: "people's mean over every query, under all of their judgments: the value the estimates estimate" }, "people, every query ", el("span", { class: "human-all", text: fmt(cell.human_all) })));
     } else {
       td.append(el("div", { class: "ci none", text: H.intervals ? "no human judgments for this metric: labeler mean, no interval" : "labeler mean, no interval" }));
     }
@@ -113,7 +115,8 @@
     $("headline-legend").textContent = (H.intervals
       ? `Bold: the PPI++ estimate; blue: its ${Math.round(H.confidence * 100)}% interval. Under each metric: the coverage these intervals reached in the coverage study at this number of judged queries (†: below 0.93, so the interval claims more than measured). `
       : "Each number is the labeler's mean over all queries, with no interval. ")
-      + (truth ? "All judgments: the value under every human judgment of every query, which the estimates estimate from a sample. " : "")
+      + (H.intervals ? `Human only: people's mean over the ${H.judged_queries} judged queries alone, with its classical interval (PPI++ adds the labeler's values on every query to it). ` : "")
+      + (truth ? "People, every query: the mean under every human judgment of every query, which both estimates estimate from the judged sample; it differs from the human-only value because the judged queries are a sample. " : "")
       + (marked ? `Superscript letters, only on the labeler's means: the runs this one beats by ${test} on the labeler's labels, p < ${H.max_p} (hover for p-values); a test on the labels says nothing of the labeler's own errors.` : "");
     drawDifferences();
   }

@@ -341,3 +341,23 @@ def test_the_metric_tables_fit_a_1280_pixel_window(browser, pages, tmp_path: Pat
             assert fits["columns"] >= 6 or table == "differences-table"
             assert fits["right"] <= fits["edge"] + 0.5, (page, table, fits)
             assert fits["scrolls"] == "auto"  # narrower windows scroll inside the container
+
+
+def test_the_two_human_values_of_a_cell_say_what_each_is(browser, pages):
+    """A headline cell of the main job carries two values under people's judgments: the
+    human-only estimate over the judged queries and the mean over every query (the estimand);
+    each is labelled, and the legend says why they differ."""
+    summary = json.loads((pages["main_job"] / "summary.json").read_text())
+    metrics = json.loads((pages["main_job"] / "search" / "metrics.json").read_text())
+    judged = metrics["ppi"]["judged_queries"]
+    By = open_page(browser, pages["pages"]["main_job"])
+    cell = f'#headline-table td[data-run="good"][data-metric="ndcg@{K}"]'
+    only = browser.find_element(By.CSS_SELECTOR, f"{cell} .human-only")
+    every = browser.find_element(By.CSS_SELECTOR, f"{cell} .human-all")
+    parent = "return arguments[0].parentElement.textContent;"
+    assert browser.execute_script(parent, only).startswith(f"human only, {judged} judged queries")
+    assert browser.execute_script(parent, every).startswith("people, every query")
+    assert every.text == f"{summary['human_all_queries']['good'][f'ndcg@{K}']:.3f}"
+    legend = browser.find_element(By.ID, "headline-legend").text
+    assert f"the {judged} judged queries alone" in legend
+    assert "People, every query" in legend and "are a sample" in legend
