@@ -610,7 +610,12 @@ class Pipeline:
 def _run_logged(command: list[str], log: Path) -> int:
     """Run ``command``, copying its output (progress bars included) to the console and ``log``."""
     with open(log, "wb") as handle:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        from eval.jobs.stages import STAGE_ENV
+
+        env = {**os.environ, STAGE_ENV: "1"}  # the job may write its own stage folders
+        process = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env
+        )
         assert process.stdout is not None
         for chunk in iter(lambda: os.read(process.stdout.fileno(), 65536), b""):
             handle.write(chunk)

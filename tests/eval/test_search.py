@@ -400,3 +400,53 @@ def test_runs_shallower_than_k_are_named_in_a_warning(caplog):
     assert not caplog.text
     warn_shallow_runs({"mine": {"q1": dict.fromkeys("abcde", 1.0), "q2": {"a": 1.0}}}, 10)
     assert "run mine: 2 of its 2 queries have fewer than k = 10 hits (as few as 1)" in caplog.text
+
+
+def test_out_at_a_jobs_stage_folder_is_refused(adi_dir: Path, tmp_path: Path):
+    """`--out runs/main/search` by hand would overwrite the main job's metric stage under the
+    stamp that calls it up to date: one line naming --out, exit 2, the stage untouched; the job
+    itself (which sets STAGE_ENV for its stages) still writes there."""
+    import os
+
+    from eval.jobs.stages import STAGE_ENV
+
+    job = tmp_path / "main"
+    stage = job / "search"
+    stage.mkdir(parents=True)
+    (stage / "metrics.json").write_text('{"from": "the job"}')
+    (job / "stages").mkdir()
+    command = [sys.executable, "-m", "eval.search", "--k", "5", "--out", str(stage)]
+    (job / "stages" / "metric-pipeline.json").write_text(
+        json.dumps({"fingerprint": "x", "command": command})
+    )
+    _adi_run(adi_dir, tmp_path / "run.trec", 5)
+    args = [
+        *("--run", str(tmp_path / "run.trec"), "--corpus", str(adi_dir)),
+        *("--labeler", f"qrels:{adi_dir / 'qrels.tsv'}", "--k", "5", "--report", "false"),
+    ]
+    env = {k: v for k, v in os.environ.items() if k != STAGE_ENV}
+    refused = subprocess.run(
+        [sys.executable, "-m", "eval.search", *args, "--out", str(job / "." / "search")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    lines = refused.stderr.strip().splitlines()
+    assert lines[-1].startswith("error: --out") and "'metric-pipeline' stage" in lines[-1]
+    assert str(job) in lines[-1]
+    assert (stage / "metrics.json").read_text() == '{"from": "the job"}'
+    # The job's own run of the stage, and any other folder, are written as before.
+    ran = subprocess.run(
+        [sys.executable, "-m", "eval.search", *args, "--out", str(stage)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**env, STAGE_ENV: "1"},
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert "mean" in json.loads((stage / "metrics.json").read_text())
+    from eval.jobs.stages import stage_writing
+
+    assert stage_writing(job / "mine") is None and stage_writing(tmp_path) is None
