@@ -177,14 +177,23 @@ def design_from_dict(data: Mapping[str, Any], where: str = "draw") -> Design:
     )
 
 
-def read_design(path: str | Path) -> Design:
+def read_design(path: str | Path, flag: str = "--draw") -> Design:
+    """The draw file ``flag`` names (eval.ppi --out); one missing is an error naming both, never
+    read as no draw (a uniform sample), which would give a stratified sample the wrong estimator."""
     import json
 
+    check_draw_file(path, flag)
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: not a draw file (invalid JSON at line {exc.lineno})") from None
     return design_from_dict(data, str(path))
+
+
+def check_draw_file(path: str | Path, flag: str = "--draw") -> None:
+    if not Path(path).is_file():
+        what = "is a folder, not" if Path(path).is_dir() else "not found: give"
+        raise FileNotFoundError(f"{flag}: {path} {what} a draw file (eval.ppi --out writes one)")
 
 
 def write_design(path: str | Path, design: Design) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from data.beir import Document, Run, ranked
 from data.core.io import fingerprint
-from eval.design import Design, design_from_dict
+from eval.design import Design, check_draw_file, design_from_dict
 
 Hit = tuple[str, str]  # (query id, document id)
 Pool = dict[str, list[str]]  # query id -> document ids in the order shown
@@ -35,6 +35,7 @@ def read_sample(draw: str | None, queries: Sequence[str]) -> tuple[list[str | Hi
         units: list[str | Hit] = list(dict.fromkeys(queries))
         design = None
     else:
+        check_draw_file(draw, "--draw")
         text = Path(draw).read_text(encoding="utf-8")
         if text.lstrip().startswith("{"):
             design = design_from_dict(json.loads(text), draw)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -450,3 +451,33 @@ def test_out_at_a_jobs_stage_folder_is_refused(adi_dir: Path, tmp_path: Path):
     from eval.jobs.stages import stage_writing
 
     assert stage_writing(job / "mine") is None and stage_writing(tmp_path) is None
+
+
+def test_a_draw_file_that_is_not_there_is_one_error_naming_the_flag(adi_dir: Path, tmp_path: Path):
+    """--draw naming a missing file (a typo, the wrong folder) is refused in one line naming
+    --draw and the path, exit 2, before any labelling: never read as no draw (uniform), which
+    would estimate a stratified sample with the wrong estimator. eval.annotate's --draw too."""
+    from eval.annotate.pool import read_sample
+    from eval.design import read_design
+
+    _adi_run(adi_dir, tmp_path / "run.trec", 5)
+    missing = tmp_path / "draws" / "strata.json"
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "eval.search", "--run", str(tmp_path / "run.trec"),
+            "--corpus", str(adi_dir), "--labeler", f"qrels:{adi_dir / 'qrels.tsv'}",
+            "--human", str(adi_dir / "qrels.tsv"), "--draw", str(missing),
+            "--out", str(tmp_path / "s"), "--k", "5",
+        ],
+        cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr[-2000:]
+    last = result.stderr.strip().splitlines()[-1]
+    assert (
+        last == f"error: --draw: {missing} not found: give a draw file (eval.ppi --out writes one)"
+    )
+    assert not (tmp_path / "s" / "metrics.json").exists()
+    with pytest.raises(FileNotFoundError, match=f"^--draw: {re.escape(str(tmp_path))} is a folder"):
+        read_design(tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"^--draw: .*strata\.json not found"):
+        read_sample(str(missing), [])
