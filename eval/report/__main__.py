@@ -1,7 +1,7 @@
 """``python -m eval.report --input FOLDER``: the HTML report of an evaluation (see eval.report).
 
 python -m eval.report --input runs/search/cmp                  # writes runs/search/cmp/report.html
-python -m eval.report --input runs/main --screenshot docs/report.png
+python -m eval.report --input runs/main --out runs/shots/report.html --screenshot runs/shots/report.png
 """
 
 from __future__ import annotations
