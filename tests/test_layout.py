@@ -175,30 +175,85 @@ def test_every_step_prints_help(module: str):
 DOCUMENTS = ["README.md", *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))]
 
 
+SHELL_FENCES = ("", "bash", "sh", "shell", "console", "zsh")
+# What ends one command of a line and starts the next (a pipe's flags are not the module's).
+SHELL_OPERATORS = {"|", "||", "&&", ";", "&"}
+
+
 def documented_commands(text: str) -> list[list[str]]:
-    """Command lines of a Markdown text: the lines of its shell code blocks (continuations joined)
-    and inline code that starts a command."""
+    """Command lines of a Markdown text: every command of the lines of its shell code blocks
+    (fences indented or not, continuations joined, a ``$ `` prompt dropped, ``a | b`` and
+    ``a && b`` split) and inline code that starts a command."""
     lines, block, language = [], None, ""
     for line in text.splitlines():
-        if line.startswith("```"):
+        if line.lstrip().startswith("```"):
             if block is None:
-                block, language = [], line[3:].strip()
+                block, language = [], line.lstrip()[3:].strip()
             else:
-                if language in ("", "bash", "sh"):
+                if language in SHELL_FENCES:
                     lines += "\n".join(block).replace("\\\n", " ").splitlines()
                 block = None
         elif block is not None:
-            block.append(line)
+            block.append(line.strip())
     lines += re.findall(r"`((?:python -m|relevance-grader|accelerate launch) [^`]+)`", text)
     commands = []
     for line in lines:
+        line = line.removeprefix("$ ").replace("\\|", "|")
         try:
-            tokens = shlex.split(line.replace("\\|", "|"), comments=True)
+            lexer = shlex.shlex(line, posix=True, punctuation_chars=True)
+            lexer.whitespace_split = True
+            tokens = list(lexer)
         except ValueError:
             continue
-        if tokens:
-            commands.append(tokens)
+        command: list[str] = []
+        for token in [*tokens, ";"]:
+            if token in SHELL_OPERATORS:
+                if command:
+                    commands.append(command)
+                command = []
+            else:
+                command.append(token)
     return commands
+
+
+def accepted_flags(help_output: str) -> set[str]:
+    """The flags an argparse ``--help`` names as options: those of its usage synopsis and of its
+    option lines (aliases such as ``--stat-test`` included), never a flag its prose mentions;
+    ``--config`` where the parser takes a YAML of its flags (data.core.cli.parse_config)."""
+    usage, _, rest = help_output.partition("\n\n")
+    flags = set(re.findall(r"--[\w-]+", usage))
+    for line in rest.splitlines():
+        # An option line is indented by two spaces; its help text, by more.
+        match = re.match(r"  (-\S.*?)(?:\s{2,}|$)", line)
+        if match:
+            flags.update(re.findall(r"--[\w-]+", match.group(1)))
+    if "--config FILE.yaml gives values" in help_output:
+        flags.add("--config")
+    return flags
+
+
+def unknown_flags(text: str, help_of) -> tuple[list[str], int]:
+    """(problems, commands checked) of the project commands in a Markdown ``text``: a module that
+    is not a step, or a flag its ``--help`` (``help_of(module)``) does not list as an option."""
+    problems, found = [], 0
+    steps = set(step_modules())
+    for tokens in documented_commands(text):
+        parsed = command_module(tokens)
+        if parsed is None or parsed[0] in ("pytest", "pip"):
+            continue
+        found += 1
+        module, args = parsed
+        if module.isupper():  # a placeholder such as MODULE
+            continue
+        if module not in steps:
+            problems.append(f"{module}: not a step module ({' '.join(tokens)[:80]})")
+            continue
+        flags = accepted_flags(help_of(module))
+        # A quoted value such as "--concurrency 32" is passed through to another command.
+        for flag in (a.split("=")[0] for a in args if re.fullmatch(r"--[\w-]+(=.*)?", a)):
+            if flag not in flags:
+                problems.append(f"{module} {flag}: not an option of its --help")
+    return problems, found
 
 
 def command_module(tokens: list[str]) -> tuple[str, list[str]] | None:
@@ -216,28 +271,61 @@ def command_module(tokens: list[str]) -> tuple[str, list[str]] | None:
 
 @pytest.mark.parametrize("document", DOCUMENTS)
 def test_documented_commands_name_real_modules_and_flags(document: str):
-    """Every command in the README and docs/ is a step module whose --help lists each flag used."""
-    problems = []
-    found = 0
-    for tokens in documented_commands((REPO / document).read_text(encoding="utf-8")):
-        parsed = command_module(tokens)
-        if parsed is None or parsed[0] in ("pytest", "pip"):
-            continue
-        found += 1
-        module, args = parsed
-        if module.isupper():  # a placeholder such as MODULE
-            continue
-        if module not in step_modules():
-            problems.append(f"{module}: not a step module ({' '.join(tokens)[:80]})")
-            continue
-        usage = help_text(module).stdout
-        # A quoted value such as "--concurrency 32" is passed through to another command.
-        for flag in (a.split("=")[0] for a in args if re.fullmatch(r"--[\w-]+(=.*)?", a)):
-            if not re.search(rf"{re.escape(flag)}\b", usage):
-                problems.append(f"{module} {flag}: not in --help")
+    """Every command in the README and docs/ is a step module whose --help lists each flag used
+    as one of its options."""
+    text = (REPO / document).read_text(encoding="utf-8")
+    problems, found = unknown_flags(text, lambda module: help_text(module).stdout)
     assert problems == []
     if document == "README.md":
         assert found >= 5
+
+
+def test_the_documented_command_check_catches_what_the_parser_would_refuse():
+    """The check itself: a made-up flag, a flag only the help's prose mentions, an abbreviation
+    argparse would expand, in a fenced block (indented, with a prompt, after ``&&``) or inline,
+    are each caught; a pipe's flags and an option's alias are not the module's problem."""
+
+    def help_of(module: str) -> str:
+        assert module in ("eval.search", "eval.ppi")
+        result = subprocess.run(
+            [sys.executable, "-m", module, "--help"],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        return result.stdout
+
+    text = """
+  ```bash
+  $ python -m eval.search --run r.trec --corpus c \\
+      --labeler qrels:q.tsv --made_up 1 | tee log --append
+  ```
+
+```console
+cd runs && relevance-grader search --config s.yaml --stat-test fisher --lab qrels:q.tsv
+```
+
+Inline: `python -m eval.search --run r.trec --compare` and `relevance-grader search --human_pair x`;
+`python -m eval.ppi --run r.trec --human q.qrels` (eval.ppi's help says "(--human)" in prose).
+
+```python
+python -m eval.search --not_shell_code
+```
+"""
+    problems, found = unknown_flags(text, help_of)
+    assert found == 5
+    assert problems == [
+        "eval.search --made_up: not an option of its --help",
+        "eval.search --lab: not an option of its --help",
+        "eval.search --human_pair: not an option of its --help",
+        "eval.ppi --human: not an option of its --help",
+    ]
+    # Only the synopsis and option lines count, not a flag named in an option's help text.
+    assert "--human" in help_of("eval.ppi") and "--human" not in accepted_flags(help_of("eval.ppi"))
+    usage = help_of("eval.search")
+    assert {"--run", "--compare", "--stat-test", "--stat_test", "--config"} <= accepted_flags(usage)
+    assert "--made_up" not in accepted_flags(usage)
 
 
 def test_the_console_script_lists_and_runs_every_command():
