@@ -444,7 +444,6 @@ def test_hf_backend_scores_direct_prompts_and_generates_for_json_prompts(
 
 
 def test_vllm_backend_without_vllm_says_how_to_get_it(tmp_path: Path):
-    pytest.importorskip("pytest")
     try:
         import vllm  # noqa: F401
 

@@ -177,14 +177,13 @@ def test_generative_mode_trains_and_scores_p_yes(
     )
     args = args_for(tmp_path, num_train_epochs=3, learning_rate=5e-3, eval_strategy="epoch")
     metrics = train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args)
-    losses = [h["loss"] for h in metrics.get("history", []) if "loss" in h] or [
-        metrics["train_loss"]
-    ]
-    assert 0 <= metrics["eval_f1"] <= 1 and "eval_roc_auc" in metrics
+    # Training on P(yes) learns: the loss falls, and held-out pairs separate.
+    losses = logged_losses(metrics)
+    assert all(np.isfinite(losses)) and np.mean(losses[-2:]) < np.mean(losses[:2]), losses
+    assert metrics["eval_roc_auc"] >= 0.8, metrics
     assert read_grader_config(args.output_dir)["mode"] == "generative"
     model, _ = load_trained(args.output_dir)
     assert model.config.architectures[0].endswith("ForCausalLM")
-    assert all(np.isfinite(losses))
 
 
 def test_small_updates_are_not_lost_with_bf16_weights(

@@ -154,7 +154,9 @@ def test_a_file_digest_is_read_once_and_follows_every_change(tmp_path: Path, mon
     monkeypatch.setattr(builtins, "open", counting_open)
     first = sha256_file(weights)
     assert first == hashlib.sha256(b"a" * 1000).hexdigest()
-    assert sha256_path(weights.parent) == sha256_path(weights.parent)
+    # The folder's digest is its files' names and digests, and reuses the file's cached digest.
+    folder = hashlib.sha256(b"model.safetensors\0" + first.encode()).hexdigest()
+    assert sha256_path(weights.parent) == folder
     assert opened == [os.path.abspath(weights)]  # read once
     weights.write_bytes(b"b" * 1000)  # same size, same inode, new content
     assert sha256_file(weights) == hashlib.sha256(b"b" * 1000).hexdigest()
