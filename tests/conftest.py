@@ -38,6 +38,13 @@ TWO_PROCESS_LAUNCH = [
 ]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A page test (headless Chromium) is slow too: ``-m "not slow"`` is the fast tier."""
+    for item in items:
+        if item.get_closest_marker("browser"):
+            item.add_marker(pytest.mark.slow)
+
+
 @pytest.fixture(scope="session")
 def tiny_tokenizer():
     from models.resolve import load_tokenizer

@@ -165,6 +165,7 @@ def help_text(module: str) -> subprocess.CompletedProcess:
     return help_texts()[module]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("module", step_modules())
 def test_every_step_prints_help(module: str):
     result = help_text(module)
@@ -269,6 +270,7 @@ def command_module(tokens: list[str]) -> tuple[str, list[str]] | None:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("document", DOCUMENTS)
 def test_documented_commands_name_real_modules_and_flags(document: str):
     """Every command in the README and docs/ is a step module whose --help lists each flag used
@@ -280,6 +282,7 @@ def test_documented_commands_name_real_modules_and_flags(document: str):
         assert found >= 5
 
 
+@pytest.mark.slow
 def test_the_documented_command_check_catches_what_the_parser_would_refuse():
     """The check itself: a made-up flag, a flag only the help's prose mentions, an abbreviation
     argparse would expand, in a fenced block (indented, with a prompt, after ``&&``) or inline,

@@ -40,6 +40,7 @@ def test_the_campaign_covers_at_least_40_cases_and_reports_them(tmp_path: Path):
     assert "1/1 bad inputs" in text
 
 
+@pytest.mark.slow
 def test_teacher_faults_and_a_kill_lose_nothing_pay_nothing_twice_and_mislabel_nothing(
     tmp_path: Path,
 ):
@@ -55,11 +56,13 @@ def test_teacher_faults_and_a_kill_lose_nothing_pay_nothing_twice_and_mislabel_n
 # ---- Round 3 (issue 42), data side -----------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("replay", REPLAYS_DATA, ids=lambda r: f"item{r.item}-{r.name}")
 def test_round_3_data_replays_hold(replay: Replay, tmp_path: Path):
     assert run_replay(replay, tmp_path) is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("replay", REPLAYS_EVAL, ids=lambda r: f"item{r.item}-{r.name}")
 def test_round_3_evaluation_replays_hold(replay: Replay, tmp_path: Path):
     assert run_replay(replay, tmp_path) is None
@@ -70,6 +73,7 @@ def test_round_3_judging_replays_hold(replay: Replay, tmp_path: Path):
     assert run_replay(replay, tmp_path) is None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("replay", REPLAYS_TEACHER_API, ids=lambda r: f"item{r.item}-{r.name}")
 def test_round_4_api_text_and_teacher_replays_hold(replay: Replay, tmp_path: Path):
     assert run_replay(replay, tmp_path) is None

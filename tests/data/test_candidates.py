@@ -109,6 +109,7 @@ def test_one_bm25_for_retrieval_and_the_baseline(adi_dir: Path, tmp_path: Path):
         make_retriever("splade", collection, tmp_path / "indexes")
 
 
+@pytest.mark.slow
 def test_the_cosine_baseline_reads_the_dense_index_embeddings(
     adi_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):

@@ -390,6 +390,7 @@ def marked_corpus(root: Path, passages: int) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_every_reply_that_arrived_and_the_resumed_run_asks_only_the_rest(
     tmp_path: Path,
 ):

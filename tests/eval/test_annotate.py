@@ -532,6 +532,7 @@ def search_args(tmp_path: Path, inputs: dict[str, Path], *extra: str) -> list[st
     ]
 
 
+@pytest.mark.slow
 def test_search_reads_the_session_and_uses_its_draws_design(tmp_path: Path, capsys):
     from eval.search.command import main as search
 

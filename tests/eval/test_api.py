@@ -341,6 +341,7 @@ def test_rest_bearer_token():
         assert ok.status_code == 200
 
 
+@pytest.mark.slow
 def test_rest_through_a_real_uvicorn_with_a_grader(tiny_grader_dir: Path):
     import httpx
 
@@ -586,6 +587,7 @@ def test_a_request_that_would_wait_too_long_is_shed_with_a_retry_after():
     assert retry_after == 26 and queued == pytest.approx(25.0)
 
 
+@pytest.mark.slow
 def test_a_caller_who_gives_up_is_not_graded_behind_the_real_middleware_stack():
     """Through uvicorn and the body-limit middleware: a request whose client disconnects while
     it waits behind another is dropped before grading (the old middleware hid the disconnect, so

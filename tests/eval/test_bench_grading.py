@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from eval.bench.grading import main as grading_benchmark
 
 
+@pytest.mark.slow
 def test_every_grading_path_including_query_likelihood_is_timed_on_the_same_pairs(
     tiny_model_dir: Path, capsys
 ):

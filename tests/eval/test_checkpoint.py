@@ -124,6 +124,7 @@ def test_judgments_file_as_a_baseline(splits, tmp_path: Path):
     assert metrics["precision"] == pytest.approx(1.0) and metrics["recall"] == pytest.approx(3 / 12)
 
 
+@pytest.mark.slow
 def test_bad_input_is_reported_clearly(tmp_path: Path):
     bad = tmp_path / "test.jsonl"
     bad.write_text('{"qid": "q", "query": "x", "doc_id": "d", "text": "t", "grade": "high"}\n')
@@ -136,6 +137,7 @@ def test_bad_input_is_reported_clearly(tmp_path: Path):
     assert result.returncode == 2 and f"{bad}:1: grade:" in result.stderr
 
 
+@pytest.mark.slow
 def test_compare_builds_one_table_in_three_formats(splits, tmp_path: Path, tiny_model_dir: Path):
     from eval.compare import CompareConfig, compare
 
@@ -266,6 +268,7 @@ def test_compare_names_every_result_it_leaves_out_and_why(tmp_path: Path, capsys
         main(["--results", bm25, "--labels", "human"])
 
 
+@pytest.mark.slow
 def test_a_graded_grader_is_also_scored_on_its_grades(
     tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
 ):

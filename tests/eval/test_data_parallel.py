@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from data.beir import Collection, write_trec_run
 from data.core.parallel import balanced_assignment, map_shards
 from tests.conftest import TWO_PROCESS_LAUNCH
@@ -63,6 +65,7 @@ def _cached_labels(folder: Path) -> list[dict]:
     return [json.loads(line) for path in folder.glob("*.jsonl") for line in path.open()]
 
 
+@pytest.mark.slow
 def test_rerank_on_two_processes_writes_what_one_process_writes(
     tiny_grader_dir: Path, trec_dl_dir: Path, tmp_path: Path
 ):

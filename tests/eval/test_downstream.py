@@ -191,6 +191,7 @@ def _squad_like(root: Path) -> Path:
     return root
 
 
+@pytest.mark.slow
 def test_downstream_end_to_end_on_tiny_models(
     tmp_path: Path, tiny_model_dir: Path, tiny_grader_dir: Path, monkeypatch
 ):

@@ -41,6 +41,7 @@ def small_trec_dl(root: Path, source: Path, queries: int = 10, docs_per_query: i
     return root
 
 
+@pytest.mark.slow
 def test_main_job_end_to_end_reduced(
     tiny_model_dir: Path, trec_dl_dir: Path, tmp_path: Path, monkeypatch
 ):
@@ -205,6 +206,7 @@ def unjudged_corpus(
     return root
 
 
+@pytest.mark.slow
 def test_main_job_on_a_corpus_without_qrels(
     tiny_model_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):

@@ -164,6 +164,7 @@ def search(adi_dir: Path, tmp_path: Path, human: Path, *extra: str) -> subproces
     return subprocess.run(command, cwd=REPO, capture_output=True, text=True)
 
 
+@pytest.mark.slow
 def test_search_reports_ppi_estimates_from_a_judged_subset(adi_dir: Path, tmp_path: Path):
     from data.candidates import CandidatesConfig, generate_candidates
 
@@ -245,6 +246,7 @@ def test_search_reports_ppi_estimates_from_a_judged_subset(adi_dir: Path, tmp_pa
     )
 
 
+@pytest.mark.slow
 def test_the_coverage_study_reads_search_outputs_and_reports_both_intervals(tmp_path: Path, capsys):
     """A labeler that equals the human values plus a constant (and a little noise): PPI++ removes
     the bias and its interval is far narrower than the human-only one, covering the all-query

@@ -91,6 +91,7 @@ def _args(folder: Path, out: Path, *extra: str) -> list[str]:
     ]
 
 
+@pytest.mark.slow
 def test_every_metric_system_and_n_is_studied_with_its_reported_interval(population, tmp_path):
     out = tmp_path / "coverage.json"
     coverage_study(_args(population, out, "--n", "5", "10", "--draws", "60"))

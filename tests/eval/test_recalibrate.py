@@ -20,6 +20,7 @@ def tiny_export(tiny_grader_dir: Path, tmp_path_factory: pytest.TempPathFactory)
     return out
 
 
+@pytest.mark.slow
 def test_the_copy_carries_the_refitted_threshold_and_the_same_weights(
     tiny_export: Path, tiny_dataset: Path, tmp_path: Path
 ):

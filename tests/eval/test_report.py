@@ -355,6 +355,7 @@ def test_an_output_that_would_replace_an_input_is_refused(folders):
         write_report(folders["human"], folders["human"] / "metrics.json")
 
 
+@pytest.mark.slow
 def test_the_command_writes_the_page_and_names_a_bad_folder(folders, tmp_path: Path):
     out = tmp_path / "page.html"
     result = subprocess.run(

@@ -123,6 +123,7 @@ def test_ties_are_broken_by_descending_document_id_as_trec_eval_does():
     assert [d for d, _ in ranked({"a": 1.0, "c": 1.0, "b": 2.0, "d": 0.5})] == ["b", "c", "a", "d"]
 
 
+@pytest.mark.slow
 def test_bulk_run_compare_and_inferred_qrels(adi_dir: Path, tmp_path: Path):
     from data.candidates import CandidatesConfig, generate_candidates
 

@@ -28,6 +28,7 @@ def test_study_configs_parse(path: Path):
         )
 
 
+@pytest.mark.slow
 def test_the_study_folds_are_the_main_jobs_build(trec_dl_dir: Path, tmp_path: Path):
     """The study labels the judged pool and splits it with data.build, as the main job does."""
     config = StudyConfig(
@@ -67,6 +68,7 @@ def test_bad_study_settings_fail_early(override: dict, message: str):
         StudyConfig(**override)
 
 
+@pytest.mark.slow
 def test_a_study_on_other_sources_alone_tests_every_judged_query(trec_dl_dir: Path, tmp_path: Path):
     collection = small_trec_dl(tmp_path / "dl", trec_dl_dir, queries=6, docs_per_query=8)
     synthetic = tmp_path / "synthetic.jsonl"
@@ -100,6 +102,7 @@ def test_a_study_on_other_sources_alone_tests_every_judged_query(trec_dl_dir: Pa
     assert {r["model"] for r in summary["per_fold"]} == {"bm25", "cosine"}
 
 
+@pytest.mark.slow
 def test_study_end_to_end_on_a_tiny_model(tiny_model_dir: Path, trec_dl_dir: Path, tmp_path: Path):
     collection = small_trec_dl(tmp_path / "dl", trec_dl_dir, queries=8, docs_per_query=10)
     # A judge that labelled every other pair of the pool (P(yes) where it answered).

@@ -267,6 +267,7 @@ def test_a_damaged_export_check_is_named_before_pushing(
     assert api.calls == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("mode", "labels"),
     [
@@ -451,6 +452,7 @@ def test_the_weights_of_a_trained_grader_its_checkpoints_and_its_export_are_shar
         assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask, path
 
 
+@pytest.mark.slow
 def test_the_local_cards_snippet_runs_as_pasted_from_another_folder(exported: Path, tmp_path: Path):
     """The card's snippet said path = "export", which from anywhere but the export's parent is
     a hub id (a connection error offline). Pasted as it is and run elsewhere, it now loads the

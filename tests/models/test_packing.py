@@ -71,6 +71,7 @@ def test_a_sequence_longer_than_the_width_is_refused():
         pack([[1] * 6, [2] * 6], 8, 0, num_rows=1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attn_implementation", ["sdpa", "eager", "flex_attention"])
 def test_packed_logits_equal_the_right_padded_logits(attn_implementation):
     sequences = random_sequences(24, seed=2)

@@ -43,6 +43,7 @@ def test_pairs_of_one_query_share_their_prefix_and_only_those(classifier):
         assert "Query:" in tokenizer.decode(head)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch_size", [1, 3, 32])
 def test_shared_prefix_scores_equal_the_plain_forward_pass(classifier, batch_size: int):
     from models.scoring import shared_prefix_classifier_probabilities

@@ -110,6 +110,7 @@ def test_probabilities_are_a_logistic_function_of_pmi():
     np.testing.assert_allclose(probabilities[:, 1], expected, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("trainable_layers", [0, 1])
 def test_a_query_likelihood_grader_trains_on_cached_states_and_scores_the_same_reloaded(
     trainable_layers: int, tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
@@ -206,6 +207,7 @@ def test_the_default_config_is_a_query_likelihood_grader():
     assert model_config.mode == "query_likelihood" and isinstance(training, GraderTrainingArguments)
 
 
+@pytest.mark.slow
 def test_evaluation_reuses_the_validation_scores_training_stored_for_exactly_these_weights(
     tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
 ):
@@ -250,6 +252,7 @@ def test_evaluation_reuses_the_validation_scores_training_stored_for_exactly_the
     )
 
 
+@pytest.mark.slow
 def test_the_int8_benchmark_reads_a_query_likelihood_grader_with_every_layer_quantized(
     tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path, capsys
 ):

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from models.random_model import llama3_style_tokenizer, llama_config, main
@@ -18,6 +19,7 @@ def test_the_1b_shape_is_llama_3_2_1b():
     assert model.config.num_key_value_heads == 8 and model.config.vocab_size == 128256
 
 
+@pytest.mark.slow
 def test_the_written_model_trains_as_a_student(tmp_path: Path, tiny_dataset: Path, capsys):
     """What a GPU machine without hub access runs: write the model, then train it by path."""
     from models.builder import GraderModelConfig

@@ -52,6 +52,7 @@ def _trained_weights(output_dir: Path) -> dict[str, torch.Tensor]:
     return load_file(str(path))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "mode", ["full", "frozen", "top_layers", "lora", "generative", "query_likelihood"]
 )

@@ -7,12 +7,15 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from models.families import MODES
 from tests.conftest import TWO_PROCESS_LAUNCH
 
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 def test_every_mode_trains_under_ddp_on_two_cpu_processes_without_use_cpu(
     tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
 ):

@@ -301,6 +301,7 @@ def test_bf16_falls_back_to_fp16_on_gpus_without_it(monkeypatch):
     assert supported_precision(True, False) == (True, False)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["full", "top_layers", "lora"])
 def test_a_graded_grader_learns_the_grades_and_labels_with_them(
     mode: str, tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
