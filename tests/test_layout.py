@@ -141,6 +141,23 @@ def test_there_are_steps():
     assert {"data.validate", "models.prepare"} <= set(step_modules())
 
 
+def test_every_step_imports_in_process_with_its_entry_point():
+    """The fast tier's side of the --help check (slow: one process per step): every step module,
+    the former names among them, imports and has the main its ``__main__`` block calls."""
+    import importlib
+
+    from data.judge_agreement import main as judge_agreement
+    from eval.ranking_agreement import main as ranking_agreement
+
+    for module in step_modules():
+        imported = importlib.import_module(module)
+        if not hasattr(imported, "main"):  # a package run as ``python -m train``
+            imported = importlib.import_module(f"{module}.__main__")
+        assert callable(imported.main), module
+    assert importlib.import_module("data.agreement").main is judge_agreement
+    assert importlib.import_module("eval.agreement").main is ranking_agreement
+
+
 @functools.cache
 def help_texts() -> dict[str, subprocess.CompletedProcess]:
     """``python -m MODULE --help`` of every step, run on every core at once (each one is mostly

@@ -404,6 +404,7 @@ def test_runs_shallower_than_k_are_named_in_a_warning(caplog):
     assert "run mine: 2 of its 2 queries have fewer than k = 10 hits (as few as 1)" in caplog.text
 
 
+@pytest.mark.slow
 def test_out_at_a_jobs_stage_folder_is_refused(adi_dir: Path, tmp_path: Path):
     """`--out runs/main/search` by hand would overwrite the main job's metric stage under the
     stamp that calls it up to date: one line naming --out, exit 2, the stage untouched; the job

@@ -164,3 +164,17 @@ def test_bfloat16_scoring_agrees_with_float32(tiny_model_dir: Path, tmp_path: Pa
     )
     half = Grader.from_pretrained(tmp_path, device="cpu", dtype="bfloat16").score("axon", documents)
     np.testing.assert_allclose(half, full, atol=0.03)
+
+
+def test_the_embedder_pools_unit_vectors_of_the_models_width(tiny_model_dir: Path):
+    """Embedder on the tiny random Llama (the real MiniLM test is slow): one unit vector per text,
+    in the texts' order whatever the batching."""
+    from models.embedder import Embedder
+
+    embedder = Embedder.load(str(tiny_model_dir), dtype=torch.float32)
+    texts = ["axon terminal", "a much longer passage about the axon terminal", "x"]
+    vectors = embedder.encode(texts, batch_size=2)
+    assert vectors.shape == (3, embedder.dimension)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(embedder.encode(texts[1:2]), vectors[1:2], rtol=1e-4, atol=1e-5)
+    assert embedder.encode([]).shape == (0, embedder.dimension)
