@@ -820,18 +820,10 @@ def levers(args: argparse.Namespace) -> dict[str, Any]:
 
     grading_part(f"packed-{args.max_length}x64-flex_attention", flex)
 
-    @torch.inference_mode()
     def paper() -> np.ndarray:
-        out_p = []
-        for s in range(0, len(ids), 40):
-            batch = tokenizer.pad(
-                {"input_ids": ids[s : s + 40]},
-                padding="max_length",
-                max_length=512,
-                return_tensors="pt",
-            ).to(device)
-            out_p.append(model(**batch).logits.argmax(-1).cpu())
-        return torch.cat(out_p).numpy()
+        from eval.bench.grading import paper_labels
+
+        return paper_labels(model, tokenizer, ids, device)
 
     grading_part("paper-padded512-batch40", paper, reads_p=False)
     paper_rate = rates.get("paper-padded512-batch40")
