@@ -41,9 +41,7 @@ class CrossEntropyLoss(nn.Module):
             return F.cross_entropy(
                 logits, target, weight=weight, label_smoothing=self.label_smoothing
             )
-        return F.cross_entropy(
-            logits, labels, weight=weight, label_smoothing=self.label_smoothing
-        )
+        return F.cross_entropy(logits, labels, weight=weight, label_smoothing=self.label_smoothing)
 
 
 class ContrastiveLoss(nn.Module):

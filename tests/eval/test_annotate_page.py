@@ -218,7 +218,9 @@ def test_the_server_killed_between_two_judgments_resumes_with_nothing_lost_or_do
     # page still shows the same hit, so a grade now would be read as that hit's).
     press(browser, "2")
     press(browser, "c")
-    wait_for(browser, lambda d: "Not taken meanwhile: 2 keys" in d.find_element("id", "status").text)
+    wait_for(
+        browser, lambda d: "Not taken meanwhile: 2 keys" in d.find_element("id", "status").text
+    )
     judging.start()  # same port, same folder, the same link (the token is the session's)
     assert judging.links["alice"] == link
     wait_for(browser, lambda d: judged_count(d) == 4)
