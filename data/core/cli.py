@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from data.core.io import RecordError
+from data.core.job_stages import refuse_job_stage
 
 
 def choice(default: Any, choices: Sequence[Any], help: str = "") -> Any:
@@ -216,6 +217,10 @@ def parse_config(
     for config in configs:  # configs without a __post_init__ check are bounded here
         if dataclasses.is_dataclass(config):
             check_bounds(config)
+    # Every command that writes an --out refuses a job's stage folder (data.core.job_stages).
+    for out in {getattr(config, "out", None) for config in configs} - {None, ""}:
+        if isinstance(out, str):
+            refuse_job_stage("--out", out)
     return configs
 
 

@@ -610,7 +610,7 @@ class Pipeline:
 def _run_logged(command: list[str], log: Path) -> int:
     """Run ``command``, copying its output (progress bars included) to the console and ``log``."""
     with open(log, "wb") as handle:
-        from eval.jobs.stages import STAGE_ENV
+        from data.core.job_stages import STAGE_ENV
 
         env = {**os.environ, STAGE_ENV: "1"}  # the job may write its own stage folders
         process = subprocess.Popen(

@@ -28,7 +28,6 @@ from data.beir import (
 from data.core.cli import parse_config
 from data.core.io import refuse_overlap, write_json
 from data.core.provenance import write_provenance
-from eval.jobs.stages import refuse_job_stage
 from eval.labelers import QrelsLabeler, make_labeler
 from eval.search.config import SEARCH_OUTPUTS, SearchEvalConfig, search_inputs
 from eval.search.human import read_human
@@ -138,7 +137,6 @@ def main(args: Sequence[str] | None = None) -> None:
     out = Path(config.out)
     run_paths = [config.run, *config.compare]
     refuse_overlap("out", out, search_inputs(config), writes=SEARCH_OUTPUTS)
-    refuse_job_stage("--out", out)
     runs = read_named_runs(run_paths)  # bad runs are found before a grader is loaded
     warn_shallow_runs(runs, config.k)
     labeler = make_labeler(config.labeler, cache_dir=config.label_cache or out / "labels")

@@ -411,7 +411,7 @@ def test_out_at_a_jobs_stage_folder_is_refused(adi_dir: Path, tmp_path: Path):
     itself (which sets STAGE_ENV for its stages) still writes there."""
     import os
 
-    from eval.jobs.stages import STAGE_ENV
+    from data.core.job_stages import STAGE_ENV
 
     job = tmp_path / "main"
     stage = job / "search"
@@ -450,7 +450,7 @@ def test_out_at_a_jobs_stage_folder_is_refused(adi_dir: Path, tmp_path: Path):
     )
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert "mean" in json.loads((stage / "metrics.json").read_text())
-    from eval.jobs.stages import stage_writing
+    from data.core.job_stages import stage_writing
 
     assert stage_writing(job / "mine") is None and stage_writing(tmp_path) is None
 
