@@ -47,6 +47,14 @@ class HitLabel:
     # Why the labeler has no verdict (an LLM judge's unusable reply): the hit counts as not
     # relevant, as an unjudged hit does in trec_eval, is counted, and is never cached.
     unusable: str | None = None
+    # False where the labeler holds no judgment of the pair (a qrels labeler's unjudged hit,
+    # read as not relevant): judged@k counts the others.
+    judged: bool = True
+
+    @property
+    def has_judgment(self) -> bool:
+        """The labeler judged the pair: neither unjudged nor an unusable reply."""
+        return self.judged and self.unusable is None
 
     @property
     def relevance(self) -> int:
@@ -229,8 +237,12 @@ class QrelsLabeler(Labeler):
     def label(self, qid: str, query: str, hits: Sequence[Hit]) -> list[HitLabel]:
         judged = self.qrels.get(qid, {})
         return [
-            HitLabel(relevant=bool(label_from_grade(g, self.threshold)), grade=g)
-            for g in (max(0, min(3, judged.get(hit.doc_id, 0))) for hit in hits)
+            HitLabel(
+                relevant=bool(label_from_grade(g, self.threshold)),
+                grade=g,
+                judged=hit.doc_id in judged,
+            )
+            for hit, g in ((hit, max(0, min(3, judged.get(hit.doc_id, 0)))) for hit in hits)
         ]
 
     def num_relevant(self, qid: str) -> int:
@@ -254,6 +266,7 @@ class GoldDocLabeler(QrelsLabeler):
                 HitLabel(
                     relevant=grade >= self.threshold,
                     justification=f"from {source}, judged {grade}" if grade else None,
+                    judged=source in judged,
                 )
             )
         return labels

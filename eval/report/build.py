@@ -22,6 +22,7 @@ from eval.report.model import (
 )
 from eval.report.sections import label_agreement, provenance, ranking
 from eval.search.human import human_qrels
+from eval.search.metric_names import ranx_name
 
 # The order a reader expects; metrics the file has beyond these follow in its own order.
 METRIC_ORDER = ("ndcg@{k}", "map", "mrr", "precision@{k}", "recall@{k}", "hit@{k}")
@@ -46,8 +47,8 @@ def metric_names(mean: dict[str, dict[str, float]], k: int) -> list[str]:
 
 
 def comparison_key(metric: str, k: int) -> str:
-    """eval.search's comparison tables name graded NDCG as ranx does."""
-    return f"ndcg_burges@{k}" if metric == f"ndcg@{k}" else metric
+    """eval.search's comparison tables name the metrics as ranx does (ndcg_burges@k, ...)."""
+    return ranx_name(metric)
 
 
 def _p_value(comparison: dict[str, Any], metric: str, k: int, run: str, other: str) -> float | None:

@@ -144,7 +144,7 @@ def main(args: Sequence[str] | None = None) -> None:
     results = label_runs(config, labeler, runs)
     unusable = count_unusable(results)
     counts = QrelsLabeler(config.num_relevant_from) if config.num_relevant_from else None
-    per_run = pooled_metrics(runs, results, config.k, counts)
+    per_run = pooled_metrics(runs, results, config.k, counts, config.extra_metrics())
     for name, per_metric in per_run.items():
         for qid, result in results[name].items():
             result["metrics"] = {
@@ -166,7 +166,9 @@ def main(args: Sequence[str] | None = None) -> None:
         report["unusable"] = unusable
     if len(runs) > 1:
         tested = with_unretrieved(graded, binary, counts)  # R as the summary's MAP has it
-        report["comparison"] = compare_runs(runs, *tested, config.k, config.stat_test)
+        report["comparison"] = compare_runs(
+            runs, *tested, config.k, config.stat_test, config.extra_metrics()
+        )
     ppi = report_ppi(config, per_run, results, human, human_pairs, (query_design, pair_design))
     if ppi is not None:
         report["ppi"] = ppi

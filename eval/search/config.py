@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from data.core.cli import bounded, check_choices, choice
+from eval.search.metric_names import MetricName, parse_metrics, standard_metric_names
 
 PRIMARY_METRIC = "ndcg@{k}"
 
@@ -33,6 +34,18 @@ class SearchEvalConfig:
         },
     )
     k: int = bounded(10, 1, help="Cut-off: hits labelled per query and metric depth.")
+    metrics: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "More metrics beside the standard set (ndcg@k, map, mrr, precision@k, hit@k, "
+            "recall@k): ranx's names or this tool's, with cut-offs up to --k, e.g. --metrics "
+            "ndcg@5 map@5 recall@10 f1@10 r-precision judged@10. judged@c is the share of the "
+            "top c hits the labeler holds a judgment for (pool coverage, for a qrels labeler); "
+            "recall and R-precision count the relevant documents pooled from the runs, or "
+            "--num_relevant_from's. In metrics.json, per_query.json/.txt, the significance "
+            "tests and the report; the PPI++ intervals cover the standard set."
+        },
+    )
     num_relevant_from: str | None = field(
         default=None,
         metadata={
@@ -87,6 +100,11 @@ class SearchEvalConfig:
 
     def __post_init__(self) -> None:
         check_choices(self)  # YAML values too, before any labelling is paid for
+        self.extra_metrics()  # an unknown name is refused before any labelling too
+
+    def extra_metrics(self) -> list[MetricName]:
+        standard = standard_metric_names(self.k, recall=self.num_relevant_from is not None)
+        return parse_metrics(self.metrics, self.k, set(standard))
 
 
 # What eval.search writes into --out (the folder may hold other files, the runs among them).

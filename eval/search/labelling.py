@@ -63,6 +63,7 @@ def label_runs(
                             "score": lab.score,
                             "grade": lab.grade,
                             "justification": lab.justification,
+                            "judged": lab.has_judgment,
                             **({"unusable": lab.unusable} if lab.unusable else {}),
                         }
                         for i, (h, lab) in enumerate(zip(hits, labels, strict=True))

@@ -17,6 +17,7 @@ from data.beir import (
 )
 from data.core.io import markdown_table
 from eval.labelers import Hit, HitLabel, Labeler, QrelsLabeler
+from eval.search.metric_names import JUDGED, MetricName, parse_metric, standard_metric_names
 
 
 def in_trec_eval_order(run: Run, k: int | None = None) -> Run:
@@ -31,38 +32,59 @@ def in_trec_eval_order(run: Run, k: int | None = None) -> Run:
 
 
 def ranx_metrics(
-    graded: Qrels, binary: Qrels, run: Run, k: int, recall: bool
+    graded: Qrels,
+    binary: Qrels,
+    run: Run,
+    k: int,
+    recall: bool,
+    extra: Sequence[MetricName] = (),
 ) -> dict[str, dict[str, float]]:
-    """Per-query metrics with ranx; returns {metric: {qid: value}}."""
+    """Per-query metrics with ranx, the standard set and ``extra`` (judged@c aside: it needs
+    the labels' provenance, :func:`judged_at`); returns {metric: {qid: value}}."""
     import warnings
 
     from ranx import Qrels as RanxQrels
     from ranx import Run as RanxRun
     from ranx import evaluate
 
-    names_binary = ["map", "mrr", f"precision@{k}", f"hit_rate@{k}"] + (
-        [f"recall@{k}"] if recall else []
-    )
-    names_graded = [f"ndcg_burges@{k}"]
+    wanted = [
+        MetricName("ndcg", k),
+        *(parse_metric(name, k) for name in standard_metric_names(k, recall)[1:]),
+        *(m for m in extra if m.base != JUDGED),
+    ]
     out: dict[str, dict[str, float]] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ranx_run = RanxRun(in_trec_eval_order(run))
-        graded_scores = evaluate(
-            RanxQrels(graded),
-            ranx_run,
-            names_graded,
-            return_mean=False,
-            make_comparable=True,
-        )
-        binary_scores = evaluate(
-            RanxQrels(binary), ranx_run, names_binary, return_mean=False, make_comparable=True
-        )
-    qids = list(ranx_run.keys())
-    rename = {f"ndcg_burges@{k}": f"ndcg@{k}", f"hit_rate@{k}": f"hit@{k}"}
-    scores = {**_as_dict(graded_scores, names_graded), **_as_dict(binary_scores, names_binary)}
-    for name, values in scores.items():
-        out[rename.get(name, name)] = {qid: float(v) for qid, v in zip(qids, values, strict=True)}
+        qids = list(ranx_run.keys())
+        for qrels, graded_metric in ((graded, True), (binary, False)):
+            metrics = [m for m in wanted if m.graded == graded_metric]
+            names = [m.ranx for m in metrics]
+            scores = _as_dict(
+                evaluate(
+                    RanxQrels(qrels), ranx_run, names, return_mean=False, make_comparable=True
+                ),
+                names,
+            )
+            for metric in metrics:
+                values = scores[metric.ranx]
+                out[metric.name] = {q: float(v) for q, v in zip(qids, values, strict=True)}
+    return out
+
+
+def judged_at(
+    top: dict[str, list[str]], judged: dict[str, set[str]], extra: Sequence[MetricName]
+) -> dict[str, dict[str, float]]:
+    """judged@c for each ``extra`` judged metric: per query, the share of its top c hits (of
+    those it has, when fewer) that are in ``judged``."""
+    out: dict[str, dict[str, float]] = {}
+    for metric in (m for m in extra if m.base == JUDGED):
+        assert metric.cutoff is not None
+        out[metric.name] = {
+            qid: sum(d in judged.get(qid, ()) for d in docs[: metric.cutoff])
+            / max(1, len(docs[: metric.cutoff]))
+            for qid, docs in top.items()
+        }
     return out
 
 
@@ -108,6 +130,7 @@ class HitResult:
     score: float | None
     grade: int | None
     justification: str | None
+    judged: bool = True  # False: no judgment of the pair (read as not relevant)
 
 
 @dataclass
@@ -136,6 +159,7 @@ def evaluate_query(
     k: int = 10,
     num_relevant: int | None = None,
     labels: Sequence[HitLabel] | None = None,
+    extra: Sequence[MetricName] = (),
 ) -> QueryEvaluation:
     """Label one query's ranked hits (or take their ``labels``) and compute its metrics."""
     if not hits:
@@ -151,10 +175,20 @@ def evaluate_query(
     graded, binary = _qrels_from_labels(qid, hits, labels)
     _add_unretrieved_relevant(binary, graded, qid, num_relevant)
     run = {qid: {h.doc_id: float(len(hits) - i) for i, h in enumerate(hits)}}
-    per_metric = ranx_metrics(graded, binary, run, k, recall=num_relevant is not None)
+    per_metric = ranx_metrics(graded, binary, run, k, num_relevant is not None, extra)
+    judged = {h.doc_id for h, label in zip(hits, labels, strict=True) if label.has_judgment}
+    per_metric |= judged_at({qid: [h.doc_id for h in hits[:k]]}, {qid: judged}, extra)
     return QueryEvaluation(
         hits=[
-            HitResult(i, hit.doc_id, label.relevant, label.score, label.grade, label.justification)
+            HitResult(
+                i,
+                hit.doc_id,
+                label.relevant,
+                label.score,
+                label.grade,
+                label.justification,
+                label.has_judgment,
+            )
             for i, (hit, label) in enumerate(zip(hits, labels, strict=True))
         ],
         metrics={name: values[qid] for name, values in per_metric.items()},
@@ -167,10 +201,12 @@ def pooled_metrics(
     results: dict[str, dict[str, Any]],
     k: int,
     num_relevant: QrelsLabeler | None = None,
+    extra: Sequence[MetricName] = (),
 ) -> dict[str, dict[str, dict[str, float]]]:
     """Per-run, per-query metrics against the labels pooled over all runs (as TREC pools
     judgments), so that every run is scored against the same relevant set."""
     graded, binary = inferred_qrels(results)
+    judged = judged_docs(results)
     out = {}
     for name, run in runs.items():
         top = {qid: dict(ranked(run[qid])[:k]) for qid in results[name]}
@@ -179,8 +215,21 @@ def pooled_metrics(
         if num_relevant is not None:
             for qid in top:
                 _add_unretrieved_relevant(binary_q, graded_q, qid, num_relevant.num_relevant(qid))
-        out[name] = ranx_metrics(graded_q, binary_q, top, k, recall=num_relevant is not None)
+        out[name] = ranx_metrics(graded_q, binary_q, top, k, num_relevant is not None, extra)
+        in_order = {qid: [doc for doc, _ in ranked(run[qid])[:k]] for qid in top}
+        out[name] |= judged_at(in_order, judged, extra)
     return out
+
+
+def judged_docs(results: dict[str, dict[str, Any]]) -> dict[str, set[str]]:
+    """Per query, the hits some run's labels hold a judgment for (older per-query files, which
+    do not say, count every labelled hit as judged)."""
+    judged: dict[str, set[str]] = {}
+    for per_query in results.values():
+        for qid, result in per_query.items():
+            docs = judged.setdefault(qid, set())
+            docs.update(hit["id"] for hit in result["hits"] if hit.get("judged", True))
+    return judged
 
 
 def with_unretrieved(
@@ -218,7 +267,12 @@ def inferred_qrels(results: dict[str, dict[str, Any]]) -> tuple[Qrels, Qrels]:
 
 
 def compare_runs(
-    runs: dict[str, Run], graded: Qrels, binary: Qrels, k: int, stat_test: str
+    runs: dict[str, Run],
+    graded: Qrels,
+    binary: Qrels,
+    k: int,
+    stat_test: str,
+    extra: Sequence[MetricName] = (),
 ) -> dict[str, Any]:
     """ranx comparison with paired significance tests on the inferred labels, over each run's
     top ``k`` in trec_eval's order (the depth and order of the summary's metrics)."""
@@ -236,9 +290,10 @@ def compare_runs(
             ranx_run = RanxRun(in_trec_eval_order(run, k))
             ranx_run.name = name
             ranx_runs.append(ranx_run)
+        tested = [m for m in extra if m.base != JUDGED]
         for qrels, metrics in (
-            (graded, [f"ndcg_burges@{k}"]),
-            (binary, ["map", "mrr", f"precision@{k}"]),
+            (graded, [f"ndcg_burges@{k}", *(m.ranx for m in tested if m.graded)]),
+            (binary, ["map", "mrr", f"precision@{k}", *(m.ranx for m in tested if not m.graded)]),
         ):
             report = compare(
                 RanxQrels(qrels),

@@ -483,3 +483,75 @@ def test_a_draw_file_that_is_not_there_is_one_error_naming_the_flag(adi_dir: Pat
         read_design(tmp_path)
     with pytest.raises(FileNotFoundError, match=r"^--draw: .*strata\.json not found"):
         read_sample(str(missing), [])
+
+
+def test_more_metrics_by_name_with_their_own_cut_offs(adi_dir: Path, tmp_path: Path):
+    """--metrics adds ranx-named metrics at their own cut-offs to every output: judged@c is the
+    share of the top c in the qrels and R-precision the precision at R (the pooled relevant
+    count), both checked by hand; the significance tests compare them too."""
+    from data.beir import ranked
+
+    runs = {name: _adi_run(adi_dir, tmp_path / f"{name}.trec", 5, seed) for name, seed in
+            (("a", 0), ("b", 1))}  # fmt: skip
+    report = _search(
+        adi_dir, tmp_path, tmp_path / "a.trec", "--compare", str(tmp_path / "b.trec"),
+        "--k", "5", "--metrics", "judged@5", "rprec", "ndcg@3", "map@3", "ndcg@5",
+    )  # fmt: skip
+    assert list(report["mean"]["a"]) == [
+        "ndcg@5", "ndcg@3", "map", "mrr", "precision@5", "hit@5", "r-precision", "map@3",
+        "judged@5",
+    ]  # fmt: skip
+    qrels = read_qrels(adi_dir / "qrels.tsv")
+    per_query = json.loads((tmp_path / "s" / "per_query.json").read_text())
+    pooled_relevant = {
+        qid: {d for run in runs.values() for d in list(run[qid])[:5] if d in qrels.get(qid, {})}
+        for qid in runs["a"]
+    }
+    for name, run in runs.items():
+        for qid, docs in run.items():
+            top = [d for d, _ in ranked(docs)][:5]
+            metrics = per_query[name][qid]["metrics"]
+            judged = sum(d in qrels.get(qid, {}) for d in top) / len(top)
+            assert metrics["judged@5"] == pytest.approx(judged)
+            r = len(pooled_relevant[qid])
+            rprec = sum(d in pooled_relevant[qid] for d in top[:r]) / r if r else 0.0
+            assert metrics["r-precision"] == pytest.approx(rprec)
+    assert "r-precision" in report["comparison"] and "map@3" in report["comparison"]
+    lines = (tmp_path / "s" / "per_query.txt").read_text().splitlines()
+    assert any(line.startswith("judged@5\tall\t") for line in lines)
+
+
+@pytest.mark.parametrize(
+    ("names", "problem"),
+    [
+        (["ndcg@20"], "goes past --k 10"),
+        (["bleu"], "unknown metric 'bleu'"),
+        (["precision"], "precision needs a cut-off"),
+        (["r-precision@5"], "takes no cut-off"),
+        (["judged@0"], "positive integer"),
+    ],
+)
+def test_a_metric_this_tool_does_not_compute_is_refused_before_labelling(names, problem):
+    from eval.search.config import SearchEvalConfig
+
+    with pytest.raises(ValueError, match=r"^--metrics: ") as refused:
+        SearchEvalConfig(metrics=names, k=10)
+    assert problem in str(refused.value)
+
+
+def test_a_qrels_labelers_unjudged_hits_are_marked_for_judged_at_k(tmp_path: Path):
+    """A hit the qrels do not list is read as not relevant and marked unjudged; the library's
+    evaluate_query gives judged@c from the marks."""
+    from eval.labelers import Hit, QrelsLabeler
+    from eval.search.metric_names import parse_metric
+    from eval.search.metrics import evaluate_query
+
+    qrels = tmp_path / "qrels.txt"
+    qrels.write_text("q 0 a 2\nq 0 b 0\n")
+    hits = [Hit(doc_id=d, text=d) for d in ("a", "x", "b", "y")]
+    result = evaluate_query(
+        "query", hits, QrelsLabeler(str(qrels)), qid="q", k=4,
+        extra=[parse_metric("judged@2", 4), parse_metric("judged@4", 4)],
+    )  # fmt: skip
+    assert [hit.judged for hit in result.hits] == [True, False, True, False]
+    assert result.metrics["judged@2"] == 0.5 and result.metrics["judged@4"] == 0.5
