@@ -19,13 +19,17 @@ STAGES = ("data", "models", "train", "eval")
 # docs/design.md, "Layout": each layer imports only the layers below it, so there is no import
 # cycle between them. data.core (records, I/O, the cache, the command line, processes, metrics)
 # is the bottom; models builds on it; data's stages (collections, teacher labels, datasets) on
-# both; train on those; eval on all. The tests sit beside, and no layer imports them.
+# both; train on those; eval on all. Beside the product, run from a checkout and not installed:
+# the benchmarks (benchmarks/: any product layer and the doubles), the doubles they share with the
+# tests (support/: the bottom layer at most) and the tests; no product layer imports any of them,
+# and the benchmarks and the tests do not import each other (but tests/benchmarks/ tests them).
 LAYERS = ("data.core", "models", "data", "train", "eval")
 MAY_IMPORT = {layer: set(LAYERS[: i + 1]) for i, layer in enumerate(LAYERS)}
-# Inside eval, only the jobs that train and the training benchmarks import train.
-EVAL_MAY_TRAIN = ("eval/jobs/", "eval/bench/training.py", "eval/bench/frozen.py")
-# Benchmarks run from a checkout and share the tests' doubles (the fake OpenAI provider).
-MAY_IMPORT_TESTS = ("eval/bench/",)
+MAY_IMPORT["benchmarks"] = {*LAYERS, "benchmarks", "support"}
+MAY_IMPORT["support"] = {"data.core", "support"}
+BESIDE = ("benchmarks", "support")
+# Inside eval, only the jobs that train import train.
+EVAL_MAY_TRAIN = ("eval/jobs/",)
 
 
 def stage_files(stage: str) -> list[Path]:
@@ -37,7 +41,7 @@ def layer_of(module: str) -> str | None:
     if module == "data.core" or module.startswith("data.core."):
         return "data.core"
     top = module.split(".")[0]
-    return top if top in (*STAGES, "tests") else None
+    return top if top in (*STAGES, *BESIDE, "tests") else None
 
 
 def imported_modules(path: Path) -> set[str]:
@@ -60,11 +64,10 @@ def imported_stages(path: Path) -> set[str]:
 def layer_violations(relative: str, modules: set[str]) -> list[str]:
     """The modules that ``relative`` (a file's path in the repository) may not import."""
     own = layer_of(relative.removesuffix(".py").replace("/", "."))
-    allowed = MAY_IMPORT[own] | ({"tests"} if relative.startswith(MAY_IMPORT_TESTS) else set())
-    return sorted(name for name in modules if layer_of(name) not in allowed)
+    return sorted(name for name in modules if layer_of(name) not in MAY_IMPORT[own])
 
 
-@pytest.mark.parametrize("stage", STAGES)
+@pytest.mark.parametrize("stage", [*STAGES, *BESIDE])
 def test_every_import_points_down_the_layers(stage: str):
     offenders = {}
     for path in stage_files(stage):
@@ -84,8 +87,16 @@ def test_every_import_points_down_the_layers(stage: str):
         ("data/label.py", "models.llm_client", True),
         ("data/label.py", "eval.search", False),
         ("train/train.py", "eval.checkpoint", False),
-        ("eval/search/command.py", "tests.support.fake_openai", False),
-        ("eval/bench/reliability.py", "tests.support.fake_openai", True),
+        ("eval/search/command.py", "support.fake_openai", False),
+        ("eval/search/command.py", "benchmarks.common", False),
+        ("eval/labelers.py", "tests.eval.doubles", False),
+        ("benchmarks/reliability.py", "support.fake_openai", True),
+        ("benchmarks/reliability.py", "eval.api", True),
+        ("benchmarks/training.py", "train.trainer", True),
+        ("benchmarks/reliability.py", "tests.eval.doubles", False),
+        ("support/fake_openai.py", "data.core.io", True),
+        ("support/fake_openai.py", "eval.api", False),
+        ("support/fake_openai.py", "benchmarks.common", False),
     ],
 )
 def test_the_layer_check_catches_an_import_against_the_design(
@@ -107,6 +118,17 @@ def test_only_the_jobs_that_train_import_train():
     assert offenders == []
 
 
+def test_only_the_tests_of_the_benchmarks_import_them():
+    """Tests import a benchmark only to test it, under tests/benchmarks/."""
+    offenders = sorted(
+        str(path.relative_to(REPO))
+        for path in stage_files("tests")
+        if "benchmarks" in imported_stages(path)
+        and not str(path.relative_to(REPO)).startswith("tests/benchmarks/")
+    )
+    assert offenders == []
+
+
 def test_no_module_outside_the_families_tests_a_mode_name():
     """A mode's meaning lives in models/families (the registry) and its family's modules; the rest
     asks the family. A mode name compared or matched elsewhere is a new branch to find."""
@@ -118,7 +140,7 @@ def test_no_module_outside_the_families_tests_a_mode_name():
     )
     offenders = [
         f"{path.relative_to(REPO)}:{number}: {line.strip()}"
-        for stage in STAGES
+        for stage in (*STAGES, *BESIDE)
         for path in stage_files(stage)
         if "families" not in path.parts
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
@@ -129,7 +151,7 @@ def test_no_module_outside_the_families_tests_a_mode_name():
 
 def step_modules() -> list[str]:
     modules = []
-    for stage in STAGES:
+    for stage in (*STAGES, "benchmarks"):
         for path in stage_files(stage):
             if 'if __name__ == "__main__"' in path.read_text(encoding="utf-8"):
                 parts = path.relative_to(REPO).with_suffix("").parts
@@ -380,9 +402,9 @@ YAML_LOADED_BY = {
     "data/prompts/queries/*.yaml": "tests/data/test_synthesize.py::test_every_query_prompt_loads",
     "eval/configs/main.yaml": "tests/eval/test_pipeline.py::test_main_config_parses",
     "eval/configs/study*.yaml": "tests/eval/test_study.py::test_study_configs_parse",
-    "eval/configs/squad.yaml": "tests/eval/test_downstream.py::test_squad_config_parses",
-    "eval/configs/reader-*.yaml": "tests/eval/test_downstream.py::test_squad_config_parses",
-    "eval/configs/judge-*.yaml": "tests/eval/test_downstream.py::test_squad_config_parses",
+    "eval/configs/reader-*.yaml": "tests/eval/test_downstream.py::test_reader_and_judge_configs_load",
+    "eval/configs/judge-*.yaml": "tests/eval/test_downstream.py::test_reader_and_judge_configs_load",
+    "benchmarks/downstream/squad.yaml": "tests/benchmarks/test_downstream.py::test_squad_config_parses",
 }
 
 

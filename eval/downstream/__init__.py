@@ -1,6 +1,4 @@
-"""Research experiments on downstream labels: which labeler tracks a RAG system's end-to-end
-quality (``experiment``: eRAG, answer and gold-document labels, the grader and an LLM judge,
-dual document/word labels), and the RAG reader they share (``reader``).
-
-    python -m eval.downstream --config eval/configs/squad.yaml
+"""The RAG reader (``reader``) that the eRAG labelers (``eval.labelers``) and the downstream
+experiment share. The experiment itself lives beside the product, in ``benchmarks/downstream``
+(``python -m benchmarks.downstream``); ``python -m eval.downstream`` still runs it from a checkout.
 """

@@ -1,7 +1,13 @@
-"""``python -m eval.downstream``: the downstream experiment (:mod:`eval.downstream.experiment`)."""
+"""``python -m eval.downstream``, the downstream experiment's former name (docs, issues): the
+experiment moved beside the product to ``benchmarks/downstream`` (issue 53), so this runs it by
+name from a checkout, without importing it (the product imports no benchmark)."""
 
-from data.core.cli import run_main
-from eval.downstream.experiment import main
+import runpy
+
+
+def main() -> None:
+    runpy.run_module("benchmarks.downstream", run_name="__main__")
+
 
 if __name__ == "__main__":
-    run_main(main)
+    main()

@@ -20,7 +20,7 @@ from data.judges.prompts import (
     parse_reply,
 )
 from data.label import LabelConfig, label
-from tests.support.fake_openai import FakeOpenAI
+from support.fake_openai import FakeOpenAI
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,8 +13,8 @@ from data.core.io import read_records
 from data.core.records import Judgment
 from data.judges.backends import ChatJudge
 from data.label import LabelConfig, batch_record_path, label
+from support.fake_openai import FakeOpenAI
 from tests.data.test_label import openai_judge, write_pairs
-from tests.support.fake_openai import FakeOpenAI
 
 FAST = {"batch": True, "batch_poll_seconds": 0.0}
 
@@ -287,7 +287,7 @@ def test_vllm_run_batch_reads_the_same_request_file(tmp_path: Path, monkeypatch)
     monkeypatch.setattr(
         batch_module,
         "VLLM_RUN_BATCH",
-        [sys.executable, "-m", "tests.support.fake_openai", "run-batch"],
+        [sys.executable, "-m", "support.fake_openai", "run-batch"],
     )
     pairs = write_pairs(tmp_path / "pairs.jsonl", ["ok"] * 4)
     out = tmp_path / "j.jsonl"

@@ -24,7 +24,7 @@ from data.synthesize import (
     sample_passages,
 )
 from models.llm_client import ChatClient, ChatRequest, ChatSettings, Reply
-from tests.support.fake_openai import FakeOpenAI
+from support.fake_openai import FakeOpenAI
 
 REPO = Path(__file__).resolve().parents[2]
 PASSAGE = (

@@ -597,7 +597,7 @@ def test_a_caller_who_gives_up_is_not_graded_behind_the_real_middleware_stack():
     import httpx
 
     from eval.api import ApiSettings, create_app
-    from eval.bench.api_load import Server
+    from support.api_server import Server
 
     release = threading.Event()
 
@@ -609,7 +609,7 @@ def test_a_caller_who_gives_up_is_not_graded_behind_the_real_middleware_stack():
 
     labeler = BlockingLabeler({"d1": 3})
     app = create_app(labeler=labeler, settings=ApiSettings(model=None, token=None))
-    with Server(app=app) as server:
+    with Server(app) as server:
         url = f"{server.url}/v1/eval/search"
         holder = threading.Thread(
             target=lambda: httpx.post(url, json=request_body(), timeout=30), daemon=True

@@ -216,7 +216,7 @@ def test_main_job_on_a_corpus_without_qrels(
     agreement, the last stage, leaves those hits out and says how many (it stopped at the first)."""
     from data.core.io import read_records
     from data.core.records import Judgment, Pair
-    from tests.support.fake_openai import FakeOpenAI
+    from support.fake_openai import FakeOpenAI
 
     monkeypatch.chdir(REPO)
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")

@@ -12,7 +12,7 @@ from models.llm_client import (
     ChatRequest,
     ChatSettings,
 )
-from tests.support.fake_openai import FakeOpenAI
+from support.fake_openai import FakeOpenAI
 
 SCHEMA = {"type": "object", "properties": {"relevant": {"type": "boolean"}}}
 

@@ -21,7 +21,7 @@ WIDTH = 64
 
 
 # flex_attention on a CPU compiles through inductor's C++ backend, which fails to build its kernel
-# on some CPUs (torch 2.13, AVX512); the GPU run checks it (eval.bench.gpu_steps levers, max |dP|).
+# on some CPUs (torch 2.13, AVX512); the GPU run checks it (benchmarks.gpu.gpu_steps levers, max |dP|).
 FLEX_ON_GPU_ONLY = pytest.mark.skipif(
     not torch.cuda.is_available(), reason="flex_attention is checked on a GPU"
 )

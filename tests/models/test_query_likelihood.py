@@ -252,36 +252,6 @@ def test_evaluation_reuses_the_validation_scores_training_stored_for_exactly_the
     )
 
 
-@pytest.mark.slow
-def test_the_int8_benchmark_reads_a_query_likelihood_grader_with_every_layer_quantized(
-    tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path, capsys
-):
-    """``eval.bench.int8`` on a query-likelihood grader: the LM head stays float where asked, and
-    the quantized head of the all-layers variant is read too (it has no float weight)."""
-    from eval.bench.int8 import main as int8_benchmark
-
-    model_config = GraderModelConfig(
-        model_name_or_path=str(tiny_model_dir), mode="query_likelihood", max_length=256
-    )
-    args = args_for(tmp_path, num_train_epochs=1, learning_rate=1e-2, head_learning_rate=1e-2)
-    train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args)
-    int8_benchmark(["--model", args.output_dir, "--data", str(tiny_dataset / "validation.jsonl")])
-    table = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
-    assert table[0].split(" | ")[3] == "ROC-AUC"
-    rows = {line.split(" | ")[0].removeprefix("| "): line.split(" | ") for line in table[1:]}
-    assert set(rows) == {
-        "float32",
-        "bfloat16",
-        "all but the head, per token × per channel (torch._int_mm)",
-        "every linear layer, per tensor",
-        "all but the head, per tensor",
-        "all but the head, per channel",
-        "all but the head and down_proj, per channel",
-    }
-    for cells in rows.values():
-        assert 0.0 <= float(cells[3]) <= 1.0  # every variant scored every pair
-
-
 def test_a_grader_on_an_untrained_backbone_reads_what_its_training_stored(
     tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
 ):

@@ -1,0 +1,122 @@
+"""How big a batch runs fastest on this CPU, for the two models every main job runs.
+
+    python -m benchmarks.cpu_batches
+    python -m benchmarks.cpu_batches --passages 2000 --pairs 240 --caps 512,1024,2048,4096
+
+MiniLM embedding TREC DL passages (with each attention kernel) and SmolLM2-135M's query
+likelihood of TREC DL pairs, in float32 and, on a CPU with bf16 instructions, in bf16, for each
+cap on the padded tokens of a batch (``models.scoring.length_sorted_batches``); cap 0 is the old
+way, 64 inputs a batch whatever their length. Each cell is the best of ``repeats`` timed passes
+after a warm-up. ``models.scoring.CPU_BATCH_TOKENS`` and the embedder's attention on a CPU were
+chosen from this table (BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import partial
+
+import torch
+
+from benchmarks.common import machine, print_table, trec_dl_pairs
+from data.core.cli import parse_config, run_main
+
+BATCH_SIZE = 64
+
+
+@dataclass
+class BenchCpuBatchesConfig:
+    passages: int = field(default=600, metadata={"help": "Passages the embedder encodes."})
+    pairs: int = field(default=100, metadata={"help": "Pairs whose query likelihood is computed."})
+    caps: list[int] = field(
+        default_factory=lambda: [0, 512, 1024, 2048, 4096],
+        metadata={"help": "Padded tokens per batch to try (0: 64 inputs a batch, no cap)."},
+    )
+    repeats: int = field(default=2)
+
+
+@contextmanager
+def batch_cap(tokens: int) -> Iterator[None]:
+    """Batches of at most ``tokens`` padded tokens on the CPU (0: no cap) while inside."""
+    from models import scoring
+
+    saved = scoring.CPU_BATCH_TOKENS
+    scoring.CPU_BATCH_TOKENS = tokens or 10**9
+    try:
+        yield
+    finally:
+        scoring.CPU_BATCH_TOKENS = saved
+
+
+def best_seconds(run: Callable[[], object], repeats: int) -> float:
+    run()  # warm-up: first-call allocations and kernel choices
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def dtypes() -> list[torch.dtype]:
+    from models.resolve import cpu_has_fast_bf16
+
+    return [torch.float32, *([torch.bfloat16] if cpu_has_fast_bf16() else [])]
+
+
+def embedder_rows(config: BenchCpuBatchesConfig) -> list[list]:
+    from models.embedder import Embedder
+
+    texts = [passage for _, passage in trec_dl_pairs(config.passages, seed=1)]
+    rows = []
+    for dtype in dtypes():
+        embedder = Embedder.load("minilm-l6", dtype=dtype)
+        tokens = sum(len(x) for x in embedder.tokenizer(texts, truncation=True)["input_ids"])
+        for attention in ("sdpa", "eager"):
+            embedder.model.set_attn_implementation(attention)
+            for cap in config.caps:
+                with batch_cap(cap):
+                    run = partial(embedder.encode, texts, batch_size=BATCH_SIZE)
+                    seconds = best_seconds(run, config.repeats)
+                name = ["MiniLM-L6 embedding", str(dtype), attention, cap or "none (64 a batch)"]
+                rows.append([*name, len(texts) / seconds, tokens / seconds])
+    return rows
+
+
+def query_likelihood_rows(config: BenchCpuBatchesConfig) -> list[list]:
+    from models.input_format import format_pairs
+    from models.query_likelihood import pmi_scores, query_likelihood_format
+    from models.resolve import load_model
+
+    pairs = trec_dl_pairs(config.pairs, seed=2)
+    fmt = query_likelihood_format(192)
+    rows = []
+    for dtype in dtypes():
+        model, tokenizer = load_model("smollm2-135m", task="causal-lm", dtype=dtype)
+        ids = format_pairs(tokenizer, fmt, *zip(*pairs, strict=True)).input_ids
+        tokens = sum(map(len, ids))
+        for cap in config.caps:
+            with batch_cap(cap):
+                run = partial(pmi_scores, model.eval(), tokenizer, fmt, ids, batch_size=BATCH_SIZE)
+                seconds = best_seconds(run, config.repeats)
+            name = ["SmolLM2-135M query likelihood", str(dtype), "sdpa", cap or "none (64 a batch)"]
+            rows.append([*name, len(ids) / seconds, tokens / seconds])
+    return rows
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    (config,) = parse_config([BenchCpuBatchesConfig], args)
+    rows = embedder_rows(config) + query_likelihood_rows(config)
+    print_table(
+        "Padded tokens per batch on this CPU",
+        ["model", "dtype", "attention", "padded tokens per batch", "inputs/s", "tokens/s"],
+        rows,
+        machine(),
+    )
+
+
+if __name__ == "__main__":
+    run_main(main)

@@ -1,0 +1,166 @@
+"""The GPU kit (benchmarks.gpu.gpu_plan): its dry run goes through every step of the plan on the CPU
+with tiny shapes, refusing the packages the GPU machine lacks; the model's parts rebuild the file."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from benchmarks.gpu.gpu_plan import (
+    GGUF_PARTS,
+    NOT_ON_THE_GPU,
+    REPO,
+    WHEELS_LIST,
+    Plan,
+    call_sequence,
+    first_part_bytes,
+    parser,
+)
+from benchmarks.gpu.gpu_steps import join_parts, split_file, unmet_requirements
+
+
+def test_the_parts_rebuild_the_file_and_a_missing_or_damaged_part_is_named(tmp_path: Path):
+    original = tmp_path / "model.gguf"
+    original.write_bytes(os.urandom(100_003))
+    folders = [tmp_path / f"part{i}" for i in range(3)]
+    manifest = split_file(original, folders)
+    assert [p["size"] for p in manifest["parts"]] == [33_335, 33_335, 33_333]
+    joined = join_parts(folders, tmp_path / "out" / "model.gguf")
+    assert joined["sha256"] == manifest["sha256"]
+    assert (tmp_path / "out" / "model.gguf").read_bytes() == original.read_bytes()
+
+    with pytest.raises(FileNotFoundError, match=r"model\.gguf\.part1"):
+        join_parts([folders[0], folders[2]], tmp_path / "again" / "model.gguf")
+    damaged = folders[2] / "model.gguf.part2"
+    damaged.write_bytes(b"x" + damaged.read_bytes()[1:])
+    with pytest.raises(ValueError, match="damaged"):
+        join_parts(folders, tmp_path / "again" / "model.gguf")
+    assert not (tmp_path / "again" / "model.gguf").exists()
+
+    uneven = [tmp_path / f"uneven{i}" for i in range(2)]
+    assert [p["size"] for p in split_file(original, uneven, [40_000])["parts"]] == [40_000, 60_003]
+    assert join_parts(uneven, tmp_path / "uneven" / "model.gguf")["sha256"] == manifest["sha256"]
+    with pytest.raises(ValueError, match="cannot cut"):
+        split_file(original, [tmp_path / "x", tmp_path / "y"], [100_003])
+
+
+def test_the_calls_carry_each_part_once_and_leave_the_same_room(tmp_path: Path):
+    """Call 1 carries the wheels and runs steps 1 and 3; call 2 the rest of the model and the
+    baselines, and runs step 4; the cut leaves both calls the same room."""
+    calls = call_sequence(tmp_path)
+    carried = [Path(c).name for call in calls for c in call["carry"]]
+    parts = [f"smollm2-part{i}" for i in range(GGUF_PARTS)]
+    assert sorted(c for c in carried if c.startswith("smollm2")) == parts
+    assert carried.count("wheels") == 1 and "wheels" in calls[0]["carry"][0]
+    step4 = [call for call in calls if "--steps 4" in call["command"]]
+    # The study needs more than one call's 10 minutes on an H100: the first call carries the
+    # baselines, the next resumes its finished folds on the same machine.
+    assert len(step4) == 2 and any("baselines" in c for c in step4[0]["carry"])
+    assert step4[1]["carry"] == [] and calls.index(step4[1]) == calls.index(step4[0]) + 1
+    model, wheels, baselines = 98_362_432, 5_376_000, 158_687
+    first = first_part_bytes(model, wheels, baselines)
+    assert abs((wheels + first) - (model - first + baselines)) <= 1
+
+
+def test_a_failed_part_keeps_what_it_measured_and_is_not_taken_as_done(tmp_path: Path):
+    """On the first GPU, three checks failed at their export and their training figures were lost
+    with them; a part that wrote figures before failing now keeps them in its record."""
+    args = parser().parse_args(
+        ["run", "--work", str(tmp_path / "work"), "--out", str(tmp_path / "out.jsonl")]
+    )
+    plan = Plan(args)
+    figures = tmp_path / "figures.json"
+    script = f"import json; json.dump({{'loss_falls': True}}, open({str(figures)!r}, 'w')); exit(3)"
+    line = plan.part(1, "check-x", [sys.executable, "-c", script], figures, min_s=0)
+    assert line["status"] == "failed" and line["returncode"] == 3
+    assert line["figures"] == {"loss_falls": True}
+    assert not (tmp_path / "work" / "done" / "check-x.json").exists()  # run again next call
+    recorded = [json.loads(x) for x in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert recorded[-1]["figures"] == {"loss_falls": True}
+
+
+def test_unmet_requirements_of_the_carried_wheels_are_listed(tmp_path: Path):
+    info = tmp_path / "site" / "carried-1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: carried\nVersion: 1.0\n"
+        "Requires-Dist: numpy>=999\n"
+        "Requires-Dist: pyyaml\n"
+        "Requires-Dist: no-such-package-here\n"
+        "Requires-Dist: other-missing; extra == 'docs'\n"
+        "Requires-Dist: old-python-only; python_version < '3.0'\n"
+    )
+    problems = unmet_requirements(str(tmp_path / "site"))
+    assert len(problems) == 2
+    assert problems[0].startswith("carried needs no-such-package-here, found None")
+    assert problems[1].startswith("carried needs numpy>=999, found ")
+
+
+def test_the_wheel_list_pins_each_package_once_and_none_the_gpu_plan_refuses():
+    lines = [
+        line.strip()
+        for line in (REPO / WHEELS_LIST).read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    assert all(re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][0-9A-Za-z.]*", line) for line in lines)
+    names = [line.split("==")[0].lower().replace("_", "-") for line in lines]
+    assert len(names) == len(set(names))
+    assert {"trl", "datasets", "pydantic", "pydantic-core", "gguf"} <= set(names)
+    assert not {name.replace("_", "-") for name in NOT_ON_THE_GPU} & set(names)
+
+
+@pytest.mark.slow
+def test_the_dry_run_records_every_step_of_the_plan(tmp_path: Path):
+    """The plan's dry run, as the GPU runs it but tiny and on the CPU (one step-1 config, the
+    one step 3 serves): each step ran and left its figures in the one results file."""
+    out = tmp_path / "results.jsonl"
+    command = [
+        sys.executable,
+        "-m",
+        "benchmarks.gpu.gpu_plan",
+        "run",
+        "--dry_run",
+        "true",
+        "--work",
+        str(tmp_path / "work"),
+        "--out",
+        str(out),
+        "--configs",
+        "llama-3.2-1b-C-full",
+        "--budget_s",
+        "1800",
+    ]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    kinds = [r["record"] for r in records]
+    assert kinds[0] == "install" and "environment" in kinds and kinds[-1] == "summary"
+    steps = {r["step"]: r for r in records if r["record"] == "step"}
+    failed = {s: r.get("errors") for s, r in steps.items() if r["status"] != "ran"}
+    assert sorted(steps) == [1, 2, 3, 4] and failed == {}
+    assert records[-1]["steps"] == {"1": "ran", "2": "ran", "3": "ran", "4": "ran"}
+
+    parts = {r["part"]: r for r in records if r["record"] in ("part", "part-figures")}
+    assert all("date" in r and "command" in r for r in parts.values() if r["status"] == "ok")
+    check = parts["check-llama-3.2-1b-C-full"]["figures"]
+    assert check["loads_and_scores"] and check["export"]["round_trip_passed"]
+    assert check["real_tokens_per_s"] > 0 and check["losses_logged"] == 2
+    training = {name: parts[name] for name in parts if name.startswith("training-")}
+    assert training["training-paper-padded-full"]["figures"]["batch_size"] == 4
+    assert training["training-ours-full-compiled"]["status"] == "skipped"
+    grading = parts["grading-real"]["figures"]
+    assert grading["paths"][2]["path"].startswith("paper") and grading["paths"][2]["x_paper"] == 1
+    assert parts["grading-full512"]["figures"]["mean_tokens"] == 256  # every input cut there
+    assert parts["grading-data-parallel-rerank"]["figures"]["pairs"] == 43 * 3
+    assert parts["serving-model-card"]["figures"]["max_abs_difference_snippet_vs_grader"] < 1e-4
+    study = parts["study"]["figures"]
+    assert set(study["pooled"]["pooled"]) == {"bm25", "cosine", "C-full", "lora", "ql-all-layers"}
+    assert study["trainable_layers_ql"] == study["student_layers"] == 2
+    assert (tmp_path / "results.log").exists()
