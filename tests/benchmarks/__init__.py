@@ -1,0 +1,1 @@
+"""Tests of the benchmarks (benchmarks/): the only tests that import them."""
