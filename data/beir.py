@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from data.core.errors import InputError
 from data.core.io import READ_ENCODING, RecordError, atomic_writer, iter_json_lines
 from data.core.records import BLANK_QUERY, Pair, is_blank, keep_last, normalise_text
 
@@ -67,7 +68,7 @@ def read_corpus(path: str | os.PathLike[str]) -> dict[str, Document]:
             title=normalise_text(_require_str(path, number, obj, "title", optional=True)),
         )
     if not corpus:
-        raise ValueError(f"{path}: no documents")
+        raise InputError(f"{path}: no documents")
     return corpus
 
 
@@ -163,7 +164,7 @@ def graded_qrels(
     if not is_binary_scale(qrels):
         return qrels
     if not infer:
-        raise ValueError(
+        raise InputError(
             f"{path}: the qrels are binary (0/1), and 1 is 'not relevant' on the 0-3 scale; give "
             """--grade_map '{"1": 3}' (or '{"1": 2}') to say what a 1 means"""
         )
@@ -203,7 +204,7 @@ def read_trec_run(path: str | os.PathLike[str]) -> Run:
                 )
             run.setdefault(qid, {})[doc_id] = value
     if not run:
-        raise ValueError(f"{path}: an empty run (no `qid Q0 docid rank score tag` line)")
+        raise InputError(f"{path}: an empty run (no `qid Q0 docid rank score tag` line)")
     return run
 
 
@@ -218,7 +219,7 @@ def read_named_runs(
     for path in paths:
         name = Path(path).stem
         if name in sources:
-            raise ValueError(
+            raise InputError(
                 f"{flag}: {sources[name]} and {path} are both system {name!r}; rename one file"
             )
         sources[name] = str(path)
@@ -229,7 +230,7 @@ def read_named_runs(
         only_this = sorted(set(runs[name]) - set(runs[first]))
         if only_first or only_this:
             example = (only_first or only_this)[0]
-            raise ValueError(
+            raise InputError(
                 f"{flag}: {sources[name]} and {sources[first]} rank different queries "
                 f"({len(only_first)} only in the second, {len(only_this)} only in the first; "
                 f"e.g. {example!r}); compare runs over the same queries"
@@ -310,10 +311,10 @@ class Collection:
     def pair(self, qid: str, doc_id: str, **where: Any) -> Pair:
         """The pair of a query and a document of this collection (both must exist)."""
         if qid not in self.queries:
-            raise KeyError(f"query {qid!r} is not in {self.root / 'queries.jsonl'}")
+            raise InputError(f"query {qid!r} is not in {self.root / 'queries.jsonl'}")
         doc = self.corpus.get(doc_id)
         if doc is None:
-            raise KeyError(
+            raise InputError(
                 f"document {doc_id!r} of query {qid!r} is not in {self.root / 'corpus.jsonl'}"
             )
         return Pair(

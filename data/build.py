@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from data.core.cli import bounded, check_choices, choice, parse_config, run_main
+from data.core.errors import InputError
 from data.core.io import (
     RecordError,
     check_replaceable,
@@ -151,9 +152,9 @@ class BuildConfig:
         for name in ("test_size", "validation_size"):
             value = getattr(self, name)
             if value >= 1 and value != int(value):
-                raise ValueError(f"{name}: a number of queries or pairs is whole, got {value}")
+                raise InputError(f"{name}: a number of queries or pairs is whole, got {value}")
         if self.folds == 1 or (self.folds and self.split_by != "query"):
-            raise ValueError(
+            raise InputError(
                 f"folds: expected 0 (one split) or >= 2 folds by query, got {self.folds} "
                 f"with split_by {self.split_by}"
             )
@@ -241,12 +242,12 @@ def balance_indices(labels: np.ndarray, mode: str, target_ratio: float, seed: in
     if mode == "none":
         return np.arange(len(labels))
     if target_ratio <= 0:
-        raise ValueError("target_ratio: must be positive")
+        raise InputError("target_ratio: must be positive")
     rng = np.random.default_rng(seed)
     pos = np.flatnonzero(labels == 1)
     neg = np.flatnonzero(labels == 0)
     if len(pos) == 0 or len(neg) == 0:
-        raise ValueError("balance: the train split needs both labels to balance")
+        raise InputError("balance: the train split needs both labels to balance")
     n_pos, n_neg = len(pos), len(neg)
     positives_short = n_pos < target_ratio * n_neg
     if mode == "oversample":  # grow the minority side
@@ -265,7 +266,7 @@ def balance_indices(labels: np.ndarray, mode: str, target_ratio: float, seed: in
         n_pos = round(total * target_ratio / (1 + target_ratio))
         n_neg = total - n_pos
     else:
-        raise ValueError(f"balance: expected one of {BALANCE_MODES}, got {mode!r}")
+        raise InputError(f"balance: expected one of {BALANCE_MODES}, got {mode!r}")
     return np.concatenate([_resample(pos, n_pos, rng), _resample(neg, n_neg, rng)])
 
 
@@ -289,7 +290,7 @@ def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:
 
 def build_dataset(config: BuildConfig) -> dict[str, Any]:
     if not config.judgments:
-        raise ValueError("judgments: give at least one judgments JSONL file")
+        raise InputError("judgments: give at least one judgments JSONL file")
     # --out is replaced as a whole: an input inside it would be deleted.
     inputs = [("judgments", p) for p in config.judgments] + [
         ("train_only", p) for p in config.train_only
@@ -298,7 +299,7 @@ def build_dataset(config: BuildConfig) -> dict[str, Any]:
     check_replaceable(config.out, "manifest.json", config.overwrite, "dataset")
     rows, cleaning = load_judgments(config)
     if not rows:
-        raise ValueError("no usable judgments (every record was an error, a duplicate or skipped)")
+        raise InputError("no usable judgments (every record was an error, a duplicate or skipped)")
     rows = canonical_order(rows)  # from here on, nothing depends on the input's line order
     if config.max_pairs_per_query:
         rows = cap_per_query(rows, config.max_pairs_per_query, config.seed)
@@ -345,7 +346,7 @@ def _train_only_rows(
     )
     shared = sorted({r["qid"] for r in extra} & {r["qid"] for r in rows})
     if shared:
-        raise ValueError(
+        raise InputError(
             f"train_only: {len(shared)} query id(s) also occur in judgments (e.g. "
             f"{shared[0]!r}); they could reach the validation or test split"
         )
@@ -426,7 +427,7 @@ def _fold(
         # A split without both labels gives no threshold (training stored 1e-83) and no ROC-AUC.
         held_out = labels[plan[name]] if name in plan else None
         if held_out is not None and len(set(held_out.tolist())) < 2:
-            raise ValueError(
+            raise InputError(
                 f"{name}_size: the {name} split ({len(held_out)} pairs) has "
                 f"{'no relevant' if held_out.sum() == 0 else 'only relevant'} pairs; judge more "
                 f"queries or raise {name}_size"

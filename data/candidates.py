@@ -35,6 +35,7 @@ import numpy as np
 
 from data.beir import Collection, Run, write_trec_run
 from data.core.cli import bounded, parse_config, run_main
+from data.core.errors import InputError
 from data.core.io import fingerprint, write_json, write_jsonl
 from data.core.records import Pair, document_text
 
@@ -250,7 +251,7 @@ def make_retriever(
     """Retriever ``name`` (one of :data:`RETRIEVERS`) over ``collection``, its index kept in
     ``index_dir`` (default: the machine's cache) and built once per content."""
     if name not in RETRIEVERS:
-        raise ValueError(f"retriever: expected one of {', '.join(RETRIEVERS)}, got {name!r}")
+        raise InputError(f"retriever: expected one of {', '.join(RETRIEVERS)}, got {name!r}")
     index_dir = index_dir or default_index_dir()
     index_dir.mkdir(parents=True, exist_ok=True)
     if name == "bm25":
@@ -261,21 +262,21 @@ def make_retriever(
 def generate_candidates(config: CandidatesConfig) -> dict[str, dict]:
     unknown = set(config.retrievers) - set(RETRIEVERS)
     if unknown:
-        raise ValueError(
+        raise InputError(
             f"retrievers: unknown {sorted(unknown)}; expected some of {list(RETRIEVERS)}"
         )
     if config.k < 1:
-        raise ValueError("k: must be at least 1")
+        raise InputError("k: must be at least 1")
     collection = Collection.load(config.collection)
     if not collection.queries:
-        raise ValueError(
+        raise InputError(
             f"collection: {collection.root} has no queries.jsonl; write your queries there, or "
             "have a teacher write some with python -m data.synthesize"
         )
     qids = sorted(collection.qrels if config.judged_queries_only else collection.queries)
     unknown = [qid for qid in qids if qid not in collection.queries]
     if unknown:
-        raise ValueError(
+        raise InputError(
             f"judged_queries_only: {len(unknown)} judged quer(ies) of {collection.root}'s qrels "
             f"are not in {collection.root / 'queries.jsonl'} (e.g. {unknown[0]!r}); add their "
             "text there, or remove their judgments"

@@ -22,6 +22,7 @@ import numpy as np
 
 from data.beir import graded_qrels, read_qrels
 from data.core.cli import parse_config, run_main
+from data.core.errors import InputError
 from data.core.io import atomic_writer, markdown_table, read_records, write_json
 from data.core.metrics import label_metrics
 from data.core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, label_from_grade
@@ -63,7 +64,7 @@ def agreement(
         ref_label = label_from_grade(ref, label_threshold) if reference_grades else int(ref)
         rows.append((judgment, ref, ref_label))
     if not rows:
-        raise ValueError("no judged pair has a reference judgment")
+        raise InputError("no judged pair has a reference judgment")
     y_true = np.array([r[2] for r in rows])
     y_pred = np.array([r[0].label for r in rows])
     result: dict[str, Any] = {
@@ -164,7 +165,7 @@ def _optional(result: dict[str, Any], key: str) -> str:
 
 def run_agreement(config: AgreementConfig) -> dict[str, Any]:
     if not config.judgments:
-        raise ValueError("judgments: give the judge's judgments JSONL")
+        raise InputError("judgments: give the judge's judgments JSONL")
     judged = list(read_records(config.judgments, Judgment))
     if config.qrels:
         qrels = graded_qrels(read_qrels(config.qrels), config.qrels)
@@ -175,7 +176,7 @@ def run_agreement(config: AgreementConfig) -> dict[str, Any]:
         graded = all(j.grade is not None for j in ref_judgments)
         reference = {(j.qid, j.doc_id): (j.grade if graded else j.label) for j in ref_judgments}
     else:
-        raise ValueError("give --qrels QRELS or --reference JUDGMENTS")
+        raise InputError("give --qrels QRELS or --reference JUDGMENTS")
     result = agreement(judged, reference, config.label_threshold, graded)
     result["judgments"] = config.judgments
     result["reference"] = config.qrels or config.reference

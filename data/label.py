@@ -37,6 +37,7 @@ from tqdm.auto import tqdm
 
 from data.beir import Collection, read_trec_run
 from data.core.cli import bounded, parse_config, run_main
+from data.core.errors import InputError
 from data.core.io import KeyedCache, read_records, refuse_overlap, write_json, write_jsonl
 from data.core.records import Judgment, Pair
 from data.judges.backends import BATCH_BACKENDS, JudgeConfig, make_backend
@@ -104,7 +105,7 @@ class UnusableReplies:
         self.unusable += 1
         self.sample = self.sample or f"pair {judgment.qid}/{judgment.doc_id}: {judgment.error}"
         if self.replies >= MIN_REPLIES_CHECKED and self.unusable > self.max_share * self.replies:
-            raise ValueError(
+            raise InputError(
                 f"{self.unusable} of {self.replies} replies this run were unusable (more than "
                 f"--max_error_share {self.max_share:g}) from {self.teacher}; e.g. "
                 f"{self.sample[:300]}. The finished judgments are cached; change the prompt, "
@@ -135,9 +136,9 @@ def load_pairs(config: LabelConfig) -> list[Pair]:
         elif config.pool_from_qrels:
             pairs = list(collection.judged_pool())
         else:
-            raise ValueError("with --collection, give --run RUN or --pool_from_qrels true")
+            raise InputError("with --collection, give --run RUN or --pool_from_qrels true")
     else:
-        raise ValueError("pairs: give --pairs FILE or --collection DIR")
+        raise InputError("pairs: give --pairs FILE or --collection DIR")
     if config.sample and config.sample < len(pairs):
         pairs = random.Random(config.seed).sample(pairs, config.sample)
         pairs.sort(key=lambda p: (p.qid, p.rank or 0, p.doc_id))
@@ -174,7 +175,7 @@ def output_paths(label_config: LabelConfig, judge_config: JudgeConfig) -> tuple[
     refuse_overlap("out", out, [("cache", cache_path), *inputs])
     refuse_overlap("cache", cache_path, inputs)
     if judge_config.batch and judge_config.backend not in BATCH_BACKENDS:
-        raise ValueError(
+        raise InputError(
             f"batch: the {judge_config.backend} backend has no batch mode (it runs on "
             f"{', '.join(BATCH_BACKENDS)})"
         )

@@ -29,6 +29,7 @@ from typing import Any
 
 from data.beir import Collection
 from data.core.cli import parse_config, run_main
+from data.core.errors import InputError
 from data.core.io import READ_ENCODING, refuse_overlap, write_json, write_jsonl
 from data.core.records import Judgment, label_from_grade
 
@@ -53,7 +54,7 @@ class MixConfig:
     def __post_init__(self) -> None:
         for name in ("squad_questions", "squad_negatives", "wikiqa_pairs"):
             if getattr(self, name) < 0:
-                raise ValueError(f"{name}: expected >= 0, got {getattr(self, name)}")
+                raise InputError(f"{name}: expected >= 0, got {getattr(self, name)}")
 
 
 def _queries_with_extras(path: Path) -> dict[str, dict[str, Any]]:
@@ -64,7 +65,7 @@ def _queries_with_extras(path: Path) -> dict[str, dict[str, Any]]:
                 row = json.loads(line)
                 out[row["_id"]] = row
             except (json.JSONDecodeError, KeyError) as exc:
-                raise ValueError(f"{path}:{number}: (line): {exc}") from None
+                raise InputError(f"{path}:{number}: (line): {exc}") from None
     return out
 
 

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
+from data.core.errors import InputError
 from data.core.io import RecordError, iter_json_lines
 
 _PUNCTUATION = set(string.punctuation)
@@ -103,9 +104,9 @@ def chunk_spans(text: str, size: int, overlap: int) -> list[tuple[int, int]]:
     before the previous one ended (as a 300/20 character splitter does), moved to whitespace
     where one is near so that words are not cut in two."""
     if size < 1:
-        raise ValueError(f"chunk size: expected >= 1, got {size}")
+        raise InputError(f"chunk size: expected >= 1, got {size}")
     if not 0 <= overlap < size:
-        raise ValueError(f"chunk overlap: expected 0 <= overlap < size ({size}), got {overlap}")
+        raise InputError(f"chunk overlap: expected 0 <= overlap < size ({size}), got {overlap}")
     spans: list[tuple[int, int]] = []
     start, length = 0, len(text)
     while start < length:

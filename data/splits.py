@@ -20,6 +20,8 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from data.core.errors import InputError
+
 # Thresholds and calibrations fitted on fewer validation queries than this are noted as unstable.
 MIN_VALIDATION_QUERIES = 5
 
@@ -66,9 +68,9 @@ def query_folds(shares: Mapping[str, float], folds: int, seed: int) -> list[list
     of ``folds``, each block to a seeded permutation of the folds; every group is sorted.
     """
     if folds < 2:
-        raise ValueError(f"folds: expected >= 2, got {folds}")
+        raise InputError(f"folds: expected >= 2, got {folds}")
     if len(shares) < folds:
-        raise ValueError(f"folds: {folds} folds need at least {folds} queries, got {len(shares)}")
+        raise InputError(f"folds: {folds} folds need at least {folds} queries, got {len(shares)}")
     order = _stratified_order(shares, seed)
     groups: list[list[str]] = [[] for _ in range(folds)]
     for block in range(math.ceil(len(order) / folds)):
@@ -82,7 +84,7 @@ def query_folds(shares: Mapping[str, float], folds: int, seed: int) -> list[list
 def held_out_queries(shares: Mapping[str, float], count: int, seed: int) -> list[str]:
     """``count`` queries drawn systematically over the relevant-share order from a seeded start."""
     if not 0 < count < len(shares):
-        raise ValueError(
+        raise InputError(
             f"cannot hold out {count} of {len(shares)} queries: keep at least one on each side"
         )
     order = _stratified_order(shares, seed)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from data.core.cli import bounded, parse_config, run_main
+from data.core.errors import InputError
 from data.core.io import (
     RecordError,
     iter_json_lines,
@@ -73,7 +74,7 @@ def build_subset(config: SquadSubsetConfig) -> dict[str, Any]:
         (r for r in rows if r["_id"] not in excluded and r.get("answers")), key=lambda r: r["_id"]
     )
     if len(eligible) < config.questions:
-        raise ValueError(f"questions: only {len(eligible)} eligible questions in {source}")
+        raise InputError(f"questions: only {len(eligible)} eligible questions in {source}")
     sample = random.Random(config.seed).sample(eligible, config.questions)
     sample.sort(key=lambda r: r["_id"])
     with replace_folder(config.out) as tmp:

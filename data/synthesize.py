@@ -51,6 +51,7 @@ from tqdm.auto import tqdm
 from data.beir import Collection, Document
 from data.candidates import RETRIEVERS
 from data.core.cli import bounded, check_choices, choice, parse_config, run_main
+from data.core.errors import InputError
 from data.core.io import (
     READ_ENCODING,
     KeyedCache,
@@ -138,16 +139,16 @@ class SynthesisConfig:
         check_choices(self)
         unknown = set(self.negative_retrievers) - set(RETRIEVERS)
         if unknown:
-            raise ValueError(f"negative_retrievers: unknown {sorted(unknown)}; use bm25, dense")
+            raise InputError(f"negative_retrievers: unknown {sorted(unknown)}; use bm25, dense")
         if self.queries_per_passage > 1 and self.generator_temperature == 0:
-            raise ValueError(
+            raise InputError(
                 "generator_temperature: greedy decoding writes the same query every time; "
                 "set it above 0 for --queries_per_passage > 1"
             )
         if self.min_passage_chars > self.max_passage_chars:
-            raise ValueError("min_passage_chars: above max_passage_chars")
+            raise InputError("min_passage_chars: above max_passage_chars")
         if self.min_query_words > self.max_query_words:
-            raise ValueError("min_query_words: above max_query_words")
+            raise InputError("min_query_words: above max_query_words")
 
 
 @dataclass
@@ -203,11 +204,11 @@ def load_query_prompt(name_or_path: str) -> QueryPrompt:
     data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     for key in QueryPrompt.__dataclass_fields__:
         if key not in data:
-            raise ValueError(f"{path}: {key}: missing")
+            raise InputError(f"{path}: {key}: missing")
     for key, slots in (("user", ("{examples}", "{document}")), ("example", ("{query}",))):
         for slot in slots:
             if slot not in data[key]:
-                raise ValueError(f"{path}: {key}: the template needs a {slot} slot")
+                raise InputError(f"{path}: {key}: the template needs a {slot} slot")
     return QueryPrompt(**{k: data[k] for k in QueryPrompt.__dataclass_fields__})
 
 
@@ -289,7 +290,7 @@ def sample_passages(collection: Collection, config: SynthesisConfig) -> list[str
         if config.min_passage_chars <= len(doc.text) <= config.max_passage_chars
     )
     if not eligible:
-        raise ValueError(
+        raise InputError(
             f"min_passage_chars: no passage of {collection.root / 'corpus.jsonl'} has "
             f"{config.min_passage_chars}-{config.max_passage_chars} characters"
         )
@@ -305,18 +306,18 @@ def read_examples_file(path: str) -> list[dict[str, str]]:
     if source.suffix == ".jsonl":
         for line, obj in iter_json_lines(source):
             if not isinstance(obj, dict) or not isinstance(obj.get("query"), str):
-                raise ValueError(f"{path}:{line}: query: expected a string")
+                raise InputError(f"{path}:{line}: query: expected a string")
             if not obj["query"].strip():
-                raise ValueError(f"{path}:{line}: query: empty")
+                raise InputError(f"{path}:{line}: query: empty")
             text = obj.get("text")
             if text is not None and not isinstance(text, str):
-                raise ValueError(f"{path}:{line}: text: expected a string")
+                raise InputError(f"{path}:{line}: text: expected a string")
             examples.append({"query": obj["query"].strip(), "text": (text or "").strip()})
     else:
         lines = source.read_text(encoding=READ_ENCODING).splitlines()
         examples = [{"query": q.strip(), "text": ""} for q in lines if q.strip()]
     if not examples:
-        raise ValueError(f"examples_file: {path} holds no example query")
+        raise InputError(f"examples_file: {path} holds no example query")
     return examples
 
 
@@ -342,11 +343,11 @@ class Synthesizer:
         self.config = config
         self.teacher = teacher
         if teacher.backend not in CHAT_BACKENDS:
-            raise ValueError(
+            raise InputError(
                 f"backend: {teacher.backend!r} cannot write queries; use {', '.join(CHAT_BACKENDS)}"
             )
         if not config.collection:
-            raise ValueError("collection: give --collection DIR (a BEIR-layout folder)")
+            raise InputError("collection: give --collection DIR (a BEIR-layout folder)")
         self.out = Path(config.out)
         refuse_overlap(
             "out",
@@ -367,7 +368,7 @@ class Synthesizer:
             examples = read_examples_file(c.examples_file)
             return random.Random(c.seed).sample(examples, min(c.examples, len(examples)))
         if not self.collection.queries:
-            raise ValueError(
+            raise InputError(
                 f"examples_file: {self.collection.root} has no queries to take examples from; "
                 "write a few example queries, one a line, and give --examples_file FILE"
             )

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from data.core.cli import parse_config, run_main
+from data.core.errors import InputError
 from data.core.io import RecordError, read_numbered_records
 from data.core.records import EMPTY_DOCUMENT, RECORD_TYPES, is_empty_document
 
@@ -27,9 +28,9 @@ class ValidateConfig:
 
 def validate(config: ValidateConfig) -> dict[str, int]:
     if config.record not in RECORD_TYPES:
-        raise ValueError(f"record: expected one of {sorted(RECORD_TYPES)}, got {config.record!r}")
+        raise InputError(f"record: expected one of {sorted(RECORD_TYPES)}, got {config.record!r}")
     if not config.files:
-        raise ValueError("files: give at least one JSONL file")
+        raise InputError("files: give at least one JSONL file")
     record_type = RECORD_TYPES[config.record]
     counts: dict[str, int] = {}
     problems: list[RecordError] = []
@@ -45,7 +46,7 @@ def validate(config: ValidateConfig) -> dict[str, int]:
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     if problems:
-        raise ValueError(f"{len(problems)} bad line(s) in {len(config.files)} file(s)")
+        raise InputError(f"{len(problems)} bad line(s) in {len(config.files)} file(s)")
     return counts
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from data.core.errors import InputError
 from data.core.records import document_text
 
 BASELINES = ("bm25", "cosine")
@@ -98,7 +99,7 @@ def baseline_scores(
         return bm25_scores(queries, documents, corpus)
     if name == "cosine":
         return cosine_scores(queries, documents, corpus)
-    raise ValueError(f"baseline: expected one of {', '.join(BASELINES)}, got {name!r}")
+    raise InputError(f"baseline: expected one of {', '.join(BASELINES)}, got {name!r}")
 
 
 @dataclass

@@ -32,6 +32,7 @@ import numpy as np
 
 from data.beir import graded_qrels, read_qrels
 from data.core.cli import bounded, check_choices, choice, parse_config, run_main
+from data.core.errors import InputError
 from data.core.io import read_records, write_json, write_jsonl
 from data.core.metrics import Calibration, best_f1_threshold, binary_metrics, fit_temperature
 from data.core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, label_from_grade
@@ -101,16 +102,16 @@ class CheckpointEvalConfig:
         check_choices(self)
         sources = [bool(self.model), bool(self.judgments), bool(self.baseline)]
         if sum(sources) != 1:
-            raise ValueError(
+            raise InputError(
                 "give exactly one of --model (a grader, or a causal LM with --zero_shot), "
                 "--judgments or --baseline"
             )
         if self.baseline and not self.calibration_data:
-            raise ValueError(
+            raise InputError(
                 "baseline: --calibration_data is needed to map its scores to probabilities"
             )
         if self.batch_size < 1:
-            raise ValueError(f"batch_size: expected >= 1, got {self.batch_size}")
+            raise InputError(f"batch_size: expected >= 1, got {self.batch_size}")
         if not self.out:
             source = self.baseline or ("judgments" if self.judgments else "grader")
             self.out = f"runs/eval/{source}"
@@ -241,7 +242,7 @@ def reference_labels(
         refs["teacher"] = np.array([r.label for r in records], dtype=float)
     if config.labels in ("human", "both"):
         if not config.qrels:
-            raise ValueError("qrels: --labels human/both needs --qrels")
+            raise InputError("qrels: --labels human/both needs --qrels")
         qrels = graded_qrels(read_qrels(config.qrels), config.qrels)
         refs["human"] = np.array(
             [
@@ -280,7 +281,7 @@ def evaluate(config: CheckpointEvalConfig, scorer: Scorer | None = None) -> dict
     replaces the model's own scoring where a caller has a cheaper exact path (eval.jobs.study)."""
     records = [r for r in read_records(config.data, Judgment) if r.error is None]
     if not records:
-        raise ValueError(f"{config.data}: no usable judgments")
+        raise InputError(f"{config.data}: no usable judgments")
     scored = _timed(scorer, records) if scorer else _score(config, records)
     probabilities, rate = scored.probabilities, scored.rate
     refs = reference_labels(config, records)
@@ -346,7 +347,7 @@ def fit_on_calibration_data(
         (r.qid, r.doc_id) for r in records
     }
     if overlap:
-        raise ValueError(
+        raise InputError(
             f"calibration_data shares {len(overlap)} pair(s) with data: thresholds must not be "
             "fitted on the evaluated split"
         )

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from data.core.cli import check_choices, choice, parse_config, run_main
+from data.core.errors import InputError
 from data.core.io import atomic_writer, markdown_table, write_json
 from data.core.metrics import SCALAR_METRICS
 
@@ -144,19 +145,19 @@ def read_results(paths: Sequence[str]) -> list[dict[str, Any]]:
         try:
             results.append(json.loads(Path(path).read_text()))
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{exc.lineno}: (file): invalid JSON: {exc.msg}") from None
+            raise InputError(f"{path}:{exc.lineno}: (file): invalid JSON: {exc.msg}") from None
     return results
 
 
 def compare(config: CompareConfig) -> dict[str, Any]:
     """The table's rows and the results left out of it (written to OUT.* when ``out`` is set)."""
     if not config.results:
-        raise ValueError("results: give one or more metrics.json files")
+        raise InputError("results: give one or more metrics.json files")
     results = read_results(config.results)
     left_out = left_out_results(results, config.results, config.labels)
     if len(left_out) == len(results):
         named = "; ".join(f"{r['result']}: {r['reason']}" for r in left_out)
-        raise ValueError(f"labels: no result has {config.labels} labels ({named})")
+        raise InputError(f"labels: no result has {config.labels} labels ({named})")
     comparison = {
         "labels": config.labels,
         "rows": comparison_rows(results, config.labels),

@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtri, stdtrit
 
+from data.core.errors import InputError
 from data.core.io import fingerprint, write_json
 from eval.ppi import (
     INTERVALS,
@@ -97,7 +98,7 @@ class Design:
         for i, stratum in enumerate(self.strata):
             kept = tuple(u for u in stratum.drawn if u in judged)
             if len(kept) < min(MIN_PER_STRATUM, len(stratum.units)):
-                raise ValueError(
+                raise InputError(
                     f"draw: stratum {i} has {len(kept)} of its {len(stratum.drawn)} drawn "
                     f"{self.unit} judged; judge at least {MIN_PER_STRATUM} in every stratum"
                 )
@@ -154,19 +155,19 @@ def _load(unit: Any) -> Unit:
 def design_from_dict(data: Mapping[str, Any], where: str = "draw") -> Design:
     """A design from its JSON form; a malformed one is one error naming ``where`` and the field."""
     if data.get("format") != FORMAT:
-        raise ValueError(f"{where}: not a draw file (format {data.get('format')!r})")
+        raise InputError(f"{where}: not a draw file (format {data.get('format')!r})")
     kind, unit = data.get("design"), data.get("unit")
     if kind not in DESIGNS or unit not in UNITS:
-        raise ValueError(f"{where}: design/unit: unknown {kind!r}/{unit!r}")
+        raise InputError(f"{where}: design/unit: unknown {kind!r}/{unit!r}")
     strata = []
     for i, item in enumerate(data.get("strata") or []):
         units = tuple(_load(u) for u in item["units"])
         drawn = tuple(_load(u) for u in item["drawn"])
         if not drawn or not set(drawn) <= set(units) or len(set(drawn)) != len(drawn):
-            raise ValueError(f"{where}: strata[{i}].drawn: not a sample of the stratum's units")
+            raise InputError(f"{where}: strata[{i}].drawn: not a sample of the stratum's units")
         strata.append(Stratum(units, drawn))
     if not strata:
-        raise ValueError(f"{where}: strata: the draw holds no stratum")
+        raise InputError(f"{where}: strata: the draw holds no stratum")
     return Design(
         kind,
         unit,
@@ -186,7 +187,7 @@ def read_design(path: str | Path, flag: str = "--draw") -> Design:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not a draw file (invalid JSON at line {exc.lineno})") from None
+        raise InputError(f"{path}: not a draw file (invalid JSON at line {exc.lineno})") from None
     return design_from_dict(data, str(path))
 
 
@@ -254,10 +255,10 @@ def allocate(sizes: Sequence[int], weights: Sequence[float], n: int) -> list[int
     """n judged units over strata of ``sizes``, as near n·w_h/Σw as the bounds allow: at least
     three per stratum (fewer only in a stratum that small), at most its size."""
     if n > sum(sizes):
-        raise ValueError(f"n: {n} units asked for, the population has {sum(sizes)}")
+        raise InputError(f"n: {n} units asked for, the population has {sum(sizes)}")
     alloc = [min(MIN_DRAWN_PER_STRATUM, size) for size in sizes]
     if sum(alloc) > n:
-        raise ValueError(
+        raise InputError(
             f"n: {n} judged units cannot give each of {len(sizes)} strata "
             f"{MIN_DRAWN_PER_STRATUM}; "
             "judge more or give fewer --strata"
@@ -292,15 +293,15 @@ def draw_design(
     if kind == "uniform":
         groups, alloc = [units], [n]
         if n > len(units):
-            raise ValueError(f"n: {n} units asked for, the population has {len(units)}")
+            raise InputError(f"n: {n} units asked for, the population has {len(units)}")
     else:
         if uncertainty is None or (strata_by == "score" and score is None):
-            raise ValueError(f"design: {kind} needs the labeler's labels (--labels)")
+            raise InputError(f"design: {kind} needs the labeler's labels (--labels)")
         values = uncertainty if strata_by == "uncertainty" else score
         groups = make_strata({u: values[u] for u in units}, strata)
         spread = [math.sqrt(float(np.mean([uncertainty[u] for u in g]))) for g in groups]
         if kind == "neyman" and not any(spread):
-            raise ValueError(
+            raise InputError(
                 "design: neyman needs the labeler's P(relevant) (its labels are all 0 or 1); "
                 "use --design proportional"
             )
@@ -340,21 +341,21 @@ def _check_design_inputs(
 ) -> None:
     outside = sorted(map(str, set(labeler) - design.population))
     if outside:
-        raise ValueError(
+        raise InputError(
             f"{len(outside)} {design.unit} are not in the draw's population (first: {outside[0]}); "
             "draw from the runs you evaluate"
         )
     missing = sorted(str(u) for u in design.drawn if u in labeler and u not in human)
     if missing:
-        raise ValueError(
+        raise InputError(
             f"human: {len(missing)} drawn {design.unit} have no human judgment "
             f"(first: {missing[0]}); judge every drawn unit"
         )
     for i, stratum in enumerate(design.strata):
         if len(stratum.drawn) < min(MIN_PER_STRATUM, len(stratum.units)):
-            raise ValueError(f"draw: stratum {i} has {len(stratum.drawn)} judged unit(s)")
+            raise InputError(f"draw: stratum {i} has {len(stratum.drawn)} judged unit(s)")
     if sum(1 for u in design.drawn if u in labeler) < 2:
-        raise ValueError(f"human: fewer than 2 judged {design.unit} fall in the evaluated set")
+        raise InputError(f"human: fewer than 2 judged {design.unit} fall in the evaluated set")
 
 
 def design_lambda(
@@ -393,7 +394,7 @@ def design_mean(
     each stratum's variance, no interval has zero width (Hoeffding's where the judged values
     have no spread), and an estimate outside the range gives the human-only interval."""
     if interval not in INTERVALS:
-        raise ValueError(f"interval: expected one of {', '.join(INTERVALS)}, got {interval!r}")
+        raise InputError(f"interval: expected one of {', '.join(INTERVALS)}, got {interval!r}")
     _check_design_inputs(design, labeler, human)
     tuned = lam is None
     if lam is None:
@@ -498,7 +499,7 @@ def _hoeffding(
         if u in labeler
     ]
     if not (math.isfinite(bounds[0]) and math.isfinite(bounds[1])):
-        raise ValueError(
+        raise InputError(
             f"not estimable at n = {len(judged)}: the judged values have no spread and the "
             "metric's range is unknown; judge more units"
         )

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from data.beir import graded_qrels, read_qrels
+from data.core.errors import InputError
 from data.core.io import KeyedCache, read_records, sha256_path
 from data.core.parallel import broadcast_from_main
 from data.core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, Pair, label_from_grade
@@ -279,7 +280,7 @@ class _GoldAnswers(Labeler):
 
     def gold(self, qid: str) -> list[str]:
         if qid not in self.answers:
-            raise KeyError(f"{self.name}: no gold answers for query {qid!r}")
+            raise InputError(f"{self.name}: no gold answers for query {qid!r}")
         return self.answers[qid]
 
 
@@ -320,7 +321,7 @@ class ERAGLabeler(_GoldAnswers):
         from data.qa import ANSWER_METRICS
 
         if metric not in ANSWER_METRICS:
-            raise ValueError(
+            raise InputError(
                 f"erag metric: expected one of {sorted(ANSWER_METRICS)}, got {metric!r}"
             )
         self.answers = answers
@@ -341,7 +342,7 @@ class ERAGLabeler(_GoldAnswers):
         config = ReaderConfig.from_yaml(path, ignore=("answers",))
         settings = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
         if not settings.get("answers"):
-            raise ValueError(f"{path}: answers: eRAG needs the queries file with gold answers")
+            raise InputError(f"{path}: answers: eRAG needs the queries file with gold answers")
         reader = CachedReader.in_folder(config, cache_dir or ".")
         return cls(reader, read_answers(settings["answers"]), metric)
 
@@ -395,7 +396,7 @@ class JudgmentsLabeler(Labeler):
         for hit in hits:
             judgment = self.judgments.get((qid, hit.doc_id))
             if judgment is None:
-                raise KeyError(
+                raise InputError(
                     f"{self.name}: no judgment for query {qid!r}, document {hit.doc_id!r}"
                 )
             labels.append(hit_label(judgment))
@@ -415,7 +416,7 @@ class JudgeLabeler(Labeler):
         fields = set(JudgeConfig.__dataclass_fields__)
         unknown = set(settings) - fields
         if unknown:
-            raise ValueError(f"{config_path}: unknown judge settings {sorted(unknown)}")
+            raise InputError(f"{config_path}: unknown judge settings {sorted(unknown)}")
         self.config = JudgeConfig(**settings)
         self.prompt = load_prompt(self.config.prompt)
         self._backend: Any = None
@@ -524,7 +525,7 @@ def make_labeler(spec: str, cache_dir: str | Path | None = None) -> Labeler:
     """``KIND:VALUE`` for a kind in :data:`LABELER_KINDS` (see the module docstring)."""
     kind, _, value = spec.partition(":")
     if not value:
-        raise ValueError(
+        raise InputError(
             f"labeler: expected KIND:VALUE with KIND one of {', '.join(LABELER_KINDS)}, got {spec!r}"
         )
     if kind in ("erag", "erag-em"):
@@ -547,7 +548,7 @@ def make_labeler(spec: str, cache_dir: str | Path | None = None) -> Labeler:
     elif kind == "judgments":
         return JudgmentsLabeler(value)
     else:
-        raise ValueError(f"labeler: unknown kind {kind!r} in {spec!r}")
+        raise InputError(f"labeler: unknown kind {kind!r} in {spec!r}")
     if cache_dir is None:
         return labeler
     digest = hashlib.sha256(labeler.id.encode()).hexdigest()[:16]

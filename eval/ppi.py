@@ -43,6 +43,7 @@ import numpy as np
 from scipy import stats
 
 from data.core.cli import bounded, choice, parse_config, run_main
+from data.core.errors import InputError
 
 INTERVALS = ("t", "normal")
 UNBOUNDED = (-math.inf, math.inf)
@@ -103,13 +104,13 @@ def _quantile(alpha: float, n: int, interval: str) -> float:
 
 def _check(human: np.ndarray, judged: np.ndarray, alpha: float, interval: str) -> None:
     if interval not in INTERVALS:
-        raise ValueError(f"interval: expected one of {', '.join(INTERVALS)}, got {interval!r}")
+        raise InputError(f"interval: expected one of {', '.join(INTERVALS)}, got {interval!r}")
     if not 0 < alpha < 1:
-        raise ValueError(f"alpha: expected 0 < alpha < 1, got {alpha}")
+        raise InputError(f"alpha: expected 0 < alpha < 1, got {alpha}")
     if len(human) < 2:
-        raise ValueError(f"human judgments: at least 2 judged queries are needed, got {len(human)}")
+        raise InputError(f"human judgments: at least 2 judged queries are needed, got {len(human)}")
     if len(judged) != len(human):
-        raise ValueError(
+        raise InputError(
             "the labeler's and the human values of the judged queries differ in number"
         )
 
@@ -207,7 +208,7 @@ def _no_spread(mean: float, n: int, alpha: float, bounds: tuple[float, float]) -
     """Judged values that are all alike say nothing of their variance: Hoeffding's interval,
     which needs only the range."""
     if not _finite(bounds):
-        raise ValueError(
+        raise InputError(
             f"not estimable at n = {n}: the {n} judged values are all {mean:g} and the metric's "
             "range is unknown; judge more queries"
         )
@@ -314,9 +315,9 @@ def queries_for_width(pilot: Interval, target_width: float) -> int:
     """Judged queries needed for an interval of ``target_width``, from a pilot interval on
     ``pilot.n`` queries (widths scale as 1/sqrt(n))."""
     if target_width <= 0:
-        raise ValueError(f"target_width: expected > 0, got {target_width}")
+        raise InputError(f"target_width: expected > 0, got {target_width}")
     if pilot.width <= 0:
-        raise ValueError(
+        raise InputError(
             f"pilot: its interval on {pilot.n} queries has no width, so it cannot size a draw; "
             "re-run eval.search --human with this release (its intervals always have a width)"
         )
@@ -365,7 +366,7 @@ def estimate_metric(
     judged query must have a labeler value."""
     missing = sorted(set(human) - set(labeler))
     if missing:
-        raise ValueError(
+        raise InputError(
             f"human judgments for {len(missing)} queries the run does not have (first: {missing[0]})"
         )
     judged = sorted(human)
@@ -390,7 +391,7 @@ def paired_difference(a: dict[str, float], b: dict[str, float]) -> dict[str, flo
 def draw_queries(qids: Sequence[str], n: int, seed: int = 0) -> list[str]:
     """A seeded simple random sample of the queries to have judged (PPI needs a random sample)."""
     if n > len(qids):
-        raise ValueError(f"n: {n} queries asked for, the run has {len(qids)}")
+        raise InputError(f"n: {n} queries asked for, the run has {len(qids)}")
     return sorted(random.Random(seed).sample(sorted(qids), n))
 
 
@@ -484,7 +485,7 @@ def _refuse_corpus(path: str) -> None:
         raise FileNotFoundError(f"run: {path} not found")
     first = next((obj for _, obj in iter_json_lines(path)), None)
     if Path(path).name == "corpus.jsonl" or (isinstance(first, dict) and "title" in first):
-        raise ValueError(
+        raise InputError(
             f"run: {path} is a corpus (documents, not queries); give a TREC run or the "
             "collection's queries.jsonl"
         )
@@ -503,12 +504,12 @@ def _sized(config: DrawConfig, population: int) -> int:
     if not config.pilot:
         return config.n
     if config.target_width is None:
-        raise ValueError("target_width: give the interval width to reach with --pilot")
+        raise InputError("target_width: give the interval width to reach with --pilot")
     pilot = _pilot_interval(config.pilot, config.metric)
     needed = queries_for_width(pilot, config.target_width)
     if needed > population:
         reachable = math.ceil(width_for_queries(pilot, population) * 1000) / 1000
-        raise ValueError(
+        raise InputError(
             f"target_width: a {config.metric} interval of width {config.target_width:g} needs "
             f"about {needed} judged {config.unit}, and the run has {population}; judging all of "
             f"them reaches about {reachable:g} as eval.search's interval (which treats the "
@@ -530,7 +531,7 @@ def _pilot_interval(path: str, metric: str) -> Interval:
     report = json.loads(Path(path).read_text())
     first = next(iter(report.get("ppi", {}).get("runs", {}).values()), None)
     if first is None or metric not in first:
-        raise ValueError(f"pilot: {path} has no PPI estimate of {metric} (run with --human)")
+        raise InputError(f"pilot: {path} has no PPI estimate of {metric} (run with --human)")
     ppi = first[metric]["ppi"]
     return Interval(ppi["estimate"], ppi["low"], ppi["high"], ppi["n"], 0, ppi["lam"], "")
 
@@ -540,13 +541,13 @@ def draw(config: DrawConfig):
     from eval.design import draw_design, unit_signals
 
     if not config.run and not config.labels:
-        raise ValueError("run: give --run RUN.trec (or a queries.jsonl, or --labels) to draw from")
+        raise InputError("run: give --run RUN.trec (or a queries.jsonl, or --labels) to draw from")
     score = uncertainty = None
     if config.labels:
         score, uncertainty = unit_signals(read_labels(config.labels), config.unit, config.metric)
         population = sorted(uncertainty)
         if config.strata_by == "score" and len(score) < len(uncertainty):
-            raise ValueError(
+            raise InputError(
                 f"metric: {config.labels} has no {config.metric} for some queries; give --metric "
                 "as eval.search names it (e.g. ndcg@10)"
             )
@@ -557,7 +558,7 @@ def draw(config: DrawConfig):
     if config.labels and config.run and config.unit == "queries":
         others = sorted(set(_run_queries(config.run)) ^ set(population))
         if others:
-            raise ValueError(
+            raise InputError(
                 f"labels: {config.labels} and {config.run} hold different queries "
                 f"(e.g. {others[0]!r}); label the run with eval.search first"
             )

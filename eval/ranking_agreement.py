@@ -27,6 +27,7 @@ from typing import Any
 
 from data.beir import Run, ranked, read_named_runs
 from data.core.cli import parse_config, run_main
+from data.core.errors import InputError
 from data.core.io import markdown_table, write_json
 from eval.labelers import PARTIAL_KINDS, Labeler, make_labeler
 from eval.search.config import SearchEvalConfig
@@ -71,7 +72,7 @@ def system_scores(
     per_run = pooled_metrics(runs, results, config.k)
     means = {name: mean_metrics(per_metric) for name, per_metric in per_run.items()}
     if config.metric not in next(iter(means.values())):
-        raise ValueError(
+        raise InputError(
             f"metric: {config.metric!r} is not computed; try one of {sorted(next(iter(means.values())))}"
         )
     return {name: metrics[config.metric] for name, metrics in means.items()}
@@ -143,9 +144,9 @@ def agreement(config: SystemAgreementConfig) -> dict[str, Any]:
     from scipy.stats import kendalltau, spearmanr
 
     if len(config.runs) < 2:
-        raise ValueError("runs: give at least two runs to rank")
+        raise InputError("runs: give at least two runs to rank")
     if not config.reference or not config.labelers:
-        raise ValueError("give --reference and at least one --labelers entry")
+        raise InputError("give --reference and at least one --labelers entry")
     # Labelers that may lack pairs (the reference first): asked before any labelling.
     partial = {
         spec: make_labeler(spec)
@@ -154,7 +155,7 @@ def agreement(config: SystemAgreementConfig) -> dict[str, Any]:
     }
     runs, left_out = condense(read_named_runs(config.runs, "runs"), partial, config.k)
     if not next(iter(runs.values())):
-        raise ValueError(f"no query keeps a labelled hit in every run: {left_out_note(left_out)}")
+        raise InputError(f"no query keeps a labelled hit in every run: {left_out_note(left_out)}")
     reference = system_scores(config, config.reference, runs, partial.get(config.reference))
     names = sorted(runs)
     result: dict[str, Any] = {

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from data.core.cli import bounded, parse_config, run_main
+from data.core.errors import InputError
 from data.core.io import (
     check_replaceable,
     markdown_table,
@@ -73,14 +74,14 @@ def fit_and_held_out(records: Sequence[Judgment], fit_share: float, seed: int) -
     each side."""
     shares = relevant_share({"qid": r.qid, "label": r.label} for r in records)
     if len(shares) < 2:
-        raise ValueError(
+        raise InputError(
             f"judgments: {len(shares)} judged queries; at least {2 * MIN_QUERIES_PER_SIDE} are "
             f"needed ({MIN_QUERIES_PER_SIDE} to fit on, {MIN_QUERIES_PER_SIDE} to test on)"
         )
     held_out = set(held_out_queries(shares, queries_for_share(len(shares), 1 - fit_share), seed))
     fit = set(shares) - held_out
     if min(len(fit), len(held_out)) < MIN_QUERIES_PER_SIDE:
-        raise ValueError(
+        raise InputError(
             f"judgments: {len(shares)} judged queries split into {len(fit)} to fit on and "
             f"{len(held_out)} held out; each side needs at least {MIN_QUERIES_PER_SIDE} (a "
             "threshold fitted or tested on one or two queries says little): judge more queries "
@@ -140,7 +141,7 @@ def recalibrate(config: RecalibrateConfig) -> dict[str, Any]:
     if not (export / EXPORT_MARKER).is_file():
         raise FileNotFoundError(f"export: {export} is not a finished export (no {EXPORT_MARKER})")
     if not config.out:
-        raise ValueError("out: give the folder for the recalibrated copy")
+        raise InputError("out: give the folder for the recalibrated copy")
     # Both ways: the copy inside the export, or the export (or the judgments) inside the copy.
     refuse_overlap("out", out, [("export", export), ("judgments", config.judgments)])
     check_replaceable(out, RECALIBRATED, config.overwrite, "recalibrated export")
@@ -153,7 +154,7 @@ def recalibrate(config: RecalibrateConfig) -> dict[str, Any]:
     for name, part in (("fit", fit), ("held-out", held_out)):
         part_labels = {int(r.label) for r in records if r.qid in part}
         if part_labels != {0, 1}:
-            raise ValueError(
+            raise InputError(
                 f"judgments: the {name} queries need relevant and non-relevant pairs "
                 f"({config.judgments}); judge more queries or change --seed"
             )
@@ -211,7 +212,7 @@ def recalibrate(config: RecalibrateConfig) -> dict[str, Any]:
 def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([RecalibrateConfig], args)
     if not config.export or not config.judgments:
-        raise ValueError("give --export and --judgments")
+        raise InputError("give --export and --judgments")
     report = recalibrate(config)
     rows = [
         [

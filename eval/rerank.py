@@ -14,6 +14,7 @@ from tqdm.auto import tqdm
 
 from data.beir import Collection, Run, ranked, read_trec_run, write_trec_run
 from data.core.cli import bounded, parse_config, run_main
+from data.core.errors import InputError
 from data.core.io import check_writable_file, refuse_overlap
 from eval.labelers import Hit, Labeler, make_labeler
 
@@ -75,12 +76,12 @@ def check_run_against(run: Run, run_path: str, collection: Collection) -> None:
     """Every query and document of a run must be in the collection: found before any grading."""
     for qid in sorted(run):
         if qid not in collection.queries:
-            raise ValueError(
+            raise InputError(
                 f"{run_path}: query {qid!r} is not in {collection.root / 'queries.jsonl'}"
             )
         missing = next((d for d in sorted(run[qid]) if d not in collection.corpus), None)
         if missing is not None:
-            raise ValueError(
+            raise InputError(
                 f"{run_path}: document {missing!r} (query {qid!r}) is not in "
                 f"{collection.root / 'corpus.jsonl'}"
             )
@@ -89,7 +90,7 @@ def check_run_against(run: Run, run_path: str, collection: Collection) -> None:
 def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([RerankConfig], args)
     if not (config.run and config.corpus and config.grader and config.out):
-        raise ValueError("give --run, --corpus, --grader and --out")
+        raise InputError("give --run, --corpus, --grader and --out")
     # Found before the grading is paid for, not when the run is written.
     inputs = [("run", config.run), ("grader", config.grader), ("corpus", config.corpus)]
     refuse_overlap("out", config.out, inputs)

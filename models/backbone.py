@@ -14,13 +14,15 @@ import torch
 from transformers import PretrainedConfig, PreTrainedModel
 from transformers.masking_utils import create_causal_mask
 
+from data.core.errors import InputError
+
 
 def decoder(model: PreTrainedModel) -> torch.nn.Module:
     """The decoder stack (embeddings, ``layers``, ``norm``) of a Llama-style model, under peft too."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     inner = getattr(base, base.base_model_prefix, None)
     if inner is None or not hasattr(inner, "layers") or not hasattr(inner, "norm"):
-        raise ValueError(
+        raise InputError(
             f"{type(base).__name__}: layer-wise training needs a decoder with `layers` and `norm` "
             "(Llama-style architectures)"
         )
@@ -58,7 +60,7 @@ def split_index(model: PreTrainedModel, trainable_layers: int) -> int:
     """Index of the first trained decoder layer when the top ``trainable_layers`` train."""
     total = len(decoder(model).layers)
     if not 0 <= trainable_layers <= total:
-        raise ValueError(
+        raise InputError(
             f"trainable_layers: expected 0..{total} for this model, got {trainable_layers}"
         )
     return total - trainable_layers

@@ -20,6 +20,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from data.core.cli import check_choices, choice
+from data.core.errors import InputError
 from data.core.io import strict
 from data.core.records import DEFAULT_RELEVANCE_THRESHOLD
 from models.families import (
@@ -86,17 +87,17 @@ class GraderModelConfig:
         check_choices(self)
         if self.labels == "graded" and not self.family.supports_graded:
             graded = [m for m in MODES if family_of(m).supports_graded]
-            raise ValueError(
+            raise InputError(
                 f"labels=graded: mode={self.mode} gives one relevance score; train a graded "
                 f"grader with a classification head ({', '.join(graded)})"
             )
         minimum = self.training_mode.min_trainable_layers
         if self.trainable_layers < minimum:
-            raise ValueError(f"trainable_layers: {self.mode} mode trains at least {minimum} layer")
+            raise InputError(f"trainable_layers: {self.mode} mode trains at least {minimum} layer")
         if self.trainable_layers < 0:
-            raise ValueError(f"trainable_layers: expected >= 0, got {self.trainable_layers}")
+            raise InputError(f"trainable_layers: expected >= 0, got {self.trainable_layers}")
         if self.max_length < 8:
-            raise ValueError(f"max_length: expected at least 8 tokens, got {self.max_length}")
+            raise InputError(f"max_length: expected at least 8 tokens, got {self.max_length}")
 
     @property
     def family(self) -> ScoringFamily:

@@ -12,6 +12,8 @@ from typing import Any
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from data.core.errors import InputError
+
 
 def chat_input_ids(tokenizer: PreTrainedTokenizerBase, messages: list[dict[str, str]]) -> list[int]:
     """Token ids of a conversation, ending where the assistant's reply starts."""
@@ -95,7 +97,7 @@ def vllm_engine(
     try:
         import vllm
     except ImportError:
-        raise ValueError(
+        raise InputError(
             "vLLM is not installed; `pip install -e '.[vllm]'` on a GPU machine, or serve the "
             "model with `vllm serve` and use the openai backend with base_url http://HOST:8000/v1"
         ) from None

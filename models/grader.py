@@ -26,6 +26,7 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from data.core.errors import InputError
 from data.core.parallel import is_main_process, local_device_index, map_shards, process_count
 from models.builder import load_trained, read_grader_config
 from models.families import CLASSIFIER, ZERO_SHOT, ScoringFamily, family_of_description
@@ -77,7 +78,7 @@ def stored_threshold(info: dict[str, Any], name: str) -> float:
             logger.info("%s: no stored threshold; labels use 0.5 until export stores one", name)
         return 0.5
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
-        raise ValueError(
+        raise InputError(
             f"{name}/grader_config.json: threshold: expected a probability in (0, 1), got {value!r}"
         )
     return float(value)
@@ -128,7 +129,7 @@ class Grader:
         else:
             info = read_grader_config(name)
             if not info:
-                raise ValueError(
+                raise InputError(
                     f"{name}: no grader_config.json; give a trained grader, or zero_shot=True for a causal LM"
                 )
             model, tokenizer = load_trained(name, dtype=dtype)
@@ -286,7 +287,7 @@ class Grader:
         """The 0-3 grade of each document for one query (a grader trained with ``labels:
         graded``), consistent with :meth:`label`: a relevant grade exactly where it says relevant."""
         if not self.graded:
-            raise ValueError(
+            raise InputError(
                 f"{self.name or 'this grader'} has a binary head; train with labels: graded for grades"
             )
         pairs = self.encode_pairs([query] * len(documents), documents, titles)

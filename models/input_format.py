@@ -21,6 +21,7 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
+from data.core.errors import InputError
 from data.core.records import document_text, normalise_text
 
 FORMAT_NAME = "grader-chat"
@@ -140,14 +141,14 @@ class GraderInputFormat:
             tokens = tokenizer(self.answer_prefix + word, add_special_tokens=False)["input_ids"]
             ids.append(tokens[0])
         if len(set(ids)) != len(ids):
-            raise ValueError(f"answer words {self.label_words} share their first token")
+            raise InputError(f"answer words {self.label_words} share their first token")
         return ids
 
 
 def _check_last_token(fmt: GraderInputFormat, tokenizer: PreTrainedTokenizerBase) -> None:
     ids = tokenizer(fmt.render("q", "d"), add_special_tokens=fmt.add_special_tokens)["input_ids"]
     if tokenizer.pad_token_id is not None and ids[-1] == tokenizer.pad_token_id:
-        raise ValueError(
+        raise InputError(
             "the grader's prompt ends with the pad token, so the classifier would pool the wrong "
             "position; pick a different pad token (transformers issue #35352)"
         )
@@ -210,7 +211,7 @@ def format_pairs(
     template = len(encode([fmt.render("", "")], special)[0])
     limit = query_budget(fmt, template)
     if limit <= 0:
-        raise ValueError(
+        raise InputError(
             f"max_length={fmt.max_length} leaves no room for a query and a document after the "
             f"{fmt.name} prompt; raise max_length"
         )

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from data.core.cli import bounded, choice
+from data.core.errors import InputError
 
 logger = logging.getLogger(__name__)
 
@@ -263,9 +264,9 @@ def json_option(value: str | dict | None, name: str) -> dict:
     try:
         parsed = json.loads(value)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{name}: expected a JSON object, got {value!r} ({exc.msg})") from None
+        raise InputError(f"{name}: expected a JSON object, got {value!r} ({exc.msg})") from None
     if not isinstance(parsed, dict):
-        raise ValueError(f"{name}: expected a JSON object, got {value!r}")
+        raise InputError(f"{name}: expected a JSON object, got {value!r}")
     return parsed
 
 
@@ -274,7 +275,7 @@ def endpoint_api_key(api_key_env: str, base_url: str | None) -> str:
     (``base_url`` given) takes any key, and the SDK refuses to start without one."""
     api_key = os.environ.get(api_key_env) or ("not-needed" if base_url else None)
     if api_key is None:
-        raise ValueError(f"api_key_env: set ${api_key_env} to the endpoint's key")
+        raise InputError(f"api_key_env: set ${api_key_env} to the endpoint's key")
     return api_key
 
 
@@ -320,7 +321,7 @@ def local_chat_model(settings: ServingSettings, model: str) -> tuple[Any, Any, s
     loaded, tokenizer = load_model(model, task="causal-lm", dtype=dtype)
     loaded.to(device).eval()
     if tokenizer.chat_template is None:
-        raise ValueError(f"model {model!r} has no chat template; use an instruct model")
+        raise InputError(f"model {model!r} has no chat template; use an instruct model")
     return loaded, tokenizer, device
 
 
@@ -335,18 +336,18 @@ def vllm_first_logprobs(completion: Any) -> dict[str, float]:
 def check_settings(settings: ChatSettings) -> None:
     """What a backend needs, checked before any work (a missing key, model or endpoint)."""
     if settings.backend not in CHAT_BACKENDS:
-        raise ValueError(
+        raise InputError(
             f"backend: expected one of {', '.join(CHAT_BACKENDS)}, got {settings.backend!r}"
         )
     if not settings.model:
-        raise ValueError(f"model: the {settings.backend} backend needs a model name (--model)")
+        raise InputError(f"model: the {settings.backend} backend needs a model name (--model)")
     if settings.response_format not in RESPONSE_FORMATS:
-        raise ValueError(
+        raise InputError(
             f"response_format: expected one of {', '.join(RESPONSE_FORMATS)}, got "
             f"{settings.response_format!r}"
         )
     if settings.backend == "azure" and not settings.azure_endpoint:
-        raise ValueError("azure_endpoint: the azure backend needs --azure_endpoint")
+        raise InputError("azure_endpoint: the azure backend needs --azure_endpoint")
     if settings.backend in REMOTE_BACKENDS:
         json_option(settings.extra_headers, "extra_headers")
         endpoint_api_key(settings.api_key_env, settings.base_url)

@@ -10,6 +10,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from data.core.errors import InputError
+
 
 class CrossEntropyLoss(nn.Module):
     """Cross-entropy with optional class weights, label smoothing and soft targets.
@@ -92,4 +94,4 @@ def build_loss(
         return CrossEntropyLoss(class_weights, label_smoothing, soft_targets)
     if name == "contrastive":
         return ContrastiveLoss(margin)
-    raise ValueError(f"loss: expected one of {sorted(LOSSES)}, got {name!r}")
+    raise InputError(f"loss: expected one of {sorted(LOSSES)}, got {name!r}")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from data.core.cli import parse_config, run_main
+from data.core.errors import InputError
 
 REQUIRED_FILES = (
     "config.json",
@@ -75,7 +76,7 @@ def read_export_check(folder: Path) -> dict[str, Any]:
         check = json.loads(path.read_text(encoding="utf-8"))
         float(check["max_abs_difference"]), float(check["tolerance"])
     except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise ValueError(
+        raise InputError(
             f"{path}: not a round-trip record ({type(exc).__name__}: {exc}); re-run models.export"
         ) from None
     return check
@@ -86,7 +87,7 @@ def push(config: PushConfig, api: Any = None) -> dict[str, Any]:
 
     folder = Path(config.export)
     if not config.repo_id or "/" not in config.repo_id:
-        raise ValueError(f"repo_id: expected ORG/NAME, got {config.repo_id!r}")
+        raise InputError(f"repo_id: expected ORG/NAME, got {config.repo_id!r}")
     missing = [name for name in REQUIRED_FILES if not (folder / name).exists()]
     if missing:
         raise FileNotFoundError(
@@ -94,11 +95,11 @@ def push(config: PushConfig, api: Any = None) -> dict[str, Any]:
         )
     check = read_export_check(folder)
     if check["max_abs_difference"] > check["tolerance"]:
-        raise ValueError(f"{folder}: the export failed its round-trip check; not pushing")
+        raise InputError(f"{folder}: the export failed its round-trip check; not pushing")
     if api is None:
         token = get_token()
         if not token:
-            raise ValueError("no hub token: set $HF_TOKEN or run `hf auth login`")
+            raise InputError("no hub token: set $HF_TOKEN or run `hf auth login`")
         api = HfApi(token=token)
     staging = _with_card_for(folder, config.repo_id)
     try:

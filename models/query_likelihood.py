@@ -30,6 +30,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from data.core.errors import InputError
 from models.input_format import DEFAULT_MAX_LENGTH, GraderInputFormat
 from models.scoring import length_sorted_batches, pad_right
 
@@ -76,7 +77,7 @@ def split_inputs(
     empty = tokenizer(fmt.render("", ""), add_special_tokens=fmt.add_special_tokens)["input_ids"]
     context_end = _marker_end(empty, marker)
     if context_end < 0:
-        raise ValueError(
+        raise InputError(
             f"{fmt.id}: the tokenizer splits the marker {MARKER!r} differently in context"
         )
     prior_context = list(empty[:context_end])
@@ -86,7 +87,7 @@ def split_inputs(
     for index, ids in enumerate(input_ids):
         start = _marker_end(ids, marker)
         if start < 0 or start >= len(ids):
-            raise ValueError(
+            raise InputError(
                 f"input {index}: no query after {MARKER!r}; query-likelihood inputs must be built "
                 f"with the {FORMAT_NAME} format"
             )

@@ -25,6 +25,7 @@ import torch
 from transformers import LlamaConfig, PreTrainedTokenizerBase
 
 from data.core.cli import check_choices, choice, parse_config, run_main
+from data.core.errors import InputError
 from data.core.io import share_tree
 from models.assets import TINY_TOKENIZER
 
@@ -91,7 +92,7 @@ LLAMA3_SPECIAL_IDS = {"bos_token_id": 128000, "eos_token_id": 128009, "pad_token
 def llama_config(shape: str, tokenizer: PreTrainedTokenizerBase | None = None) -> LlamaConfig:
     """A tied-embedding Llama of ``shape`` (``SHAPES``) whose special ids are the tokenizer's."""
     if shape not in SHAPES:
-        raise ValueError(f"shape: expected one of {sorted(SHAPES)}, got {shape!r}")
+        raise InputError(f"shape: expected one of {sorted(SHAPES)}, got {shape!r}")
     settings = {"tie_word_embeddings": True, **LLAMA3_SPECIAL_IDS, **SHAPES[shape]}
     if tokenizer is not None:
         pad = tokenizer.pad_token_id
@@ -104,7 +105,7 @@ def llama_config(shape: str, tokenizer: PreTrainedTokenizerBase | None = None) -
         )
         settings.setdefault("vocab_size", len(tokenizer))
     elif "vocab_size" not in settings:
-        raise ValueError(f"shape {shape}: its vocabulary is the tokenizer's; pass one")
+        raise InputError(f"shape {shape}: its vocabulary is the tokenizer's; pass one")
     return LlamaConfig(**settings)
 
 

@@ -35,6 +35,7 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
+from data.core.errors import InputError
 from data.core.io import cache_dir, share_tree
 
 logger = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ def label_names(num_labels: int) -> tuple[str, ...]:
     """The class names of a 2-label (binary) or 4-label (graded 0-3) grader head."""
     names = {len(LABEL_NAMES): LABEL_NAMES, len(GRADE_NAMES): GRADE_NAMES}
     if num_labels not in names:
-        raise ValueError(f"num_labels: a grader head has 2 or 4 classes, got {num_labels}")
+        raise InputError(f"num_labels: a grader head has 2 or 4 classes, got {num_labels}")
     return names[num_labels]
 
 
@@ -78,8 +79,8 @@ EMBEDDED_MODELS: dict[str, EmbeddedModel] = {
 }
 
 
-class ModelNotAvailableError(RuntimeError):
-    pass
+class ModelNotAvailableError(InputError):
+    """The model is neither embedded nor in the local cache (the hubs are offline)."""
 
 
 def _package_file(package: str, suffix: str) -> Path:
@@ -234,7 +235,10 @@ def load_model(
     means an edited or incomplete folder, which would otherwise grade with random weights.
     """
     path = resolve_model_path(name_or_path)
-    tokenizer = load_tokenizer(name_or_path)
+    try:
+        tokenizer = load_tokenizer(name_or_path)
+    except OSError as exc:  # transformers' word on a folder it cannot read (a bad config.json)
+        raise InputError(f"{path}: cannot load the model: {exc}") from None
     if isinstance(dtype, str):
         dtype = getattr(torch, dtype) if dtype != "auto" else "auto"
     common = {"dtype": dtype} if dtype is not None else {}
@@ -245,7 +249,7 @@ def load_model(
         "base": AutoModel,
     }
     if task not in loaders:
-        raise ValueError(f"unknown task {task!r}: expected classification, causal-lm or base")
+        raise InputError(f"unknown task {task!r}: expected classification, causal-lm or base")
     if task == "classification":
         names = label_names(num_labels)
         common["num_labels"] = num_labels
@@ -255,10 +259,12 @@ def load_model(
         model, loading = loaders[task].from_pretrained(path, output_loading_info=True, **common)
     except SafetensorError as exc:  # a truncated or corrupt weights file
         weights = next(iter(sorted(Path(path).glob("*.safetensors"))), Path(path))
-        raise ValueError(
+        raise InputError(
             f"{weights}: cannot read the weights ({type(exc).__name__}: {exc}); the file is "
             "truncated or corrupt: copy it again, or re-run the training or export"
         ) from None
+    except OSError as exc:
+        raise InputError(f"{path}: cannot load the model: {exc}") from None
     if strict:
         check_loading(path, loading)
     model.config.pad_token_id = tokenizer.pad_token_id
@@ -277,7 +283,7 @@ def check_loading(path: str | Path, loading: dict[str, Any]) -> None:
         if keys
     ]
     if problems:
-        raise ValueError(
+        raise InputError(
             f"{path}: the weights do not match its config.json / grader_config.json "
             f"({'; '.join(problems)} tensors): the folder was edited or is incomplete; "
             "re-run the training or export"

@@ -12,6 +12,7 @@ import torch
 from transformers import TrainingArguments
 
 from data.core.cli import check_choices, choice
+from data.core.errors import InputError
 from models.builder import GraderModelConfig
 from models.losses import LOSSES
 from train.grader_data import SOFT_TARGETS
@@ -50,11 +51,11 @@ class LossConfig:
     def __post_init__(self) -> None:
         check_choices(self)
         if self.class_weights is not None and min(self.class_weights) <= 0:
-            raise ValueError(f"class_weights: expected positive weights, got {self.class_weights}")
+            raise InputError(f"class_weights: expected positive weights, got {self.class_weights}")
         if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(f"label_smoothing: expected 0 <= x < 1, got {self.label_smoothing}")
+            raise InputError(f"label_smoothing: expected 0 <= x < 1, got {self.label_smoothing}")
         if self.margin <= 0:
-            raise ValueError(f"margin: expected > 0, got {self.margin}")
+            raise InputError(f"margin: expected > 0, got {self.margin}")
 
     @property
     def is_default(self) -> bool:
@@ -139,7 +140,7 @@ def resume_target(value: str | bool | None) -> str | bool | None:
     if value.strip().lower() in {"false", "no", "0", ""}:
         return None
     if not Path(value).is_dir():
-        raise ValueError(
+        raise InputError(
             f"resume_from_checkpoint: {value} is not a checkpoint folder (true resumes from the "
             "last checkpoint in output_dir)"
         )
@@ -174,37 +175,37 @@ def check_combination(
     mode = model_config.training_mode
     if model_config.dtype != "float32" and mode.lora and not (args.bf16 or args.fp16):
         # LoRA keeps the base in dtype and trains float32 adapters: the mix needs autocast.
-        raise ValueError(
+        raise InputError(
             f"dtype={model_config.dtype} with mode={model_config.mode} trains float32 adapters "
             "on a low-precision base, which needs autocast: set bf16: true (or dtype: float32)"
         )
     if mode.requires_cached_states and not args.cache_states:
-        raise ValueError(
+        raise InputError(
             f"mode={model_config.mode} trains on cached states only (cache_states: true); for a "
             "fully fine-tuned grader use mode full, lora or generative"
         )
     if mode.cached_states and (
         args.fsdp or os.environ.get("ACCELERATE_USE_FSDP", "").lower() == "true"
     ):
-        raise ValueError(
+        raise InputError(
             f"mode={model_config.mode} trains a small top on cached states, which FSDP would "
             "shard for nothing: run it on one GPU or under DDP (train/configs/accelerate/ddp.yaml)"
         )
     classes = model_config.num_labels
     if loss_config.class_weights is not None and len(loss_config.class_weights) != classes:
-        raise ValueError(
+        raise InputError(
             f"class_weights: labels={model_config.labels} has {classes} classes, got "
             f"{len(loss_config.class_weights)} weights ({loss_config.class_weights})"
         )
     if model_config.labels == "graded" and (
         loss_config.loss != "cross_entropy" or data_config.soft_targets != "none"
     ):
-        raise ValueError(
+        raise InputError(
             "labels=graded trains on the teacher's grades with the cross_entropy loss and hard "
             f"targets (got loss={loss_config.loss}, soft_targets={data_config.soft_targets})"
         )
     if data_config.soft_targets != "none" and loss_config.loss != "cross_entropy":
-        raise ValueError(
+        raise InputError(
             f"soft_targets={data_config.soft_targets}: only the cross_entropy loss uses soft "
             f"targets, not {loss_config.loss}"
         )

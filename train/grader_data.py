@@ -11,6 +11,7 @@ import torch
 from datasets import Dataset, load_dataset
 from transformers import PreTrainedTokenizerBase
 
+from data.core.errors import InputError
 from data.core.metrics import classification_metrics
 from data.core.records import DEFAULT_RELEVANCE_THRESHOLD
 from models.input_format import GraderInputFormat, format_pairs
@@ -46,7 +47,7 @@ def tokenize(
     """input_ids / labels / soft_targets / length columns (documents cut to fit ``fmt.max_length``).
     ``labels`` holds the binary ``label``, or the 0-3 ``grade`` for a graded head (``target``)."""
     if soft_targets not in SOFT_TARGETS:
-        raise ValueError(f"soft_targets: expected one of {SOFT_TARGETS}, got {soft_targets!r}")
+        raise InputError(f"soft_targets: expected one of {SOFT_TARGETS}, got {soft_targets!r}")
 
     def encode(batch: dict[str, list]) -> dict[str, list]:
         titles = batch.get("title") or [None] * len(batch["query"])

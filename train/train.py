@@ -30,6 +30,7 @@ import numpy as np
 from transformers import set_seed
 
 from data.core.cli import parse_config, run_main
+from data.core.errors import InputError
 from models.builder import GraderModelConfig, build_grader, count_parameters, grader_info
 from train.config import (
     DataConfig,
@@ -65,7 +66,7 @@ MAX_CPU_TRAINABLE = 200_000_000
 
 def refuse_large_cpu_training(trainable: int, args: GraderTrainingArguments) -> None:
     if getattr(args, "cpu_by_default", False) and trainable > MAX_CPU_TRAINABLE:
-        raise ValueError(
+        raise InputError(
             f"use_cpu: no GPU found, and training {trainable / 1e6:.0f}M parameters on the CPU "
             "would take days; run on a GPU, or give --use_cpu true to train on the CPU anyway"
         )
@@ -95,7 +96,7 @@ def train(
         for split, rows in (("train", train_raw), ("validation", eval_raw)):
             missing = missing_grades(rows) if rows is not None else []
             if missing:
-                raise ValueError(
+                raise InputError(
                     f"{data_config.dataset}/{split}.jsonl line {missing[0] + 1}: field `grade` is "
                     f"missing ({len(missing)} rows); labels=graded needs the teacher's 0-3 grade "
                     "on every pair (label with a grading prompt, or train with labels: binary)"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from data.core.io import RecordError
+from data.core.errors import InputError
 from data.core.job_stages import refuse_job_stage
 
 
@@ -91,7 +91,7 @@ def check_choices(config: Any, names: Sequence[str] | None = None) -> None:
         choices = item.metadata.get("choices")
         value = getattr(config, item.name)
         if choices is not None and value not in choices:
-            raise ValueError(
+            raise InputError(
                 f"{item.name}: expected one of {', '.join(map(str, choices))}, got {value!r}"
             )
     check_bounds(config, names)
@@ -106,7 +106,7 @@ def check_bounds(config: Any, names: Sequence[str] | None = None) -> None:
             continue
         problem = _bounds_problem(value, bounds)
         if problem:
-            raise ValueError(f"{item.name}: {problem}")
+            raise InputError(f"{item.name}: {problem}")
 
 
 def _type_problem(annotation: Any, value: Any) -> str | None:
@@ -148,17 +148,17 @@ def check_yaml_config(path: str, dataclass_types: Sequence[type]) -> None:
     try:
         text = Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark else path
-        raise ValueError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+        raise InputError(f"{where}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
     if data is None:
         return
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected option: value lines, got {type(data).__name__}")
+        raise InputError(f"{path}: expected option: value lines, got {type(data).__name__}")
     hints: dict[str, Any] = {}
     for kind in dataclass_types:
         try:
@@ -169,7 +169,7 @@ def check_yaml_config(path: str, dataclass_types: Sequence[type]) -> None:
         if key in hints and value is not None:
             problem = _type_problem(hints[key], value)
             if problem:
-                raise ValueError(f"{path}: {key}: {problem}")
+                raise InputError(f"{path}: {key}: {problem}")
 
 
 def cli_args(**options: Any) -> list[str]:
@@ -224,25 +224,16 @@ def parse_config(
     return configs
 
 
-def _key_error_message(exc: KeyError) -> str:
-    """A KeyError raised with a sentence is that sentence; a bare missing key (``error: 1``
-    says nothing) is named with the place that looked it up, for a bug report."""
-    import traceback
-
-    key = exc.args[0] if exc.args else ""
-    if isinstance(key, str) and " " in key:
-        return key
-    frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-    place = (
-        f" (looked up in {Path(frame.filename).name}:{frame.lineno}, {frame.name})" if frame else ""
-    )
-    return f"unknown key {key!r}{place}: an input refers to something that is not there"
+# The operating system's word on a path the user gave (its message names the path).
+FILE_ERRORS = (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError)
 
 
 def run_main(
     main: Callable[[Sequence[str] | None], Any], args: Sequence[str] | None = None
 ) -> None:
-    """Run a stage's ``main`` and turn input problems into one clear line and exit code 2.
+    """Run a stage's ``main``: an :class:`InputError` (a RecordError among them), or a file the
+    user named that cannot be opened, is one line and exit code 2; any other exception is a bug
+    and shows its traceback.
 
     Anything already written stays on disk: stages write atomically or append per record.
     """
@@ -258,12 +249,8 @@ def run_main(
         logging.getLogger().setLevel(logging.WARNING)
     try:
         main(args)
-    except RecordError as exc:
+    except (InputError, *FILE_ERRORS) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
-    except (OSError, KeyError, ValueError) as exc:
-        message = _key_error_message(exc) if isinstance(exc, KeyError) else exc
-        print(f"error: {message}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         print("interrupted; finished work is kept and a re-run resumes", file=sys.stderr)

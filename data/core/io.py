@@ -24,6 +24,7 @@ from typing import IO, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from data.core.errors import InputError
 from data.core.parallel import is_main_process
 
 logger = logging.getLogger(__name__)
@@ -34,7 +35,7 @@ UTF8_BOM = b"\xef\xbb\xbf"
 READ_ENCODING = "utf-8-sig"
 
 
-class RecordError(ValueError):
+class RecordError(InputError):
     """A problem with one line of an input file: ``path:line: field: problem``."""
 
     def __init__(self, path: str | os.PathLike[str], line: int, field: str, problem: str) -> None:
@@ -267,7 +268,7 @@ def check_replaceable(
         raise NotADirectoryError(f"{target}: exists and is not a folder")
     ours = (target / marker).exists()
     if target.is_dir() and not ours and not overwrite and any(target.iterdir()):
-        raise FileExistsError(
+        raise InputError(
             f"{target}: not empty and not a previous {what} (no {marker}); choose another "
             "--out or pass --overwrite true to replace it"
         )
@@ -295,11 +296,11 @@ def refuse_overlap(
             continue
         source = Path(path).resolve()
         if any(source == place or place in source.parents for place in written):
-            raise ValueError(
+            raise InputError(
                 f"{out_flag}: {out} would replace --{flag} {path}; write somewhere else"
             )
         if source.is_dir() and (source == target or source in target.parents):
-            raise ValueError(
+            raise InputError(
                 f"{out_flag}: {out} is inside --{flag} {path}, and writing it would change "
                 "that input; write somewhere else"
             )
@@ -355,7 +356,7 @@ def replace_folder(target: str | os.PathLike[str]) -> Iterator[Path]:
         if old is not None and old.exists() and not target.exists():
             with contextlib.suppress(OSError):
                 os.replace(old, target)  # the previous folder back in its place
-        raise OSError(
+        raise InputError(
             f"{target}: the finished result could not take this folder's place "
             f"({exc.strerror or exc}); it is complete in {tmp}: move it there yourself, or make "
             f"{target} replaceable and run again"
@@ -566,7 +567,7 @@ def _is_json_object(data: bytes) -> bool:
         return False
 
 
-class CacheLocked(OSError):
+class CacheLocked(InputError):
     """Another process writes the same append-only file."""
 
 

@@ -9,6 +9,8 @@ import json
 import os
 from pathlib import Path
 
+from data.core.errors import InputError
+
 STAGE_ENV = "RELEVANCE_GRADER_JOB_STAGE"  # set by the main job for the stages it runs
 
 
@@ -38,7 +40,7 @@ def refuse_job_stage(flag: str, out: str | os.PathLike[str]) -> None:
     found = stage_writing(out)
     if found:
         name, job = found
-        raise ValueError(
+        raise InputError(
             f"{flag}: {out} is the {name!r} stage's output of the job in {job}; writing it "
             "would overwrite that job's results: give another --out"
         )

@@ -20,6 +20,8 @@ from sklearn.metrics import (
     roc_auc_score,
 )
 
+from data.core.errors import InputError
+
 SCALAR_METRICS = (
     "accuracy",
     "precision",
@@ -53,7 +55,7 @@ def require_both_classes(labels: Any, source: str) -> None:
     relevant = int((values == 1).sum())
     if relevant == 0 or relevant == len(values):
         missing = "relevant" if relevant == 0 else "non-relevant"
-        raise ValueError(
+        raise InputError(
             f"{source}: no {missing} pair among {len(values)}; a threshold or calibration is "
             "fitted on both classes (judge more queries, or pairs with both labels)"
         )

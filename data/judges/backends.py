@@ -20,6 +20,7 @@ from typing import Any
 
 from data.beir import graded_qrels, read_qrels
 from data.core.cli import bounded, choice
+from data.core.errors import InputError
 from data.core.records import JudgeInfo, Judgment, Pair, Usage, document_text, label_from_grade
 from data.judges.prompts import ParseError, Prompt, Verdict, parse_reply
 from models.llm_client import (
@@ -209,12 +210,12 @@ class QrelsBackend(Backend):
     def __init__(self, config: JudgeConfig, prompt: Prompt) -> None:
         super().__init__(config, prompt)
         if not config.qrels:
-            raise ValueError("qrels: the qrels backend needs a qrels file (--qrels PATH)")
+            raise InputError("qrels: the qrels backend needs a qrels file (--qrels PATH)")
         grade_map = {int(k): int(v) for k, v in json_option(config.grade_map, "grade_map").items()}
         # A teacher's labels train the student: binary qrels need an explicit map.
         self.qrels = graded_qrels(read_qrels(config.qrels), config.qrels, grade_map, infer=False)
         if config.unjudged not in ("error", "zero"):
-            raise ValueError(f"unjudged: expected error or zero, got {config.unjudged!r}")
+            raise InputError(f"unjudged: expected error or zero, got {config.unjudged!r}")
 
     @property
     def judge_info(self) -> JudgeInfo:
@@ -413,7 +414,7 @@ class ChatJudge(Backend):
     def answer_token_ids(self, tokenizer: Any) -> list[int]:
         ids = [tokenizer(a, add_special_tokens=False)["input_ids"][0] for a in self.prompt.answers]
         if len(set(ids)) != len(ids):
-            raise ValueError(
+            raise InputError(
                 f"prompt {self.prompt.id}: answers {list(self.prompt.answers)} share a first token"
             )
         return ids
@@ -426,5 +427,5 @@ def make_backend(config: JudgeConfig, prompt: Prompt) -> Backend:
     if config.backend == "qrels":
         return QrelsBackend(config, prompt)
     if config.backend not in BACKENDS:
-        raise ValueError(f"backend: expected one of {', '.join(BACKENDS)}, got {config.backend!r}")
+        raise InputError(f"backend: expected one of {', '.join(BACKENDS)}, got {config.backend!r}")
     return ChatJudge(config, prompt)

@@ -29,6 +29,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from data.core.errors import InputError
 from data.core.io import write_json
 from data.core.records import Judgment, Pair, Usage
 from data.judges.backends import (
@@ -57,7 +58,7 @@ NOT_RUN = ("batch_expired", "batch_cancelled")
 VLLM_RUN_BATCH = [sys.executable, "-m", "vllm.entrypoints.openai.run_batch"]
 
 
-class BatchError(ValueError):
+class BatchError(InputError):
     """A batch the provider refused, failed or no longer knows: one line, nothing paid for lost."""
 
 
@@ -89,7 +90,7 @@ class BatchState:
             raw = json.loads(path.read_text(encoding="utf-8"))
             return cls(path, [SubmittedBatch(**entry) for entry in raw["batches"]])
         except (ValueError, KeyError, TypeError) as exc:
-            raise ValueError(
+            raise InputError(
                 f"{path}: not a batch record ({exc}); it lists batches already paid for, so it is "
                 "not replaced: repair it or move it away"
             ) from None
@@ -320,7 +321,7 @@ class BatchJudge:
         for line in lines:
             length = len(line.encode("utf-8")) + 1
             if length > self.config.batch_max_bytes:
-                raise ValueError(
+                raise InputError(
                     f"batch_max_bytes: one request is {length} bytes, over the limit of "
                     f"{self.config.batch_max_bytes}; lower --max_document_chars"
                 )

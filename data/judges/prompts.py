@@ -22,6 +22,8 @@ from typing import Any
 
 import yaml
 
+from data.core.errors import InputError
+
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 
 
@@ -105,24 +107,24 @@ def load_prompt(name_or_path: str) -> Prompt:
         )
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping of the prompt's fields")
+        raise InputError(f"{path}: expected a mapping of the prompt's fields")
     for key in ("name", "version", "scale", "system", "user"):
         if key not in data:
-            raise ValueError(f"{path}: {key}: missing")
+            raise InputError(f"{path}: {key}: missing")
     if data["scale"] not in ("binary", "graded"):
-        raise ValueError(f"{path}: scale: expected binary or graded, got {data['scale']!r}")
+        raise InputError(f"{path}: scale: expected binary or graded, got {data['scale']!r}")
     if data.get("direct_answer") and not data.get("answers"):
-        raise ValueError(f"{path}: answers: required when direct_answer is true")
+        raise InputError(f"{path}: answers: required when direct_answer is true")
     if data.get("direct_answer"):
         data["answers"] = {str(word): value for word, value in data["answers"].items()}
         data.setdefault("json_schema", answer_schema(data["answers"]))
         if data["json_schema"] != answer_schema(data["answers"]):
-            raise ValueError(
+            raise InputError(
                 f"{path}: json_schema: a direct prompt's answer shape is "
                 f"{json.dumps(answer_schema(data['answers']))} (its answers), or leave it out"
             )
     elif not isinstance(data.get("json_schema"), dict):
-        raise ValueError(
+        raise InputError(
             f"{path}: json_schema: required (the reply's JSON shape) without direct_answer"
         )
     return Prompt(**data)

@@ -27,6 +27,7 @@ from typing import Any
 
 from data.beir import read_corpus, read_named_runs, read_queries
 from data.core.cli import bounded, choice, parse_config, run_main
+from data.core.errors import InputError
 from data.core.io import sha256_file
 from eval.annotate.app import REVEALS, Judging, create_app, valid_assessor
 from eval.annotate.pool import pool_hits, read_sample
@@ -110,7 +111,7 @@ def new_session_for(config: AnnotateConfig, corpus: dict, queries: dict) -> dict
     units, design = read_sample(config.draw, config.queries)
     by_hits = all(isinstance(u, tuple) for u in units)
     if not config.runs and not by_hits:
-        raise ValueError("runs: give --runs RUN.trec ... whose top k are judged")
+        raise InputError("runs: give --runs RUN.trec ... whose top k are judged")
     runs = read_named_runs(config.runs, "runs", same_queries=False) if config.runs else {}
     files = {Path(p).stem: p for p in config.runs} | {"sample": config.draw or "--queries"}
     corpus_file = Path(config.corpus) / "corpus.jsonl"
@@ -119,7 +120,7 @@ def new_session_for(config: AnnotateConfig, corpus: dict, queries: dict) -> dict
     )
     for qid in pool:
         if qid not in queries:
-            raise ValueError(f"queries: query {qid!r} of the sample is not in the queries file")
+            raise InputError(f"queries: query {qid!r} of the sample is not in the queries file")
     # The sample is recorded as "sample", not as a run: "runs" holds only the judged runs.
     runs_only = {name: path for name, path in files.items() if name != "sample"}
     session = new_session(corpus_file, runs_only, config.k, config.seed, pool)
@@ -132,11 +133,11 @@ def resolve(config: AnnotateConfig) -> tuple[dict[str, Any], dict, dict]:
     old = read_session(out) if out.is_dir() else None
     fresh = bool(config.runs or config.draw or config.queries)
     if not fresh and old is None:
-        raise ValueError(
+        raise InputError(
             "give --corpus, --runs and --draw (or --queries), or the --out of a session to resume"
         )
     if fresh and not config.corpus:
-        raise ValueError("corpus: give --corpus DIR, the BEIR folder the runs retrieved from")
+        raise InputError("corpus: give --corpus DIR, the BEIR folder the runs retrieved from")
     folder = Path(config.corpus) if config.corpus else Path(old["corpus"]["path"]).parent
     if not (folder / "corpus.jsonl").is_file() or not (folder / "queries.jsonl").is_file():
         raise FileNotFoundError(
@@ -178,7 +179,7 @@ def settings(config: AnnotateConfig, old: dict[str, Any] | None, out: Path) -> d
         before = old.get(name)
         if value is not None and before is not None and value != before and judged:
             shown = str(before).lower()
-            raise ValueError(
+            raise InputError(
                 f"{name}: {out} was judged with --{name} {shown}; give the same (or none), or "
                 "another --out"
             )
@@ -221,7 +222,7 @@ def bind(host: str, port: int) -> socket.socket:
         sock.listen(128)  # a browser that connects before uvicorn is up waits in the backlog
     except OSError as exc:
         sock.close()
-        raise ValueError(
+        raise InputError(
             f"port: {host}:{port} cannot be used ({exc.strerror}); give another --port"
         ) from None
     return sock

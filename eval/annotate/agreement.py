@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from data.core.cli import parse_config, run_main
+from data.core.errors import InputError
 from data.core.io import atomic_writer, markdown_table, write_json
 from data.core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment
 from data.judge_agreement import agreement
@@ -84,9 +85,9 @@ def assessor_agreement(config: AgreementConfig) -> dict[str, Any]:
     names = config.assessors or sorted(judged)
     unknown = sorted(set(names) - set(judged))
     if unknown:
-        raise ValueError(f"assessors: {unknown[0]!r} judged nothing in {config.judgments}")
+        raise InputError(f"assessors: {unknown[0]!r} judged nothing in {config.judgments}")
     if len(names) < 2:
-        raise ValueError(f"judgments: {config.judgments} holds {len(names)} assessor(s); need 2")
+        raise InputError(f"judgments: {config.judgments} holds {len(names)} assessor(s); need 2")
     pairs = {
         f"{a} vs {b}": pair_agreement(judged[a], judged[b])
         for a, b in itertools.combinations(names, 2)
@@ -139,7 +140,7 @@ def to_markdown(result: dict[str, Any]) -> str:
 def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([AgreementConfig], args)
     if not config.judgments:
-        raise ValueError("judgments: give a judging session folder (or its judgments.jsonl)")
+        raise InputError("judgments: give a judging session folder (or its judgments.jsonl)")
     result = assessor_agreement(config)
     text = to_markdown(result)
     if config.out:

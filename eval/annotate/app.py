@@ -38,6 +38,7 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, Field
 
 from data.beir import Document
+from data.core.errors import InputError
 from data.core.records import GRADE_SCALE, MAX_GRADE, label_from_grade
 from eval.annotate.agreement import by_assessor, disagreements
 from eval.annotate.pool import shown_order
@@ -81,7 +82,7 @@ def highlight_terms(query: str) -> list[str]:
 def valid_assessor(name: str) -> str:
     """The name, or one line saying what a name may hold."""
     if not re.fullmatch(ASSESSOR, name):
-        raise ValueError(
+        raise InputError(
             f"assessor: {name!r} is not a valid name: use letters, digits and . _ @ - (1 to 64)"
         )
     return name

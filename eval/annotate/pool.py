@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from data.beir import Document, Run, ranked
+from data.core.errors import InputError
 from data.core.io import fingerprint
 from eval.design import Design, check_draw_file, design_from_dict
 
@@ -30,7 +31,7 @@ def read_sample(draw: str | None, queries: Sequence[str]) -> tuple[list[str | Hi
     """The units to judge: from a draw file of eval.ppi (JSON, with its design), a text file of
     query ids (or ``qid doc_id`` hits), one per line, or the ``--queries`` ids."""
     if draw and queries:
-        raise ValueError("queries: give --draw FILE or --queries IDS, not both")
+        raise InputError("queries: give --draw FILE or --queries IDS, not both")
     if not draw:
         units: list[str | Hit] = list(dict.fromkeys(queries))
         design = None
@@ -46,7 +47,7 @@ def read_sample(draw: str | None, queries: Sequence[str]) -> tuple[list[str | Hi
             units = list(dict.fromkeys(_unit(p) for p in lines if p and not p[0].startswith("#")))
     if not units:
         where = draw or "--queries"
-        raise ValueError(f"queries: the sample is empty ({where} names no query to judge)")
+        raise InputError(f"queries: the sample is empty ({where} names no query to judge)")
     return units, design
 
 
@@ -73,7 +74,7 @@ def pool_hits(
             continue
         for name, run in runs.items():
             if unit not in run:
-                raise ValueError(f"queries: query {unit!r} of the sample is not in {files[name]}")
+                raise InputError(f"queries: query {unit!r} of the sample is not in {files[name]}")
             for doc_id, _ in ranked(run[unit])[:k]:
                 _check_document(unit, doc_id, corpus, files[name], files)
                 pool.setdefault(unit, []).append(doc_id)
@@ -87,7 +88,7 @@ def _check_document(
     qid: str, doc_id: str, corpus: Mapping[str, Document], source: str, files: Mapping[str, str]
 ) -> None:
     if doc_id not in corpus:
-        raise ValueError(
+        raise InputError(
             f"runs: {source} names document {doc_id!r} (query {qid!r}), which {files['corpus']} "
             "does not hold; give the corpus the runs retrieved from"
         )

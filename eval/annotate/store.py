@@ -47,6 +47,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from data.beir import Qrels, write_trec_qrels
+from data.core.errors import InputError
 from data.core.io import (
     JsonlAppender,
     RecordError,
@@ -94,16 +95,16 @@ def read_session(folder: Path) -> dict[str, Any] | None:
         session = json.loads(path.read_text(encoding="utf-8-sig"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         where = f" at line {exc.lineno} column {exc.colno}" if hasattr(exc, "lineno") else ""
-        raise ValueError(
+        raise InputError(
             f"out: {path} is damaged (not JSON{where}); restore it from a copy, or give another "
             "--out"
         ) from None
     if not isinstance(session, dict) or session.get("format") != FORMAT:
         found = session.get("format") if isinstance(session, dict) else type(session).__name__
-        raise ValueError(f"out: {path} is not a judging session (format {found!r})")
+        raise InputError(f"out: {path} is not a judging session (format {found!r})")
     missing = [name for name in SESSION_FIELDS if name not in session]
     if missing:
-        raise ValueError(f"out: {path} is damaged: it has no {missing[0]!r} field")
+        raise InputError(f"out: {path} is damaged: it has no {missing[0]!r} field")
     return session
 
 
@@ -121,13 +122,13 @@ def check_out(folder: Path, session: dict[str, Any]) -> None:
                 )
         return
     if old["corpus"]["sha256"] != session["corpus"]["sha256"]:
-        raise ValueError(
+        raise InputError(
             f"out: {folder} holds judgments of another corpus ({old['corpus']['path']}, "
             f"SHA-256 {old['corpus']['sha256'][:12]}, not {session['corpus']['sha256'][:12]}); "
             "give another --out"
         )
     if [old["pool"], old["k"], old["seed"]] != [session["pool"], session["k"], session["seed"]]:
-        raise ValueError(
+        raise InputError(
             f"out: {folder} was started on other runs, queries or k (its runs: "
             f"{', '.join(old['runs'].values())}); give the same inputs or another --out"
         )
@@ -145,7 +146,7 @@ def fold(records: Iterable[Judgment], value: str = "grade") -> dict[tuple[str, s
     for record in records:
         item = getattr(record, value)
         if item is None:
-            raise ValueError(f"judgments: {record.qid}/{record.doc_id} has no {value}")
+            raise InputError(f"judgments: {record.qid}/{record.doc_id} has no {value}")
         values.setdefault((record.qid, record.doc_id), []).append((assessor_of(record), int(item)))
         if (record.model_extra or {}).get("adjudication"):
             final[(record.qid, record.doc_id)] = int(item)
@@ -314,7 +315,7 @@ class JudgmentStore:
         """Append "cannot tell" or "judge later" for a hit, durably, never as a grade; None when
         the assessor already answered the hit."""
         if verdict not in VERDICTS:
-            raise ValueError(f"verdict: {verdict!r} is not one of {', '.join(VERDICTS)}")
+            raise InputError(f"verdict: {verdict!r} is not one of {', '.join(VERDICTS)}")
         fields = {k: v for k, v in record.items() if k not in ("grade", "label")}
         return self._append(fields | {"verdict": verdict, "time": _now()})
 
@@ -400,7 +401,7 @@ def hold_session(folder: Path, url: str) -> Callable[[], None]:
     except BlockingIOError:
         os.close(fd)
         holder = _lock_holder(path)
-        raise ValueError(
+        raise InputError(
             f"out: {folder} is being judged by the server at {holder.get('url', '?')} (PID "
             f"{holder.get('pid', '?')}, {path}); use its links, or stop it first"
         ) from None
@@ -495,7 +496,7 @@ def read_judgments(path: str | Path, refuse_errors: bool = True) -> list[Judgmen
         if record is None:
             continue
         if record.error is not None and refuse_errors:
-            raise ValueError(f"{file}: the pair {record.qid}/{record.doc_id} has no label")
+            raise InputError(f"{file}: the pair {record.qid}/{record.doc_id} has no label")
         if record.error is None:
             entries.append((_judge_key(record), record, f"line {entry.line}"))
     kept = keep_last(entries, str(file), verdict=lambda r: (r.grade, r.label))

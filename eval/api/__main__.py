@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from data.core.cli import parse_config, run_main
+from data.core.errors import InputError
 from eval.api.server import create_app
 from eval.api.settings import ApiSettings
 
@@ -23,7 +24,7 @@ class ServeConfig:
 def main(args: Sequence[str] | None = None) -> None:
     settings, serve = parse_config([ApiSettings, ServeConfig], args)
     if not settings.model:
-        raise ValueError("model: give --model (an exported grader) or set GRADER_MODEL")
+        raise InputError("model: give --model (an exported grader) or set GRADER_MODEL")
     import uvicorn
 
     uvicorn.run(create_app(settings=settings), host=serve.host, port=serve.port)

@@ -6,6 +6,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from data.core.errors import InputError
 from data.core.records import BLANK_QUERY, is_blank
 from eval.api.settings import ApiSettings
 
@@ -15,7 +16,7 @@ def _valid_unicode(value: str) -> str:
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        raise ValueError("contains a lone surrogate: not valid Unicode text") from None
+        raise InputError("contains a lone surrogate: not valid Unicode text") from None
     return value
 
 
@@ -25,7 +26,7 @@ FieldName = Annotated[str, Field(min_length=1, max_length=128), AfterValidator(_
 
 def _readable_query(value: str) -> str:
     if is_blank(value):
-        raise ValueError(BLANK_QUERY)
+        raise InputError(BLANK_QUERY)
     return value
 
 
@@ -75,7 +76,7 @@ class HitIn(BaseModel):
         fields = dict(fields) if isinstance(fields, dict) else fields
         for key in [k for k in data if k not in cls.model_fields]:
             if not isinstance(data[key], str):
-                raise ValueError(
+                raise InputError(
                     f"{key!r}: a hit's entries besides id, fields and retrieval_score (_id, "
                     f"_score) are text fields and must be strings, got {_json_type(data[key])}"
                     "; join a list into one string"

@@ -6,6 +6,8 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from data.core.errors import InputError
+
 
 def _env_number(name: str, default: float, kind: type = int) -> Any:
     """The ``GRADER_*`` variable ``name`` as ``kind`` (``int`` or ``float``), named when malformed."""
@@ -16,7 +18,7 @@ def _env_number(name: str, default: float, kind: type = int) -> Any:
         return kind(value)
     except ValueError:
         expected = "a whole number" if kind is int else "a number"
-        raise ValueError(f"{name}: expected {expected}, got {value!r}") from None
+        raise InputError(f"{name}: expected {expected}, got {value!r}") from None
 
 
 def _env_int(name: str, default: int) -> int:
@@ -60,4 +62,4 @@ class ApiSettings:
             "max_wait_s",
         ):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name}: expected >= 1, got {getattr(self, name)}")
+                raise InputError(f"{name}: expected >= 1, got {getattr(self, name)}")

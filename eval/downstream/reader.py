@@ -26,6 +26,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from data.core.cli import bounded, choice
+from data.core.errors import InputError
 from data.core.io import KeyedCache, fingerprint
 from data.qa import extract_short_answer
 from models.llm_client import CHAT_BACKENDS, ChatClient, ChatRequest, ChatSettings
@@ -60,10 +61,10 @@ class ReaderConfig(ChatSettings):
 
     def __post_init__(self) -> None:
         if self.backend not in CHAT_BACKENDS:
-            raise ValueError(f"backend: expected one of {CHAT_BACKENDS}, got {self.backend!r}")
+            raise InputError(f"backend: expected one of {CHAT_BACKENDS}, got {self.backend!r}")
         for slot in ("{passages}", "{question}"):
             if slot not in self.user:
-                raise ValueError(f"user: the template needs a {slot} slot")
+                raise InputError(f"user: the template needs a {slot} slot")
 
     @classmethod
     def from_yaml(cls, path: str | os.PathLike[str], ignore: Sequence[str] = ()) -> ReaderConfig:
@@ -78,7 +79,7 @@ class ReaderConfig(ChatSettings):
         settings = {k: v for k, v in settings.items() if k not in ignore}
         unknown = set(settings) - set(cls.__dataclass_fields__)
         if unknown:
-            raise ValueError(f"{path}: unknown reader settings {sorted(unknown)}")
+            raise InputError(f"{path}: unknown reader settings {sorted(unknown)}")
         config = cls(**settings)
         check_bounds(config)
         return config

@@ -58,6 +58,7 @@ from data.core.cli import (
     run_main,
     split_flags,
 )
+from data.core.errors import InputError
 from data.core.io import atomic_writer, fingerprint, markdown_table, sha256_path, write_json
 from data.judges.backends import BACKENDS
 from eval.baselines import BASELINES
@@ -179,26 +180,26 @@ class PipelineConfig:
         if self.qrels in ("", "none"):
             self.qrels = None
         if self.qrels is None and self.teacher_backend == "qrels":
-            raise ValueError(
+            raise InputError(
                 "qrels: none leaves no one to label the pairs: set teacher_backend (openai, vllm, "
                 "hf) to the teacher that labels the retrievers' pool"
             )
         unknown = set(self.retrievers) - set(RETRIEVERS)
         if unknown or not self.retrievers:
-            raise ValueError(
+            raise InputError(
                 f"retrievers: expected some of {', '.join(RETRIEVERS)}, got {self.retrievers}"
             )
         if self.rerank and self.rerank not in self.retrievers:
-            raise ValueError(f"rerank: {self.rerank!r} is not one of retrievers {self.retrievers}")
+            raise InputError(f"rerank: {self.rerank!r} is not one of retrievers {self.retrievers}")
         if self.validation_size >= 1 and self.validation_size != int(self.validation_size):
-            raise ValueError(
+            raise InputError(
                 f"validation_size: a number of queries is whole, got {self.validation_size}"
             )
         for name in ("k", "batch_size", "judge_sample"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name}: expected >= 1, got {getattr(self, name)}")
+                raise InputError(f"{name}: expected >= 1, got {getattr(self, name)}")
         if self.max_pairs_per_query is not None and self.max_pairs_per_query < 0:
-            raise ValueError(
+            raise InputError(
                 f"max_pairs_per_query: expected >= 0 (0: all), got {self.max_pairs_per_query}"
             )
 
@@ -534,7 +535,7 @@ class Pipeline:
 
         qrels = read_qrels(c.qrels)  # as judged: eval.search reads the sample like the original
         if len(qrels) < c.human_queries + 2:
-            raise ValueError(
+            raise InputError(
                 f"human_queries: {c.qrels} judges {len(qrels)} queries; leave at least 2 unjudged "
                 f"(got {c.human_queries})"
             )

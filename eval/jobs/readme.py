@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from data.core.cli import bounded, parse_config, run_main
+from data.core.errors import InputError
 from data.core.io import atomic_writer
 from eval.crossval import pooled_table
 
@@ -82,7 +83,7 @@ def results_table(summary: dict[str, Any]) -> str:
 def block_of(text: str) -> str:
     """The README's block between the results markers."""
     if START not in text or END not in text:
-        raise ValueError(f"the README has no {START} ... {END} markers")
+        raise InputError(f"the README has no {START} ... {END} markers")
     return text.split(START, 1)[1].split(END, 1)[0].strip("\n") + "\n"
 
 

@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from data.core.cli import check_choices, choice, cli_args, parse_config, run_main, split_flags
+from data.core.errors import InputError
 from data.core.io import (
     atomic_writer,
     fingerprint,
@@ -158,28 +159,28 @@ class StudyConfig:
         check_choices(self)
         self.train_args = split_flags(self.train_args)
         if self.folds < 2:
-            raise ValueError(f"folds: expected >= 2, got {self.folds}")
+            raise InputError(f"folds: expected >= 2, got {self.folds}")
         if self.validation_size <= 0:
-            raise ValueError(f"validation_size: expected > 0, got {self.validation_size}")
+            raise InputError(f"validation_size: expected > 0, got {self.validation_size}")
         if self.max_pairs_per_query < 0:
-            raise ValueError(f"max_pairs_per_query: expected >= 0, got {self.max_pairs_per_query}")
+            raise InputError(f"max_pairs_per_query: expected >= 0, got {self.max_pairs_per_query}")
         for spec in self.models:
             if spec not in (*BASELINES, "zero-shot") and "=" not in spec:
-                raise ValueError(
+                raise InputError(
                     f"models: {spec!r} is not bm25, cosine, zero-shot, NAME=TRAIN_CONFIG.yaml "
                     "or NAME=judgments:FILE"
                 )
         if self.labels != "teacher" and not self.qrels:
-            raise ValueError(f"labels: {self.labels} needs --qrels (the human judgments)")
+            raise InputError(f"labels: {self.labels} needs --qrels (the human judgments)")
         if any(not 0 < share < 1 for share in self.learning_curve):
-            raise ValueError(
+            raise InputError(
                 f"learning_curve: shares must lie in (0, 1), got {self.learning_curve}"
             )
         if not self.real_training_queries and not self.train_only:
-            raise ValueError("real_training_queries: false needs train_only judgments to train on")
+            raise InputError("real_training_queries: false needs train_only judgments to train on")
         trained = self.trained_models()
         if self.learning_curve_model and self.learning_curve_model not in trained:
-            raise ValueError(f"learning_curve_model: {self.learning_curve_model!r} is not trained")
+            raise InputError(f"learning_curve_model: {self.learning_curve_model!r} is not trained")
 
     def trained_models(self) -> dict[str, str]:
         pairs = (spec.split("=", 1) for spec in self.models if "=" in spec)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from data.core.cli import bounded, parse_config, run_main
+from data.core.errors import InputError
 from eval.report.build import ReportOptions, build_report
 from eval.report.page import (
     is_png,
@@ -65,7 +66,7 @@ class ReportConfig:
 
     def __post_init__(self) -> None:
         if len(self.screenshot_size) != 2 or min(self.screenshot_size) < 100:
-            raise ValueError(
+            raise InputError(
                 f"screenshot_size: expected a width and a height >= 100, got {self.screenshot_size}"
             )
 
@@ -73,7 +74,7 @@ class ReportConfig:
 def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([ReportConfig], args)
     if not config.input:
-        raise ValueError("input: give --input FOLDER (an eval.search output or a main-job run)")
+        raise InputError("input: give --input FOLDER (an eval.search output or a main-job run)")
     if not Path(config.input).is_dir():
         raise FileNotFoundError(f"input: {config.input} is not a folder")
     options = ReportOptions(

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from data.beir import Qrels
+from data.core.errors import InputError
 from data.core.provenance import PROVENANCE_FILE
 from data.core.records import label_from_grade
 from eval.search.config import SearchEvalConfig
@@ -23,7 +24,7 @@ def read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}:{exc.lineno}: (file): invalid JSON: {exc.msg}") from None
+        raise InputError(f"{path}:{exc.lineno}: (file): invalid JSON: {exc.msg}") from None
 
 
 def read_optional(path: Path) -> Any:
@@ -121,19 +122,19 @@ def checked_metrics(path: Path) -> dict[str, Any]:
     the file and the field, not a traceback from deep in the report."""
     metrics = read_json(path)
     if not isinstance(metrics, dict):
-        raise ValueError(f"input: {path}: not an eval.search metrics.json (not a JSON object)")
+        raise InputError(f"input: {path}: not an eval.search metrics.json (not a JSON object)")
     if not isinstance(metrics.get("k"), int):
-        raise ValueError(f"input: {path}: field k: expected the cut-off (an integer)")
+        raise InputError(f"input: {path}: field k: expected the cut-off (an integer)")
     mean = metrics.get("mean")
     if not isinstance(mean, dict) or not mean:
-        raise ValueError(f"input: {path}: field mean: expected {{run: {{metric: value}}}}")
+        raise InputError(f"input: {path}: field mean: expected {{run: {{metric: value}}}}")
     for run, values in mean.items():
         if not isinstance(values, dict) or not all(
             isinstance(v, int | float) or v is None for v in values.values()
         ):
-            raise ValueError(f"input: {path}: field mean.{run}: expected {{metric: number}}")
+            raise InputError(f"input: {path}: field mean.{run}: expected {{metric: number}}")
     if "ppi" in metrics and not isinstance(metrics["ppi"], dict | None):
-        raise ValueError(f"input: {path}: field ppi: expected an object")
+        raise InputError(f"input: {path}: field ppi: expected an object")
     return metrics
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
+from data.core.errors import InputError
 from data.core.io import atomic_writer
 from eval.report.model import Report
 
@@ -129,7 +130,7 @@ def is_png(path: Path) -> bool:
 def refuse_foreign_file(flag: str, target: Path, kind: Callable[[Path], bool]) -> None:
     """An existing file at ``target`` is replaced only when it is what this command writes."""
     if target.is_file() and not kind(target):
-        raise ValueError(
+        raise InputError(
             f"{flag}: {target} exists and is not a file this command writes (it may be one of "
             "the report's inputs); give another path"
         )

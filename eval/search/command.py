@@ -26,6 +26,7 @@ from data.beir import (
     write_trec_qrels,
 )
 from data.core.cli import parse_config
+from data.core.errors import InputError
 from data.core.io import refuse_overlap, write_json
 from data.core.provenance import write_provenance
 from eval.labelers import QrelsLabeler, make_labeler
@@ -133,7 +134,7 @@ def per_query_text(
 def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([SearchEvalConfig], args)
     if not config.run or not config.corpus or not config.labeler:
-        raise ValueError("give --run, --corpus and --labeler")
+        raise InputError("give --run, --corpus and --labeler")
     out = Path(config.out)
     run_paths = [config.run, *config.compare]
     refuse_overlap("out", out, search_inputs(config), writes=SEARCH_OUTPUTS)

@@ -13,6 +13,7 @@ from data.beir import (
     ranked,
     read_qrels,
 )
+from data.core.errors import InputError
 from eval.search.config import PRIMARY_METRIC, SearchEvalConfig
 from eval.search.metrics import ranx_metrics
 
@@ -39,7 +40,7 @@ def on_grade_scale(qrels: Qrels, path: str) -> Qrels:
     )
     if off:
         qid, doc_id, grade = off[0]
-        raise ValueError(
+        raise InputError(
             f"human: {path}: grade {grade} of {qid}/{doc_id} is off the 0-{MAX_GRADE} scale "
             f"({len(off)} such pair(s)); map the grades onto 0-{MAX_GRADE} first"
         )
@@ -70,7 +71,7 @@ def sample_designs(config: SearchEvalConfig) -> tuple[Any, Any]:
         return None, None
     flag = "--human" if design.unit == "queries" else "--human_pairs"
     if not (config.human if design.unit == "queries" else config.human_pairs):
-        raise ValueError(f"draw: a draw of {design.unit} is for {flag}; give {flag}")
+        raise InputError(f"draw: a draw of {design.unit} is for {flag}; give {flag}")
     return (design, None) if design.unit == "queries" else (None, design)
 
 
@@ -82,10 +83,10 @@ def realised_sample(design, judged: set, unit: str, flag: str):
     if design is None:
         return None
     if design.unit != unit:
-        raise ValueError(f"{flag}: the draw samples {design.unit}; {flag} needs a draw of {unit}")
+        raise InputError(f"{flag}: the draw samples {design.unit}; {flag} needs a draw of {unit}")
     extra = sorted(map(str, judged - set(design.drawn)))
     if extra:
-        raise ValueError(
+        raise InputError(
             f"{flag}: {len(extra)} judged {unit} were not drawn (first: {extra[0]}); the "
             "judgments must be the draw's sample"
         )
@@ -118,7 +119,7 @@ def fully_judged(path: str, runs: dict[str, Run], k: int) -> set[str] | None:
         return None
     judged_k = (read_session(folder) or {}).get("k")
     if isinstance(judged_k, int) and judged_k < k:
-        raise ValueError(
+        raise InputError(
             f"human: {path} judged each run's top {judged_k}, and eval.search measures the top "
             f"{k} (the k differs): give --k {judged_k}, or judge the session's hits to depth {k}"
         )
@@ -158,14 +159,14 @@ def human_metrics(
     if only is not None:
         qrels = {qid: docs for qid, docs in qrels.items() if qid in only}
     if len(qrels) < 2:
-        raise ValueError(
+        raise InputError(
             f"human: {path} judges {len(qrels)} queries in full; an interval needs at least 2"
         )
     out = {}
     for name, run in runs.items():
         missing = sorted(set(qrels) - set(run))
         if missing:
-            raise ValueError(
+            raise InputError(
                 f"human: {path} judges {len(missing)} queries that {name} does not have "
                 f"(first: {missing[0]}); give judgments for queries of the run"
             )
@@ -245,9 +246,9 @@ def read_human_pairs(path: str) -> dict[tuple[str, str], int]:
     try:
         labels = fold(read_judgments(path), "label")
     except ValueError as exc:
-        raise ValueError(f"human_pairs: {exc}") from None
+        raise InputError(f"human_pairs: {exc}") from None
     if len(labels) < 2:
-        raise ValueError(f"human_pairs: {path} labels {len(labels)} pairs; at least 2 are needed")
+        raise InputError(f"human_pairs: {path} labels {len(labels)} pairs; at least 2 are needed")
     return labels
 
 

@@ -14,6 +14,7 @@ from data.beir import (
     read_corpus,
     read_queries,
 )
+from data.core.errors import InputError
 from eval.labelers import Hit, Labeler
 from eval.search.config import SearchEvalConfig
 
@@ -26,7 +27,7 @@ def load_texts(config: SearchEvalConfig) -> tuple[dict, dict[str, str]]:
             config.queries
         ) if config.queries else collection.queries
     if not config.queries:
-        raise ValueError("queries: give --queries with a corpus.jsonl file")
+        raise InputError("queries: give --queries with a corpus.jsonl file")
     return read_corpus(path), read_queries(config.queries)
 
 
@@ -44,12 +45,12 @@ def label_runs(
             batch = []
             for qid in qids[start : start + config.batch_queries]:
                 if qid not in queries:
-                    raise KeyError(f"query {qid!r} of {name} is not in the queries file")
+                    raise InputError(f"query {qid!r} of {name} is not in the queries file")
                 hits = []
                 for doc_id, _ in ranked(run[qid])[: config.k]:
                     doc = corpus.get(doc_id)
                     if doc is None:
-                        raise KeyError(f"document {doc_id!r} of {name} is not in the corpus")
+                        raise InputError(f"document {doc_id!r} of {name} is not in the corpus")
                     hits.append(Hit(doc_id=doc_id, text=doc.text, title=doc.title or None))
                 batch.append((qid, queries[qid], hits))
             labelled = labeler.label_many(batch)

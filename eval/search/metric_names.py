@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from data.core.errors import InputError
+
 # This tool's base name -> ranx's.
 GRADED = {"ndcg": "ndcg_burges"}
 BINARY = {
@@ -69,18 +71,18 @@ def parse_metric(text: str, k: int) -> MetricName:
     base = ALIASES.get(base, base)
     known = sorted([*GRADED, *BINARY, JUDGED])
     if base not in known:
-        raise ValueError(f"--metrics: unknown metric {text!r} (known: {', '.join(known)})")
+        raise InputError(f"--metrics: unknown metric {text!r} (known: {', '.join(known)})")
     if base in NO_CUTOFF and at:
-        raise ValueError(f"--metrics: {base} takes no cut-off (got {text!r})")
+        raise InputError(f"--metrics: {base} takes no cut-off (got {text!r})")
     if base in NEEDS_CUTOFF and not at:
-        raise ValueError(f"--metrics: {base} needs a cut-off, as {base}@{k}")
+        raise InputError(f"--metrics: {base} needs a cut-off, as {base}@{k}")
     cutoff = None
     if at:
         if not cutoff_text.isdigit() or int(cutoff_text) < 1:
-            raise ValueError(f"--metrics: {text!r}: the cut-off must be a positive integer")
+            raise InputError(f"--metrics: {text!r}: the cut-off must be a positive integer")
         cutoff = int(cutoff_text)
         if cutoff > k:
-            raise ValueError(
+            raise InputError(
                 f"--metrics: {text!r} goes past --k {k}: only each run's top {k} hits are "
                 f"labelled (raise --k to measure deeper)"
             )

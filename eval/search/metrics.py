@@ -15,6 +15,7 @@ from data.beir import (
     Run,
     ranked,
 )
+from data.core.errors import InputError
 from data.core.io import markdown_table
 from eval.labelers import Hit, HitLabel, Labeler, QrelsLabeler
 from eval.search.metric_names import JUDGED, MetricName, parse_metric, standard_metric_names
@@ -163,11 +164,11 @@ def evaluate_query(
 ) -> QueryEvaluation:
     """Label one query's ranked hits (or take their ``labels``) and compute its metrics."""
     if not hits:
-        raise ValueError("hits: at least one hit is needed")
+        raise InputError("hits: at least one hit is needed")
     first_seen: dict[str, int] = {}
     for i, hit in enumerate(hits):
         if hit.doc_id in first_seen:
-            raise ValueError(
+            raise InputError(
                 f"hits: id {hit.doc_id!r} is listed twice (hits {first_seen[hit.doc_id]} and {i})"
             )
         first_seen[hit.doc_id] = i

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from data.core.errors import InputError
 from data.core.io import markdown_table
 from eval.coverage import coverage_note, measured_coverage
 from eval.search.config import PRIMARY_METRIC, SearchEvalConfig
@@ -142,7 +143,7 @@ def pair_estimates(
         labeler = _top_k_labels(per_query)
         truth = {pair: float(human[pair]) for pair in labeler if pair in human}
         if len(truth) < 2:
-            raise ValueError(
+            raise InputError(
                 f"human_pairs: {config.human_pairs} labels {len(truth)} of {name}'s top-{config.k} "
                 "hits; at least 2 are needed"
             )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from data.core.errors import InputError
 from models.families.answer_token import ANSWER_TOKEN
 from models.families.base import ScoringFamily, TrainingMode
 from models.families.classifier import CLASSIFIER
@@ -62,7 +63,7 @@ ZERO_SHOT = "zero-shot"
 
 def training_mode(name: str) -> TrainingMode:
     if name not in MODES:
-        raise ValueError(f"mode: unknown mode {name!r}; expected one of {', '.join(MODES)}")
+        raise InputError(f"mode: unknown mode {name!r}; expected one of {', '.join(MODES)}")
     return MODES[name]
 
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
+from data.core.errors import InputError
 from models.families.base import PairBatch, Pairs, PlainExport, ScoringFamily
 from models.families.plain import fill_template
 
@@ -27,7 +28,7 @@ def scale_and_bias(description: dict[str, Any]) -> tuple[float, float]:
     """The fitted read-out stored in a query-likelihood grader's description."""
     read_out = description.get("query_likelihood")
     if not read_out:
-        raise ValueError("a query-likelihood grader's description has no `query_likelihood` entry")
+        raise InputError("a query-likelihood grader's description has no `query_likelihood` entry")
     return float(read_out["scale"]), float(read_out["bias"])
 
 

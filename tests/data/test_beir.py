@@ -18,6 +18,7 @@ from data.beir import (
     write_trec_qrels,
     write_trec_run,
 )
+from data.core.errors import InputError
 
 
 def test_committed_trec_dl_2019_matches_its_published_counts(trec_dl_dir: Path):
@@ -84,7 +85,7 @@ def test_collection_pairs_follow_run_order(adi_dir: Path):
     assert [(p.doc_id, p.rank) for p in pairs] == [("46", 1), ("17", 2)]
     assert pairs[0].query == collection.queries["1"]
     assert pairs[0].title == collection.corpus["46"].title
-    with pytest.raises(KeyError, match="not in"):
+    with pytest.raises(InputError, match="not in"):
         list(collection.pairs({"1": {"no-such-doc": 1.0}}))
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from data.build import BuildConfig, balance_indices, build_dataset, summary_table
+from data.core.errors import InputError
 from data.core.io import RecordError, read_records
 from data.core.records import Judgment
 
@@ -235,7 +236,7 @@ def test_build_refuses_a_folder_it_did_not_write(judgments: Path, tmp_path: Path
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep me")
     config = BuildConfig(judgments=[str(judgments)], out=str(tmp_path / "mine"))
-    with pytest.raises(FileExistsError, match="not a previous dataset"):
+    with pytest.raises(InputError, match="not a previous dataset"):
         build_dataset(config)
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep me"
     build_dataset(BuildConfig(**{**vars(config), "overwrite": True, "save_dataset": False}))

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from data.beir import read_corpus, read_qrels, write_trec_run
+from data.core.errors import InputError
 
 K = 5
 
@@ -100,5 +101,5 @@ def test_the_metric_pipeline_stays_strict_about_an_explicit_judgments_labeler(tm
     path.write_text(json.dumps({"qid": "q", "query": "x", "doc_id": "d1", "text": "t", "grade": 2}))
     labeler = make_labeler(f"judgments:{path}")
     assert labeler.cannot_label("q", "d2") == "not judged"
-    with pytest.raises(KeyError, match="no judgment for query 'q', document 'd2'"):
+    with pytest.raises(InputError, match="no judgment for query 'q', document 'd2'"):
         labeler.label("q", "x", [Hit("d2", "t")])

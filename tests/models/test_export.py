@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import yaml
 
+from data.core.errors import InputError
 from models import export as export_module
 from models.export import ExportConfig, RoundTripError, export
 from models.families.plain import fill_template
@@ -127,7 +128,7 @@ def test_export_never_destroys_the_checkpoint_or_a_users_folder(
     users = tmp_path / "mine"
     users.mkdir()
     (users / "notes.txt").write_text("keep me")
-    with pytest.raises(FileExistsError, match="not a previous export"):
+    with pytest.raises(InputError, match="not a previous export"):
         export(ExportConfig(checkpoint=str(checkpoint), out=str(users)))
     assert (users / "notes.txt").read_text() == "keep me"
 

@@ -16,6 +16,7 @@ import numpy as np
 from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainingArguments
 
+from data.core.errors import InputError
 from data.core.metrics import classification_metrics
 from models.input_format import GraderInputFormat, format_pairs
 from models.scoring import answer_token_probabilities
@@ -122,7 +123,7 @@ class AnswerTokenRecipe(TrainingRecipe):
 
     def check(self, settings: TrainingSettings) -> None:
         if not settings.loss.is_default or settings.data.soft_targets != "none":
-            raise ValueError(
+            raise InputError(
                 f"mode={settings.model.mode} trains with TRL's answer-token loss: loss, "
                 "class_weights, label_smoothing, margin and soft_targets do not apply (leave "
                 "them at their defaults)"

@@ -24,6 +24,7 @@ from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer
 from transformers.modeling_outputs import SequenceClassifierOutput
 
+from data.core.errors import InputError
 from models.backbone import decoder
 from models.input_format import GraderInputFormat
 from models.losses import build_loss
@@ -263,7 +264,7 @@ class QueryLikelihoodRecipe(TrainingRecipe):
     def check(self, settings: TrainingSettings) -> None:
         loss, soft_targets = settings.loss.loss, settings.data.soft_targets
         if loss != "cross_entropy" or soft_targets != "none":
-            raise ValueError(
+            raise InputError(
                 f"mode={settings.model.mode} fits sigmoid(scale * PMI + bias) with the "
                 f"cross_entropy loss on hard labels (got loss={loss}, soft_targets={soft_targets})"
             )

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from data.core.errors import InputError
 from data.core.io import refuse_overlap, replace_folder
 
 
@@ -82,7 +83,7 @@ def test_a_folder_that_cannot_be_replaced_names_where_the_finished_result_is(
 
     monkeypatch.setattr(io_module.os, "replace", refuse_the_new_folder)
     expected = r"could not take .*complete in .*\.dataset\.new-"
-    with pytest.raises(OSError, match=expected) as info, replace_folder(out) as staging:
+    with pytest.raises(InputError, match=expected) as info, replace_folder(out) as staging:
         (staging / "train.jsonl").write_text("{}\n")
     staged = Path(str(info.value).split("complete in ")[1].split(":")[0])
     assert (staged / "train.jsonl").exists()
