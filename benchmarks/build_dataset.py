@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from data.core.cli import parse_config, run_main
-from data.core.io import markdown_table
+from core.cli import parse_config, run_main
+from core.io import markdown_table
 
 
 @dataclass

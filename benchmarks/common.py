@@ -9,8 +9,8 @@ import time
 
 import torch
 
+from core.io import markdown_table
 from data import COLLECTIONS
-from data.core.io import markdown_table
 
 TREC_DL = COLLECTIONS / "trec-dl-2019-passage"
 # H100 SXM bf16 dense peak as measured in practice (~790 TFLOP/s).

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from data.core.cli import bounded, choice, parse_config, run_main
+from core.cli import bounded, choice, parse_config, run_main
 
 
 @dataclass
@@ -61,10 +61,10 @@ def sample(config: PopulationConfig) -> None:
 
 def cosine(config: PopulationConfig) -> None:
     """The dense retriever's embedder (its cached corpus embeddings) scores every pooled hit."""
+    from core.io import write_jsonl
+    from core.records import Judgment
     from data.beir import Collection, ranked, read_trec_run
     from data.candidates import corpus_embeddings, corpus_texts, default_index_dir
-    from data.core.io import write_jsonl
-    from data.core.records import Judgment
     from models.embedder import Embedder
 
     collection = Collection.load(config.collection)

@@ -22,7 +22,7 @@ from functools import partial
 import torch
 
 from benchmarks.common import machine, print_table, trec_dl_pairs
-from data.core.cli import parse_config, run_main
+from core.cli import parse_config, run_main
 
 BATCH_SIZE = 64
 

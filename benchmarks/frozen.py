@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from data.core.cli import parse_config, run_main
-from data.core.io import markdown_table
+from core.cli import parse_config, run_main
+from core.io import markdown_table
 from models.builder import GraderModelConfig
 from train.train import DataConfig, GraderTrainingArguments, LossConfig, train
 

@@ -38,7 +38,7 @@ from benchmarks.common import (
     trec_dl_pairs,
     trec_dl_query_pairs,
 )
-from data.core.cli import parse_config, run_main
+from core.cli import parse_config, run_main
 from models.input_format import GraderInputFormat, format_pairs
 from models.scoring import classifier_probabilities, shared_prefix_classifier_probabilities
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from benchmarks.common import machine, print_table
 from benchmarks.downstream.experiment import chunk_corpus
+from core.cli import bounded, parse_config, run_main
 from data.beir import Collection
-from data.core.cli import bounded, parse_config, run_main
 from eval.labelers import GraderLabeler, Hit, JudgeLabeler
 
 

@@ -44,9 +44,9 @@ from typing import Any
 
 import numpy as np
 
+from core.cli import bounded, choice, parse_config, run_main
+from core.io import markdown_table, write_json
 from data.beir import read_named_runs
-from data.core.cli import bounded, choice, parse_config, run_main
-from data.core.io import markdown_table, write_json
 from eval.design import (
     DESIGNS,
     STRATA_BY,

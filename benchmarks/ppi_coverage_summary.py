@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.ppi_coverage import lowest_ppi_coverage
-from data.core.cli import parse_config, run_main
-from data.core.io import strict, write_json
+from core.cli import parse_config, run_main
+from core.io import strict, write_json
 
 
 @dataclass

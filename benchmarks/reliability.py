@@ -4,7 +4,7 @@
     python -m benchmarks.reliability --json out.json
 
 Bad inputs: each case runs a command's ``main`` in this process (as ``python -m`` would, through
-``data.core.cli.run_main``) on files made for it, and passes when the command exits non-zero with a
+``core.cli.run_main``) on files made for it, and passes when the command exits non-zero with a
 last line ``error: ...`` that names what is wrong (the option, the file and line) and no
 traceback, and the files it was given are unchanged.
 
@@ -46,8 +46,8 @@ from typing import Any
 from benchmarks.replays_judging import CASE_TABLE_JUDGING, make_judging_files
 from benchmarks.replays_judging import REPLAYS as JUDGING_REPLAYS
 from benchmarks.replays_teacher_api import REPLAYS as TEACHER_API_REPLAYS
+from core.io import markdown_table
 from data import COLLECTIONS
-from data.core.io import markdown_table
 from models.assets import TINY_TOKENIZER
 
 ADI = COLLECTIONS / "adi"
@@ -280,7 +280,7 @@ def _digest(root: Path) -> dict[str, str]:
 
 
 def run_case(case: Case, root: Path) -> Outcome:
-    from data.core.cli import run_main
+    from core.cli import run_main
 
     folder = root / case.name.replace(" ", "-").replace("'", "")
     folder.mkdir()
@@ -389,9 +389,9 @@ def teacher_faults(root: Path, kill_after: int = 30) -> dict[str, int]:
     import os
     import subprocess
 
-    from data.core.cli import cli_args
-    from data.core.io import read_records
-    from data.core.records import Judgment
+    from core.cli import cli_args
+    from core.io import read_records
+    from core.records import Judgment
     from support.fake_openai import FakeOpenAI
 
     modes = [mode for mode, count in FAULT_MODES.items() for _ in range(count)]
@@ -488,7 +488,7 @@ def replay_synthesis_interrupted(root: Path) -> None:
     import signal
     import subprocess
 
-    from data.core.cli import cli_args
+    from core.cli import cli_args
     from support.fake_openai import FakeOpenAI
 
     out = root / "synthetic"
@@ -539,7 +539,7 @@ def replay_weights_shareable(root: Path) -> None:
     import torch
     from safetensors.torch import save_file
 
-    from data.core.io import replace_folder
+    from core.io import replace_folder
 
     with replace_folder(root / "export") as staging:
         save_file({"w": torch.zeros(1)}, str(staging / "model.safetensors"))
@@ -565,7 +565,7 @@ def replay_folder_not_replaceable(root: Path) -> None:
     """Item 14: a folder that cannot take --out's place names where the finished result is."""
     import os
 
-    import data.core.io as io_module
+    import core.io as io_module
 
     out = root / "dataset"
     out.mkdir()

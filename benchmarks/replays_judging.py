@@ -164,9 +164,9 @@ def replay_best_queries_judged(root: Path) -> None:
 def replay_recalibrate_own_validation(root: Path) -> None:
     """Item 9: eval.recalibrate given the export's own validation pairs said nothing, and its
     'stored' figures were measured on the split the threshold was fitted on."""
+    from core.io import read_records
+    from core.records import Judgment
     from data.build import BuildConfig, build_dataset
-    from data.core.io import read_records
-    from data.core.records import Judgment
     from eval.recalibrate import data_overlap
 
     rows = [
@@ -360,7 +360,7 @@ def replay_newline_less_records_kept(root: Path) -> None:
     """Review 6: a complete last record without its newline was cut on open (the judging
     session deleted a judgment, the label cache a paid label); two data.label on one cache both
     wrote."""
-    from data.core.io import CacheLocked, KeyedCache
+    from core.io import CacheLocked, KeyedCache
     from eval.annotate.store import JudgmentStore
 
     judgment = {"qid": "1", "query": "q", "doc_id": "17", "text": "t", "grade": 3}

@@ -18,8 +18,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from benchmarks.common import machine, print_table, trec_dl_pairs
-from data.core.cli import parse_config, run_main
-from data.core.io import write_jsonl
+from core.cli import parse_config, run_main
+from core.io import write_jsonl
 from data.judges.backends import JudgeConfig
 from data.label import LabelConfig, label
 

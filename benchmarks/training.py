@@ -29,7 +29,7 @@ from benchmarks.common import (
     print_table,
     trec_dl_pairs,
 )
-from data.core.cli import parse_config, run_main
+from core.cli import parse_config, run_main
 
 VARIANTS = ("ours-full", "padded-full", "ours-lora", "padded-lora")
 # Padding-free packing (models.packing): each step's pairs side by side in rows_per_step rows of

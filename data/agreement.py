@@ -1,7 +1,7 @@
 """Former name of :mod:`data.judge_agreement` (a judge against human labels), kept so that
 ``python -m data.agreement`` goes on working."""
 
-from data.core.cli import run_main
+from core.cli import run_main
 from data.judge_agreement import AgreementConfig, agreement, main
 
 __all__ = ["AgreementConfig", "agreement", "main"]

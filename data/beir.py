@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from data.core.errors import InputError
-from data.core.io import READ_ENCODING, RecordError, atomic_writer, iter_json_lines
-from data.core.records import BLANK_QUERY, Pair, is_blank, keep_last, normalise_text
+from core.errors import InputError
+from core.io import READ_ENCODING, RecordError, atomic_writer, iter_json_lines
+from core.records import BLANK_QUERY, Pair, is_blank, keep_last, normalise_text
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ def read_qrels(path: str | os.PathLike[str]) -> Qrels:
 
     The format is recognised from the first line: a ``query-id`` header means BEIR TSV, four
     whitespace-separated columns mean TREC. A pair given twice keeps its last line, and different
-    grades for one pair are counted in a warning (:func:`data.core.records.keep_last`, the policy of
+    grades for one pair are counted in a warning (:func:`core.records.keep_last`, the policy of
     every judgments reader).
     """
     path = Path(path)

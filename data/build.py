@@ -41,9 +41,9 @@ from typing import Any
 
 import numpy as np
 
-from data.core.cli import bounded, check_choices, choice, parse_config, run_main
-from data.core.errors import InputError
-from data.core.io import (
+from core.cli import bounded, check_choices, choice, parse_config, run_main
+from core.errors import InputError
+from core.io import (
     RecordError,
     check_replaceable,
     read_numbered_records,
@@ -52,7 +52,7 @@ from data.core.io import (
     write_json,
     write_jsonl,
 )
-from data.core.records import (
+from core.records import (
     DEFAULT_RELEVANCE_THRESHOLD,
     EMPTY_DOCUMENT,
     Judgment,
@@ -164,7 +164,7 @@ def load_judgments(config: BuildConfig) -> tuple[list[dict[str, Any]], dict[str,
     """Valid, de-duplicated rows with a binary label, and the cleaning report.
 
     A pair judged twice keeps its last judgment, and conflicting verdicts are counted in a warning
-    (:func:`data.core.records.keep_last`, the policy of every judgments reader). A query id with two
+    (:func:`core.records.keep_last`, the policy of every judgments reader). A query id with two
     different texts, or a document with no text, is an error.
     """
     skipped: list[RecordError] | None = None if config.strict else []

@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from core.cli import bounded, parse_config, run_main
+from core.errors import InputError
+from core.io import fingerprint, write_json, write_jsonl
+from core.records import Pair, document_text
 from data.beir import Collection, Run, write_trec_run
-from data.core.cli import bounded, parse_config, run_main
-from data.core.errors import InputError
-from data.core.io import fingerprint, write_json, write_jsonl
-from data.core.records import Pair, document_text
 
 if TYPE_CHECKING:
     from models.embedder import Embedder
@@ -82,7 +82,7 @@ class CandidatesConfig:
 
 def default_index_dir() -> Path:
     """The machine-wide home of content-keyed embeddings and indexes (beside the models)."""
-    from data.core.io import cache_dir
+    from core.io import cache_dir
 
     return cache_dir() / "indexes"
 

@@ -20,12 +20,12 @@ from typing import Any
 
 import numpy as np
 
+from core.cli import parse_config, run_main
+from core.errors import InputError
+from core.io import atomic_writer, markdown_table, read_records, write_json
+from core.metrics import label_metrics
+from core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, label_from_grade
 from data.beir import graded_qrels, read_qrels
-from data.core.cli import parse_config, run_main
-from data.core.errors import InputError
-from data.core.io import atomic_writer, markdown_table, read_records, write_json
-from data.core.metrics import label_metrics
-from data.core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, label_from_grade
 
 
 @dataclass

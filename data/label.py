@@ -35,11 +35,11 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from core.cli import bounded, parse_config, run_main
+from core.errors import InputError
+from core.io import KeyedCache, read_records, refuse_overlap, write_json, write_jsonl
+from core.records import Judgment, Pair
 from data.beir import Collection, read_trec_run
-from data.core.cli import bounded, parse_config, run_main
-from data.core.errors import InputError
-from data.core.io import KeyedCache, read_records, refuse_overlap, write_json, write_jsonl
-from data.core.records import Judgment, Pair
 from data.judges.backends import BATCH_BACKENDS, JudgeConfig, make_backend
 from data.judges.prompts import Prompt, load_prompt
 

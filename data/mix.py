@@ -27,11 +27,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.cli import parse_config, run_main
+from core.errors import InputError
+from core.io import READ_ENCODING, refuse_overlap, write_json, write_jsonl
+from core.records import Judgment, label_from_grade
 from data.beir import Collection
-from data.core.cli import parse_config, run_main
-from data.core.errors import InputError
-from data.core.io import READ_ENCODING, refuse_overlap, write_json, write_jsonl
-from data.core.records import Judgment, label_from_grade
 
 
 @dataclass

@@ -14,8 +14,8 @@ from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
-from data.core.errors import InputError
-from data.core.io import RecordError, iter_json_lines
+from core.errors import InputError
+from core.io import RecordError, iter_json_lines
 
 _PUNCTUATION = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")

@@ -20,7 +20,7 @@ import random
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from data.core.errors import InputError
+from core.errors import InputError
 
 # Thresholds and calibrations fitted on fewer validation queries than this are noted as unstable.
 MIN_VALIDATION_QUERIES = 5

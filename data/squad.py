@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data.core.cli import bounded, parse_config, run_main
-from data.core.errors import InputError
-from data.core.io import (
+from core.cli import bounded, parse_config, run_main
+from core.errors import InputError
+from core.io import (
     RecordError,
     iter_json_lines,
     refuse_overlap,

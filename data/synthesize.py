@@ -48,11 +48,9 @@ from typing import Any
 import yaml
 from tqdm.auto import tqdm
 
-from data.beir import Collection, Document
-from data.candidates import RETRIEVERS
-from data.core.cli import bounded, check_choices, choice, parse_config, run_main
-from data.core.errors import InputError
-from data.core.io import (
+from core.cli import bounded, check_choices, choice, parse_config, run_main
+from core.errors import InputError
+from core.io import (
     READ_ENCODING,
     KeyedCache,
     fingerprint,
@@ -61,7 +59,9 @@ from data.core.io import (
     write_json,
     write_jsonl,
 )
-from data.core.records import JudgeInfo, Judgment, Pair, document_text
+from core.records import JudgeInfo, Judgment, Pair, document_text
+from data.beir import Collection, Document
+from data.candidates import RETRIEVERS
 from data.judges.backends import JudgeConfig
 from models.llm_client import CHAT_BACKENDS, ChatClient, ChatRequest, Reply
 

@@ -14,10 +14,10 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from data.core.cli import parse_config, run_main
-from data.core.errors import InputError
-from data.core.io import RecordError, read_numbered_records
-from data.core.records import EMPTY_DOCUMENT, RECORD_TYPES, is_empty_document
+from core.cli import parse_config, run_main
+from core.errors import InputError
+from core.io import RecordError, read_numbered_records
+from core.records import EMPTY_DOCUMENT, RECORD_TYPES, is_empty_document
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Former name of :mod:`eval.ranking_agreement` (Kendall's τ between system rankings), kept so
 that ``python -m eval.agreement`` goes on working."""
 
-from data.core.cli import run_main
+from core.cli import run_main
 from eval.ranking_agreement import SystemAgreementConfig, agreement, main
 
 __all__ = ["SystemAgreementConfig", "agreement", "main"]

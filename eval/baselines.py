@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from data.core.errors import InputError
-from data.core.records import document_text
+from core.errors import InputError
+from core.records import document_text
 
 BASELINES = ("bm25", "cosine")
 
@@ -115,7 +115,7 @@ class PlattScaling:
     ) -> PlattScaling:
         from sklearn.linear_model import LogisticRegression
 
-        from data.core.metrics import require_both_classes
+        from core.metrics import require_both_classes
 
         require_both_classes(labels, source)
         model = LogisticRegression(C=1e4).fit(np.asarray(scores).reshape(-1, 1), labels)

@@ -30,12 +30,12 @@ from typing import Any
 
 import numpy as np
 
+from core.cli import bounded, check_choices, choice, parse_config, run_main
+from core.errors import InputError
+from core.io import read_records, write_json, write_jsonl
+from core.metrics import Calibration, best_f1_threshold, binary_metrics, fit_temperature
+from core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, label_from_grade
 from data.beir import graded_qrels, read_qrels
-from data.core.cli import bounded, check_choices, choice, parse_config, run_main
-from data.core.errors import InputError
-from data.core.io import read_records, write_json, write_jsonl
-from data.core.metrics import Calibration, best_f1_threshold, binary_metrics, fit_temperature
-from data.core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, label_from_grade
 from eval.baselines import BASELINES
 
 logger = logging.getLogger(__name__)

@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data.core.cli import check_choices, choice, parse_config, run_main
-from data.core.errors import InputError
-from data.core.io import atomic_writer, markdown_table, write_json
-from data.core.metrics import SCALAR_METRICS
+from core.cli import check_choices, choice, parse_config, run_main
+from core.errors import InputError
+from core.io import atomic_writer, markdown_table, write_json
+from core.metrics import SCALAR_METRICS
 
 COLUMNS = (*SCALAR_METRICS, "ece", "threshold")
 

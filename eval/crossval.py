@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from data.core.metrics import label_metrics, per_query_roc_auc
+from core.metrics import label_metrics, per_query_roc_auc
 
 PREDICTIONS = "predictions.jsonl"
 
@@ -240,7 +240,7 @@ def difference_cell(difference: Mapping[str, object]) -> str:
 def pooled_table(cross: Mapping[str, Any], names: Mapping[str, str] | None = None) -> str:
     """The cross-validation's pooled metrics, one row per model, with each grader's paired
     difference to every baseline and the verdict (from ``CrossValidation.to_dict()``)."""
-    from data.core.io import markdown_table
+    from core.io import markdown_table
 
     names = names or {}
     differences = cross["differences"]

@@ -47,8 +47,8 @@ from typing import Any
 import numpy as np
 from scipy.special import ndtri, stdtrit
 
-from data.core.errors import InputError
-from data.core.io import fingerprint, write_json
+from core.errors import InputError
+from core.io import fingerprint, write_json
 from eval.ppi import (
     INTERVALS,
     UNBOUNDED,

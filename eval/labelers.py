@@ -27,11 +27,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from core.errors import InputError
+from core.io import KeyedCache, read_records, sha256_path
+from core.parallel import broadcast_from_main
+from core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, Pair, label_from_grade
 from data.beir import graded_qrels, read_qrels
-from data.core.errors import InputError
-from data.core.io import KeyedCache, read_records, sha256_path
-from data.core.parallel import broadcast_from_main
-from data.core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, Pair, label_from_grade
 
 UNUSABLE_REPLY = "unusable reply"  # a judgments file holds only error records for the pair
 NOT_JUDGED = "not judged"  # a judgments file has no record of the pair

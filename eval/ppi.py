@@ -42,8 +42,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from data.core.cli import bounded, choice, parse_config, run_main
-from data.core.errors import InputError
+from core.cli import bounded, choice, parse_config, run_main
+from core.errors import InputError
 
 INTERVALS = ("t", "normal")
 UNBOUNDED = (-math.inf, math.inf)
@@ -479,7 +479,7 @@ def _refuse_corpus(path: str) -> None:
     record has a ``title`` (every BEIR corpus line has one, a query line none), is refused."""
     from pathlib import Path
 
-    from data.core.io import iter_json_lines
+    from core.io import iter_json_lines
 
     if not Path(path).is_file():
         raise FileNotFoundError(f"run: {path} not found")

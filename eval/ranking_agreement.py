@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.cli import parse_config, run_main
+from core.errors import InputError
+from core.io import markdown_table, write_json
 from data.beir import Run, ranked, read_named_runs
-from data.core.cli import parse_config, run_main
-from data.core.errors import InputError
-from data.core.io import markdown_table, write_json
 from eval.labelers import PARTIAL_KINDS, Labeler, make_labeler
 from eval.search.config import SearchEvalConfig
 from eval.search.labelling import label_runs

@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from data.core.cli import bounded, parse_config, run_main
-from data.core.errors import InputError
-from data.core.io import (
+from core.cli import bounded, parse_config, run_main
+from core.errors import InputError
+from core.io import (
     check_replaceable,
     markdown_table,
     read_records,
@@ -36,8 +36,8 @@ from data.core.io import (
     replace_folder,
     strict,
 )
-from data.core.metrics import best_f1_threshold, binary_metrics, fit_temperature
-from data.core.records import Judgment, document_text
+from core.metrics import best_f1_threshold, binary_metrics, fit_temperature
+from core.records import Judgment, document_text
 from data.splits import held_out_queries, queries_for_share, relevant_share
 
 logger = logging.getLogger(__name__)

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 from tqdm.auto import tqdm
 
+from core.cli import bounded, parse_config, run_main
+from core.errors import InputError
+from core.io import check_writable_file, refuse_overlap
 from data.beir import Collection, Run, ranked, read_trec_run, write_trec_run
-from data.core.cli import bounded, parse_config, run_main
-from data.core.errors import InputError
-from data.core.io import check_writable_file, refuse_overlap
 from eval.labelers import Hit, Labeler, make_labeler
 
 

@@ -1,6 +1,6 @@
 """``python -m eval.study``: the command's name; the job itself lives in :mod:`eval.jobs.study`."""
 
-from data.core.cli import run_main
+from core.cli import run_main
 from eval.jobs.study import main
 
 if __name__ == "__main__":

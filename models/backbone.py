@@ -14,7 +14,7 @@ import torch
 from transformers import PretrainedConfig, PreTrainedModel
 from transformers.masking_utils import create_causal_mask
 
-from data.core.errors import InputError
+from core.errors import InputError
 
 
 def decoder(model: PreTrainedModel) -> torch.nn.Module:

@@ -19,10 +19,10 @@ from typing import Any
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from data.core.cli import check_choices, choice
-from data.core.errors import InputError
-from data.core.io import strict
-from data.core.records import DEFAULT_RELEVANCE_THRESHOLD
+from core.cli import check_choices, choice
+from core.errors import InputError
+from core.io import strict
+from core.records import DEFAULT_RELEVANCE_THRESHOLD
 from models.families import (
     MODES,
     ScoringFamily,

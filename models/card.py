@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from data.core.io import markdown_table
-from data.core.records import DEFAULT_RELEVANCE_THRESHOLD
+from core.io import markdown_table
+from core.records import DEFAULT_RELEVANCE_THRESHOLD
 from models.families import family_of_description
 from models.resolve import LABEL_NAMES
 

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from data.core.cli import check_choices, choice, parse_config, run_main
-from data.core.io import check_replaceable, refuse_overlap, replace_folder, strict
+from core.cli import check_choices, choice, parse_config, run_main
+from core.io import check_replaceable, refuse_overlap, replace_folder, strict
 from models.builder import GRADER_CONFIG_FILE, load_trained, read_grader_config
 from models.card import model_card, relevant_grade
 from models.families import family_of_description
@@ -168,8 +168,8 @@ def export_reference(checkpoint: Path, dtype: torch.dtype) -> Grader:
 def _sample_pairs(config: ExportConfig) -> list[tuple[str, str]]:
     if not config.pairs:
         return SAMPLE_PAIRS
-    from data.core.io import read_records
-    from data.core.records import Pair, document_text
+    from core.io import read_records
+    from core.records import Pair, document_text
 
     pairs = []
     for record in read_records(config.pairs, Pair):

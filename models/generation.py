@@ -12,7 +12,7 @@ from typing import Any
 
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from data.core.errors import InputError
+from core.errors import InputError
 
 
 def chat_input_ids(tokenizer: PreTrainedTokenizerBase, messages: list[dict[str, str]]) -> list[int]:

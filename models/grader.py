@@ -26,8 +26,8 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from data.core.errors import InputError
-from data.core.parallel import is_main_process, local_device_index, map_shards, process_count
+from core.errors import InputError
+from core.parallel import is_main_process, local_device_index, map_shards, process_count
 from models.builder import load_trained, read_grader_config
 from models.families import CLASSIFIER, ZERO_SHOT, ScoringFamily, family_of_description
 from models.families.base import PairBatch
@@ -255,7 +255,7 @@ class Grader:
     def calibrate(self, probabilities: np.ndarray) -> np.ndarray:
         if self.temperature == 1.0:
             return probabilities
-        from data.core.metrics import apply_temperature  # scikit-learn's import: ~1 s
+        from core.metrics import apply_temperature  # scikit-learn's import: ~1 s
 
         return apply_temperature(probabilities, self.temperature).astype(np.float32)
 
@@ -308,7 +308,7 @@ def _dtype_name(dtype: torch.dtype) -> str:
 def grader_digest(folder: str | Path) -> str:
     """SHA-256 of a grader folder's files (weights, configs, tokenizer), its stored validation
     scores left out: the scores are valid for exactly this digest."""
-    from data.core.io import sha256_path
+    from core.io import sha256_path
 
     return sha256_path(folder, exclude=(VALIDATION_SCORES,))
 
@@ -321,7 +321,7 @@ def save_validation_scores(
 ) -> None:
     """Store P(relevant) per (qid, doc_id) for the grader saved in ``folder``, as computed in
     ``dtype`` (call after the grader's files are written)."""
-    from data.core.io import write_json
+    from core.io import write_json
 
     write_json(
         Path(folder) / VALIDATION_SCORES,

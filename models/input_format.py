@@ -21,8 +21,8 @@ from typing import Any
 
 from transformers import PreTrainedTokenizerBase
 
-from data.core.errors import InputError
-from data.core.records import document_text, normalise_text
+from core.errors import InputError
+from core.records import document_text, normalise_text
 
 FORMAT_NAME = "grader-chat"
 PLAIN_FORMAT_NAME = "grader-plain"

@@ -27,8 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from data.core.cli import bounded, choice
-from data.core.errors import InputError
+from core.cli import bounded, choice
+from core.errors import InputError
 
 logger = logging.getLogger(__name__)
 

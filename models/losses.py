@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from data.core.errors import InputError
+from core.errors import InputError
 
 
 class CrossEntropyLoss(nn.Module):

@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from data.core.cli import parse_config, run_main
+from core.cli import parse_config, run_main
 from models.resolve import EMBEDDED_MODELS, load_model, resolve_model_path
 
 

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data.core.cli import parse_config, run_main
-from data.core.errors import InputError
+from core.cli import parse_config, run_main
+from core.errors import InputError
 
 REQUIRED_FILES = (
     "config.json",

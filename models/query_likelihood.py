@@ -30,7 +30,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-from data.core.errors import InputError
+from core.errors import InputError
 from models.input_format import DEFAULT_MAX_LENGTH, GraderInputFormat
 from models.scoring import length_sorted_batches, pad_right
 
@@ -219,7 +219,7 @@ def fit_scale_and_bias(
     """Logistic regression of the labels on PMI (Platt scaling): the head's starting point."""
     from sklearn.linear_model import LogisticRegression
 
-    from data.core.metrics import require_both_classes
+    from core.metrics import require_both_classes
 
     require_both_classes(labels, "training pairs (query-likelihood scale and bias)")
     weights = None if class_weights is None else dict(enumerate(class_weights))

@@ -24,9 +24,9 @@ from typing import Any
 import torch
 from transformers import LlamaConfig, PreTrainedTokenizerBase
 
-from data.core.cli import check_choices, choice, parse_config, run_main
-from data.core.errors import InputError
-from data.core.io import share_tree
+from core.cli import check_choices, choice, parse_config, run_main
+from core.errors import InputError
+from core.io import share_tree
 from models.assets import TINY_TOKENIZER
 
 LLAMA3_SPECIAL_TOKENS = (

@@ -35,8 +35,8 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from data.core.errors import InputError
-from data.core.io import cache_dir, share_tree
+from core.errors import InputError
+from core.io import cache_dir, share_tree
 
 logger = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from data.core.io import fingerprint
+from core.io import fingerprint
 
 if TYPE_CHECKING:
     import torch
@@ -22,14 +22,14 @@ if TYPE_CHECKING:
 
 def default_state_cache() -> Path:
     """The machine-wide state cache (beside the converted models), shared by runs and studies."""
-    from data.core.io import cache_dir
+    from core.io import cache_dir
 
     return cache_dir() / "states"
 
 
 def state_cache_key(model_name_or_path: str) -> str:
     """How a state cache names a base model: a local folder by its weights, a name by itself."""
-    from data.core.io import sha256_path
+    from core.io import sha256_path
 
     path = Path(model_name_or_path)
     return sha256_path(path) if path.is_dir() else model_name_or_path

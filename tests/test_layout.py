@@ -15,18 +15,18 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-STAGES = ("data", "models", "train", "eval")
+STAGES = ("core", "data", "models", "train", "eval")
 # docs/design.md, "Layout": each layer imports only the layers below it, so there is no import
-# cycle between them. data.core (records, I/O, the cache, the command line, processes, metrics)
+# cycle between them. core (records, I/O, the cache, the command line, processes, metrics)
 # is the bottom; models builds on it; data's stages (collections, teacher labels, datasets) on
 # both; train on those; eval on all. Beside the product, run from a checkout and not installed:
 # the benchmarks (benchmarks/: any product layer and the doubles), the doubles they share with the
 # tests (support/: the bottom layer at most) and the tests; no product layer imports any of them,
 # and the benchmarks and the tests do not import each other (but tests/benchmarks/ tests them).
-LAYERS = ("data.core", "models", "data", "train", "eval")
+LAYERS = ("core", "models", "data", "train", "eval")
 MAY_IMPORT = {layer: set(LAYERS[: i + 1]) for i, layer in enumerate(LAYERS)}
 MAY_IMPORT["benchmarks"] = {*LAYERS, "benchmarks", "support"}
-MAY_IMPORT["support"] = {"data.core", "support"}
+MAY_IMPORT["support"] = {"core", "support"}
 BESIDE = ("benchmarks", "support")
 # Inside eval, only the jobs that train import train.
 EVAL_MAY_TRAIN = ("eval/jobs/",)
@@ -37,9 +37,9 @@ def stage_files(stage: str) -> list[Path]:
 
 
 def layer_of(module: str) -> str | None:
-    """The layer a dotted module name belongs to (data.core.io -> data.core, data.label -> data)."""
-    if module == "data.core" or module.startswith("data.core."):
-        return "data.core"
+    """The layer a dotted module name belongs to (core.io -> core, data.label -> data)."""
+    if module == "core" or module.startswith("core."):
+        return "core"
     top = module.split(".")[0]
     return top if top in (*STAGES, *BESIDE, "tests") else None
 
@@ -80,9 +80,9 @@ def test_every_import_points_down_the_layers(stage: str):
 @pytest.mark.parametrize(
     ("module", "imports", "allowed"),
     [
-        ("data/core/io.py", "models.resolve", False),
-        ("data/core/io.py", "data.label", False),
-        ("models/grader.py", "data.core.io", True),
+        ("core/io.py", "models.resolve", False),
+        ("core/io.py", "data.label", False),
+        ("models/grader.py", "core.io", True),
         ("models/grader.py", "data.beir", False),
         ("data/label.py", "models.llm_client", True),
         ("data/label.py", "eval.search", False),
@@ -94,7 +94,7 @@ def test_every_import_points_down_the_layers(stage: str):
         ("benchmarks/reliability.py", "eval.api", True),
         ("benchmarks/training.py", "train.trainer", True),
         ("benchmarks/reliability.py", "tests.eval.doubles", False),
-        ("support/fake_openai.py", "data.core.io", True),
+        ("support/fake_openai.py", "core.io", True),
         ("support/fake_openai.py", "eval.api", False),
         ("support/fake_openai.py", "benchmarks.common", False),
     ],
@@ -259,7 +259,7 @@ def documented_commands(text: str) -> list[list[str]]:
 def accepted_flags(help_output: str) -> set[str]:
     """The flags an argparse ``--help`` names as options: those of its usage synopsis and of its
     option lines (aliases such as ``--stat-test`` included), never a flag its prose mentions;
-    ``--config`` where the parser takes a YAML of its flags (data.core.cli.parse_config)."""
+    ``--config`` where the parser takes a YAML of its flags (core.cli.parse_config)."""
     usage, _, rest = help_output.partition("\n\n")
     flags = set(re.findall(r"--[\w-]+", usage))
     for line in rest.splitlines():
@@ -299,7 +299,7 @@ def unknown_flags(text: str, help_of) -> tuple[list[str], int]:
 def command_module(tokens: list[str]) -> tuple[str, list[str]] | None:
     """(module, its arguments) of ``python -m MODULE ...``, ``accelerate launch ... -m MODULE ...``
     or ``relevance-grader COMMAND ...``; None for any other line."""
-    from data.core.commands import COMMANDS
+    from core.commands import COMMANDS
 
     for i, token in enumerate(tokens):
         if token == "-m" and i + 1 < len(tokens) and (i == 0 or tokens[i - 1] != "pip"):
@@ -371,12 +371,12 @@ python -m eval.search --not_shell_code
 
 
 def test_the_console_script_lists_and_runs_every_command():
-    from data.core.commands import COMMANDS, usage
+    from core.commands import COMMANDS, usage
 
     assert set(module for module, _ in COMMANDS.values()) <= set(step_modules())
     assert all(name in usage() for name in COMMANDS)
     result = subprocess.run(
-        [sys.executable, "-m", "data.core.commands", "build", "--help"],
+        [sys.executable, "-m", "core.commands", "build", "--help"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -385,7 +385,7 @@ def test_the_console_script_lists_and_runs_every_command():
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.startswith("usage: relevance-grader build")
     unknown = subprocess.run(
-        [sys.executable, "-m", "data.core.commands", "nosuch"],
+        [sys.executable, "-m", "core.commands", "nosuch"],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -1,6 +1,6 @@
 """``python -m train`` / ``accelerate launch -m train``: see train/train.py."""
 
-from data.core.cli import run_main
+from core.cli import run_main
 from train.train import main
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """The training configuration: data, loss and ``TrainingArguments`` dataclasses (YAML plus
-command-line overrides through ``data.core.cli.parse_config``), and the checks every mode shares."""
+command-line overrides through ``core.cli.parse_config``), and the checks every mode shares."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import torch
 from transformers import TrainingArguments
 
-from data.core.cli import check_choices, choice
-from data.core.errors import InputError
+from core.cli import check_choices, choice
+from core.errors import InputError
 from models.builder import GraderModelConfig
 from models.losses import LOSSES
 from train.grader_data import SOFT_TARGETS

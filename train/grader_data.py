@@ -11,9 +11,9 @@ import torch
 from datasets import Dataset, load_dataset
 from transformers import PreTrainedTokenizerBase
 
-from data.core.errors import InputError
-from data.core.metrics import classification_metrics
-from data.core.records import DEFAULT_RELEVANCE_THRESHOLD
+from core.errors import InputError
+from core.metrics import classification_metrics
+from core.records import DEFAULT_RELEVANCE_THRESHOLD
 from models.input_format import GraderInputFormat, format_pairs
 from models.scoring import pad_right, relevant_probability
 

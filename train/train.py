@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 from transformers import set_seed
 
-from data.core.cli import parse_config, run_main
-from data.core.errors import InputError
+from core.cli import parse_config, run_main
+from core.errors import InputError
 from models.builder import GraderModelConfig, build_grader, count_parameters, grader_info
 from train.config import (
     DataConfig,

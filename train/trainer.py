@@ -17,7 +17,7 @@ from transformers import (
     TrainingArguments,
 )
 
-from data.core.io import share_tree, strict
+from core.io import share_tree, strict
 from models.builder import save_grader_config
 from train.config import GraderTrainingArguments
 from train.grader_data import compute_metrics

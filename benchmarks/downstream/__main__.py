@@ -2,7 +2,7 @@
 (:mod:`benchmarks.downstream.experiment`)."""
 
 from benchmarks.downstream.experiment import main
-from data.core.cli import run_main
+from core.cli import run_main
 
 if __name__ == "__main__":
     run_main(main)

@@ -40,9 +40,9 @@ from typing import Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from core.cli import bounded, parse_config, run_main
+from core.io import markdown_table, write_json, write_jsonl
 from data.beir import Collection, Document, ranked, write_trec_run
-from data.core.cli import bounded, parse_config, run_main
-from data.core.io import markdown_table, write_json, write_jsonl
 from data.qa import chunk_spans, exact_match, read_answers, token_f1
 from eval.downstream.reader import CachedReader, ReaderConfig, ReaderOutput
 from eval.labelers import (

@@ -18,10 +18,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.cli import bounded, choice
+from core.errors import InputError
+from core.records import JudgeInfo, Judgment, Pair, Usage, document_text, label_from_grade
 from data.beir import graded_qrels, read_qrels
-from data.core.cli import bounded, choice
-from data.core.errors import InputError
-from data.core.records import JudgeInfo, Judgment, Pair, Usage, document_text, label_from_grade
 from data.judges.prompts import ParseError, Prompt, Verdict, parse_reply
 from models.llm_client import (
     BATCH_BACKENDS,

@@ -29,9 +29,9 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from data.core.errors import InputError
-from data.core.io import write_json
-from data.core.records import Judgment, Pair, Usage
+from core.errors import InputError
+from core.io import write_json
+from core.records import Judgment, Pair, Usage
 from data.judges.backends import (
     Backend,
     ChatJudge,

@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from data.core.errors import InputError
+from core.errors import InputError
 
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 
@@ -75,7 +75,7 @@ class Prompt:
         """A direct answer's value (0/1 for binary, 0-3 for graded) as a verdict."""
         if self.scale == "binary":
             return Verdict(grade=None, label=int(answer_value), confidence=probability)
-        from data.core.records import label_from_grade
+        from core.records import label_from_grade
 
         return Verdict(
             grade=int(answer_value),

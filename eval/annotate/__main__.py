@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.cli import bounded, choice, parse_config, run_main
+from core.errors import InputError
+from core.io import sha256_file
 from data.beir import read_corpus, read_named_runs, read_queries
-from data.core.cli import bounded, choice, parse_config, run_main
-from data.core.errors import InputError
-from data.core.io import sha256_file
 from eval.annotate.app import REVEALS, Judging, create_app, valid_assessor
 from eval.annotate.pool import pool_hits, read_sample
 from eval.annotate.store import (

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from data.core.cli import parse_config, run_main
-from data.core.errors import InputError
-from data.core.io import atomic_writer, markdown_table, write_json
-from data.core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment
+from core.cli import parse_config, run_main
+from core.errors import InputError
+from core.io import atomic_writer, markdown_table, write_json
+from core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment
 from data.judge_agreement import agreement
 from eval.annotate.store import assessor_of, read_judgments
 

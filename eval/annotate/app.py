@@ -37,9 +37,9 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, Field
 
+from core.errors import InputError
+from core.records import GRADE_SCALE, MAX_GRADE, label_from_grade
 from data.beir import Document
-from data.core.errors import InputError
-from data.core.records import GRADE_SCALE, MAX_GRADE, label_from_grade
 from eval.annotate.agreement import by_assessor, disagreements
 from eval.annotate.pool import shown_order
 from eval.annotate.progress import interval_progress

@@ -14,9 +14,9 @@ import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from core.errors import InputError
+from core.io import fingerprint
 from data.beir import Document, Run, ranked
-from data.core.errors import InputError
-from data.core.io import fingerprint
 from eval.design import Design, check_draw_file, design_from_dict
 
 Hit = tuple[str, str]  # (query id, document id)

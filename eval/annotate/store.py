@@ -8,7 +8,7 @@
 - ``judgments.jsonl`` is only ever appended to, each line flushed and fsynced before the page is
   given the next hit, so a killed server or a closed browser loses nothing. Its lines:
 
-  - a judgment: a :class:`data.core.records.Judgment` (query, document text, 0-3 grade and its
+  - a judgment: a :class:`core.records.Judgment` (query, document text, 0-3 grade and its
     label) plus ``assessor``, ``time`` (UTC, ISO 8601), ``seconds`` spent on the hit and ``ref``
     (the line's id);
   - a verdict without a grade: the same fields with ``"verdict": "cannot_tell"`` (the assessor
@@ -21,7 +21,7 @@
   withdrawn grade or a verdict without one never reaches ``eval.search`` or
   ``eval.recalibrate``. A file edited by hand that gives one assessor's hit twice is read as
   every judgments reader reads it: the last record wins, and different verdicts are counted in a
-  warning (:func:`data.core.records.keep_last`).
+  warning (:func:`core.records.keep_last`).
 - ``qrels.txt`` (TREC) is rewritten atomically after every change. Where several assessors
   judged a hit it holds the adjudicator's grade if there is one, else the lower median of their
   grades (for two, the lower grade).
@@ -46,9 +46,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from data.beir import Qrels, write_trec_qrels
-from data.core.errors import InputError
-from data.core.io import (
+from core.errors import InputError
+from core.io import (
     JsonlAppender,
     RecordError,
     iter_json_lines,
@@ -56,7 +55,8 @@ from data.core.io import (
     validation_error,
     write_json,
 )
-from data.core.records import JudgeInfo, Judgment, keep_last, label_from_grade
+from core.records import JudgeInfo, Judgment, keep_last, label_from_grade
+from data.beir import Qrels, write_trec_qrels
 
 SESSION_FILE = "session.json"
 JUDGMENTS_FILE = "judgments.jsonl"
@@ -484,7 +484,7 @@ def read_judgments(path: str | Path, refuse_errors: bool = True) -> list[Judgmen
     applied (a withdrawn grade is gone), verdicts without a grade ("cannot tell", "later") and
     reveal lines left out, records with an error refused (``refuse_errors`` False: left out),
     and one assessor's (or a plain file's) pair given twice keeps its last record, under the
-    policy of every judgments reader (:func:`data.core.records.keep_last`: conflicting verdicts
+    policy of every judgments reader (:func:`core.records.keep_last`: conflicting verdicts
     are counted in a warning). Several assessors' records of a pair are all kept: :func:`fold`
     folds them."""
     file = judgments_file(path)

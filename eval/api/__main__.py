@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from data.core.cli import parse_config, run_main
-from data.core.errors import InputError
+from core.cli import parse_config, run_main
+from core.errors import InputError
 from eval.api.server import create_app
 from eval.api.settings import ApiSettings
 

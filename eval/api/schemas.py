@@ -6,8 +6,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from data.core.errors import InputError
-from data.core.records import BLANK_QUERY, is_blank
+from core.errors import InputError
+from core.records import BLANK_QUERY, is_blank
 from eval.api.settings import ApiSettings
 
 

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from data.core.errors import InputError
+from core.errors import InputError
 
 
 def _env_number(name: str, default: float, kind: type = int) -> Any:

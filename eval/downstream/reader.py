@@ -25,9 +25,9 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from data.core.cli import bounded, choice
-from data.core.errors import InputError
-from data.core.io import KeyedCache, fingerprint
+from core.cli import bounded, choice
+from core.errors import InputError
+from core.io import KeyedCache, fingerprint
 from data.qa import extract_short_answer
 from models.llm_client import CHAT_BACKENDS, ChatClient, ChatRequest, ChatSettings
 
@@ -72,7 +72,7 @@ class ReaderConfig(ChatSettings):
         (eRAG's ``answers:``)."""
         import yaml
 
-        from data.core.cli import check_bounds, check_yaml_config
+        from core.cli import check_bounds, check_yaml_config
 
         check_yaml_config(str(path), [cls])
         settings = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}

@@ -46,9 +46,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data.build import BALANCE_MODES, TESTED_FILE
-from data.candidates import POOL_FILE, RETRIEVERS
-from data.core.cli import (
+from core.cli import (
     bounded,
     check_choices,
     choice,
@@ -58,8 +56,10 @@ from data.core.cli import (
     run_main,
     split_flags,
 )
-from data.core.errors import InputError
-from data.core.io import atomic_writer, fingerprint, markdown_table, sha256_path, write_json
+from core.errors import InputError
+from core.io import atomic_writer, fingerprint, markdown_table, sha256_path, write_json
+from data.build import BALANCE_MODES, TESTED_FILE
+from data.candidates import POOL_FILE, RETRIEVERS
 from data.judges.backends import BACKENDS
 from eval.baselines import BASELINES
 from eval.crossval import pooled_table
@@ -611,7 +611,7 @@ class Pipeline:
 def _run_logged(command: list[str], log: Path) -> int:
     """Run ``command``, copying its output (progress bars included) to the console and ``log``."""
     with open(log, "wb") as handle:
-        from data.core.job_stages import STAGE_ENV
+        from core.job_stages import STAGE_ENV
 
         env = {**os.environ, STAGE_ENV: "1"}  # the job may write its own stage folders
         process = subprocess.Popen(

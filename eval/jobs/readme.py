@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from data.core.cli import bounded, parse_config, run_main
-from data.core.errors import InputError
-from data.core.io import atomic_writer
+from core.cli import bounded, parse_config, run_main
+from core.errors import InputError
+from core.io import atomic_writer
 from eval.crossval import pooled_table
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"

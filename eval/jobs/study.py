@@ -42,9 +42,9 @@ from typing import Any
 
 import numpy as np
 
-from data.core.cli import check_choices, choice, cli_args, parse_config, run_main, split_flags
-from data.core.errors import InputError
-from data.core.io import (
+from core.cli import check_choices, choice, cli_args, parse_config, run_main, split_flags
+from core.errors import InputError
+from core.io import (
     atomic_writer,
     fingerprint,
     markdown_table,
@@ -53,7 +53,7 @@ from data.core.io import (
     write_json,
     write_jsonl,
 )
-from data.core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment
+from core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment
 from data.splits import cap_per_query, held_out_queries, queries_for_share, relevant_share
 from eval.baselines import BASELINES
 from eval.checkpoint import LABEL_SOURCES, CheckpointEvalConfig, Scorer, evaluate

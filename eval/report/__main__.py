@@ -10,8 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from data.core.cli import bounded, parse_config, run_main
-from data.core.errors import InputError
+from core.cli import bounded, parse_config, run_main
+from core.errors import InputError
 from eval.report.build import ReportOptions, build_report
 from eval.report.page import (
     is_png,

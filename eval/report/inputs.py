@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from core.errors import InputError
+from core.provenance import PROVENANCE_FILE
+from core.records import label_from_grade
 from data.beir import Qrels
-from data.core.errors import InputError
-from data.core.provenance import PROVENANCE_FILE
-from data.core.records import label_from_grade
 from eval.search.config import SearchEvalConfig
 
 SEARCH_STAGE = "metric-pipeline"  # the main job's eval.search stage (stages/NAME.json)
@@ -81,7 +81,7 @@ def _search_config(
     (the main job's stage record); None when neither can be read."""
     from dataclasses import fields
 
-    from data.core.cli import parse_config
+    from core.cli import parse_config
 
     recorded = (evaluated or {}).get("config")
     try:

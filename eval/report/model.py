@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from data.core.io import strict
+from core.io import strict
 
 
 @dataclass

@@ -12,8 +12,8 @@ from pathlib import Path
 from string import Template
 from typing import Any
 
-from data.core.errors import InputError
-from data.core.io import atomic_writer
+from core.errors import InputError
+from core.io import atomic_writer
 from eval.report.model import Report
 
 ASSETS = Path(__file__).parent
@@ -104,7 +104,7 @@ def output_path(
     (flag, path) of the corpus, queries, human qrels...), or is an existing file that is not a
     report page: whatever it is (a corpus, qrels, inferred_qrels.txt), it is not the report's to
     replace."""
-    from data.core.io import check_writable_file, refuse_overlap
+    from core.io import check_writable_file, refuse_overlap
     from eval.report.inputs import locate
 
     folder = Path(folder)

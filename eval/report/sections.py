@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from data.core.provenance import environment
+from core.provenance import environment
 from eval.ranking_agreement import left_out_note
 from eval.report.inputs import HumanLabels, Inputs, read_json, read_optional
 from eval.report.model import (
@@ -73,7 +73,7 @@ def agreement_of(pairs: list[Labelled], source: str, scope: str) -> LabelAgreeme
     """Confusion matrix, κ, reliability and scores per human grade (None under two pairs)."""
     from sklearn.metrics import cohen_kappa_score
 
-    from data.core.metrics import label_metrics
+    from core.metrics import label_metrics
     from eval.plots import reliability_bins
 
     if len(pairs) < 2:

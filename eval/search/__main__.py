@@ -1,6 +1,6 @@
 """``python -m eval.search``: see :mod:`eval.search.command`."""
 
-from data.core.cli import run_main
+from core.cli import run_main
 from eval.search.command import main
 
 if __name__ == "__main__":

@@ -21,14 +21,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from core.cli import parse_config
+from core.errors import InputError
+from core.io import refuse_overlap, write_json
+from core.provenance import write_provenance
 from data.beir import (
     read_named_runs,
     write_trec_qrels,
 )
-from data.core.cli import parse_config
-from data.core.errors import InputError
-from data.core.io import refuse_overlap, write_json
-from data.core.provenance import write_provenance
 from eval.labelers import QrelsLabeler, make_labeler
 from eval.search.config import SEARCH_OUTPUTS, SearchEvalConfig, search_inputs
 from eval.search.human import read_human

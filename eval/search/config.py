@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from data.core.cli import bounded, check_choices, choice
+from core.cli import bounded, check_choices, choice
 from eval.search.metric_names import MetricName, parse_metrics, standard_metric_names
 
 PRIMARY_METRIC = "ndcg@{k}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from core.errors import InputError
 from data.beir import (
     Qrels,
     Run,
@@ -13,7 +14,6 @@ from data.beir import (
     ranked,
     read_qrels,
 )
-from data.core.errors import InputError
 from eval.search.config import PRIMARY_METRIC, SearchEvalConfig
 from eval.search.metrics import ranx_metrics
 
@@ -33,7 +33,7 @@ def human_qrels(path: str) -> Qrels:
 def on_grade_scale(qrels: Qrels, path: str) -> Qrels:
     """Human qrels on the 0-3 scale, as a judgments file must be; a grade off it is refused (NDCG's
     gain 2^g - 1 would count a 4 as 15, a relevant 3 as 7)."""
-    from data.core.records import MAX_GRADE
+    from core.records import MAX_GRADE
 
     off = sorted(
         (q, d, g) for q, docs in qrels.items() for d, g in docs.items() if not 0 <= g <= MAX_GRADE
@@ -153,7 +153,7 @@ def human_metrics(
     """Per-run, per-query metrics of the queries that ``path`` judges (of those in ``only``,
     where given), under those judgments as trec_eval reads them (every judged document counts
     towards the ideal ranking; an unjudged hit is not relevant)."""
-    from data.core.records import label_from_grade
+    from core.records import label_from_grade
 
     qrels = human_qrels(path)
     if only is not None:

@@ -7,6 +7,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
+from core.errors import InputError
 from data.beir import (
     Collection,
     Run,
@@ -14,7 +15,6 @@ from data.beir import (
     read_corpus,
     read_queries,
 )
-from data.core.errors import InputError
 from eval.labelers import Hit, Labeler
 from eval.search.config import SearchEvalConfig
 

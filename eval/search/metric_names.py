@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from data.core.errors import InputError
+from core.errors import InputError
 
 # This tool's base name -> ranx's.
 GRADED = {"ndcg": "ndcg_burges"}

@@ -10,13 +10,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from core.errors import InputError
+from core.io import markdown_table
 from data.beir import (
     Qrels,
     Run,
     ranked,
 )
-from data.core.errors import InputError
-from data.core.io import markdown_table
 from eval.labelers import Hit, HitLabel, Labeler, QrelsLabeler
 from eval.search.metric_names import JUDGED, MetricName, parse_metric, standard_metric_names
 

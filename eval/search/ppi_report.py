@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from data.core.errors import InputError
-from data.core.io import markdown_table
+from core.errors import InputError
+from core.io import markdown_table
 from eval.coverage import coverage_note, measured_coverage
 from eval.search.config import PRIMARY_METRIC, SearchEvalConfig
 from eval.search.human import check_random_sample, describe_sample, judged_queries

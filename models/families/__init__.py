@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from data.core.errors import InputError
+from core.errors import InputError
 from models.families.answer_token import ANSWER_TOKEN
 from models.families.base import ScoringFamily, TrainingMode
 from models.families.classifier import CLASSIFIER

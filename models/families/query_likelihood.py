@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from data.core.errors import InputError
+from core.errors import InputError
 from models.families.base import PairBatch, Pairs, PlainExport, ScoringFamily
 from models.families.plain import fill_template
 

@@ -158,7 +158,7 @@ def test_downstream_config_errors_name_the_field(tmp_path: Path):
 
 
 def test_squad_config_parses():
-    from data.core.cli import parse_config
+    from core.cli import parse_config
 
     (config,) = parse_config(
         [DownstreamConfig], ["--config", str(REPO / "benchmarks/downstream/squad.yaml")]

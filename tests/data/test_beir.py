@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from core.errors import InputError
 from data.beir import (
     Collection,
     RecordError,
@@ -18,7 +19,6 @@ from data.beir import (
     write_trec_qrels,
     write_trec_run,
 )
-from data.core.errors import InputError
 
 
 def test_committed_trec_dl_2019_matches_its_published_counts(trec_dl_dir: Path):
@@ -158,8 +158,8 @@ def test_a_corpus_without_documents_is_named(tmp_path: Path):
 
 
 def test_a_pair_with_a_blank_query_is_a_record_error(tmp_path: Path):
-    from data.core.io import read_records
-    from data.core.records import Pair
+    from core.io import read_records
+    from core.records import Pair
 
     path = tmp_path / "pairs.jsonl"
     path.write_text(json.dumps({"qid": "1", "query": "\u2060", "doc_id": "d", "text": "t"}) + "\n")

@@ -6,10 +6,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from core.errors import InputError
+from core.io import RecordError, read_records
+from core.records import Judgment
 from data.build import BuildConfig, balance_indices, build_dataset, summary_table
-from data.core.errors import InputError
-from data.core.io import RecordError, read_records
-from data.core.records import Judgment
 
 
 def make_judgments(path: Path, n_queries: int = 40, per_query: int = 10, seed: int = 0) -> Path:
@@ -281,7 +281,7 @@ def test_outputs_get_the_ordinary_file_modes_not_tempfiles_private_ones(
 ):
     import stat
 
-    from data.core.io import _UMASK
+    from core.io import _UMASK
 
     out = tmp_path / "ds"
     build_dataset(BuildConfig(judgments=[str(judgments)], out=str(out), save_dataset=False))

@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
+from core.io import read_records
+from core.records import Pair
 from data.beir import Collection, read_trec_run
 from data.candidates import CandidatesConfig, generate_candidates
-from data.core.io import read_records
-from data.core.records import Pair
 
 
 def recall(run: dict, qrels: dict) -> float:
@@ -91,8 +91,8 @@ def test_dense_minilm_hnsw_finds_known_documents_on_adi(adi_dir: Path, tmp_path:
 def test_one_bm25_for_retrieval_and_the_baseline(adi_dir: Path, tmp_path: Path):
     """The retriever's scores and the BM25 baseline's pair scores (IDF from the whole corpus) are
     the same numbers: both come from data.candidates.BM25Index."""
+    from core.records import document_text
     from data.candidates import make_retriever
-    from data.core.records import document_text
     from eval.baselines import bm25_scores
 
     collection = Collection.load(adi_dir)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from data.core.io import read_records
-from data.core.records import Judgment
+from core.io import read_records
+from core.records import Judgment
 from data.judges.backends import JudgeConfig, majority
 from data.judges.prompts import (
     PROMPTS_DIR,

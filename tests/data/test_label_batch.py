@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 import data.judges.batch as batch_module
-from data.core.io import read_records
-from data.core.records import Judgment
+from core.io import read_records
+from core.records import Judgment
 from data.judges.backends import ChatJudge
 from data.label import LabelConfig, batch_record_path, label
 from support.fake_openai import FakeOpenAI
@@ -303,7 +303,7 @@ def test_vllm_run_batch_reads_the_same_request_file(tmp_path: Path, monkeypatch)
 
 def test_the_batch_request_is_the_backends_request(tmp_path: Path):
     """One builder for the synchronous call and the batch line (o-series rules included)."""
-    from data.core.records import Pair
+    from core.records import Pair
     from data.judges.prompts import load_prompt
 
     with FakeOpenAI() as server:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from data.core.io import RecordError
+from core.io import RecordError
 from data.qa import (
     chunk_spans,
     contains_answer,

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from data.core.cli import cli_args
-from data.core.io import read_records
-from data.core.records import Judgment, document_text
+from core.cli import cli_args
+from core.io import read_records
+from core.records import Judgment, document_text
 from data.synthesize import (
     SYNTHETIC_PREFIX,
     SynthesisConfig,
@@ -304,7 +304,7 @@ def test_bad_settings_fail_before_any_work(
     adi_dir: Path, tmp_path: Path, flags, message, monkeypatch, capsys
 ):
     monkeypatch.setattr(ChatClient, "complete", pytest.fail)
-    from data.core.cli import run_main
+    from core.cli import run_main
 
     with pytest.raises(SystemExit) as exit_info:
         run_main(main, ["--collection", str(adi_dir), "--out", str(tmp_path / "o"), *flags])

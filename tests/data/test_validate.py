@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from data.core.cli import run_main
+from core.cli import run_main
 from data.validate import main
 
 JUDGMENT = {"qid": "q1", "query": "axon", "doc_id": "d1", "text": "An axon ...", "grade": 1}

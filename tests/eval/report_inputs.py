@@ -9,9 +9,9 @@ import random
 import shutil
 from pathlib import Path
 
+from core.io import write_json, write_jsonl
+from core.records import Judgment, label_from_grade
 from data.beir import Collection, ranked, write_trec_qrels, write_trec_run
-from data.core.io import write_json, write_jsonl
-from data.core.records import Judgment, label_from_grade
 from eval.search.command import main as search_main
 
 K = 5

@@ -85,7 +85,7 @@ def annotate_args(inputs: dict[str, Path], out: Path, *extra: str) -> list[str]:
 
 def judging_for(tmp_path: Path, *extra: str, labels: bool = True):
     """A Judging over the small collection, as the command builds it (without the server)."""
-    from data.core.cli import parse_config
+    from core.cli import parse_config
     from eval.annotate.__main__ import AnnotateConfig, labeler_labels, resolve
     from eval.annotate.app import Judging
     from eval.annotate.store import JudgmentStore, write_session
@@ -395,7 +395,7 @@ def test_highlighting_leaves_out_stop_words():
 
 
 def run_command(module_main, args: list[str], capsys) -> tuple[int, str]:
-    from data.core.cli import run_main
+    from core.cli import run_main
 
     with pytest.raises(SystemExit) as exit_:
         run_main(module_main, args)
@@ -500,7 +500,7 @@ def judged_session(tmp_path: Path, draw_args: list[str], complete: bool = True) 
 
 
 def judging_for_inputs(tmp_path: Path, inputs: dict[str, Path], *extra: str):
-    from data.core.cli import parse_config
+    from core.cli import parse_config
     from eval.annotate.__main__ import AnnotateConfig, resolve
     from eval.annotate.app import Judging
     from eval.annotate.store import JudgmentStore, write_session
@@ -632,7 +632,7 @@ def test_a_second_server_on_one_session_is_refused_naming_the_first(tmp_path: Pa
 
 
 def test_a_restart_with_out_alone_keeps_the_sessions_assessors_labels_and_modes(tmp_path: Path):
-    from data.core.cli import parse_config
+    from core.cli import parse_config
     from eval.annotate.__main__ import AnnotateConfig, resolve
     from eval.annotate.store import JudgmentStore, read_session, write_session
 
@@ -717,7 +717,7 @@ def test_judge_later_comes_back_before_the_next_query_and_cannot_tell_ends_a_hit
 def test_hits_judged_twice_among_hits_judged_once_keep_one_assessors_grade(caplog):
     """Folding the lower of two grades where only some hits are double-judged would make the
     estimand a mixture (a systematically lower grade on those hits): each keeps one assessor's."""
-    from data.core.records import Judgment
+    from core.records import Judgment
     from eval.annotate.store import fold
 
     def record(doc: str, assessor: str, grade: int) -> Judgment:

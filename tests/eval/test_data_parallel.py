@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from core.parallel import balanced_assignment, map_shards
 from data.beir import Collection, write_trec_run
-from data.core.parallel import balanced_assignment, map_shards
 from tests.conftest import TWO_PROCESS_LAUNCH
 
 REPO = Path(__file__).resolve().parents[2]

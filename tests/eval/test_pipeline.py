@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from data.core.cli import parse_config
+from core.cli import parse_config
 from eval.jobs.pipeline import Pipeline, PipelineConfig, StageFailed
 
 REPO = Path(__file__).resolve().parents[2]
@@ -25,8 +25,8 @@ def test_main_config_parses():
 
 def small_trec_dl(root: Path, source: Path, queries: int = 10, docs_per_query: int = 30) -> Path:
     """A few TREC DL 2019 queries with part of their judged pool, in the BEIR layout."""
+    from core.io import write_jsonl
     from data.beir import Collection, write_beir_qrels
-    from data.core.io import write_jsonl
 
     collection = Collection.load(source)
     qids = sorted(collection.qrels)[:queries]
@@ -182,7 +182,7 @@ def unjudged_corpus(
     """A user's corpus in the BEIR layout without qrels; each document carries the fake
     endpoint's marker, relevant when it is about its query's topic; the teacher's reply about
     document ``unusable`` of each query is garbage."""
-    from data.core.io import write_jsonl
+    from core.io import write_jsonl
 
     topics = ["axon", "marathon", "volcano", "tariff", "glacier", "sonnet", "enzyme", "orbit"]
     documents = []
@@ -214,8 +214,8 @@ def test_main_job_on_a_corpus_without_qrels(
     their pooled top-k, and the grader is measured against the teacher, the only reference. The
     teacher's replies about one hit per query are unusable (kept as error records): the ranking
     agreement, the last stage, leaves those hits out and says how many (it stopped at the first)."""
-    from data.core.io import read_records
-    from data.core.records import Judgment, Pair
+    from core.io import read_records
+    from core.records import Judgment, Pair
     from support.fake_openai import FakeOpenAI
 
     monkeypatch.chdir(REPO)

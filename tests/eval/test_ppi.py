@@ -149,7 +149,7 @@ def test_bad_input_is_one_clear_error():
 
 
 def search(adi_dir: Path, tmp_path: Path, human: Path, *extra: str) -> subprocess.CompletedProcess:
-    from data.core.cli import cli_args
+    from core.cli import cli_args
 
     options = cli_args(
         run=tmp_path / "c" / "bm25.trec",

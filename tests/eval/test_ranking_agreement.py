@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from core.errors import InputError
 from data.beir import read_corpus, read_qrels, write_trec_run
-from data.core.errors import InputError
 
 K = 5
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from data.core.io import sha256_file
+from core.io import sha256_file
 from eval.recalibrate import RecalibrateConfig, recalibrate
 
 

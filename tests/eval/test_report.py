@@ -155,8 +155,8 @@ def test_per_query_human_values_average_to_the_human_only_estimate(folders):
 
 
 def test_label_agreement_is_judge_agreement_on_the_judged_hits(folders):
-    from data.core.io import read_records
-    from data.core.records import Judgment
+    from core.io import read_records
+    from core.records import Judgment
     from data.judge_agreement import agreement
 
     per_query = read(folders["human"], "per_query.json")
@@ -390,9 +390,9 @@ def test_judged_hits_alone_give_the_share_of_relevant_hits_an_interval(folders, 
     """eval.search --human_pairs (people judged a sample of hits, not whole queries): the share
     of relevant hits gets a PPI++ interval, the other metrics say they have none, and the hits
     people judged carry their grades."""
+    from core.io import write_jsonl
+    from core.records import Judgment, label_from_grade
     from data.beir import Collection
-    from data.core.io import write_jsonl
-    from data.core.records import Judgment, label_from_grade
     from eval.search.command import main as search_main
 
     root = folders["human"].parent

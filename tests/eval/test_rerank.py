@@ -56,7 +56,7 @@ def test_metric_pipeline_reuses_the_rerank_scores(
 def test_an_output_that_cannot_be_written_is_refused_before_grading(
     adi_dir: Path, tmp_path: Path, monkeypatch, capsys
 ):
-    from data.core.cli import run_main
+    from core.cli import run_main
 
     def no_grading(*args, **kwargs):
         raise AssertionError("the grader was loaded before --out was checked")
@@ -87,7 +87,7 @@ def test_an_output_that_cannot_be_written_is_refused_before_grading(
 def test_unknown_queries_and_documents_are_named_before_grading(
     adi_dir: Path, tmp_path: Path, monkeypatch, capsys, run, message
 ):
-    from data.core.cli import run_main
+    from core.cli import run_main
 
     monkeypatch.setattr(rerank_module, "make_labeler", pytest.fail)
     path = tmp_path / "run.trec"

@@ -252,7 +252,7 @@ def test_an_unknown_stat_test_is_refused_before_any_labelling(tmp_path: Path):
         SearchEvalConfig(stat_test="bogus")  # as a YAML value reaches it
     config = tmp_path / "search.yaml"
     config.write_text("stat_test: bogus\n")
-    from data.core.cli import parse_config
+    from core.cli import parse_config
 
     with pytest.raises((ValueError, SystemExit)):
         parse_config([SearchEvalConfig], ["--config", str(config)])
@@ -411,7 +411,7 @@ def test_out_at_a_jobs_stage_folder_is_refused(adi_dir: Path, tmp_path: Path):
     itself (which sets STAGE_ENV for its stages) still writes there."""
     import os
 
-    from data.core.job_stages import STAGE_ENV
+    from core.job_stages import STAGE_ENV
 
     job = tmp_path / "main"
     stage = job / "search"
@@ -450,7 +450,7 @@ def test_out_at_a_jobs_stage_folder_is_refused(adi_dir: Path, tmp_path: Path):
     )
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert "mean" in json.loads((stage / "metrics.json").read_text())
-    from data.core.job_stages import stage_writing
+    from core.job_stages import stage_writing
 
     assert stage_writing(job / "mine") is None and stage_writing(tmp_path) is None
 

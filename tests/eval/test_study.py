@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from data.core.cli import parse_config
+from core.cli import parse_config
 from eval.jobs.study import Study, StudyConfig
 from tests.eval.test_pipeline import small_trec_dl
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import yaml
 
-from data.core.errors import InputError
+from core.errors import InputError
 from models import export as export_module
 from models.export import ExportConfig, RoundTripError, export
 from models.families.plain import fill_template

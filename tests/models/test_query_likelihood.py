@@ -117,7 +117,7 @@ def test_a_query_likelihood_grader_trains_on_cached_states_and_scores_the_same_r
 ):
     """The Trainer fits the scale and bias (and the top layer) on cached states; reloaded, the
     grader's full forward passes give the Trainer's own validation scores."""
-    from data.core.metrics import classification_metrics
+    from core.metrics import classification_metrics
 
     model_config = GraderModelConfig(
         model_name_or_path=str(tiny_model_dir),
@@ -198,7 +198,7 @@ def test_query_likelihood_refuses_settings_it_would_ignore(
 
 
 def test_the_default_config_is_a_query_likelihood_grader():
-    from data.core.cli import parse_config
+    from core.cli import parse_config
     from tests.train.conftest import PARSERS
 
     model_config, _, _, training = parse_config(

@@ -10,7 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from data.core.cli import parse_config
+from core.cli import parse_config
 from models.backbone import split_index
 from models.builder import GraderModelConfig, build_grader, read_grader_config
 from models.input_format import GraderInputFormat, format_pairs

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from data.core.cli import parse_config
-from data.core.metrics import classification_metrics
+from core.cli import parse_config
+from core.metrics import classification_metrics
 from models.builder import MODES, GraderModelConfig, build_grader, load_trained, read_grader_config
 from models.grader import Grader
 from models.input_format import format_pairs

@@ -16,8 +16,8 @@ import numpy as np
 from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainingArguments
 
-from data.core.errors import InputError
-from data.core.metrics import classification_metrics
+from core.errors import InputError
+from core.metrics import classification_metrics
 from models.input_format import GraderInputFormat, format_pairs
 from models.scoring import answer_token_probabilities
 from train.recipes import TrainingJob, TrainingRecipe, TrainingSettings

@@ -24,7 +24,7 @@ from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer
 from transformers.modeling_outputs import SequenceClassifierOutput
 
-from data.core.errors import InputError
+from core.errors import InputError
 from models.backbone import decoder
 from models.input_format import GraderInputFormat
 from models.losses import build_loss

@@ -1,5 +1,5 @@
 """The one exception type for a user's input: a flag, a file, a line or a field the command
-cannot use. The command line (:func:`data.core.cli.run_main`) turns it into one line and exit 2;
+cannot use. The command line (:func:`core.cli.run_main`) turns it into one line and exit 2;
 any other exception is a bug and shows its traceback.
 
 It is a ValueError, so that library callers who catch ValueError (and pydantic validators, which

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from data.core.io import JsonlAppender, RecordError, read_records, write_jsonl
-from data.core.records import Judgment, Pair, label_from_grade
+from core.io import JsonlAppender, RecordError, read_records, write_jsonl
+from core.records import Judgment, Pair, label_from_grade
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 
 PAIR = {"qid": "q1", "query": "what is a cat", "doc_id": "d1", "text": "A cat is a small mammal."}
 
@@ -147,10 +147,10 @@ def test_the_grade_scale_in_words_is_the_graded_prompts():
 
     import yaml
 
-    from data.core.records import GRADE_SCALE, MAX_GRADE
+    from core.records import GRADE_SCALE, MAX_GRADE
 
     prompt = yaml.safe_load(
-        (Path(__file__).resolve().parents[3] / "data/prompts/trec-graded.yaml").read_text()
+        (Path(__file__).resolve().parents[2] / "data/prompts/trec-graded.yaml").read_text()
     )["user"]
     assert sorted(GRADE_SCALE) == list(range(MAX_GRADE + 1))
     for grade, (_, meaning) in GRADE_SCALE.items():
@@ -158,7 +158,7 @@ def test_the_grade_scale_in_words_is_the_graded_prompts():
 
 
 def test_keep_last_is_the_one_duplicate_policy_and_counts_conflicts(caplog):
-    from data.core.records import keep_last
+    from core.records import keep_last
 
     entries = [(("q", "a"), 1, "line 1"), (("q", "b"), 2, "line 2"), (("q", "a"), 1, "line 3")]
     kept = keep_last([*entries, (("q", "b"), 0, "line 4")], "f.tsv")
@@ -178,7 +178,7 @@ def _of_category(*categories: str) -> list[str]:
 def test_invisible_and_space_like_characters_are_normalised_by_their_unicode_category():
     """A soft hyphen (Cf) or a no-break space (Zs) inside a query moved the grader's score
     (0.604 -> 0.773 / 0.438): every character of those categories is handled, not a list."""
-    from data.core.records import is_blank, normalise_text
+    from core.records import is_blank, normalise_text
 
     spaces = _of_category("Zs")
     assert "\u00a0" in spaces and "\u3000" in spaces and len(spaces) >= 17
@@ -200,7 +200,7 @@ def test_invisible_and_space_like_characters_are_normalised_by_their_unicode_cat
 
 
 def test_zero_width_characters_are_removed_where_texts_are_normalised():
-    from data.core.records import normalise_text
+    from core.records import normalise_text
 
     assert normalise_text("ax\u200bon \u2060ter\u200cmi\u200dnal\ufeff") == "axon terminal"
     assert normalise_text("cafe\u200b\u0301") == "café"  # removed first, then composed

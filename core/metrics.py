@@ -20,7 +20,7 @@ from sklearn.metrics import (
     roc_auc_score,
 )
 
-from data.core.errors import InputError
+from core.errors import InputError
 
 SCALAR_METRICS = (
     "accuracy",

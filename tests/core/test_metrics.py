@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import accuracy_score, f1_score, precision_score, recall_score, roc_auc_score
 
-from data.core.metrics import (
+from core.metrics import (
     best_f1_threshold,
     binary_metrics,
     expected_calibration_error,

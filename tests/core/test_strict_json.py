@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from data.core.io import dumps, write_json
+from core.io import dumps, write_json
 
 
 def _strict_load(text: str):

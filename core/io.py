@@ -24,8 +24,8 @@ from typing import IO, Any, Generic, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from data.core.errors import InputError
-from data.core.parallel import is_main_process
+from core.errors import InputError
+from core.parallel import is_main_process
 
 logger = logging.getLogger(__name__)
 RecordT = TypeVar("RecordT", bound=BaseModel)
@@ -231,7 +231,7 @@ def atomic_writer(path: str | os.PathLike[str], mode: str = "w") -> Iterator[IO[
     A ``path`` that is a symbolic link writes its target, and the link stays.
 
     In the other processes of a distributed launch the writes are discarded: the main process
-    writes every output once (``data.core.parallel``).
+    writes every output once (``core.parallel``).
     """
     if not is_main_process():
         with open(os.devnull, mode, encoding=None if "b" in mode else "utf-8") as handle:
@@ -331,7 +331,7 @@ def replace_folder(target: str | os.PathLike[str]) -> Iterator[Path]:
     so readers see the old folder or the new one, never a mix; on failure it is removed and
     ``out`` is left as it was.
     """
-    if not is_main_process():  # the main process writes the folder (data.core.parallel)
+    if not is_main_process():  # the main process writes the folder (core.parallel)
         with tempfile.TemporaryDirectory(prefix="discarded-") as scratch:
             yield Path(scratch)
         return
@@ -389,7 +389,7 @@ class JsonlAppender:
     def __init__(self, path: str | os.PathLike[str], *, fsync: bool = False) -> None:
         self.path = Path(path)
         self.fsync = fsync and is_main_process()
-        if not is_main_process():  # one writer per file: the main process (data.core.parallel)
+        if not is_main_process():  # one writer per file: the main process (core.parallel)
             self._handle = open(os.devnull, "a", encoding="utf-8")  # noqa: SIM115
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -495,7 +495,7 @@ class KeyedCache(Generic[ValueT]):
         return self.values[key]
 
     def _lock(self) -> None:
-        # Only the main process writes (data.core.parallel); the others append to nothing.
+        # Only the main process writes (core.parallel); the others append to nothing.
         if self._release is None and is_main_process():
             self._release = hold_exclusive(self.path)
 

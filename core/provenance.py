@@ -16,7 +16,7 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from data.core.io import write_json
+from core.io import write_json
 
 PROVENANCE_FILE = "provenance.json"
 # The packages whose versions decide the numbers (scoring, metrics, intervals).

@@ -1,4 +1,4 @@
-"""A job's stage outputs are refused as any command's --out (data.core.cli.parse_config), unless
+"""A job's stage outputs are refused as any command's --out (core.cli.parse_config), unless
 the job itself runs the command."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from data.core.job_stages import STAGE_ENV
+from core.job_stages import STAGE_ENV
 
 
 def _job_with_stamps(root: Path) -> dict[str, Path]:
@@ -46,7 +46,7 @@ def test_a_stage_output_is_refused_by_every_command(tmp_path, monkeypatch, modul
 
 
 def test_the_job_itself_may_write_its_stage(tmp_path, monkeypatch):
-    from data.core.cli import parse_config
+    from core.cli import parse_config
     from eval.rerank import RerankConfig
 
     outs = _job_with_stamps(tmp_path / "main")

@@ -1,4 +1,4 @@
-"""data.core.io: overlap checks between outputs and inputs, folder replacement, file modes, BOMs."""
+"""core.io: overlap checks between outputs and inputs, folder replacement, file modes, BOMs."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from data.core.errors import InputError
-from data.core.io import refuse_overlap, replace_folder
+from core.errors import InputError
+from core.io import refuse_overlap, replace_folder
 
 
 def test_an_output_may_not_hold_an_input_nor_lie_inside_an_input_folder(tmp_path: Path):
@@ -69,7 +69,7 @@ def test_a_folder_that_cannot_be_replaced_names_where_the_finished_result_is(
 ):
     """A rename refused (a mount point, a busy folder) left a complete result in a hidden
     .NAME.new-* folder that the error did not mention; the old folder stays as it was."""
-    import data.core.io as io_module
+    import core.io as io_module
 
     out = tmp_path / "dataset"
     out.mkdir()
@@ -105,7 +105,7 @@ def test_an_output_file_that_is_a_link_writes_its_target_and_stays_a_link(tmp_pa
 
 
 def test_the_keyed_cache_resumes_after_a_kill_and_keeps_the_latest_line(tmp_path: Path):
-    from data.core.io import KeyedCache
+    from core.io import KeyedCache
 
     path = tmp_path / "c.jsonl"
     with KeyedCache(path) as cache:
@@ -126,7 +126,7 @@ def test_the_keyed_cache_resumes_after_a_kill_and_keeps_the_latest_line(tmp_path
 
 
 def test_the_keyed_cache_names_a_damaged_line(tmp_path: Path):
-    from data.core.io import KeyedCache, RecordError
+    from core.io import KeyedCache, RecordError
 
     path = tmp_path / "c.jsonl"
     path.write_text('{"key": "a", "value": 1}\nnot json\n{"key": "b", "value": 2}\n')
@@ -140,7 +140,7 @@ def test_a_file_digest_is_read_once_and_follows_every_change(tmp_path: Path, mon
     import builtins
     import hashlib
 
-    from data.core.io import sha256_file, sha256_path
+    from core.io import sha256_file, sha256_path
 
     weights = tmp_path / "export" / "model.safetensors"
     weights.parent.mkdir()
@@ -172,7 +172,7 @@ def test_a_complete_last_record_without_its_newline_is_kept_and_only_a_cut_one_d
     """A hand edit or a merge leaves the last record without its newline: the appender once cut
     it (a paid label, a judgment) on open. Now it gets its newline; a line cut short by a kill is
     dropped with a warning naming the file and line."""
-    from data.core.io import JsonlAppender, KeyedCache
+    from core.io import JsonlAppender, KeyedCache
 
     path = tmp_path / "c.jsonl"
     path.write_text('{"key": "a", "value": 1}\n{"key": "b", "value": 2}')  # no final newline
@@ -196,21 +196,21 @@ def test_two_processes_cannot_write_one_cache(tmp_path: Path):
     import subprocess
     import sys
 
-    from data.core.io import CacheLocked, KeyedCache
+    from core.io import CacheLocked, KeyedCache
 
     path = tmp_path / "labels.cache.jsonl"
     holder = subprocess.Popen(
         [
             sys.executable,
             "-c",
-            "import sys, time; from data.core.io import KeyedCache; "
+            "import sys, time; from core.io import KeyedCache; "
             f"c = KeyedCache({str(path)!r}, exclusive=True); print('held', flush=True); "
             "sys.stdin.read()",
         ],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-        cwd=Path(__file__).resolve().parents[3],
+        cwd=Path(__file__).resolve().parents[2],
     )
     try:
         assert holder.stdout.readline().strip() == "held"
@@ -229,7 +229,7 @@ def test_two_processes_cannot_write_one_cache(tmp_path: Path):
 
 
 def test_a_second_data_label_on_one_cache_is_refused_before_it_pays(tmp_path: Path, capsys):
-    from data.core.io import hold_exclusive
+    from core.io import hold_exclusive
     from data.label import main
 
     pairs = tmp_path / "pairs.jsonl"
@@ -243,7 +243,7 @@ def test_a_second_data_label_on_one_cache_is_refused_before_it_pays(tmp_path: Pa
     fd = os.open(tmp_path / "j.cache.jsonl.lock", os.O_RDWR | os.O_CREAT)
     fcntl.flock(fd, fcntl.LOCK_EX)
     try:
-        from data.core.cli import run_main
+        from core.cli import run_main
 
         args = ["--pairs", str(pairs), "--out", str(tmp_path / "j.jsonl"), "--backend", "qrels"]
         with pytest.raises(SystemExit) as exit_:

@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from data.core.errors import InputError
-from data.core.job_stages import refuse_job_stage
+from core.errors import InputError
+from core.job_stages import refuse_job_stage
 
 
 def choice(default: Any, choices: Sequence[Any], help: str = "") -> Any:
@@ -217,7 +217,7 @@ def parse_config(
     for config in configs:  # configs without a __post_init__ check are bounded here
         if dataclasses.is_dataclass(config):
             check_bounds(config)
-    # Every command that writes an --out refuses a job's stage folder (data.core.job_stages).
+    # Every command that writes an --out refuses a job's stage folder (core.job_stages).
     for out in {getattr(config, "out", None) for config in configs} - {None, ""}:
         if isinstance(out, str):
             refuse_job_stage("--out", out)
@@ -242,7 +242,7 @@ def run_main(
     )
     for noisy in ("httpx", "httpx2", "httpcore", "openai", "bm25s"):  # a line per request otherwise
         logging.getLogger(noisy).setLevel(logging.WARNING)
-    from data.core.parallel import is_main_process
+    from core.parallel import is_main_process
 
     if not is_main_process():  # under a distributed launch the main process reports, once
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the life of the process

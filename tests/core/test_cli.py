@@ -1,4 +1,4 @@
-"""data.core.cli.run_main: errors as one line and exit code 2."""
+"""core.cli.run_main: errors as one line and exit code 2."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-from data.core.cli import run_main
-from data.core.errors import InputError
-from data.core.io import RecordError
+from core.cli import run_main
+from core.errors import InputError
+from core.io import RecordError
 
 
 @pytest.mark.parametrize(

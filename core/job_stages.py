@@ -9,7 +9,7 @@ import json
 import os
 from pathlib import Path
 
-from data.core.errors import InputError
+from core.errors import InputError
 
 STAGE_ENV = "RELEVANCE_GRADER_JOB_STAGE"  # set by the main job for the stages it runs
 
