@@ -798,7 +798,7 @@ def replay_agreement_unjudged_pairs(root: Path) -> None:
     """Item 18: the own-corpus main job's last stage, the ranking agreement against the teacher,
     stopped at the first pair whose reply was unusable; it now leaves such pairs out and counts."""
     from data.beir import read_corpus, write_trec_run
-    from eval.ranking_agreement import SystemAgreementConfig, agreement
+    from eval.metrics.ranking_agreement import SystemAgreementConfig, agreement
 
     docs = sorted(read_corpus(ADI / "corpus.jsonl"))
     runs = {"a": {}, "b": {}}
@@ -834,7 +834,7 @@ def replay_agreement_unjudged_pairs(root: Path) -> None:
 def replay_compare_leaves_out_loudly(root: Path) -> None:
     """Item 21: eval.compare --labels human over a grader evaluated with --labels both and a
     baseline evaluated as the docs show (teacher labels only) dropped the baseline silently."""
-    from eval.compare import main as compare
+    from eval.classification.compare import main as compare
 
     metrics = {"at_0.5": {"pairs": 10, "roc_auc": 0.8}}
     for name, labels, baseline in (

@@ -130,7 +130,7 @@ def replay_pairs_outside_top_k(root: Path) -> None:
 def replay_conflicting_duplicates(root: Path) -> None:
     """Item 7: a human qrels file giving one pair 3, then 0: the last line won without a word
     (one query's NDCG 0.589 -> 0.301), while data.build warned on the same conflict."""
-    from eval.search.human import human_qrels
+    from eval.human.samples import human_qrels
 
     (root / "human.qrels").write_text("1 0 17 3\n1 0 46 2\n1 0 17 0\n")
     with _warnings() as warned:
@@ -167,7 +167,7 @@ def replay_recalibrate_own_validation(root: Path) -> None:
     from core.io import read_records
     from core.records import Judgment
     from data.build import BuildConfig, build_dataset
-    from eval.recalibrate import data_overlap
+    from eval.human.recalibrate import data_overlap
 
     rows = [
         {"qid": f"q{q}", "query": f"query {q}", "doc_id": f"d{q}-{d}", "text": "t", "grade": d % 4}
@@ -190,7 +190,7 @@ def replay_rerank_keeps_tail_and_link(root: Path) -> None:
     link to a file was replaced by a plain file (the target kept its old run)."""
     from data.beir import Collection, ranked, read_trec_run, write_trec_run
     from eval.labelers import HitLabel, Labeler
-    from eval.rerank import rerank
+    from eval.labelers.rerank import rerank
 
     class Reversed(Labeler):
         name = "reversed"
@@ -229,7 +229,7 @@ def _session(root: Path) -> tuple[Any, Path]:
 
     from eval.annotate.__main__ import AnnotateConfig, labeler_labels, resolve
     from eval.annotate.app import Judging, create_app
-    from eval.annotate.store import JudgmentStore, session_secret, write_session
+    from eval.human.store import JudgmentStore, session_secret, write_session
 
     run = _adi_run(root / "run.trec")
     labels = {
@@ -319,7 +319,7 @@ def replay_highlight_and_answers_without_a_grade(root: Path) -> None:
     """Review 4: "us" was highlighted; a hit left on screen for a day could not be graded (422);
     "I can't tell" had no place but a grade."""
     from eval.annotate.app import highlight_terms
-    from eval.annotate.store import read_judgments
+    from eval.human.store import read_judgments
 
     assert "us" not in highlight_terms("can you tell us about titles"), "a stop word is marked"
     client, out = _session(root)
@@ -338,7 +338,7 @@ def replay_highlight_and_answers_without_a_grade(root: Path) -> None:
 def replay_one_server_and_undo_appended(root: Path) -> None:
     """Review 5: two servers could judge into one folder, and undo rewrote judgments.jsonl from
     memory (a second server's judgments were lost)."""
-    from eval.annotate.store import hold_session
+    from eval.human.store import hold_session
 
     client, out = _session(root)
     release = hold_session(out, "http://127.0.0.1:8765/")
@@ -361,7 +361,7 @@ def replay_newline_less_records_kept(root: Path) -> None:
     session deleted a judgment, the label cache a paid label); two data.label on one cache both
     wrote."""
     from core.io import CacheLocked, KeyedCache
-    from eval.annotate.store import JudgmentStore
+    from eval.human.store import JudgmentStore
 
     judgment = {"qid": "1", "query": "q", "doc_id": "17", "text": "t", "grade": 3}
     (root / "judgments.jsonl").write_text(json.dumps(judgment | {"assessor": "alice"}))
@@ -465,7 +465,7 @@ def replay_report_corpus_without_the_documents(root: Path) -> None:
 def replay_grader_that_does_not_beat_its_baselines(root: Path) -> None:
     """Round 4 item 11: a grader at chance against its baselines still labelled the runs, and
     the report's table under its labels read as if it could be believed."""
-    from eval.crossval import held_out_warning
+    from eval.classification.crossval import held_out_warning
 
     cross = {
         "beats_every_baseline": {"grader": False},

@@ -86,10 +86,10 @@ def test_every_import_points_down_the_layers(stage: str):
         ("models/grader.py", "data.beir", False),
         ("data/label.py", "models.llm_client", True),
         ("data/label.py", "eval.search", False),
-        ("train/train.py", "eval.checkpoint", False),
+        ("train/train.py", "eval.classification.checkpoint", False),
         ("eval/search/command.py", "support.fake_openai", False),
         ("eval/search/command.py", "benchmarks.common", False),
-        ("eval/labelers.py", "tests.eval.doubles", False),
+        ("eval/labelers/__init__.py", "tests.eval.doubles", False),
         ("benchmarks/reliability.py", "support.fake_openai", True),
         ("benchmarks/reliability.py", "eval.api", True),
         ("benchmarks/training.py", "train.trainer", True),
@@ -116,6 +116,59 @@ def test_only_the_jobs_that_train_import_train():
         and not str(path.relative_to(REPO)).startswith(EVAL_MAY_TRAIN)
     )
     assert offenders == []
+
+
+# docs/design.md, "Inside eval": eval's parts by role, each importing only the parts before it.
+# The commands (eval/*.py, thin names such as eval.ppi for eval.human.draw) and the jobs sit on top.
+EVAL_PARTS = (
+    "labelers",  # the labelers, the RAG reader of the eRAG ones, the grader rerank
+    "metrics",  # the retrieval-metric library, labelling runs, ranking agreement, the settings
+    "classification",  # held-out classification evaluation: baselines, checkpoints, folds, plots
+    "human",  # human judgments: PPI++ estimators, designs and the draw, records, recalibration
+    "annotate",  # the judging page
+    "report",  # the HTML report
+    "search",  # the eval.search command
+    "api",  # the REST service
+    "jobs",  # the main job and the study
+)
+
+
+def eval_part(module: str) -> str | None:
+    """The part of eval a dotted module belongs to (eval.human.ppi -> human); None for the
+    commands at eval's top (eval.ppi, eval.pipeline)."""
+    bits = module.split(".")
+    return bits[1] if len(bits) > 1 and bits[0] == "eval" and bits[1] in EVAL_PARTS else None
+
+
+def test_eval_parts_import_one_way():
+    offenders = {}
+    for path in stage_files("eval"):
+        relative = path.relative_to(REPO)
+        own = eval_part(".".join(relative.with_suffix("").parts))
+        if own is None:
+            if len(relative.parts) > 2 and relative.parts[1] not in ("bench", "downstream"):
+                offenders[str(relative)] = ["in no part of EVAL_PARTS"]
+            continue
+        allowed = set(EVAL_PARTS[: EVAL_PARTS.index(own) + 1])
+        found = sorted(
+            name
+            for name in imported_modules(path)
+            if name.startswith("eval.") and eval_part(name) not in allowed
+        )
+        if found:
+            offenders[str(relative)] = found
+    assert offenders == {}
+
+
+def test_eval_top_holds_only_thin_commands():
+    """Each module at eval's top is a command's name that runs a part's main (at most a few
+    lines), so that every piece of the product lives in the one folder of its role."""
+    fat = {
+        path.name: len(path.read_text(encoding="utf-8").splitlines())
+        for path in (REPO / "eval").glob("*.py")
+        if path.name != "__init__.py" and len(path.read_text(encoding="utf-8").splitlines()) > 12
+    }
+    assert fat == {}
 
 
 def test_only_the_tests_of_the_benchmarks_import_them():
@@ -169,7 +222,7 @@ def test_every_step_imports_in_process_with_its_entry_point():
     import importlib
 
     from data.judge_agreement import main as judge_agreement
-    from eval.ranking_agreement import main as ranking_agreement
+    from eval.metrics.ranking_agreement import main as ranking_agreement
 
     for module in step_modules():
         imported = importlib.import_module(module)

@@ -44,7 +44,6 @@ from core.cli import bounded, parse_config, run_main
 from core.io import markdown_table, write_json, write_jsonl
 from data.beir import Collection, Document, ranked, write_trec_run
 from data.qa import chunk_spans, exact_match, read_answers, token_f1
-from eval.downstream.reader import CachedReader, ReaderConfig, ReaderOutput
 from eval.labelers import (
     AnswersLabeler,
     ERAGLabeler,
@@ -55,7 +54,8 @@ from eval.labelers import (
     Labeler,
     make_labeler,
 )
-from eval.search.metrics import label_list_metrics
+from eval.labelers.reader import CachedReader, ReaderConfig, ReaderOutput
+from eval.metrics.retrieval import label_list_metrics
 
 logger = logging.getLogger(__name__)
 RETRIEVERS = ("bm25", "dense")
@@ -263,7 +263,7 @@ class DownstreamRun:
             self.seconds[f"retrieve {name}"] = time.perf_counter() - start
             systems[name] = {qid: hits for qid, hits in zip(self.qids, found, strict=True)}
         if config.rerank_depth:
-            from eval.rerank import rerank
+            from eval.labelers.rerank import rerank
 
             start = time.perf_counter()
             dense = {qid: dict(hits) for qid, hits in systems["dense"].items()}

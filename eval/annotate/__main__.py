@@ -10,7 +10,7 @@ Every input is checked before the server starts (a run naming a document the cor
 empty sample, a port in use, an output folder of another corpus or sample, a folder another
 server is judging into: one line, exit 2). Then it prints one secret link per assessor,
 ``http://HOST:PORT/?token=TOKEN``, and serves the page until Ctrl-C; the judgments are on disk as
-they are made (:mod:`eval.annotate.store`). The assessors, the labeler's labels, the reveal mode
+they are made (:mod:`eval.human.store`). The assessors, the labeler's labels, the reveal mode
 and the highlighting are recorded in ``session.json``: a restart with ``--out`` alone keeps them.
 """
 
@@ -31,7 +31,7 @@ from core.io import sha256_file
 from data.beir import read_corpus, read_named_runs, read_queries
 from eval.annotate.app import REVEALS, Judging, create_app, valid_assessor
 from eval.annotate.pool import pool_hits, read_sample
-from eval.annotate.store import (
+from eval.human.store import (
     JUDGMENTS_FILE,
     JudgmentStore,
     check_out,
@@ -232,7 +232,7 @@ def labeler_labels(path: str | None) -> dict[tuple[str, str], dict[str, Any]] | 
     """{(qid, doc_id): the labeler's verdict} from eval.search's per_query.json."""
     if not path:
         return None
-    from eval.ppi import read_labels
+    from eval.human.draw import read_labels
 
     return {
         (qid, hit["id"]): {k: hit.get(k) for k in ("relevant", "score", "grade")}

@@ -22,7 +22,7 @@ from core.errors import InputError
 from core.io import atomic_writer, markdown_table, write_json
 from core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment
 from data.judge_agreement import agreement
-from eval.annotate.store import assessor_of, read_judgments
+from eval.human.store import assessor_of, read_judgments
 
 
 @dataclass

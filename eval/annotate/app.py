@@ -43,7 +43,7 @@ from data.beir import Document
 from eval.annotate.agreement import by_assessor, disagreements
 from eval.annotate.pool import shown_order
 from eval.annotate.progress import interval_progress
-from eval.annotate.store import JudgmentStore
+from eval.human.store import JudgmentStore
 
 ASSESSOR = r"^[\w.@-]{1,64}$"
 REVEALS = ("end", "per-query")

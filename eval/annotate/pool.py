@@ -17,7 +17,7 @@ from pathlib import Path
 from core.errors import InputError
 from core.io import fingerprint
 from data.beir import Document, Run, ranked
-from eval.design import Design, check_draw_file, design_from_dict
+from eval.human.design import Design, check_draw_file, design_from_dict
 
 Hit = tuple[str, str]  # (query id, document id)
 Pool = dict[str, list[str]]  # query id -> document ids in the order shown

@@ -10,7 +10,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from eval.ppi import classical_mean, queries_for_width
+from eval.human.ppi import classical_mean, queries_for_width
 
 TARGET_WIDTH = 0.1  # the width the page sizes the rest of the work for
 

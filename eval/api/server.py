@@ -17,7 +17,7 @@ from eval.api.batcher import MicroBatcher, QueueFull
 from eval.api.schemas import HitOut, SearchEvalRequest, SearchEvalResponse, Usage, limit_problems
 from eval.api.settings import ApiSettings
 from eval.labelers import Hit, Labeler
-from eval.search.metrics import QueryEvaluation, evaluate_query
+from eval.metrics.retrieval import QueryEvaluation, evaluate_query
 
 
 def _printable(value: Any) -> Any:

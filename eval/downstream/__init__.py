@@ -1,4 +1,3 @@
-"""The RAG reader (``reader``) that the eRAG labelers (``eval.labelers``) and the downstream
-experiment share. The experiment itself lives beside the product, in ``benchmarks/downstream``
-(``python -m benchmarks.downstream``); ``python -m eval.downstream`` still runs it from a checkout.
-"""
+"""The former name of the downstream experiment's command: ``python -m eval.downstream`` runs
+``benchmarks.downstream`` from a checkout (the experiment lives beside the product; the RAG reader
+it shares with the eRAG labelers is ``eval.labelers.reader``)."""

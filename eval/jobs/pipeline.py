@@ -61,10 +61,10 @@ from core.io import atomic_writer, fingerprint, markdown_table, sha256_path, wri
 from data.build import BALANCE_MODES, TESTED_FILE
 from data.candidates import POOL_FILE, RETRIEVERS
 from data.judges.backends import BACKENDS
-from eval.baselines import BASELINES
-from eval.crossval import pooled_table
-from eval.ranking_agreement import left_out_note, scores_table
-from eval.search.metrics import metrics_table
+from eval.classification.baselines import BASELINES
+from eval.classification.crossval import pooled_table
+from eval.metrics.ranking_agreement import left_out_note, scores_table
+from eval.metrics.retrieval import metrics_table
 from eval.search.ppi_report import ppi_table
 
 logger = logging.getLogger(__name__)
@@ -531,7 +531,7 @@ class Pipeline:
         if not c.qrels or not c.human_queries:
             return None
         from data.beir import read_qrels, write_trec_qrels
-        from eval.ppi import draw_queries
+        from eval.human.draw import draw_queries
 
         qrels = read_qrels(c.qrels)  # as judged: eval.search reads the sample like the original
         if len(qrels) < c.human_queries + 2:
@@ -549,8 +549,8 @@ class Pipeline:
         """Each run's mean metrics under all of the human judgments: what the PPI estimates of
         the report, made from a sample of them, estimate."""
         from data.beir import read_trec_run
-        from eval.search.human import human_metrics
-        from eval.search.metrics import mean_metrics
+        from eval.human.samples import human_metrics
+        from eval.metrics.retrieval import mean_metrics
 
         assert self.config.qrels is not None
         runs = {Path(p).stem: read_trec_run(p) for p in self.search_runs}
@@ -661,7 +661,7 @@ def _number(value: float | None) -> str:
 
 
 def report_markdown(summary: dict[str, Any]) -> str:
-    from eval.crossval import held_out_warning
+    from eval.classification.crossval import held_out_warning
 
     warning = held_out_warning(summary["cross_validation"], summary["names"])
     lines = [

@@ -23,7 +23,7 @@ from typing import Any
 from core.cli import bounded, parse_config, run_main
 from core.errors import InputError
 from core.io import atomic_writer
-from eval.crossval import pooled_table
+from eval.classification.crossval import pooled_table
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 # Float noise between CPUs: the README's run is float32; another CPU sums in another order, which

@@ -55,9 +55,9 @@ from core.io import (
 )
 from core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment
 from data.splits import cap_per_query, held_out_queries, queries_for_share, relevant_share
-from eval.baselines import BASELINES
-from eval.checkpoint import LABEL_SOURCES, CheckpointEvalConfig, Scorer, evaluate
-from eval.crossval import CrossValidation, cross_validate, pooled_table
+from eval.classification.baselines import BASELINES
+from eval.classification.checkpoint import LABEL_SOURCES, CheckpointEvalConfig, Scorer, evaluate
+from eval.classification.crossval import CrossValidation, cross_validate, pooled_table
 from models.builder import GraderModelConfig
 from models.state_cache import default_state_cache
 from train.recipes import recipe_for
@@ -351,8 +351,8 @@ class Study:
         test pairs (a pair validates in one fold and tests in another; the corpus statistics
         and the embedder load once)."""
         if name not in self.baseline_tables:
-            from eval.baselines import baseline_scores
-            from eval.checkpoint import corpus_texts
+            from eval.classification.baselines import baseline_scores
+            from eval.classification.checkpoint import corpus_texts
 
             pairs = {
                 (r["qid"], r["doc_id"]): r

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from eval.crossval import POOLED_COLUMNS, PREDICTIONS, OutOfFold
+from eval.classification.crossval import POOLED_COLUMNS, PREDICTIONS, OutOfFold
+from eval.human.samples import human_qrels
 from eval.report.inputs import CV_DIR, Inputs
 from eval.report.model import (
     AucDifference,
@@ -16,7 +17,6 @@ from eval.report.model import (
     PooledRow,
 )
 from eval.report.sections import Labelled, agreement_of
-from eval.search.human import human_qrels
 
 SOURCES = {"human": "human judgments", "teacher": "teacher labels"}
 # summary.json keys the page shows elsewhere; any other table it holds appears as it is.

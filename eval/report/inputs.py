@@ -14,7 +14,7 @@ from core.errors import InputError
 from core.provenance import PROVENANCE_FILE
 from core.records import label_from_grade
 from data.beir import Qrels
-from eval.search.config import SearchEvalConfig
+from eval.metrics.settings import SearchEvalConfig
 
 SEARCH_STAGE = "metric-pipeline"  # the main job's eval.search stage (stages/NAME.json)
 CV_DIR = "cv"  # the main job's cross-validation: study.json, fold-K/MODEL/predictions.jsonl
@@ -195,7 +195,7 @@ class HumanLabels:
 def read_human_pairs(path: Path) -> dict[tuple[str, str], tuple[int | None, bool]]:
     """{(qid, doc_id): (grade or None, relevant)} as eval.search reads ``--human_pairs``: a
     judgments JSONL or an eval.annotate session folder, several assessors folded into one."""
-    from eval.annotate.store import fold, read_judgments
+    from eval.human.store import fold, read_judgments
 
     records = read_judgments(path)
     labels = fold(records, "label")

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from core.provenance import environment
-from eval.ranking_agreement import left_out_note
+from eval.metrics.ranking_agreement import left_out_note
 from eval.report.inputs import HumanLabels, Inputs, read_json, read_optional
 from eval.report.model import (
     Command,
@@ -74,7 +74,7 @@ def agreement_of(pairs: list[Labelled], source: str, scope: str) -> LabelAgreeme
     from sklearn.metrics import cohen_kappa_score
 
     from core.metrics import label_metrics
-    from eval.plots import reliability_bins
+    from eval.classification.plots import reliability_bins
 
     if len(pairs) < 2:
         return None

@@ -30,10 +30,8 @@ from data.beir import (
     write_trec_qrels,
 )
 from eval.labelers import QrelsLabeler, make_labeler
-from eval.search.config import SEARCH_OUTPUTS, SearchEvalConfig, search_inputs
-from eval.search.human import read_human
-from eval.search.labelling import label_runs
-from eval.search.metrics import (
+from eval.metrics.labelling import label_runs
+from eval.metrics.retrieval import (
     compare_runs,
     inferred_qrels,
     mean_metrics,
@@ -41,6 +39,8 @@ from eval.search.metrics import (
     pooled_metrics,
     with_unretrieved,
 )
+from eval.metrics.settings import SEARCH_OUTPUTS, SearchEvalConfig, search_inputs
+from eval.search.human import read_human
 from eval.search.ppi_report import ppi_heading, ppi_table, report_ppi
 
 logger = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from benchmarks.downstream.experiment import (
     dual_label_probabilities,
     main,
 )
-from eval.downstream.reader import ReaderConfig
+from eval.labelers.reader import ReaderConfig
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -133,7 +133,7 @@ def test_downstream_end_to_end_on_tiny_models(
     def no_model(*args, **kwargs):
         raise AssertionError("a cached run loaded a model")
 
-    monkeypatch.setattr("eval.downstream.reader.make_reader", no_model)
+    monkeypatch.setattr("eval.labelers.reader.make_reader", no_model)
     monkeypatch.setattr("eval.labelers.GraderLabeler.label_many", no_model)
     monkeypatch.setattr("data.judges.backends.make_backend", no_model)
     main(args)

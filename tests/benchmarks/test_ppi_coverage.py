@@ -20,7 +20,7 @@ from benchmarks.ppi_coverage import (
 from benchmarks.ppi_coverage import main as coverage_study
 from benchmarks.ppi_coverage_summary import main as summarize
 from data.beir import read_trec_run, write_trec_qrels, write_trec_run
-from eval.search.human import human_metrics
+from eval.human.samples import human_metrics
 
 
 def _strict_json(path: Path):

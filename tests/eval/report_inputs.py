@@ -112,7 +112,7 @@ def _cross_validation(collection: Collection, run: Path, rng: random.Random) -> 
     (dataset/manifest.json), each model's test predictions per fold
     (cv/fold-K/MODEL/predictions.jsonl; the judge scores a sample) and cv/study.json, pooled by
     eval.crossval; returns the human qrels the folds are judged against."""
-    from eval.crossval import OutOfFold, PooledMetrics, cross_validate
+    from eval.classification.crossval import OutOfFold, PooledMetrics, cross_validate
 
     qids = sorted(collection.qrels)
     rng.shuffle(qids)

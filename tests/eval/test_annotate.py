@@ -88,7 +88,7 @@ def judging_for(tmp_path: Path, *extra: str, labels: bool = True):
     from core.cli import parse_config
     from eval.annotate.__main__ import AnnotateConfig, labeler_labels, resolve
     from eval.annotate.app import Judging
-    from eval.annotate.store import JudgmentStore, write_session
+    from eval.human.store import JudgmentStore, write_session
 
     inputs = make_inputs(tmp_path)
     (config,) = parse_config([AnnotateConfig], annotate_args(inputs, tmp_path / "out", *extra))
@@ -128,7 +128,7 @@ def test_the_pool_holds_each_top_k_hit_once_in_an_order_that_does_not_reveal_the
 
 
 def test_judgments_are_durable_folded_and_undone_by_an_appended_line(tmp_path: Path):
-    from eval.annotate.store import QRELS_FILE, JudgmentStore, fold, read_judgments
+    from eval.human.store import QRELS_FILE, JudgmentStore, fold, read_judgments
 
     def record(assessor: str, doc: str, grade: int, **extra) -> dict:
         base = {"qid": "q1", "query": "axon", "doc_id": doc, "text": "t", "assessor": assessor}
@@ -178,7 +178,7 @@ def test_judgments_are_durable_folded_and_undone_by_an_appended_line(tmp_path: P
 def test_a_judgment_whose_newline_was_lost_is_kept_when_the_session_starts(tmp_path: Path):
     """A hand edit or a merge that drops the final newline once cost the last judgment: the
     appender cut it when the server started."""
-    from eval.annotate.store import JudgmentStore, read_judgments
+    from eval.human.store import JudgmentStore, read_judgments
 
     line = {"qid": "q1", "query": "axon", "doc_id": "d1", "text": "t", "grade": 3}
     (tmp_path / "judgments.jsonl").write_text(json.dumps(line | {"assessor": "alice"}))
@@ -190,7 +190,7 @@ def test_a_judgment_whose_newline_was_lost_is_kept_when_the_session_starts(tmp_p
 
 
 def test_cannot_tell_and_judge_later_are_recorded_but_never_read_as_grades(tmp_path: Path):
-    from eval.annotate.store import JudgmentStore, as_qrels, fold, read_judgments
+    from eval.human.store import JudgmentStore, as_qrels, fold, read_judgments
 
     base = {"qid": "q1", "query": "axon", "text": "t", "assessor": "alice", "seconds": 2.0}
     store = JudgmentStore(tmp_path)
@@ -434,7 +434,7 @@ def test_bad_input_is_one_line_and_exit_2_before_the_server_starts(tmp_path: Pat
     assert code == 2 and f"127.0.0.1:{port} cannot be used" in err and len(err.splitlines()) == 1
     assert not out.exists()  # nothing written before the server would start
     # An output folder of another corpus.
-    from eval.annotate.store import new_session, write_session
+    from eval.human.store import new_session, write_session
 
     other = tmp_path / "other-corpus.jsonl"
     other.write_text('{"_id": "x", "text": "y"}\n')
@@ -447,7 +447,7 @@ def test_two_assessors_get_cohens_kappa_and_the_disagreements(tmp_path: Path, ca
     from sklearn.metrics import cohen_kappa_score
 
     from eval.annotate.agreement import main
-    from eval.annotate.store import JudgmentStore
+    from eval.human.store import JudgmentStore
 
     alice = [3, 2, 0, 1, 0, 2, 3, 0, 1, 2]
     bob = [3, 1, 0, 1, 0, 2, 2, 0, 0, 3]
@@ -480,7 +480,7 @@ def test_two_assessors_get_cohens_kappa_and_the_disagreements(tmp_path: Path, ca
 def judged_session(tmp_path: Path, draw_args: list[str], complete: bool = True) -> dict:
     """A draw over 12 queries, its judging session, and (``complete``) a grade for every hit, as
     the page would leave them; the labeler's judgments of both runs' top 5 for eval.search."""
-    from eval.ppi import main as draw
+    from eval.human.draw import main as draw
 
     inputs = make_inputs(tmp_path, queries=12)
     draw([*draw_args, "--labels", str(tmp_path / "labels"), "--out", str(tmp_path / "draw.json")])
@@ -503,7 +503,7 @@ def judging_for_inputs(tmp_path: Path, inputs: dict[str, Path], *extra: str):
     from core.cli import parse_config
     from eval.annotate.__main__ import AnnotateConfig, resolve
     from eval.annotate.app import Judging
-    from eval.annotate.store import JudgmentStore, write_session
+    from eval.human.store import JudgmentStore, write_session
 
     (config,) = parse_config([AnnotateConfig], annotate_args(inputs, tmp_path / "out", *extra))
     session, corpus, queries = resolve(config)
@@ -595,7 +595,7 @@ def test_search_estimates_relevant_shares_from_a_stratified_draw_of_hits(tmp_pat
 def test_one_assessor_giving_a_hit_twice_keeps_the_last_with_a_warning_and_assessors_fold(
     tmp_path: Path, caplog
 ):
-    from eval.annotate.store import fold, read_judgments
+    from eval.human.store import fold, read_judgments
 
     def line(assessor: str, grade: int) -> str:
         base = {"qid": "q1", "query": "axon", "doc_id": "d1", "text": "t", "grade": grade}
@@ -612,7 +612,7 @@ def test_one_assessor_giving_a_hit_twice_keeps_the_last_with_a_warning_and_asses
 
 def test_a_second_server_on_one_session_is_refused_naming_the_first(tmp_path: Path, capsys):
     from eval.annotate.__main__ import main
-    from eval.annotate.store import LOCK_FILE, hold_session
+    from eval.human.store import LOCK_FILE, hold_session
 
     inputs = make_inputs(tmp_path)
     out = tmp_path / "out"
@@ -634,7 +634,7 @@ def test_a_second_server_on_one_session_is_refused_naming_the_first(tmp_path: Pa
 def test_a_restart_with_out_alone_keeps_the_sessions_assessors_labels_and_modes(tmp_path: Path):
     from core.cli import parse_config
     from eval.annotate.__main__ import AnnotateConfig, resolve
-    from eval.annotate.store import JudgmentStore, read_session, write_session
+    from eval.human.store import JudgmentStore, read_session, write_session
 
     inputs = make_inputs(tmp_path)
     out = tmp_path / "out"
@@ -718,7 +718,7 @@ def test_hits_judged_twice_among_hits_judged_once_keep_one_assessors_grade(caplo
     """Folding the lower of two grades where only some hits are double-judged would make the
     estimand a mixture (a systematically lower grade on those hits): each keeps one assessor's."""
     from core.records import Judgment
-    from eval.annotate.store import fold
+    from eval.human.store import fold
 
     def record(doc: str, assessor: str, grade: int) -> Judgment:
         fields = {"qid": "q1", "query": "axon", "doc_id": doc, "text": "t", "grade": grade}
@@ -739,7 +739,7 @@ def test_the_page_shows_the_width_the_graded_queries_reach_and_the_queries_left(
     them and the queries a 0.1 width needs; from people's grades only (no labeler in it)."""
     from eval.annotate.__main__ import first_run_rankings
     from eval.annotate.app import JudgeIn
-    from eval.annotate.store import read_session
+    from eval.human.store import read_session
 
     judging, _ = judging_for(tmp_path, "--queries", "q1", "q2", "q3", "q4", labels=False)
     session = read_session(tmp_path / "out")

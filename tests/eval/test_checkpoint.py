@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eval.checkpoint import CheckpointEvalConfig, evaluate
+from eval.classification.checkpoint import CheckpointEvalConfig, evaluate
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -139,7 +139,7 @@ def test_bad_input_is_reported_clearly(tmp_path: Path):
 
 @pytest.mark.slow
 def test_compare_builds_one_table_in_three_formats(splits, tmp_path: Path, tiny_model_dir: Path):
-    from eval.compare import CompareConfig, compare
+    from eval.classification.compare import CompareConfig, compare
 
     paths = []
     for name in ("a", "b"):
@@ -208,7 +208,7 @@ def test_a_baseline_needs_validation_pairs_and_one_source():
 
 
 def test_compare_flags_a_model_that_does_not_beat_the_baselines():
-    from eval.compare import comparison_rows, to_markdown
+    from eval.classification.compare import comparison_rows, to_markdown
 
     def result(name: str, auc: float, baseline: str | None = None) -> dict:
         metrics = {"pairs": 10, "roc_auc": auc, "f1": 0.5, "threshold": 0.5}
@@ -236,7 +236,7 @@ def test_compare_flags_a_model_that_does_not_beat_the_baselines():
 def test_compare_names_every_result_it_leaves_out_and_why(tmp_path: Path, capsys):
     """A grader evaluated with --labels both and a baseline evaluated as the docs show (no
     --qrels: teacher labels only): --labels human dropped the baseline row without a word."""
-    from eval.compare import main
+    from eval.classification.compare import main
 
     def write(name: str, labels: tuple[str, ...], baseline: str | None = None) -> str:
         metrics = {"pairs": 10, "roc_auc": 0.8, "f1": 0.5, "threshold": 0.5}
@@ -323,14 +323,14 @@ def test_a_graded_grader_is_also_scored_on_its_grades(
 
 def test_bm25_scores_a_query_without_an_indexable_word_zero_instead_of_crashing():
     """A query with no indexable word ("v 0": one-letter words) was an IndexError inside bm25s."""
-    from eval.baselines import bm25_scores
+    from eval.classification.baselines import bm25_scores
 
     scores = bm25_scores(["v 0", "axon terminal"], ["axon terminals", "axon terminals"])
     assert scores[0] == 0.0 and scores[1] > 0
 
 
 def test_a_baselines_default_out_never_replaces_the_graders():
-    from eval.checkpoint import CheckpointEvalConfig
+    from eval.classification.checkpoint import CheckpointEvalConfig
 
     grader = CheckpointEvalConfig(model="runs/grader")
     baseline = CheckpointEvalConfig(baseline="bm25", calibration_data="val.jsonl")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-import eval.coverage as coverage
-from eval.ppi import estimate_metric
+import eval.human.coverage as coverage
+from eval.human.ppi import estimate_metric
 from eval.search.ppi_report import ppi_table
 
 TABLE = {

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eval.design import (
+from eval.human.design import (
     Design,
     Stratum,
     allocate,
@@ -23,7 +23,7 @@ from eval.design import (
     unit_signals,
     write_design,
 )
-from eval.ppi import draw_queries
+from eval.human.draw import draw_queries
 
 
 def every_sample(strata: list[list[str]], sizes: list[int]):
@@ -166,7 +166,7 @@ def test_signals_come_from_the_labelers_per_query_output():
 
 
 def test_the_draw_command_records_its_design_and_needs_labels_to_stratify(tmp_path: Path, capsys):
-    from eval.ppi import main as draw
+    from eval.human.draw import main as draw
     from tests.eval.test_annotate import make_inputs
 
     inputs = make_inputs(tmp_path, queries=12)

@@ -14,9 +14,9 @@ import pytest
 from scipy import stats
 
 from data.beir import read_qrels, read_trec_run, write_trec_qrels
-from eval.ppi import (
+from eval.human.draw import draw_queries
+from eval.human.ppi import (
     classical_mean,
-    draw_queries,
     effective_queries,
     estimate_metric,
     power_tuned_lambda,
@@ -128,7 +128,7 @@ def test_a_target_width_the_run_cannot_reach_is_refused_with_the_width_it_can(
     tmp_path: Path, capsys
 ):
     from data.beir import write_trec_run
-    from eval.ppi import DrawConfig, draw
+    from eval.human.draw import DrawConfig, draw
 
     write_trec_run(tmp_path / "run.trec", {f"q{i}": {"d": 1.0} for i in range(43)})
     pilot = _pilot(tmp_path / "metrics.json", width=0.3, n=10)  # 0.1 needs 10 * 3^2 = 90
@@ -247,7 +247,7 @@ def test_search_reports_ppi_estimates_from_a_judged_subset(adi_dir: Path, tmp_pa
 
 
 def test_a_corpus_given_as_the_run_is_refused_not_drawn_as_queries(adi_dir: Path, tmp_path: Path):
-    from eval.ppi import DrawConfig, draw
+    from eval.human.draw import DrawConfig, draw
 
     with pytest.raises(ValueError, match=r"run: .*corpus.jsonl is a corpus \(documents, not"):
         draw(DrawConfig(run=str(adi_dir / "corpus.jsonl"), n=5))
@@ -357,7 +357,7 @@ def test_a_pilot_without_width_cannot_size_a_draw():
 
 def test_the_draw_says_how_many_hits_it_asks_people_to_judge(tmp_path: Path, capsys):
     from data.beir import write_trec_run
-    from eval.ppi import main as draw_main
+    from eval.human.draw import main as draw_main
 
     run = {f"q{i}": {f"d{j}": float(-j) for j in range(12)} for i in range(30)}
     write_trec_run(tmp_path / "run.trec", run)
@@ -369,7 +369,7 @@ def test_the_draw_says_how_many_hits_it_asks_people_to_judge(tmp_path: Path, cap
 def test_a_spread_left_by_rounding_is_no_spread():
     """A tuned λ that fits the judged values exactly leaves ~1e-17, not a variance (it gave
     zero-width intervals in 4 of 3,000 draws of the coverage study)."""
-    from eval.ppi import no_spread
+    from eval.human.ppi import no_spread
 
     assert no_spread(np.array([1 / 3, 1 / 3 + 1e-17, 1 / 3]))
     assert not no_spread(np.array([0.30, 0.31]))

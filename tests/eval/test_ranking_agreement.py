@@ -62,7 +62,7 @@ def test_pairs_the_reference_could_not_judge_are_left_out_counted_and_named(
 ):
     """The README's own-corpus run stopped at its last stage on the first unusable reply
     ('no judgment for query ...'); now those pairs leave every run and the count is reported."""
-    from eval.ranking_agreement import main
+    from eval.metrics.ranking_agreement import main
 
     runs = three_runs(adi_dir, tmp_path)
     judgments = tmp_path / "teacher.jsonl"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from core.io import sha256_file
-from eval.recalibrate import RecalibrateConfig, recalibrate
+from eval.human.recalibrate import RecalibrateConfig, recalibrate
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +104,7 @@ def test_the_judging_pages_folder_is_read_as_it_is(
     tiny_export: Path, tiny_dataset: Path, tmp_path: Path
 ):
     """Two assessors judged the same pairs on the page: one record per pair, the lower grade."""
-    from eval.annotate.store import JudgmentStore
+    from eval.human.store import JudgmentStore
 
     store = JudgmentStore(tmp_path / "judging")
     lines = (tiny_dataset / "train.jsonl").read_text().splitlines()

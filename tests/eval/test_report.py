@@ -499,7 +499,7 @@ def test_a_corpus_without_the_evaluated_documents_is_said(folders, tmp_path: Pat
 def test_a_grader_that_does_not_beat_its_baselines_is_said_first(folders):
     """The fixture's grader ties the cosine on held-out queries: the page's first note and the
     headline say the runs' metrics under its labels are not to be trusted, naming the best."""
-    from eval.crossval import held_out_warning
+    from eval.classification.crossval import held_out_warning
 
     summary = read(folders["main_job"], "summary.json")
     assert summary["cross_validation"]["beats_every_baseline"]["grader"] is False

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from data.beir import Collection, ranked, read_trec_run, write_trec_run
-from eval import rerank as rerank_module
 from eval import search as search_module
+from eval.labelers import rerank as rerank_module
 
 
 def test_metric_pipeline_reuses_the_rerank_scores(

@@ -18,7 +18,7 @@ from data.beir import (
     ranked,
 )
 from eval.labelers import Hit, HitLabel, Labeler, QrelsLabeler
-from eval.search.metric_names import JUDGED, MetricName, parse_metric, standard_metric_names
+from eval.metrics.names import JUDGED, MetricName, parse_metric, standard_metric_names
 
 
 def in_trec_eval_order(run: Run, k: int | None = None) -> Run:
@@ -354,7 +354,7 @@ def compile_ranx(k: int = 10) -> None:
     """Have ranx compile what the commands use, on a toy run: ranx compiles its metrics and tests
     with numba on first use (about 20 s on 2 cores) and keeps them in numba's cache beside it, so
     ``install.sh`` runs this once instead of a user's first evaluation paying for it."""
-    from eval.search.config import STAT_TESTS
+    from eval.metrics.settings import STAT_TESTS
 
     graded = {"q1": {"d1": 3, "d2": 0}, "q2": {"d3": 2, "d4": 1}}
     binary = {qid: {d: int(g >= 2) for d, g in docs.items()} for qid, docs in graded.items()}

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.cli import bounded, check_choices, choice
-from eval.search.metric_names import MetricName, parse_metrics, standard_metric_names
+from eval.metrics.names import MetricName, parse_metrics, standard_metric_names
 
 PRIMARY_METRIC = "ndcg@{k}"
 

@@ -16,7 +16,7 @@ from data.beir import (
     read_queries,
 )
 from eval.labelers import Hit, Labeler
-from eval.search.config import SearchEvalConfig
+from eval.metrics.settings import SearchEvalConfig
 
 
 def load_texts(config: SearchEvalConfig) -> tuple[dict, dict[str, str]]:

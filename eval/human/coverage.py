@@ -1,6 +1,6 @@
 """The measured coverage of the intervals eval.search reports, per metric and number of judged
 queries, from the coverage study on large query populations (docs/results.md, 2026-11-26;
-``eval/coverage.json`` holds its lowest PPI++ coverage per metric and n). Every interval shown to
+``eval/human/coverage.json`` holds its lowest PPI++ coverage per metric and n). Every interval shown to
 a user carries the coverage measured for its metric at its n, and a metric measured below
 :data:`COVERAGE_TARGET` is marked where it is shown: a nominal 95% is a claim, this is the
 evidence."""
@@ -18,9 +18,9 @@ COVERAGE_TARGET = 0.93
 
 @cache
 def coverage_table() -> dict[str, Any]:
-    """eval/coverage.json: {"source", "command", "confidence", "coverage": {metric: {n: c}}};
+    """eval/human/coverage.json: {"source", "command", "confidence", "coverage": {metric: {n: c}}};
     an empty table where the study has not been recorded."""
-    path = resources.files("eval").joinpath("coverage.json")
+    path = resources.files("eval.human").joinpath("coverage.json")
     if not path.is_file():
         return {"coverage": {}}
     return json.loads(path.read_text(encoding="utf-8"))

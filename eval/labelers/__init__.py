@@ -307,7 +307,7 @@ class AnswersLabeler(_GoldAnswers):
 class ERAGLabeler(_GoldAnswers):
     """eRAG: the reader answers the query from each hit alone; the answer's score against the
     gold answers (token F1 or exact match, SQuAD-normalised) is the hit's label. Answers are
-    cached and resumable (:class:`eval.downstream.reader.CachedReader`), shared by the F1 and EM labelers."""
+    cached and resumable (:class:`eval.labelers.reader.CachedReader`), shared by the F1 and EM labelers."""
 
     continuous = True
 
@@ -337,7 +337,7 @@ class ERAGLabeler(_GoldAnswers):
         import yaml
 
         from data.qa import read_answers
-        from eval.downstream.reader import CachedReader, ReaderConfig
+        from eval.labelers.reader import CachedReader, ReaderConfig
 
         config = ReaderConfig.from_yaml(path, ignore=("answers",))
         settings = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}

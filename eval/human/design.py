@@ -49,7 +49,7 @@ from scipy.special import ndtri, stdtrit
 
 from core.errors import InputError
 from core.io import fingerprint, write_json
-from eval.ppi import (
+from eval.human.ppi import (
     INTERVALS,
     UNBOUNDED,
     Interval,
