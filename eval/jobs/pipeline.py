@@ -63,7 +63,7 @@ from data.candidates import POOL_FILE, RETRIEVERS
 from data.judges.backends import BACKENDS
 from eval.classification.baselines import BASELINES
 from eval.classification.crossval import pooled_table
-from eval.metrics.ranking_agreement import left_out_note, scores_table
+from eval.metrics.ranking_agreement import RankingAgreement, left_out_note, scores_table
 from eval.metrics.retrieval import metrics_table
 from eval.search.ppi_report import ppi_table
 
@@ -575,7 +575,7 @@ class Pipeline:
     def summarise(self, seconds: float) -> dict[str, Any]:
         study = json.loads(self.path("cv", "study.json").read_text())
         search = json.loads(self.path("search", "metrics.json").read_text())
-        agreement = json.loads(self.path("agreement", "agreement.json").read_text())
+        agreement = RankingAgreement.read(self.path("agreement", RankingAgreement.FILE))
         return {
             "run_dir": str(self.root),
             "seconds": round(seconds, 1),
@@ -588,7 +588,7 @@ class Pipeline:
             "per_fold": study["per_fold"],
             "export_fold": 0,
             "search": search["mean"],
-            "agreement": agreement,
+            "agreement": agreement.model_dump(mode="json"),
             "ppi": search.get("ppi"),
             "human_all_queries": self.human_all_queries() if search.get("ppi") else None,
             "export": str(self.path("export")),
@@ -677,23 +677,21 @@ def report_markdown(summary: dict[str, Any]) -> str:
         "## Retrieval runs labelled by the grader",
         "",
     ]
-    agreement = summary["agreement"]
+    agreement = RankingAgreement.from_data(summary["agreement"], "summary.json: agreement")
     lines += [
         metrics_table(summary["search"], digits=3),
-        f"## System ranking agreement ({agreement['metric']})",
+        f"## System ranking agreement ({agreement.metric})",
         "",
         scores_table(agreement, digits=3).rstrip("\n"),
     ]
-    for spec, entry in agreement["agreement"].items():
-        lines.append(
-            f"\nKendall's τ ({spec} vs {agreement['reference']}): {entry['kendall_tau']:.3f}"
-        )
-    note = left_out_note(agreement.get("left_out"))
+    for spec, entry in agreement.agreement.items():
+        lines.append(f"\nKendall's τ ({spec} vs {agreement.reference}): {entry.kendall_tau:.3f}")
+    note = left_out_note(agreement.left_out)
     if note:
         lines.append(f"\nLeft out: {note}.")
     if summary.get("ppi"):
         ppi = summary["ppi"]
-        metric = agreement["metric"]
+        metric = agreement.metric
         truth = ", ".join(
             f"{run} {values[metric]:.3f}" for run, values in summary["human_all_queries"].items()
         )

@@ -24,6 +24,7 @@ from core.cli import bounded, parse_config, run_main
 from core.errors import InputError
 from core.io import atomic_writer
 from eval.classification.crossval import pooled_table
+from eval.metrics.ranking_agreement import RankingAgreement
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 # Float noise between CPUs: the README's run is float32; another CPU sums in another order, which
@@ -61,12 +62,11 @@ def results_table(summary: dict[str, Any]) -> str:
     queries = sum(summary["queries_per_fold"])
     ndcg = next(m for m in next(iter(summary["search"].values())) if m.startswith("ndcg@"))
     runs = ", ".join(f"{run} {values[ndcg]:.3f}" for run, values in summary["search"].items())
-    agreement = summary["agreement"]
-    reference = agreement["reference"]
-    truth = ", ".join(f"{run} {v:.3f}" for run, v in agreement["scores"][reference].items())
+    agreement = RankingAgreement.from_data(summary["agreement"], "summary.json: agreement")
+    truth = ", ".join(f"{run} {v:.3f}" for run, v in agreement.scores[agreement.reference].items())
     taus = "; ".join(
-        f"{spec.split(':')[0]} {entry['kendall_tau']:.2f}"
-        for spec, entry in agreement["agreement"].items()
+        f"{spec.split(':')[0]} {entry.kendall_tau:.2f}"
+        for spec, entry in agreement.agreement.items()
     )
     return (
         f"{summary['folds']}-fold cross-validation by query over {queries} judged queries, "
@@ -75,7 +75,7 @@ def results_table(summary: dict[str, Any]) -> str:
         + pooled_table(cross, summary["names"])
         + f"\n{ndcg} of the retrieval runs (the grader of fold {summary['export_fold']} labels "
         f"them), against the labels of the runs' pooled top k (not trec_eval on the full qrels), "
-        f"under the grader's labels: {runs}; under `{reference.split(':')[0]}` (all queries): "
+        f"under the grader's labels: {runs}; under `{agreement.reference.split(':')[0]}` (all queries): "
         f"{truth}. Kendall's τ between the two system rankings: {taus}.\n"
     )
 

@@ -25,14 +25,53 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
+from core.artifacts import Artifact
 from core.cli import parse_config, run_main
 from core.errors import InputError
-from core.io import markdown_table, write_json
+from core.io import markdown_table
 from data.beir import Run, ranked, read_named_runs
 from eval.labelers import PARTIAL_KINDS, Labeler, make_labeler
 from eval.metrics.labelling import label_runs
 from eval.metrics.retrieval import mean_metrics, pooled_metrics
 from eval.metrics.settings import SearchEvalConfig
+
+
+class LeftOut(BaseModel):
+    """The pairs of the runs' top k some labeler has no label for, by reason, and the queries
+    that lost every hit of a run."""
+
+    pairs: int
+    of_pairs: int
+    reasons: dict[str, int]
+    queries: list[str]
+    of_queries: int
+
+
+class LabelerAgreement(BaseModel):
+    kendall_tau: float
+    kendall_p: float
+    spearman_rho: float
+    ranking: list[str]  # the runs, best first, under this labeler
+
+
+class RankingAgreement(Artifact):
+    """agreement.json: each run's metric under each labeler and the reference, and each
+    labeler's agreement with the reference's system ranking."""
+
+    FILE = "agreement.json"
+    FORMAT_VERSION = 1
+    metric: str
+    reference: str
+    scores: dict[str, dict[str, float]]  # labeler -> run -> metric
+    left_out: LeftOut | None = None
+    agreement: dict[str, LabelerAgreement]
+    reference_ranking: list[str]
+
+    @classmethod
+    def upgrade(cls, data: dict[str, Any], version: int) -> dict[str, Any]:
+        return data  # version 0 (no format_version) had this shape
 
 
 @dataclass
@@ -104,7 +143,7 @@ def _condense_query(
 
 def condense(
     runs: dict[str, Run], labelers: dict[str, Labeler], k: int
-) -> tuple[dict[str, Run], dict[str, Any]]:
+) -> tuple[dict[str, Run], LeftOut]:
     """The runs without the pairs some labeler has no label for, and what was left out: the
     distinct pairs of the runs' top k by reason, and the queries that lost every hit of a run."""
     reasons: dict[tuple[str, str], str] = {}
@@ -119,28 +158,33 @@ def condense(
             del run[qid]
     counts = Counter(reasons.values())
     top_k = {(qid, d) for run in runs.values() for qid, s in run.items() for d, _ in ranked(s)[:k]}
-    left_out = {"pairs": len(reasons), "of_pairs": len(top_k), "reasons": dict(counts)}
-    return condensed, {**left_out, "queries": emptied, "of_queries": len(next(iter(runs.values())))}
+    return condensed, LeftOut(
+        pairs=len(reasons),
+        of_pairs=len(top_k),
+        reasons=dict(counts),
+        queries=emptied,
+        of_queries=len(next(iter(runs.values()))),
+    )
 
 
-def left_out_note(left_out: dict[str, Any] | None) -> str | None:
+def left_out_note(left_out: LeftOut | None) -> str | None:
     """One line on what the agreement left out (None: nothing)."""
-    if not left_out or not (left_out["pairs"] or left_out["queries"]):
+    if not left_out or not (left_out.pairs or left_out.queries):
         return None
-    reasons = ", ".join(f"{count} {why}" for why, count in sorted(left_out["reasons"].items()))
+    reasons = ", ".join(f"{count} {why}" for why, count in sorted(left_out.reasons.items()))
     note = (
-        f"{left_out['pairs']} of the {left_out['of_pairs']} pairs in the runs' top k lack a label "
+        f"{left_out.pairs} of the {left_out.of_pairs} pairs in the runs' top k lack a label "
         f"({reasons}) and are left out of every run for every labeler"
     )
-    if left_out["queries"]:
+    if left_out.queries:
         note += (
-            f"; {len(left_out['queries'])} of {left_out['of_queries']} queries lost every hit of "
-            f"a run and are left out (first: {left_out['queries'][0]!r})"
+            f"; {len(left_out.queries)} of {left_out.of_queries} queries lost every hit of "
+            f"a run and are left out (first: {left_out.queries[0]!r})"
         )
     return note
 
 
-def agreement(config: SystemAgreementConfig) -> dict[str, Any]:
+def agreement(config: SystemAgreementConfig) -> RankingAgreement:
     from scipy.stats import kendalltau, spearmanr
 
     if len(config.runs) < 2:
@@ -158,35 +202,36 @@ def agreement(config: SystemAgreementConfig) -> dict[str, Any]:
         raise InputError(f"no query keeps a labelled hit in every run: {left_out_note(left_out)}")
     reference = system_scores(config, config.reference, runs, partial.get(config.reference))
     names = sorted(runs)
-    result: dict[str, Any] = {
-        "metric": config.metric,
-        "reference": config.reference,
-        "scores": {config.reference: reference},
-        "left_out": left_out,
-    }
-    result["agreement"] = {}
+    scores, agreements = {config.reference: reference}, {}
     for spec in config.labelers:
-        scores = system_scores(config, spec, runs, partial.get(spec))
-        result["scores"][spec] = scores
-        tau = kendalltau([reference[n] for n in names], [scores[n] for n in names])
-        rho = spearmanr([reference[n] for n in names], [scores[n] for n in names])
-        result["agreement"][spec] = {
-            "kendall_tau": float(tau.statistic),
-            "kendall_p": float(tau.pvalue),
-            "spearman_rho": float(rho.statistic),
-            "ranking": sorted(names, key=lambda n: -scores[n]),
-        }
-    result["reference_ranking"] = sorted(names, key=lambda n: -reference[n])
-    write_json(Path(config.out) / "agreement.json", result)
+        scores[spec] = system_scores(config, spec, runs, partial.get(spec))
+        ours = [scores[spec][n] for n in names]
+        tau = kendalltau([reference[n] for n in names], ours)
+        rho = spearmanr([reference[n] for n in names], ours)
+        agreements[spec] = LabelerAgreement(
+            kendall_tau=float(tau.statistic),
+            kendall_p=float(tau.pvalue),
+            spearman_rho=float(rho.statistic),
+            ranking=sorted(names, key=lambda n, s=scores[spec]: -s[n]),
+        )
+    result = RankingAgreement(
+        metric=config.metric,
+        reference=config.reference,
+        scores=scores,
+        left_out=left_out,
+        agreement=agreements,
+        reference_ranking=sorted(names, key=lambda n: -reference[n]),
+    )
+    result.write(Path(config.out) / RankingAgreement.FILE)
     return result
 
 
-def scores_table(result: dict[str, Any], digits: int = 4) -> str:
+def scores_table(result: RankingAgreement, digits: int = 4) -> str:
     """Each run's metric under each labeler, in the reference's order (Markdown)."""
-    labelers = list(result["scores"])
+    labelers = list(result.scores)
     rows = [
-        [run, *(f"{result['scores'][spec][run]:.{digits}f}" for spec in labelers)]
-        for run in result["reference_ranking"]
+        [run, *(f"{result.scores[spec][run]:.{digits}f}" for spec in labelers)]
+        for run in result.reference_ranking
     ]
     return markdown_table(["run", *labelers], rows)
 
@@ -194,15 +239,15 @@ def scores_table(result: dict[str, Any], digits: int = 4) -> str:
 def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([SystemAgreementConfig], args)
     result = agreement(config)
-    note = left_out_note(result["left_out"])
+    note = left_out_note(result.left_out)
     if note:
         print(f"note: {note}")
     print(scores_table(result), end="")
     print(f"wrote {Path(config.out) / 'agreement.json'}")
-    for spec, entry in result["agreement"].items():
+    for spec, entry in result.agreement.items():
         print(
-            f"{spec}: Kendall's τ = {entry['kendall_tau']:.3f} (p = {entry['kendall_p']:.2g}) "
-            f"vs {config.reference} (Spearman's ρ = {entry['spearman_rho']:.3f})"
+            f"{spec}: Kendall's τ = {entry.kendall_tau:.3f} (p = {entry.kendall_p:.2g}) "
+            f"vs {config.reference} (Spearman's ρ = {entry.spearman_rho:.3f})"
         )
 
 

@@ -14,6 +14,7 @@ from core.errors import InputError
 from core.provenance import PROVENANCE_FILE
 from core.records import label_from_grade
 from data.beir import Qrels
+from eval.metrics.ranking_agreement import RankingAgreement
 from eval.metrics.settings import SearchEvalConfig
 
 SEARCH_STAGE = "metric-pipeline"  # the main job's eval.search stage (stages/NAME.json)
@@ -48,7 +49,7 @@ class Inputs:
     study: dict[str, Any] | None = None  # its cross-validation (cv/study.json)
     manifest: dict[str, Any] | None = None  # its folds (dataset/manifest.json)
     job_config: dict[str, Any] | None = None
-    agreement: dict[str, Any] | None = None
+    agreement: RankingAgreement | None = None
     stage_commands: dict[str, str] = field(default_factory=dict)
 
     def resolve(self, path: str | None) -> Path | None:
@@ -158,7 +159,8 @@ def read_inputs(folder: str | Path) -> Inputs:
         inputs.study = read_optional(root / CV_DIR / "study.json")
         inputs.manifest = read_optional(root / "dataset" / "manifest.json")
         inputs.job_config = read_optional(root / "config.json")
-        inputs.agreement = read_optional(root / "agreement" / "agreement.json")
+        path = root / "agreement" / RankingAgreement.FILE
+        inputs.agreement = RankingAgreement.read(path) if path.is_file() else None
         inputs.stage_commands = _stage_commands(root)
         if evaluated is None:
             inputs.base = _job_base(root, inputs.job_config)

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, is_dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from core.provenance import environment
-from eval.metrics.ranking_agreement import left_out_note
-from eval.report.inputs import HumanLabels, Inputs, read_json, read_optional
+from eval.metrics.ranking_agreement import RankingAgreement, left_out_note
+from eval.report.inputs import HumanLabels, Inputs, read_optional
 from eval.report.model import (
     Command,
     Headline,
@@ -141,12 +140,12 @@ def ranking(inputs: Inputs, headline: Headline, agreement_path: str | None) -> R
     and the PPI++ estimates where human judgments exist) and Kendall's τ with the reference."""
     if len(headline.runs) < 2:
         return None
-    agreement = read_json(Path(agreement_path)) if agreement_path else inputs.agreement
+    agreement = RankingAgreement.read(agreement_path) if agreement_path else inputs.agreement
     if agreement:
-        metric, reference = agreement["metric"], agreement["reference"]
-        scores = {spec: dict(values) for spec, values in agreement["scores"].items()}
+        metric, reference = agreement.metric, agreement.reference
+        scores = {spec: dict(values) for spec, values in agreement.scores.items()}
         source = "eval.ranking_agreement (every labeler labels every run's top k)"
-        if note := left_out_note(agreement.get("left_out")):
+        if note := left_out_note(agreement.left_out):
             source = f"{source}. {note}"
     else:
         metric, reference = headline.primary, None

@@ -219,20 +219,25 @@ def make_main_job_folder(search: Path, adi: Path, root: Path) -> Path:
         "qrels:HUMAN": {r: 0.4 + i / 10 for i, r in enumerate(mean)},
         "judgments:LABELER": {r: 0.9 - i / 10 for i, r in enumerate(mean)},
     }
-    write_json(
-        run / "agreement" / "agreement.json",
-        {
-            "metric": f"ndcg@{K}",
-            "reference": "qrels:HUMAN",
-            "scores": scores,
-            "agreement": {"judgments:LABELER": {"kendall_tau": -1.0}},
-            "left_out": {
-                "pairs": 3,
-                "of_pairs": 40,
-                "reasons": {"judgments:LABELER: an unusable reply": 3},
-                "queries": [],
-                "of_queries": 8,
-            },
+    from eval.metrics.ranking_agreement import LabelerAgreement, LeftOut, RankingAgreement
+
+    ranking = sorted(scores["judgments:LABELER"], key=lambda r: -scores["judgments:LABELER"][r])
+    RankingAgreement(
+        metric=f"ndcg@{K}",
+        reference="qrels:HUMAN",
+        scores=scores,
+        agreement={
+            "judgments:LABELER": LabelerAgreement(
+                kendall_tau=-1.0, kendall_p=0.02, spearman_rho=-1.0, ranking=ranking
+            )
         },
-    )
+        left_out=LeftOut(
+            pairs=3,
+            of_pairs=40,
+            reasons={"judgments:LABELER: an unusable reply": 3},
+            queries=[],
+            of_queries=8,
+        ),
+        reference_ranking=sorted(scores["qrels:HUMAN"], key=lambda r: -scores["qrels:HUMAN"][r]),
+    ).write(run / "agreement" / RankingAgreement.FILE)
     return run

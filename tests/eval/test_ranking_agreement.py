@@ -62,7 +62,7 @@ def test_pairs_the_reference_could_not_judge_are_left_out_counted_and_named(
 ):
     """The README's own-corpus run stopped at its last stage on the first unusable reply
     ('no judgment for query ...'); now those pairs leave every run and the count is reported."""
-    from eval.metrics.ranking_agreement import main
+    from eval.metrics.ranking_agreement import RankingAgreement, main
 
     runs = three_runs(adi_dir, tmp_path)
     judgments = tmp_path / "teacher.jsonl"
@@ -76,21 +76,21 @@ def test_pairs_the_reference_could_not_judge_are_left_out_counted_and_named(
             "--out", str(tmp_path / "agreement"),
         ]
     )  # fmt: skip
-    result = json.loads((tmp_path / "agreement" / "agreement.json").read_text())
-    left_out = result["left_out"]
-    assert left_out["pairs"] == counts["error"] + counts["absent"]
-    assert left_out["of_pairs"] == counts["pairs"]
-    assert left_out["reasons"] == {
+    result = RankingAgreement.read(tmp_path / "agreement" / "agreement.json")
+    left_out = result.left_out
+    assert left_out.pairs == counts["error"] + counts["absent"]
+    assert left_out.of_pairs == counts["pairs"]
+    assert left_out.reasons == {
         f"{reference}: unusable reply": counts["error"],
         f"{reference}: not judged": counts["absent"],
     }
-    assert left_out["queries"] == ["1"]  # every hit of query 1 was an unusable reply
+    assert left_out.queries == ["1"]  # every hit of query 1 was an unusable reply
     # The qrels labeler scores the same condensed lists, so it ranks the systems as the
     # reference does, and the good run comes first.
-    assert result["agreement"][f"qrels:{adi_dir / 'qrels.tsv'}"]["kendall_tau"] == 1.0
-    assert result["reference_ranking"] == ["good", "middling", "bad"]
+    assert result.agreement[f"qrels:{adi_dir / 'qrels.tsv'}"].kendall_tau == 1.0
+    assert result.reference_ranking == ["good", "middling", "bad"]
     out = capsys.readouterr().out
-    assert f"note: {left_out['pairs']} of the {counts['pairs']} pairs in the runs' top k" in out
+    assert f"note: {left_out.pairs} of the {counts['pairs']} pairs in the runs' top k" in out
     assert "1 of 35 queries lost every hit of a run" in out
 
 

@@ -241,8 +241,8 @@ def test_system_ranking_agreement_is_perfect_for_identical_labels(adi_dir: Path,
             out=str(tmp_path / "agr"),
         )
     )
-    assert result["agreement"][f"judgments:{judgments}"]["kendall_tau"] == pytest.approx(1.0)
-    assert result["reference_ranking"][0] == "bm25"
+    assert result.agreement[f"judgments:{judgments}"].kendall_tau == pytest.approx(1.0)
+    assert result.reference_ranking[0] == "bm25"
 
 
 def test_an_unknown_stat_test_is_refused_before_any_labelling(tmp_path: Path):

@@ -1,0 +1,70 @@
+"""Typed files between stages: each file one stage writes and another reads is one pydantic
+model with a format version, used to write it and to read it (HF's ``TrainerState``, ranx's
+``Report``), so that readers take attributes rather than walk string keys, and a file of another
+release is read or refused in one line.
+
+Reading a file of an older version runs the model's :meth:`Artifact.upgrade` from that version;
+a newer one is refused (this release cannot know what changed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from core.errors import InputError
+from core.io import write_json
+
+
+class Artifact(BaseModel):
+    """A file between stages. Subclasses set ``FILE`` (its usual name) and ``FORMAT_VERSION``."""
+
+    model_config = ConfigDict(extra="forbid")
+    FILE: ClassVar[str]
+    FORMAT_VERSION: ClassVar[int]
+    format_version: int = 0
+
+    def model_post_init(self, context: Any) -> None:
+        self.format_version = self.FORMAT_VERSION  # what this release writes
+
+    @classmethod
+    def upgrade(cls, data: dict[str, Any], version: int) -> dict[str, Any]:
+        """``data`` of an older ``version`` in this version's shape; refused unless a subclass
+        knows the way."""
+        raise InputError(
+            f"{cls.FILE}: format version {version} is older than this release reads "
+            f"({cls.FORMAT_VERSION}); re-run the stage that wrote it"
+        )
+
+    @classmethod
+    def from_data(cls, data: Any, where: str) -> Any:
+        if not isinstance(data, dict):
+            raise InputError(f"{where}: expected a JSON object, got {type(data).__name__}")
+        version = data.get("format_version", 0)
+        if not isinstance(version, int) or version > cls.FORMAT_VERSION:
+            raise InputError(
+                f"{where}: format version {version!r} is newer than this release reads "
+                f"({cls.FORMAT_VERSION}); upgrade relevance-grader to read it"
+            )
+        if version < cls.FORMAT_VERSION:
+            data = cls.upgrade(dict(data), version)
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            field = ".".join(map(str, error["loc"])) or "(file)"
+            raise InputError(f"{where}: {field}: {error['msg']}") from None
+
+    @classmethod
+    def read(cls, path: str | Path) -> Any:
+        """The file at ``path``; one line naming it and the field where it does not fit."""
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise InputError(f"{path}: not JSON ({exc})") from None
+        return cls.from_data(data, str(path))
+
+    def write(self, path: str | Path) -> None:
+        write_json(Path(path), self.model_dump(mode="json"))
