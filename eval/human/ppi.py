@@ -23,12 +23,8 @@ get Hoeffding's interval; a PPI++ estimate outside the range, or a rectifier wit
 the human-only interval, said in ``method``. What coverage these intervals reach at which n is
 measured, per metric, in docs/results.md (``eval.human.coverage`` carries the table).
 
-    python -m eval.ppi --run runs/main/candidates/bm25.trec --n 20 --seed 0   # queries to judge
-    # strata by the labeler's uncertainty, more judgments where it is least sure (eval.human.design)
-    python -m eval.ppi --labels runs/search --design neyman --n 20 --out runs/judging/draw.json
-
-A draw written with ``--out`` records its design; ``eval.annotate`` serves its units and
-``eval.search --human`` / ``--human_pairs`` use the estimator valid under it.
+The draw of the queries to judge (``python -m eval.ppi``) is :mod:`eval.human.draw`; the
+estimators under a stratified design are :mod:`eval.human.design`.
 """
 
 from __future__ import annotations
