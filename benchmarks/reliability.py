@@ -46,6 +46,7 @@ from typing import Any
 from benchmarks.replays_judging import CASE_TABLE_JUDGING, make_judging_files
 from benchmarks.replays_judging import REPLAYS as JUDGING_REPLAYS
 from benchmarks.replays_teacher_api import REPLAYS as TEACHER_API_REPLAYS
+from core.errors import InputError
 from core.io import markdown_table
 from data import COLLECTIONS
 from models.assets import TINY_TOKENIZER
@@ -580,7 +581,7 @@ def replay_folder_not_replaceable(root: Path) -> None:
     try:
         with io_module.replace_folder(out) as staging:
             (staging / "train.jsonl").write_text("{}\n")
-    except OSError as exc:
+    except InputError as exc:  # the user's to act on: one line naming where the result is
         staged = Path(str(exc).split("complete in ")[-1].split(":")[0])
         assert (staged / "train.jsonl").exists(), f"the message does not say where: {exc}"
         return
@@ -827,8 +828,8 @@ def replay_agreement_unjudged_pairs(root: Path) -> None:
             out=str(root / "agreement"),
         )
     )
-    left_out, unusable = result["left_out"], sum("error" in r for r in records)
-    assert left_out["reasons"] == {f"{teacher}: unusable reply": unusable}, left_out
+    left_out, unusable = result.left_out, sum("error" in r for r in records)
+    assert left_out is not None and left_out.reasons == {f"{teacher}: unusable reply": unusable}
 
 
 def replay_compare_leaves_out_loudly(root: Path) -> None:
