@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from core.cli import check_choices, choice, cli_args, parse_config, run_main, split_flags
+from core.cli import check_choices, choice, parse_config, run_main, split_flags
 from core.errors import InputError
 from core.io import (
     atomic_writer,
@@ -373,23 +373,33 @@ class Study:
         return lambda records: np.array([table[(r.qid, r.doc_id)] for r in records])
 
     def train_grader(self, train_config: str, data: Path, grader: Path) -> tuple[Path, Any]:
+        """Train one fold's grader from one config file: the recipe's YAML with this fold's
+        values (typed, never flags), written beside the checkpoint, which the training reads in
+        this process or, under a launcher, in its own; --train_args, the user's flags, last."""
+        import yaml
+
         from train.recipes import TrainingSettings
         from train.train import DataConfig, GraderTrainingArguments, LossConfig, train
 
         c = self.config
-        overrides = cli_args(
-            dataset=data,
-            output_dir=grader,
+        values = yaml.safe_load(Path(train_config).read_text(encoding="utf-8")) or {}
+        values.update(
+            dataset=str(data),
+            output_dir=str(grader),
             model_name_or_path=c.student,
             max_length=c.max_length,
             report_to="none",
             seed=c.seed,
             save_strategy="no",
             load_best_model_at_end=False,
-            state_cache=self.state_cache,
             disable_tqdm=True,
         )
-        args = ["--config", train_config, *overrides, *c.train_args]
+        if self.state_cache is not None:
+            values["state_cache"] = str(self.state_cache)
+        fold_config = grader.parent / f"{grader.name}-training.yaml"
+        fold_config.parent.mkdir(parents=True, exist_ok=True)
+        fold_config.write_text(yaml.safe_dump(values, sort_keys=False), encoding="utf-8")
+        args = ["--config", str(fold_config), *c.train_args]
         parsed = parse_config(
             [GraderModelConfig, DataConfig, LossConfig, GraderTrainingArguments], args
         )

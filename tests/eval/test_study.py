@@ -151,6 +151,13 @@ def test_study_end_to_end_on_a_tiny_model(tiny_model_dir: Path, trec_dl_dir: Pat
             result = json.loads((root / f"fold-{fold}" / model / "metrics.json").read_text())
             assert result["pairs"] == len(pairs)
     assert set(summary["models"]) == {"bm25", "top", "ql", "judge"}
+    # Each fold trains from one config file (typed values, no flag strings), kept beside it.
+    import yaml
+
+    trained = yaml.safe_load((root / "fold-0" / "top" / "grader-training.yaml").read_text())
+    assert trained["model_name_or_path"] == str(tiny_model_dir) and trained["max_length"] == 256
+    assert trained["state_cache"] == str(tmp_path / "states") and trained["report_to"] == "none"
+    assert trained["output_dir"] == str(root / "fold-0" / "top" / "grader")
     assert summary["models"]["top"]["beats_baselines_in_folds"].endswith("/2")
     assert {p["share"] for p in summary["learning_curve"]} == {0.5, 1.0}
     assert (root / "study.md").exists() and (root / "study_auc.png").exists()
