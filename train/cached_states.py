@@ -85,8 +85,8 @@ class GraderTop(DecoderTop):
 
 
 def resolve_state_dtype(name: str, device: torch.device | str) -> torch.dtype:
-    """``auto``: bf16 where it is fast (GPU, CPU with bf16 instructions), else float32; or a dtype
-    by name."""
+    """``auto``: the inference dtype (bf16 on a GPU, float32 on a CPU unless
+    ``RELEVANCE_GRADER_CPU_DTYPE`` says otherwise); or a dtype by name."""
     from models.resolve import inference_dtype
 
     return inference_dtype(device) if name == "auto" else getattr(torch, name)

@@ -107,7 +107,8 @@ class GraderTrainingArguments(TrainingArguments):
     state_dtype: str = choice(
         "auto",
         STATE_DTYPES,
-        "Dtype of the cached-state pass (auto: bf16 on GPU and on CPUs with bf16 instructions).",
+        "Dtype of the cached-state pass (auto: bf16 on a GPU; float32 on a CPU unless "
+        "RELEVANCE_GRADER_CPU_DTYPE says otherwise).",
     )
     state_cache: str | None = field(
         default=None,
