@@ -22,7 +22,7 @@ def tiny_export(tiny_grader_dir: Path, tmp_path_factory: pytest.TempPathFactory)
 
 @pytest.mark.slow
 def test_the_copy_carries_the_refitted_threshold_and_the_same_weights(
-    tiny_export: Path, tiny_dataset: Path, tmp_path: Path
+    tiny_export: Path, tiny_dataset: Path, tmp_path: Path, capsys
 ):
     from models.grader import Grader
 
@@ -34,6 +34,8 @@ def test_the_copy_carries_the_refitted_threshold_and_the_same_weights(
     )
     assert set(report["fit_queries"]).isdisjoint(report["held_out_queries"])
     assert report["before"]["pairs"] == report["after"]["pairs"] > 0
+    shown = capsys.readouterr()  # the long scoring pass says what it does and shows progress
+    assert "judged pairs with" in shown.out and "scoring: 100%" in shown.err
     assert report["round_trip_max_abs_difference"] <= 1e-4
     description = json.loads((out / "config.json").read_text())["grader"]
     assert description["threshold"] == report["after"]["threshold"]
