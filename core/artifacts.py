@@ -67,4 +67,5 @@ class Artifact(BaseModel):
         return cls.from_data(data, str(path))
 
     def write(self, path: str | Path) -> None:
-        write_json(Path(path), self.model_dump(mode="json"))
+        # Fields left at None are left out, as the files were written before they were typed.
+        write_json(Path(path), self.model_dump(mode="json", exclude_none=True))

@@ -65,6 +65,7 @@ from eval.classification.baselines import BASELINES
 from eval.classification.crossval import pooled_table
 from eval.metrics.ranking_agreement import RankingAgreement, left_out_note, scores_table
 from eval.metrics.retrieval import metrics_table
+from eval.metrics.settings import SearchMetrics
 from eval.search.ppi_report import ppi_table
 
 logger = logging.getLogger(__name__)
@@ -574,23 +575,23 @@ class Pipeline:
 
     def summarise(self, seconds: float) -> dict[str, Any]:
         study = json.loads(self.path("cv", "study.json").read_text())
-        search = json.loads(self.path("search", "metrics.json").read_text())
+        search = SearchMetrics.read(self.path("search", SearchMetrics.FILE))
         agreement = RankingAgreement.read(self.path("agreement", RankingAgreement.FILE))
         return {
             "run_dir": str(self.root),
             "seconds": round(seconds, 1),
             "stage_seconds": self.timings,
-            "scoring_dtype": search.get("scoring_dtype"),  # as its stages scored
+            "scoring_dtype": search.scoring_dtype,  # as its stages scored
             "folds": study["folds"],
             "queries_per_fold": study["queries_per_fold"],
             "names": self.row_names(),
             "cross_validation": study["cross_validation"],
             "per_fold": study["per_fold"],
             "export_fold": 0,
-            "search": search["mean"],
-            "agreement": agreement.model_dump(mode="json"),
-            "ppi": search.get("ppi"),
-            "human_all_queries": self.human_all_queries() if search.get("ppi") else None,
+            "search": search.mean,
+            "agreement": agreement.model_dump(mode="json", exclude_none=True),
+            "ppi": search.ppi,
+            "human_all_queries": self.human_all_queries() if search.ppi else None,
             "export": str(self.path("export")),
         }
 

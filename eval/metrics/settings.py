@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from pydantic import ConfigDict, field_validator
+
+from core.artifacts import Artifact
 from core.cli import bounded, check_choices, choice
 from eval.metrics.names import MetricName, parse_metrics, standard_metric_names
 
@@ -128,3 +132,31 @@ def search_inputs(config: SearchEvalConfig) -> list[tuple[str, str | None]]:
         ("human_pairs", config.human_pairs),
         ("labeler", labeler_path if Path(labeler_path).exists() else None),
     ]
+
+
+class SearchMetrics(Artifact):
+    """metrics.json, eval.search's result: each run's mean metrics, the paired tests and the
+    PPI++ estimates. The tests (ranx's report) and the PPI++ record keep their own open shapes."""
+
+    # Fields of earlier releases that no reader uses are passed over, not refused.
+    model_config = ConfigDict(extra="ignore")
+    FILE = "metrics.json"
+    FORMAT_VERSION = 1
+    labeler: str
+    k: int
+    scoring_dtype: str | None = None  # the arithmetic the labeler's scores were made in
+    mean: dict[str, dict[str, float | None]]  # run -> metric -> mean over its queries
+    unusable: dict[str, Any] | None = None  # judge replies with no verdict, by run
+    comparison: dict[str, Any] | None = None  # ranx's paired tests, by metric
+    ppi: dict[str, Any] | None = None  # PPI++ estimates with human judgments
+
+    @classmethod
+    def upgrade(cls, data: dict[str, Any], version: int) -> dict[str, Any]:
+        return data  # version 0 (no format_version) had this shape
+
+    @field_validator("mean")
+    @classmethod
+    def _some_run(cls, mean: dict[str, dict[str, float | None]]) -> dict:
+        if not mean:
+            raise ValueError("expected {run: {metric: value}} for at least one run")
+        return mean

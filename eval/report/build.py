@@ -78,8 +78,8 @@ def _labeler_difference(
 
 
 def _cells(inputs: Inputs, runs: list[str], metrics: list[str], max_p: float) -> dict:
-    report, k = inputs.metrics, int(inputs.metrics["k"])
-    ppi = report.get("ppi") or {}
+    report, k = inputs.metrics, inputs.metrics.k
+    ppi = report.ppi or {}
     truth = (inputs.summary or {}).get("human_all_queries") or {}
     cells: dict[str, dict[str, Cell]] = {}
     for run in runs:
@@ -88,7 +88,7 @@ def _cells(inputs: Inputs, runs: list[str], metrics: list[str], max_p: float) ->
             entry = (ppi.get("runs", {}).get(run) or {}).get(metric) or (
                 ppi.get("pairs", {}).get(run) or {}
             ).get(metric)
-            mean = report["mean"][run].get(metric)
+            mean = report.mean[run].get(metric)
             # The run's mean as metrics.json's "mean" has it (the PPI record's is the same mean
             # summed in another order); the share of relevant hits is only in the PPI record.
             cell = Cell(labeler_mean=float(mean if mean is not None else entry["labeler_mean"]))
@@ -100,12 +100,12 @@ def _cells(inputs: Inputs, runs: list[str], metrics: list[str], max_p: float) ->
             if metric in truth.get(run, {}):
                 cell.human_all = float(truth[run][metric])
             for other in runs:
-                p = _p_value(report.get("comparison", {}), metric, k, run, other)
+                p = _p_value((report.comparison or {}), metric, k, run, other)
                 if other == run or p is None:
                     continue
                 cell.p_values[other] = p
                 # A mark sits only on the labeler's mean it was tested on, never on PPI++'s.
-                better = report["mean"][run][metric] > report["mean"][other][metric]
+                better = report.mean[run][metric] > report.mean[other][metric]
                 if cell.ppi is None and p < max_p and better:
                     cell.beats.append(other)
             cells[run][metric] = cell
@@ -118,16 +118,16 @@ def _differences(
     """Each compared run minus the first, per metric. With human judgments only the primary
     metric's differences can be significant (Holm over them, as eval.search adjusted); without,
     the paired test on the labeler's labels at ``max_p``."""
-    report, k = inputs.metrics, int(inputs.metrics["k"])
+    report, k = inputs.metrics, inputs.metrics.k
     first, *others = runs
-    ppi = report.get("ppi") or {}
+    ppi = report.ppi or {}
     found = ppi.get("differences", {})
     alpha = (ppi.get("multiplicity") or {}).get("alpha", 1 - (ppi.get("confidence") or 0.95))
     out = []
     for other in others:
         entries = found.get(f"{other} - {first}", {})
         for metric in metrics:
-            if metric not in report["mean"][first]:
+            if metric not in report.mean[first]:
                 continue
             entry = entries.get(metric)
             out.append(
@@ -137,12 +137,10 @@ def _differences(
                     metric=metric,
                     labeler=float(entry["labeler_mean"])
                     if entry
-                    else _labeler_difference(
-                        inputs.per_query, report["mean"], other, first, metric
-                    ),
+                    else _labeler_difference(inputs.per_query, report.mean, other, first, metric),
                     ppi=Interval.from_entry(entry["ppi"]) if entry else None,
                     human_only=Interval.from_entry(entry["human_only"]) if entry else None,
-                    p_value=_p_value(report.get("comparison", {}), metric, k, other, first),
+                    p_value=_p_value((report.comparison or {}), metric, k, other, first),
                     ppi_p=entry.get("p_value") if entry else None,
                     p_holm=entry.get("p_holm") if entry else None,
                 )
@@ -191,13 +189,13 @@ def _notice(ppi: dict[str, Any] | None, labeler: str) -> str:
 
 
 def build_headline(inputs: Inputs, max_p: float = 0.01) -> Headline:
-    report, k = inputs.metrics, int(inputs.metrics["k"])
-    runs = list(report["mean"])
-    metrics = metric_names(report["mean"], k)
-    ppi = report.get("ppi")
+    report, k = inputs.metrics, inputs.metrics.k
+    runs = list(report.mean)
+    metrics = metric_names(report.mean, k)
+    ppi = report.ppi
     if ppi and ppi.get("pairs"):
         metrics.append(PAIR_METRIC)
-    table = next(iter(report.get("comparison", {}).values()), None)
+    table = next(iter((report.comparison or {}).values()), None)
     return Headline(
         runs=runs,
         metrics=metrics,
@@ -205,7 +203,7 @@ def build_headline(inputs: Inputs, max_p: float = 0.01) -> Headline:
         cells=_cells(inputs, runs, metrics, max_p),
         differences=_differences(inputs, runs, metrics, max_p),
         intervals=bool(ppi),
-        notice=_notice(ppi, report.get("labeler", "labeler")),
+        notice=_notice(ppi, (report.labeler or "labeler")),
         judged_queries=int((ppi or {}).get("judged_queries", 0)),
         judged_pairs=int((ppi or {}).get("judged_pairs", 0)),
         confidence=(ppi or {}).get("confidence"),
@@ -341,7 +339,7 @@ def build_queries(
     if not per_query:
         notes.append("Per-query values are not shown: per_query.json is missing.")
         return [], {}, None
-    k = int(inputs.metrics["k"])
+    k = inputs.metrics.k
     corpus, queries = load_texts(inputs, options, notes)
     human = read_human(inputs, options, notes)
     under_people = human_per_query(per_query, human, k, notes)

@@ -15,7 +15,7 @@ from core.provenance import PROVENANCE_FILE
 from core.records import label_from_grade
 from data.beir import Qrels
 from eval.metrics.ranking_agreement import RankingAgreement
-from eval.metrics.settings import SearchEvalConfig
+from eval.metrics.settings import SearchEvalConfig, SearchMetrics
 
 SEARCH_STAGE = "metric-pipeline"  # the main job's eval.search stage (stages/NAME.json)
 CV_DIR = "cv"  # the main job's cross-validation: study.json, fold-K/MODEL/predictions.jsonl
@@ -39,7 +39,7 @@ class Inputs:
     kind: str  # "search" or "main job"
     root: Path
     search_dir: Path
-    metrics: dict[str, Any]
+    metrics: SearchMetrics
     per_query: dict[str, Any] | None
     search_config: SearchEvalConfig | None  # the settings eval.search ran with, where recorded
     search_command: str | None
@@ -118,25 +118,10 @@ def _job_base(root: Path, job_config: dict[str, Any] | None) -> Path:
     return Path.cwd()
 
 
-def checked_metrics(path: Path) -> dict[str, Any]:
+def checked_metrics(path: Path) -> SearchMetrics:
     """eval.search's metrics.json, its shape checked: a file of another shape is one error naming
     the file and the field, not a traceback from deep in the report."""
-    metrics = read_json(path)
-    if not isinstance(metrics, dict):
-        raise InputError(f"input: {path}: not an eval.search metrics.json (not a JSON object)")
-    if not isinstance(metrics.get("k"), int):
-        raise InputError(f"input: {path}: field k: expected the cut-off (an integer)")
-    mean = metrics.get("mean")
-    if not isinstance(mean, dict) or not mean:
-        raise InputError(f"input: {path}: field mean: expected {{run: {{metric: value}}}}")
-    for run, values in mean.items():
-        if not isinstance(values, dict) or not all(
-            isinstance(v, int | float) or v is None for v in values.values()
-        ):
-            raise InputError(f"input: {path}: field mean.{run}: expected {{metric: number}}")
-    if "ppi" in metrics and not isinstance(metrics["ppi"], dict | None):
-        raise InputError(f"input: {path}: field ppi: expected an object")
-    return metrics
+    return SearchMetrics.read(path)
 
 
 def read_inputs(folder: str | Path) -> Inputs:

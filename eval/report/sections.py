@@ -150,7 +150,7 @@ def ranking(inputs: Inputs, headline: Headline, agreement_path: str | None) -> R
     else:
         metric, reference = headline.primary, None
         scores = {
-            inputs.metrics.get("labeler", "labeler"): {
+            inputs.metrics.labeler or "labeler": {
                 run: headline.cells[run][metric].labeler_mean for run in headline.runs
             }
         }
@@ -178,7 +178,7 @@ def ranking(inputs: Inputs, headline: Headline, agreement_path: str | None) -> R
 
 def _export(inputs: Inputs) -> dict[str, Any] | None:
     """The exported grader behind a ``grader:PATH`` labeler: what it is and how it decides."""
-    labeler = inputs.metrics.get("labeler") or ""
+    labeler = inputs.metrics.labeler or ""
     if not labeler.startswith("grader:"):
         return None
     folder = inputs.resolve(labeler.removeprefix("grader:"))
@@ -212,8 +212,8 @@ def provenance(inputs: Inputs) -> Provenance:
     summary = inputs.summary or {}
     return Provenance(
         folder=str(inputs.root),
-        labeler=inputs.metrics.get("labeler"),
-        k=inputs.metrics.get("k"),
+        labeler=inputs.metrics.labeler,
+        k=inputs.metrics.k,
         export=_export(inputs),
         commands=commands,
         evaluated={

@@ -39,7 +39,7 @@ from eval.metrics.retrieval import (
     pooled_metrics,
     with_unretrieved,
 )
-from eval.metrics.settings import SEARCH_OUTPUTS, SearchEvalConfig, search_inputs
+from eval.metrics.settings import SEARCH_OUTPUTS, SearchEvalConfig, SearchMetrics, search_inputs
 from eval.search.human import read_human
 from eval.search.ppi_report import ppi_heading, ppi_table, report_ppi
 
@@ -156,32 +156,28 @@ def main(args: Sequence[str] | None = None) -> None:
     write_trec_qrels(out / "inferred_qrels.txt", graded)
     write_json(out / "per_query.json", results)
     (out / "per_query.txt").write_text(per_query_text(results, summary), encoding="utf-8")
-    report: dict[str, Any] = {
-        "labeler": config.labeler,
-        "k": config.k,
-        # The labeler's scores depend on it: a figure says which arithmetic produced it.
-        "scoring_dtype": scoring_dtype(),
-        "mean": summary,
-    }
-    if unusable:
-        report["unusable"] = unusable
+    comparison = None
     if len(runs) > 1:
         tested = with_unretrieved(graded, binary, counts)  # R as the summary's MAP has it
-        report["comparison"] = compare_runs(
-            runs, *tested, config.k, config.stat_test, config.extra_metrics()
-        )
-    ppi = report_ppi(config, per_run, results, human, human_pairs, (query_design, pair_design))
-    if ppi is not None:
-        report["ppi"] = ppi
-    write_json(out / "metrics.json", report)
+        comparison = compare_runs(runs, *tested, config.k, config.stat_test, config.extra_metrics())
+    report = SearchMetrics(
+        labeler=config.labeler,
+        k=config.k,
+        # The labeler's scores depend on it: a figure says which arithmetic produced it.
+        scoring_dtype=scoring_dtype(),
+        mean=summary,
+        unusable=unusable or None,
+        comparison=comparison,
+        ppi=report_ppi(config, per_run, results, human, human_pairs, (query_design, pair_design)),
+    )
+    report.write(out / SearchMetrics.FILE)
     print(metrics_table(summary), end="")
-    if "comparison" in report:
-        for key, table in report["comparison"].items():
-            if key.startswith("table_"):
-                print(table)
-    if "ppi" in report:
-        print(f"\n{ppi_heading(report['ppi'], config.k)}\n")
-        print(ppi_table(report["ppi"]), end="")
+    for key, table in (report.comparison or {}).items():
+        if key.startswith("table_"):
+            print(table)
+    if report.ppi is not None:
+        print(f"\n{ppi_heading(report.ppi, config.k)}\n")
+        print(ppi_table(report.ppi), end="")
     write_provenance(out, "eval.search", config, None if args is None else list(args))
     print(f"wrote {out}/metrics.json, per_query.json and .txt, inferred_qrels.txt (TREC format)")
     logger.debug(json.dumps(summary))
