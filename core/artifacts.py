@@ -24,6 +24,9 @@ class Artifact(BaseModel):
     model_config = ConfigDict(extra="forbid")
     FILE: ClassVar[str]
     FORMAT_VERSION: ClassVar[int]
+    # The oldest version written in this shape (files of earlier releases had no format_version:
+    # version 0); older ones go through upgrade.
+    SAME_SHAPE_SINCE: ClassVar[int] = 1
     format_version: int = 0
 
     def model_post_init(self, context: Any) -> None:
@@ -48,7 +51,7 @@ class Artifact(BaseModel):
                 f"{where}: format version {version!r} is newer than this release reads "
                 f"({cls.FORMAT_VERSION}); upgrade relevance-grader to read it"
             )
-        if version < cls.FORMAT_VERSION:
+        if version < cls.SAME_SHAPE_SINCE:
             data = cls.upgrade(dict(data), version)
         try:
             return cls.model_validate(data)
@@ -66,6 +69,11 @@ class Artifact(BaseModel):
             raise InputError(f"{path}: not JSON ({exc})") from None
         return cls.from_data(data, str(path))
 
+    def dump(self) -> dict[str, Any]:
+        """The file's JSON object. Optional fields left at their default are left out, as the
+        files were written before they were typed; a value inside that is None (an undefined
+        statistic) stays, as null."""
+        return self.model_dump(mode="json", exclude_defaults=True)
+
     def write(self, path: str | Path) -> None:
-        # Fields left at None are left out, as the files were written before they were typed.
-        write_json(Path(path), self.model_dump(mode="json", exclude_none=True))
+        write_json(Path(path), self.dump())

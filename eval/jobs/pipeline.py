@@ -589,7 +589,7 @@ class Pipeline:
             "per_fold": study["per_fold"],
             "export_fold": 0,
             "search": search.mean,
-            "agreement": agreement.model_dump(mode="json", exclude_none=True),
+            "agreement": agreement.dump(),
             "ppi": search.ppi,
             "human_all_queries": self.human_all_queries() if search.ppi else None,
             "export": str(self.path("export")),
@@ -686,7 +686,7 @@ def report_markdown(summary: dict[str, Any]) -> str:
         scores_table(agreement, digits=3).rstrip("\n"),
     ]
     for spec, entry in agreement.agreement.items():
-        lines.append(f"\nKendall's τ ({spec} vs {agreement.reference}): {entry.kendall_tau:.3f}")
+        lines.append(f"\nKendall's τ ({spec} vs {agreement.reference}): {entry.tau_text()}")
     note = left_out_note(agreement.left_out)
     if note:
         lines.append(f"\nLeft out: {note}.")

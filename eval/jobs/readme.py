@@ -65,8 +65,7 @@ def results_table(summary: dict[str, Any]) -> str:
     agreement = RankingAgreement.from_data(summary["agreement"], "summary.json: agreement")
     truth = ", ".join(f"{run} {v:.3f}" for run, v in agreement.scores[agreement.reference].items())
     taus = "; ".join(
-        f"{spec.split(':')[0]} {entry.kendall_tau:.2f}"
-        for spec, entry in agreement.agreement.items()
+        f"{spec.split(':')[0]} {entry.tau_text(2)}" for spec, entry in agreement.agreement.items()
     )
     return (
         f"{summary['folds']}-fold cross-validation by query over {queries} judged queries, "

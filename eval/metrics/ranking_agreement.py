@@ -19,11 +19,11 @@ whole. What was left out is counted in ``agreement.json`` (``left_out``) and pri
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pydantic import BaseModel
 
@@ -50,10 +50,15 @@ class LeftOut(BaseModel):
 
 
 class LabelerAgreement(BaseModel):
-    kendall_tau: float
-    kendall_p: float
-    spearman_rho: float
+    # None where the statistic is undefined: a labeler (or the reference) that gives every run
+    # the same score ranks nothing, and scipy answers NaN, which JSON writes as null.
+    kendall_tau: float | None
+    kendall_p: float | None
+    spearman_rho: float | None
     ranking: list[str]  # the runs, best first, under this labeler
+
+    def tau_text(self, digits: int = 3) -> str:
+        return _shown(self.kendall_tau, f".{digits}f")
 
 
 class RankingAgreement(Artifact):
@@ -62,16 +67,13 @@ class RankingAgreement(Artifact):
 
     FILE = "agreement.json"
     FORMAT_VERSION = 1
+    SAME_SHAPE_SINCE = 0  # files without a format_version had this shape
     metric: str
     reference: str
     scores: dict[str, dict[str, float]]  # labeler -> run -> metric
     left_out: LeftOut | None = None
     agreement: dict[str, LabelerAgreement]
     reference_ranking: list[str]
-
-    @classmethod
-    def upgrade(cls, data: dict[str, Any], version: int) -> dict[str, Any]:
-        return data  # version 0 (no format_version) had this shape
 
 
 @dataclass
@@ -209,9 +211,9 @@ def agreement(config: SystemAgreementConfig) -> RankingAgreement:
         tau = kendalltau([reference[n] for n in names], ours)
         rho = spearmanr([reference[n] for n in names], ours)
         agreements[spec] = LabelerAgreement(
-            kendall_tau=float(tau.statistic),
-            kendall_p=float(tau.pvalue),
-            spearman_rho=float(rho.statistic),
+            kendall_tau=_defined(tau.statistic),
+            kendall_p=_defined(tau.pvalue),
+            spearman_rho=_defined(rho.statistic),
             ranking=sorted(names, key=lambda n, s=scores[spec]: -s[n]),
         )
     result = RankingAgreement(
@@ -224,6 +226,14 @@ def agreement(config: SystemAgreementConfig) -> RankingAgreement:
     )
     result.write(Path(config.out) / RankingAgreement.FILE)
     return result
+
+
+def _defined(value: float) -> float | None:
+    return None if math.isnan(value) else float(value)
+
+
+def _shown(value: float | None, spec: str) -> str:
+    return "undefined (tied scores)" if value is None else format(value, spec)
 
 
 def scores_table(result: RankingAgreement, digits: int = 4) -> str:
@@ -246,8 +256,8 @@ def main(args: Sequence[str] | None = None) -> None:
     print(f"wrote {Path(config.out) / 'agreement.json'}")
     for spec, entry in result.agreement.items():
         print(
-            f"{spec}: Kendall's τ = {entry.kendall_tau:.3f} (p = {entry.kendall_p:.2g}) "
-            f"vs {config.reference} (Spearman's ρ = {entry.spearman_rho:.3f})"
+            f"{spec}: Kendall's τ = {entry.tau_text()} (p = {_shown(entry.kendall_p, '.2g')}) "
+            f"vs {config.reference} (Spearman's ρ = {_shown(entry.spearman_rho, '.3f')})"
         )
 
 

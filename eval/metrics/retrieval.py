@@ -49,8 +49,7 @@ def ranx_metrics(
     from ranx import evaluate
 
     wanted = [
-        MetricName("ndcg", k),
-        *(parse_metric(name, k) for name in standard_metric_names(k, recall)[1:]),
+        *(parse_metric(name, k) for name in standard_metric_names(k, recall)),
         *(m for m in extra if m.base != JUDGED),
     ]
     out: dict[str, dict[str, float]] = {}

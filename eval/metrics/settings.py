@@ -142,6 +142,7 @@ class SearchMetrics(Artifact):
     model_config = ConfigDict(extra="ignore")
     FILE = "metrics.json"
     FORMAT_VERSION = 1
+    SAME_SHAPE_SINCE = 0  # files without a format_version had this shape
     labeler: str
     k: int
     scoring_dtype: str | None = None  # the arithmetic the labeler's scores were made in
@@ -149,10 +150,6 @@ class SearchMetrics(Artifact):
     unusable: dict[str, Any] | None = None  # judge replies with no verdict, by run
     comparison: dict[str, Any] | None = None  # ranx's paired tests, by metric
     ppi: dict[str, Any] | None = None  # PPI++ estimates with human judgments
-
-    @classmethod
-    def upgrade(cls, data: dict[str, Any], version: int) -> dict[str, Any]:
-        return data  # version 0 (no format_version) had this shape
 
     @field_validator("mean")
     @classmethod

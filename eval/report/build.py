@@ -46,16 +46,11 @@ def metric_names(mean: dict[str, dict[str, float]], k: int) -> list[str]:
     return ordered + [name for name in present if name not in ordered]
 
 
-def comparison_key(metric: str, k: int) -> str:
-    """eval.search's comparison tables name the metrics as ranx does (ndcg_burges@k, ...)."""
-    return ranx_name(metric)
-
-
-def _p_value(comparison: dict[str, Any], metric: str, k: int, run: str, other: str) -> float | None:
-    table = comparison.get(comparison_key(metric, k))
+def _p_value(comparison: dict[str, Any], metric: str, run: str, other: str) -> float | None:
+    table = comparison.get(ranx_name(metric))
     if not isinstance(table, dict):
         return None
-    value = table.get(run, {}).get("comparisons", {}).get(other, {}).get(comparison_key(metric, k))
+    value = table.get(run, {}).get("comparisons", {}).get(other, {}).get(ranx_name(metric))
     return None if value is None else float(value)
 
 
@@ -78,7 +73,7 @@ def _labeler_difference(
 
 
 def _cells(inputs: Inputs, runs: list[str], metrics: list[str], max_p: float) -> dict:
-    report, k = inputs.metrics, inputs.metrics.k
+    report = inputs.metrics
     ppi = report.ppi or {}
     truth = (inputs.summary or {}).get("human_all_queries") or {}
     cells: dict[str, dict[str, Cell]] = {}
@@ -100,7 +95,7 @@ def _cells(inputs: Inputs, runs: list[str], metrics: list[str], max_p: float) ->
             if metric in truth.get(run, {}):
                 cell.human_all = float(truth[run][metric])
             for other in runs:
-                p = _p_value((report.comparison or {}), metric, k, run, other)
+                p = _p_value(report.comparison or {}, metric, run, other)
                 if other == run or p is None:
                     continue
                 cell.p_values[other] = p
@@ -118,7 +113,7 @@ def _differences(
     """Each compared run minus the first, per metric. With human judgments only the primary
     metric's differences can be significant (Holm over them, as eval.search adjusted); without,
     the paired test on the labeler's labels at ``max_p``."""
-    report, k = inputs.metrics, inputs.metrics.k
+    report = inputs.metrics
     first, *others = runs
     ppi = report.ppi or {}
     found = ppi.get("differences", {})
@@ -140,7 +135,7 @@ def _differences(
                     else _labeler_difference(inputs.per_query, report.mean, other, first, metric),
                     ppi=Interval.from_entry(entry["ppi"]) if entry else None,
                     human_only=Interval.from_entry(entry["human_only"]) if entry else None,
-                    p_value=_p_value((report.comparison or {}), metric, k, other, first),
+                    p_value=_p_value(report.comparison or {}, metric, other, first),
                     ppi_p=entry.get("p_value") if entry else None,
                     p_holm=entry.get("p_holm") if entry else None,
                 )

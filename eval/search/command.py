@@ -145,7 +145,8 @@ def main(args: Sequence[str] | None = None) -> None:
     results = label_runs(config, labeler, runs)
     unusable = count_unusable(results)
     counts = QrelsLabeler(config.num_relevant_from) if config.num_relevant_from else None
-    per_run = pooled_metrics(runs, results, config.k, counts, config.extra_metrics())
+    extra = config.extra_metrics()
+    per_run = pooled_metrics(runs, results, config.k, counts, extra)
     for name, per_metric in per_run.items():
         for qid, result in results[name].items():
             result["metrics"] = {
@@ -159,7 +160,7 @@ def main(args: Sequence[str] | None = None) -> None:
     comparison = None
     if len(runs) > 1:
         tested = with_unretrieved(graded, binary, counts)  # R as the summary's MAP has it
-        comparison = compare_runs(runs, *tested, config.k, config.stat_test, config.extra_metrics())
+        comparison = compare_runs(runs, *tested, config.k, config.stat_test, extra)
     report = SearchMetrics(
         labeler=config.labeler,
         k=config.k,

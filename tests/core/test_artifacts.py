@@ -70,3 +70,28 @@ def test_not_json_is_one_line(tmp_path: Path):
     path.write_text("{truncated")
     with pytest.raises(InputError, match=r"agreement\.json: not JSON"):
         RankingAgreement.read(path)
+
+
+def test_an_undefined_tau_is_written_read_and_shown_as_such(tmp_path: Path):
+    """A labeler that scores every run alike ranks nothing: scipy's NaN is written as null, read
+    back as None and printed as undefined, never a crash after the labelling was paid for."""
+    import math
+
+    from eval.metrics.ranking_agreement import _defined
+
+    tied = _agreement().model_copy(
+        update={
+            "agreement": {
+                "grader:G": LabelerAgreement(
+                    kendall_tau=_defined(math.nan),
+                    kendall_p=_defined(math.nan),
+                    spearman_rho=_defined(math.nan),
+                    ranking=["a", "b"],
+                )
+            }
+        }
+    )
+    path = tmp_path / RankingAgreement.FILE
+    tied.write(path)
+    entry = RankingAgreement.read(path).agreement["grader:G"]
+    assert entry.kendall_tau is None and entry.tau_text() == "undefined (tied scores)"
