@@ -127,6 +127,7 @@ EVAL_PARTS = (
     "human",  # human judgments: PPI++ estimators, designs and the draw, records, recalibration
     "annotate",  # the judging page
     "report",  # the HTML report
+    "history",  # the evaluation history store (eval.search records into it)
     "search",  # the eval.search command
     "api",  # the REST service
     "jobs",  # the main job and the study
