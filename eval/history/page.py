@@ -1,0 +1,157 @@
+"""The history page: one self-contained HTML file (no CDN, nothing fetched) with a trend chart per
+metric, each evaluation's estimate and interval, a table of evaluations linking to their reports,
+and the comparison of any two evaluations the page was built with.
+
+The page draws numbers; it computes none. Every interval on it was computed here, in Python, by
+the same code as ``relevance-grader history show`` and ``history compare``."""
+
+from __future__ import annotations
+
+import html
+import os
+from pathlib import Path
+from string import Template
+
+from pydantic import BaseModel
+
+from core.io import atomic_writer
+from eval.report.figures import _pyplot, _svg
+from eval.report.page import embedded_json
+
+ASSETS = Path(__file__).parent
+PALETTE = ("#1f5fbf", "#e07b00", "#137333", "#b3261e", "#6a3d9a", "#7f7f7f")
+
+
+class PointEstimate(BaseModel):
+    """One metric of one evaluation: the estimate, its interval and how it was made."""
+
+    estimate: float
+    low: float
+    high: float
+    method: str
+    human_queries: int = 0
+
+
+class PagePoint(BaseModel):
+    """One evaluation as the page shows it."""
+
+    id: int
+    system: str
+    version: str
+    created_at: str
+    note: str | None = None
+    labeler: str
+    queries: int
+    report: str | None = None  # a link to the evaluation's report page, relative to the page
+    estimates: dict[str, PointEstimate]
+
+
+class HitChange(BaseModel):
+    doc_id: str
+    label: float | None = None  # the labeler's grade of the hit in the evaluation it is in
+
+
+class MovedQuery(BaseModel):
+    qid: str
+    a: float
+    b: float
+    diff: float
+    entered: list[HitChange] = []  # in A's top k, not in B's
+    left: list[HitChange] = []  # in B's top k, not in A's
+
+
+class PairMetric(BaseModel):
+    estimate: float
+    low: float
+    high: float
+    method: str
+    queries: int
+    human_queries: int
+    moved: list[MovedQuery] = []
+
+
+class PairView(BaseModel):
+    """The comparison A − B over the queries both evaluated, per metric; or why it was refused."""
+
+    a: int
+    b: int
+    refused: str | None = None
+    metrics: dict[str, PairMetric] = {}
+
+
+class HistoryPage(BaseModel):
+    title: str
+    store: str
+    generated_at: str
+    alpha: float
+    metrics: list[str]
+    points: list[PagePoint]
+    pairs: list[PairView]
+
+
+def trend_figure(page: HistoryPage, metric: str) -> str:
+    """Each system's estimates of ``metric`` over its evaluations in time order, with intervals;
+    the x axis names each evaluation's version."""
+    plt = _pyplot()
+    systems = sorted({point.system for point in page.points})
+    ordered = sorted(page.points, key=lambda point: (point.created_at, point.id))
+    positions = {point.id: x for x, point in enumerate(ordered)}
+    fig, ax = plt.subplots(figsize=(max(4.5, 0.55 * len(ordered) + 2.5), 2.6))
+    for system, color in zip(systems, PALETTE * len(systems), strict=False):
+        points = [p for p in ordered if p.system == system and metric in p.estimates]
+        if not points:
+            continue
+        xs = [positions[p.id] for p in points]
+        values = [p.estimates[metric] for p in points]
+        ax.errorbar(
+            xs,
+            [v.estimate for v in values],
+            yerr=[[v.estimate - v.low for v in values], [v.high - v.estimate for v in values]],
+            fmt="o-",
+            color=color,
+            ms=4,
+            capsize=3,
+            lw=1.2,
+            label=system,
+        )
+    ax.set_xticks(range(len(ordered)))
+    ax.set_xticklabels([f"{p.version}\n#{p.id}" for p in ordered], fontsize=7)
+    ax.set_title(metric)
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(axis="y", alpha=0.3)
+    if len(systems) > 1:
+        ax.legend(fontsize=7, frameon=False, loc="best")
+    return _svg(fig)
+
+
+def render(page: HistoryPage) -> str:
+    template = Template((ASSETS / "page.html").read_text(encoding="utf-8"))
+    report_style = (ASSETS.parent / "report" / "page.css").read_text(encoding="utf-8")
+    figures = {metric: trend_figure(page, metric) for metric in page.metrics}
+    return template.substitute(
+        title=html.escape(page.title),
+        style=report_style + (ASSETS / "page.css").read_text(encoding="utf-8"),
+        script=(ASSETS / "page.js").read_text(encoding="utf-8"),
+        data=embedded_json({"page": page.model_dump(), "figures": figures}),
+    )
+
+
+def write_page(page: HistoryPage, out: str | os.PathLike[str]) -> Path:
+    with atomic_writer(out) as handle:
+        handle.write(render(page))
+    return Path(out)
+
+
+def is_history_page(path: Path) -> bool:
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        return '<script id="history-data"' in handle.read(1 << 20)
+
+
+def relative_link(target: str | None, page_out: Path) -> str | None:
+    """A report's path as a link from the page's folder (absolute when on another drive)."""
+    if not target:
+        return None
+    try:
+        return Path(os.path.relpath(target, page_out.resolve().parent)).as_posix()
+    except ValueError:
+        return Path(target).resolve().as_uri()
