@@ -101,6 +101,28 @@ class SearchEvalConfig:
         default=True,
         metadata={"help": "Also write OUT/report.html, the evaluation as one page (eval.report)."},
     )
+    track: str | None = field(
+        default=None,
+        metadata={
+            "help": "Evaluation history store to record this evaluation in: a SQLite file "
+            "(created if absent) or a database URL (postgresql://USER@HOST/DB). The --run is "
+            "recorded (its per-query values, estimates and the run itself), not the --compare "
+            "runs; `python -m eval.history` reads the store."
+        },
+    )
+    system: str | None = field(
+        default=None,
+        metadata={"help": "With --track: the system's name in the store (default: --run's name)."},
+    )
+    version: str | None = field(
+        default=None,
+        metadata={
+            "help": "With --track: the system's version (default: the current UTC time stamp)."
+        },
+    )
+    note: str | None = field(
+        default=None, metadata={"help": "With --track: a note stored with the evaluation."}
+    )
 
     def __post_init__(self) -> None:
         check_choices(self)  # YAML values too, before any labelling is paid for
@@ -117,6 +139,7 @@ SEARCH_OUTPUTS = (
     "per_query.json",
     "per_query.txt",
     "inferred_qrels.txt",
+    "human_per_query.json",
     "labels",
 )
 
@@ -157,3 +180,14 @@ class SearchMetrics(Artifact):
         if not mean:
             raise ValueError("expected {run: {metric: value}} for at least one run")
         return mean
+
+
+class HumanPerQuery(Artifact):
+    """human_per_query.json, written by eval.search with --human: each run's metrics per query
+    under the human judgments, for the judged queries (the values its PPI++ estimates use).
+    Folders of earlier releases lack it: their human values are unknown, not absent."""
+
+    FILE = "human_per_query.json"
+    FORMAT_VERSION = 1
+    human: str  # the --human judgments the values come from
+    values: dict[str, dict[str, dict[str, float]]]  # run -> metric -> qid -> value

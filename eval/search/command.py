@@ -39,7 +39,13 @@ from eval.metrics.retrieval import (
     pooled_metrics,
     with_unretrieved,
 )
-from eval.metrics.settings import SEARCH_OUTPUTS, SearchEvalConfig, SearchMetrics, search_inputs
+from eval.metrics.settings import (
+    SEARCH_OUTPUTS,
+    HumanPerQuery,
+    SearchEvalConfig,
+    SearchMetrics,
+    search_inputs,
+)
 from eval.search.human import read_human
 from eval.search.ppi_report import ppi_heading, ppi_table, report_ppi
 
@@ -135,6 +141,10 @@ def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([SearchEvalConfig], args)
     if not config.run or not config.corpus or not config.labeler:
         raise InputError("give --run, --corpus and --labeler")
+    if config.track:  # an unreachable or too new store is refused before any labelling
+        from eval.history.store import open_store
+
+        open_store(config.track).close()
     out = Path(config.out)
     run_paths = [config.run, *config.compare]
     refuse_overlap("out", out, search_inputs(config), writes=SEARCH_OUTPUTS)
@@ -156,6 +166,10 @@ def main(args: Sequence[str] | None = None) -> None:
     graded, binary = inferred_qrels(results)
     write_trec_qrels(out / "inferred_qrels.txt", graded)
     write_json(out / "per_query.json", results)
+    if human is not None:  # the judged queries' values under people's judgments
+        HumanPerQuery(human=config.human or "", values=human).write(out / HumanPerQuery.FILE)
+    else:
+        (out / HumanPerQuery.FILE).unlink(missing_ok=True)  # an earlier evaluation's
     (out / "per_query.txt").write_text(per_query_text(results, summary), encoding="utf-8")
     comparison = None
     if len(runs) > 1:
@@ -186,3 +200,7 @@ def main(args: Sequence[str] | None = None) -> None:
         from eval.report.page import write_report
 
         print(f"wrote {write_report(out)}")
+    if config.track:
+        from eval.history.record import record_folder
+
+        print(record_folder(config.track, out, config.system, config.version, config.note))
