@@ -20,6 +20,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "prepare": ("models.prepare", "convert an embedded model into the local cache once"),
     "validate": ("data.validate", "check pair or judgment JSONL files line by line"),
     "candidates": ("data.candidates", "top-k candidate pairs per query (MiniLM + HNSW, BM25)"),
+    "run": (
+        "data.engine",
+        "a TREC run straight from a search endpoint (Pinecone, OpenSearch, Vespa, any JSON API)",
+    ),
     "label": ("data.label", "teacher judgments of pairs (cached, resumable)"),
     "judge-agreement": ("data.judge_agreement", "a judge's labels against human labels"),
     "build": ("data.build", "query-grouped, stratified dataset splits"),

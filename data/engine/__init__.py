@@ -1,0 +1,21 @@
+"""A TREC run straight from a search endpoint, so that evaluating a live engine needs no run file.
+
+    python -m data.engine --engine data/configs/engines/opensearch.yaml --queries Q.jsonl \\
+        --k 10 --out runs/engine/opensearch.trec
+    relevance-grader run --engine my-pinecone.yaml --queries Q.jsonl --k 10 --out run.trec --texts
+
+The engine YAML says how to ask and where the answer lies (:class:`EngineConfig`): the ``url``
+and ``method``, a ``body`` template whose strings may hold ``{query}`` and ``{k}``, ``headers``
+whose values may name environment variables (``Api-Key: ${PINECONE_API_KEY}``), ``timeout``,
+``retries`` and the dotted paths of the ``hits`` list and of each hit's ``id``, ``score`` and
+``text``. ``preset: pinecone | opensearch | elasticsearch | vespa`` starts from the file of that
+name in ``data/configs/engines/`` (Pinecone's search records, ``result.hits[]._id/_score/fields``;
+OpenSearch and Elasticsearch ``_search``, ``hits.hits[]._id/_score/_source``; Vespa's
+``/search/``, ``root.children[].id/relevance/fields``), and the YAML's own keys override it.
+
+Each query's answer is appended (flushed) to ``OUT.partial.jsonl`` as it arrives, so a stopped
+run keeps every answered query and a re-run asks only the rest; the run (and with ``--texts`` the
+hits' texts as ``OUT-STEM.corpus.jsonl``, for ``eval.search --corpus``) is written atomically at
+the end and the partial file removed. 429, 5xx, connection errors and timeouts are retried with
+backoff; a 4xx is not (the request itself is wrong).
+"""

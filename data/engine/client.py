@@ -1,0 +1,169 @@
+"""The one HTTP client of a search endpoint (:class:`SearchClient`: requests from the engine's
+templates, retried with backoff on what a later try may cure) and the hits read from its answers."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel
+
+from core.errors import InputError
+from data.engine.config import (
+    MISSING,
+    EngineConfig,
+    expand_environment,
+    fill_body,
+    keys_of,
+    resolve,
+)
+
+logger = logging.getLogger(__name__)
+RETRY_WAIT_CAP = 30.0  # seconds: the longest wait between two tries (Retry-After included)
+
+
+class Hit(BaseModel):
+    id: str
+    score: float | None = None
+    text: str | None = None
+
+
+class Answer(BaseModel):
+    """One query's answer as the partial file keeps it."""
+
+    qid: str
+    hits: list[Hit]
+
+
+class EngineError(InputError):
+    """The endpoint could not answer (a timeout, a refusal, a 5xx past the retries); what was
+    answered before is kept."""
+
+
+class SearchClient:
+    """The one HTTP client of a search endpoint: requests filled from the engine's templates,
+    retried with backoff on what a later try may cure."""
+
+    def __init__(self, engine: EngineConfig, source: str) -> None:
+        self.engine = engine
+        self.source = source
+        self.url = expand_environment(engine.url, f"{source}: url")
+        headers = {
+            name: expand_environment(value, f"{source}: headers.{name}")
+            for name, value in engine.headers.items()
+        }
+        if engine.body is not None:  # every ${VAR} checked before the first request
+            fill_body(engine.body, "", 0, f"{source}: body")
+        self.client = httpx.Client(headers=headers, timeout=engine.timeout)
+        self.tries = 0  # requests sent, retries included (the tests count them)
+
+    def shown_url(self) -> str:
+        """The endpoint without its query string or user info (either may hold a key)."""
+        url = httpx.URL(self.url.replace("{query}", "").replace("{k}", ""))
+        return f"{url.scheme}://{url.host}{f':{url.port}' if url.port else ''}{url.path}"
+
+    def _request(self, query: str, k: int) -> httpx.Response:
+        url = self.url.replace("{query}", quote(query, safe="")).replace("{k}", str(k))
+        body = self.engine.body
+        payload = fill_body(body, query, k, f"{self.source}: body") if body is not None else None
+        self.tries += 1
+        return self.client.request(self.engine.method, url, json=payload)
+
+    def ask(self, qid: str, query: str, k: int) -> Any:
+        """The JSON answer to one query, after up to ``retries`` retries."""
+        retries = self.engine.retries
+        for attempt in range(retries + 1):
+            wait = self.engine.retry_wait * 2**attempt
+            try:
+                response = self._request(query, k)
+            except httpx.TimeoutException:
+                problem = f"no answer within {self.engine.timeout:g} s (timeout)"
+            except httpx.TransportError as exc:
+                problem = f"cannot connect ({type(exc).__name__})"
+            else:
+                if response.status_code < 400:
+                    return self._json(qid, response)
+                problem = f"HTTP {response.status_code}"
+                if response.status_code != 429 and response.status_code < 500:
+                    raise EngineError(self._failure(qid, problem, response, tried=False))
+                wait = _retry_after(response) or wait
+            if attempt < retries:
+                logger.warning("query %s: %s from %s; retrying", qid, problem, self.shown_url())
+                time.sleep(min(wait, RETRY_WAIT_CAP))
+        raise EngineError(self._failure(qid, problem, None, tried=True))
+
+    def _failure(self, qid: str, problem: str, response: Any, tried: bool) -> str:
+        said = f" ({response.text[:200].strip()!r})" if response is not None else ""
+        after = f" after {self.engine.retries} retries" if tried else ""
+        return f"query {qid}: {problem}{said} from {self.shown_url()}{after}"
+
+    def _json(self, qid: str, response: httpx.Response) -> Any:
+        try:
+            return response.json()
+        except ValueError:
+            kind = response.headers.get("content-type", "no content type")
+            raise EngineError(
+                f"query {qid}: the answer from {self.shown_url()} is not JSON ({kind}: "
+                f"{response.text[:80].strip()!r})"
+            ) from None
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    try:
+        return float(response.headers["retry-after"])
+    except (KeyError, ValueError):
+        return None
+
+
+def _text(value: Any) -> str | None:
+    """A hit's text as a document: a string, or a list of strings (highlights, chunks) joined."""
+    if isinstance(value, list) and value and all(isinstance(part, str) for part in value):
+        value = "\n".join(value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        value = str(value)
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def parse_hits(engine: EngineConfig, source: str, qid: str, answer: Any, k: int) -> list[Hit]:
+    """The first ``k`` hits of an answer; a path the answer does not hold is one line."""
+    hits = resolve(answer, engine.hits)
+    if not isinstance(hits, list):
+        found = "matches nothing" if hits is MISSING else f"is a {type(hits).__name__}, not a list,"
+        raise InputError(
+            f"{source}: path {engine.hits!r} {found} in the response to query {qid} "
+            f"(top-level {keys_of(answer)})"
+        )
+    return [_hit(engine, source, qid, i, hit) for i, hit in enumerate(hits[:k], start=1)]
+
+
+def _hit(engine: EngineConfig, source: str, qid: str, number: int, hit: Any) -> Hit:
+    doc_id = resolve(hit, engine.id)
+    if doc_id is MISSING or doc_id is None or isinstance(doc_id, dict | list):
+        raise InputError(
+            f"{source}: path {engine.id!r} matches no id in hit {number} of query {qid} "
+            f"({keys_of(hit)})"
+        )
+    doc_id = str(doc_id)
+    if engine.id_after and engine.id_after in doc_id:
+        doc_id = doc_id.rsplit(engine.id_after, 1)[1]
+    if not doc_id or any(c.isspace() for c in doc_id):
+        raise InputError(
+            f"query {qid}: hit {number}'s id {doc_id!r} is empty or holds whitespace, "
+            "which a TREC run cannot hold"
+        )
+    score = None
+    if engine.score is not None:
+        score = resolve(hit, engine.score)
+        if isinstance(score, bool) or not isinstance(score, int | float):
+            raise InputError(
+                f"{source}: path {engine.score!r} matches no number in hit {number} of query "
+                f"{qid} ({keys_of(hit)}); write `score: null` to rank by the engine's order"
+            )
+    text = _text(resolve(hit, engine.text)) if engine.text is not None else None
+    return Hit(id=doc_id, score=score, text=text)
