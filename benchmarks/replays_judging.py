@@ -247,17 +247,17 @@ def _session(root: Path) -> tuple[Any, Path]:
     )
     session, corpus, queries = resolve(config)
     write_session(out, session)
-    pool = dict(session["pool"])
+    pool = dict(session.pool)
     documents = {d: corpus[d] for docs in pool.values() for d in docs}
     judging = Judging(
         pool,
         queries,
         documents,
         JudgmentStore(out),
-        labeler_labels(session["labels"]),
-        session["assessors"],
-        seed=session["seed"],
-        reveal=session["reveal"],
+        labeler_labels(session.labels),
+        session.assessors,
+        seed=session.seed,
+        reveal=session.reveal,
         secret=session_secret(out),
     )
     client = TestClient(create_app(judging), base_url="http://127.0.0.1:8765")
@@ -319,7 +319,7 @@ def replay_highlight_and_answers_without_a_grade(root: Path) -> None:
     """Review 4: "us" was highlighted; a hit left on screen for a day could not be graded (422);
     "I can't tell" had no place but a grade."""
     from eval.annotate.app import highlight_terms
-    from eval.human.store import read_judgments
+    from eval.human.store import JudgingSession, read_judgments
 
     assert "us" not in highlight_terms("can you tell us about titles"), "a stop word is marked"
     client, out = _session(root)
@@ -331,8 +331,8 @@ def replay_highlight_and_answers_without_a_grade(root: Path) -> None:
     assert client.post("/api/verdict", json=unsure).status_code == 200
     graded = {(r.qid, r.doc_id) for r in read_judgments(out)}
     assert (hit["qid"], hit["doc_id"]) not in graded, "cannot tell was read as a grade"
-    session = json.loads((out / "session.json").read_text())
-    assert session["highlight"] is True and session["reveal"] == "end", session
+    session = JudgingSession.of_folder(out)
+    assert session and session.highlight is True and session.reveal == "end", session
 
 
 def replay_one_server_and_undo_appended(root: Path) -> None:
@@ -394,7 +394,7 @@ def replay_session_errors_in_one_line(root: Path) -> None:
 
     _, out = _session(root)
     remembered, _, _ = resolve(AnnotateConfig(out=str(out)))
-    assert remembered["assessors"] == ["alice", "bob"] and remembered["labels"], remembered
+    assert remembered.assessors == ["alice", "bob"] and remembered.labels, remembered
     try:
         valid_assessor("no spaces")
         raise AssertionError("a bad assessor name was taken")

@@ -33,11 +33,12 @@ from eval.annotate.app import REVEALS, Judging, create_app, valid_assessor
 from eval.annotate.pool import pool_hits, read_sample
 from eval.human.store import (
     JUDGMENTS_FILE,
+    CorpusFile,
+    JudgingSession,
     JudgmentStore,
     check_out,
     hold_session,
     new_session,
-    read_session,
     session_secret,
     write_session,
 )
@@ -106,7 +107,7 @@ class AnnotateConfig:
     port: int = bounded(8765, 0, 65535, help="Port to listen on (0: any free port).")
 
 
-def new_session_for(config: AnnotateConfig, corpus: dict, queries: dict) -> dict[str, Any]:
+def new_session_for(config: AnnotateConfig, corpus: dict, queries: dict) -> JudgingSession:
     """The session the inputs describe: the sample, its pooled hits, the draw's design."""
     units, design = read_sample(config.draw, config.queries)
     by_hits = all(isinstance(u, tuple) for u in units)
@@ -124,13 +125,14 @@ def new_session_for(config: AnnotateConfig, corpus: dict, queries: dict) -> dict
     # The sample is recorded as "sample", not as a run: "runs" holds only the judged runs.
     runs_only = {name: path for name, path in files.items() if name != "sample"}
     session = new_session(corpus_file, runs_only, config.k, config.seed, pool)
-    return session | {"draw": design.to_dict() if design else None, "sample": files["sample"]}
+    session.draw, session.sample = (design.to_dict() if design else None), files["sample"]
+    return session
 
 
-def resolve(config: AnnotateConfig) -> tuple[dict[str, Any], dict, dict]:
+def resolve(config: AnnotateConfig) -> tuple[JudgingSession, dict, dict]:
     """(session, corpus, queries): from the inputs, or from the session folder alone (resume)."""
     out = Path(config.out)
-    old = read_session(out) if out.is_dir() else None
+    old = JudgingSession.of_folder(out) if out.is_dir() else None
     fresh = bool(config.runs or config.draw or config.queries)
     if not fresh and old is None:
         raise InputError(
@@ -138,7 +140,7 @@ def resolve(config: AnnotateConfig) -> tuple[dict[str, Any], dict, dict]:
         )
     if fresh and not config.corpus:
         raise InputError("corpus: give --corpus DIR, the BEIR folder the runs retrieved from")
-    folder = Path(config.corpus) if config.corpus else Path(old["corpus"]["path"]).parent
+    folder = Path(config.corpus) if config.corpus else Path(old.corpus.path).parent
     if not (folder / "corpus.jsonl").is_file() or not (folder / "queries.jsonl").is_file():
         raise FileNotFoundError(
             f"corpus: {folder} has no corpus.jsonl and queries.jsonl (a BEIR folder)"
@@ -148,35 +150,40 @@ def resolve(config: AnnotateConfig) -> tuple[dict[str, Any], dict, dict]:
         session = new_session_for(config, corpus, queries)
     else:
         corpus_file = folder / "corpus.jsonl"
-        session = old | {"corpus": {"path": str(corpus_file), "sha256": sha256_file(corpus_file)}}
+        found = CorpusFile(path=str(corpus_file), sha256=sha256_file(corpus_file))
+        session = old.model_copy(update={"corpus": found})
     check_out(out, session)
-    return session | settings(config, old, out), corpus, queries
+    return session.model_copy(update=settings(config, old, out)), corpus, queries
 
 
-def settings(config: AnnotateConfig, old: dict[str, Any] | None, out: Path) -> dict[str, Any]:
+# A session that records no settings: what settings() falls back from.
+EMPTY = JudgingSession(corpus=CorpusFile(path="", sha256=""), runs={}, k=1, seed=0, pool=[])
+
+
+def settings(config: AnnotateConfig, old: JudgingSession | None, out: Path) -> dict[str, Any]:
     """How the session is judged: what is given, else what the session recorded (a restart with
     --out alone forgets nothing), else the defaults. The reveal mode and the highlighting of a
     session with judgments are fixed: a change would mix two ways of judging in one sample."""
-    old = old or {}
     given = [config.assessor] if config.assessor else []
     names = list(dict.fromkeys(given + list(config.assessors)))
     for name in names:
         valid_assessor(name)
     default_name = os.environ.get("USER") or "assessor"
+    recorded = old or EMPTY  # the settings a session started before they were recorded has
     chosen = {
-        "assessors": names or old.get("assessors") or [valid_assessor_or(default_name)],
-        "labels": str(Path(config.labels).resolve()) if config.labels else old.get("labels"),
+        "assessors": names or recorded.assessors or [valid_assessor_or(default_name)],
+        "labels": str(Path(config.labels).resolve()) if config.labels else recorded.labels,
         # New people named without --adjudicate judge as assessors, not as an adjudicator.
         "adjudicate": config.adjudicate
         if config.adjudicate is not None
-        else (False if names else bool(old.get("adjudicate"))),
+        else (False if names else bool(recorded.adjudicate)),
     }
     judged = (out / JUDGMENTS_FILE).is_file() and (out / JUDGMENTS_FILE).stat().st_size > 0
     for name, value, default in (
         ("reveal", config.reveal, "end"),
         ("highlight", config.highlight, True),
     ):
-        before = old.get(name)
+        before = getattr(recorded, name)
         if value is not None and before is not None and value != before and judged:
             shown = str(before).lower()
             raise InputError(
@@ -187,19 +194,19 @@ def settings(config: AnnotateConfig, old: dict[str, Any] | None, out: Path) -> d
     return chosen
 
 
-def first_run_rankings(session: dict[str, Any]) -> dict[str, list[str]] | None:
+def first_run_rankings(session: JudgingSession) -> dict[str, list[str]] | None:
     """The first judged run's top k of each pooled query, for the width the judging reaches;
     None where the run file is no longer there (the page then shows counts only)."""
     from data.beir import ranked, read_trec_run
 
     # Sessions written before "sample" left "runs" still list it there.
-    runs = [path for name, path in session["runs"].items() if name != "sample"]
+    runs = [path for name, path in session.runs.items() if name != "sample"]
     if not runs or not Path(runs[0]).is_file():
         return None
     run = read_trec_run(runs[0])
     return {
-        qid: [doc_id for doc_id, _ in ranked(run[qid])[: session["k"]]]
-        for qid, _ in session["pool"]
+        qid: [doc_id for doc_id, _ in ranked(run[qid])[: session.k]]
+        for qid, _ in session.pool
         if qid in run
     }
 
@@ -258,7 +265,7 @@ def serve(config: AnnotateConfig) -> None:
     import uvicorn
 
     session, corpus, queries = resolve(config)
-    labels = labeler_labels(session["labels"])
+    labels = labeler_labels(session.labels)
     sock = bind(config.host, config.port)
     out = Path(config.out)
     port = sock.getsockname()[1]
@@ -272,7 +279,7 @@ def serve(config: AnnotateConfig) -> None:
     try:
         write_session(out, session)
         store = JudgmentStore(out)
-        pool = {qid: docs for qid, docs in session["pool"]}
+        pool = dict(session.pool)
         documents = {d: corpus[d] for docs in pool.values() for d in docs}
         judging = Judging(
             pool,
@@ -280,14 +287,14 @@ def serve(config: AnnotateConfig) -> None:
             documents,
             store,
             labels,
-            session["assessors"],
-            session["adjudicate"],
-            seed=session["seed"],
-            reveal=session["reveal"],
-            highlight=session["highlight"],
+            session.assessors,
+            session.adjudicate,
+            seed=session.seed,
+            reveal=session.reveal,
+            highlight=session.highlight,
             secret=session_secret(out),
             rankings=first_run_rankings(session),
-            k=session["k"],
+            k=session.k,
         )
         print(f"judging {len(judging.hits)} hits of {len(pool)} queries into {out}", flush=True)
         for name in judging.assessors:  # a secret link each: the token is who is judging

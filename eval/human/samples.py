@@ -84,13 +84,14 @@ def fully_judged(path: str, runs: dict[str, Run], k: int) -> set[str] | None:
     (a query judged in part would count its unjudged hits as not relevant, so it is left out,
     with a warning); None for a qrels file (its unjudged hits are not relevant, as trec_eval
     reads them)."""
-    from eval.human.store import read_session, session_folder
+    from eval.human.store import JudgingSession, session_folder
 
     folder = session_folder(path)
     if folder is None:
         return None
-    judged_k = (read_session(folder) or {}).get("k")
-    if isinstance(judged_k, int) and judged_k < k:
+    session = JudgingSession.of_folder(folder)
+    judged_k = session.k if session else k
+    if judged_k < k:
         raise InputError(
             f"human: {path} judged each run's top {judged_k}, and eval.search measures the top "
             f"{k} (the k differs): give --k {judged_k}, or judge the session's hits to depth {k}"

@@ -1,10 +1,12 @@
 """The judging session on disk: what is judged (``session.json``), every judgment
 (``judgments.jsonl``, append-only) and the qrels written from them (``qrels.txt``).
 
-- ``session.json`` records the corpus (path and SHA-256), the runs, k, the seed, the pooled hits
-  and the draw they came from, and how the session is judged (the assessors, the labeler's
-  labels, when they are revealed, whether query terms are highlighted); a folder started on
-  another corpus, or on other runs, queries or k, is refused before the server starts.
+- ``session.json`` (:class:`JudgingSession`, with a format version) records the corpus (path
+  and SHA-256), the runs, k, the seed, the pooled hits and the draw they came from, and how the
+  session is judged (the assessors, the labeler's labels, when they are revealed, whether query
+  terms are highlighted); a folder started on another corpus, or on other runs, queries or k, is
+  refused before the server starts. A session of an earlier release (no format version) reads
+  as version 0.
 - ``judgments.jsonl`` is only ever appended to, each line flushed and fsynced before the page is
   given the next hit, so a killed server or a closed browser loses nothing. Its lines:
 
@@ -44,8 +46,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from core.artifacts import Artifact
 from core.errors import InputError
 from core.io import (
     JsonlAppender,
@@ -53,7 +56,6 @@ from core.io import (
     iter_json_lines,
     sha256_file,
     validation_error,
-    write_json,
 )
 from core.records import JudgeInfo, Judgment, keep_last, label_from_grade
 from data.beir import Qrels, write_trec_qrels
@@ -64,55 +66,103 @@ QRELS_FILE = "qrels.txt"
 LOCK_FILE = "server.lock"
 SECRET_FILE = ".secret"
 VERDICTS = ("cannot_tell", "later")  # answers that are not a grade
-# What a session must hold to be read; anything else is a damaged file, named as such.
-SESSION_FIELDS = ("corpus", "runs", "k", "seed", "pool")
 Hit = tuple[str, str]
 logger = logging.getLogger(__name__)
 FORMAT = "relevance-grader annotate 1"
 HUMAN = JudgeInfo(model="human", prompt="eval.annotate", backend="eval.annotate")
 
 
+class CorpusFile(BaseModel):
+    """The corpus a session judges: a folder holding other judgments is refused by its hash."""
+
+    model_config = ConfigDict(extra="forbid")
+    path: str
+    sha256: str
+
+
+class JudgingSession(Artifact):
+    """``session.json``: what a judging session judges (the corpus, the runs, k, the seed, the
+    pooled hits and the draw they came from) and how (the assessors, the labeler's labels, the
+    reveal mode, the highlighting). The settings are None until chosen: a restart with ``--out``
+    alone keeps what was recorded, and a session with judgments keeps its reveal mode and
+    highlighting."""
+
+    FILE = SESSION_FILE
+    FORMAT_VERSION = 1
+    SAME_SHAPE_SINCE = 0  # files of earlier releases (no format_version) had this shape
+    # Written beside format_version: earlier releases read a session by this marker.
+    format: str = FORMAT
+    corpus: CorpusFile
+    runs: dict[str, str]  # name -> TREC run; sessions of early releases list "sample" here too
+    k: int
+    seed: int
+    pool: list[tuple[str, list[str]]]  # (query, its pooled documents), in pooling order
+    draw: dict[str, Any] | None = None  # the eval.ppi draw's design (eval.human.design's shape)
+    sample: str | None = None  # the draw file, or "--queries"
+    assessors: list[str] | None = None
+    labels: str | None = None  # eval.search output holding the labeler's labels
+    adjudicate: bool | None = None
+    reveal: str | None = None
+    highlight: bool | None = None
+
+    @classmethod
+    def from_data(cls, data: Any, where: str) -> JudgingSession:
+        """As :meth:`Artifact.from_data`, with the messages sessions always had: another file is
+        "not a judging session", a missing field is "damaged"."""
+        if not isinstance(data, dict) or data.get("format") != FORMAT:
+            found = data.get("format") if isinstance(data, dict) else type(data).__name__
+            raise InputError(f"{where} is not a judging session (format {found!r})")
+        required = (name for name, info in cls.model_fields.items() if info.is_required())
+        missing = [name for name in required if name not in data]
+        if missing:
+            raise InputError(f"{where} is damaged: it has no {missing[0]!r} field")
+        return super().from_data(data, where)
+
+    @classmethod
+    def of_folder(cls, folder: Path) -> JudgingSession | None:
+        """The session of a folder (None when it has none); a damaged ``session.json`` is one
+        line naming the file and what is wrong with it."""
+        path = folder / SESSION_FILE
+        if not path.is_file():
+            return None
+        try:
+            data = json.loads(path.read_text(encoding="utf-8-sig"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            where = f" at line {exc.lineno} column {exc.colno}" if hasattr(exc, "lineno") else ""
+            raise InputError(
+                f"out: {path} is damaged (not JSON{where}); restore it from a copy, or give "
+                "another --out"
+            ) from None
+        return cls.from_data(data, f"out: {path}")
+
+    def dump(self) -> dict[str, Any]:
+        return {"format": self.format} | super().dump()  # the marker even at its default
+
+
 def new_session(
     corpus: Path, runs: Mapping[str, str], k: int, seed: int, pool: Mapping[str, list[str]]
-) -> dict[str, Any]:
-    return {
-        "format": FORMAT,
-        "corpus": {"path": str(corpus), "sha256": sha256_file(corpus)},
-        "runs": {name: str(path) for name, path in runs.items()},
-        "k": k,
-        "seed": seed,
-        "pool": [[qid, docs] for qid, docs in pool.items()],
-    }
+) -> JudgingSession:
+    return JudgingSession(
+        corpus=CorpusFile(path=str(corpus), sha256=sha256_file(corpus)),
+        runs={name: str(path) for name, path in runs.items()},
+        k=k,
+        seed=seed,
+        pool=list(pool.items()),
+    )
 
 
 def read_session(folder: Path) -> dict[str, Any] | None:
-    """The session of a folder (None when it has none); a damaged ``session.json`` is one line
-    naming the file and what is wrong with it."""
-    path = folder / SESSION_FILE
-    if not path.is_file():
-        return None
-    try:
-        session = json.loads(path.read_text(encoding="utf-8-sig"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        where = f" at line {exc.lineno} column {exc.colno}" if hasattr(exc, "lineno") else ""
-        raise InputError(
-            f"out: {path} is damaged (not JSON{where}); restore it from a copy, or give another "
-            "--out"
-        ) from None
-    if not isinstance(session, dict) or session.get("format") != FORMAT:
-        found = session.get("format") if isinstance(session, dict) else type(session).__name__
-        raise InputError(f"out: {path} is not a judging session (format {found!r})")
-    missing = [name for name in SESSION_FIELDS if name not in session]
-    if missing:
-        raise InputError(f"out: {path} is damaged: it has no {missing[0]!r} field")
-    return session
+    """The session of a folder as its JSON object (None when it has none), read and checked by
+    :class:`JudgingSession`: for eval.search's draw lookup until it takes the model."""
+    session = JudgingSession.of_folder(folder)
+    return None if session is None else session.dump()
 
 
-def check_out(folder: Path, session: dict[str, Any]) -> None:
+def check_out(folder: Path, session: JudgingSession) -> None:
     """Refuse an output folder that holds another corpus's, or another sample's, judgments."""
     if folder.exists() and not folder.is_dir():
         raise NotADirectoryError(f"out: {folder} is a file; give a folder for the judgments")
-    old = read_session(folder)
+    old = JudgingSession.of_folder(folder)
     if old is None:
         for name in (JUDGMENTS_FILE, QRELS_FILE):
             if (folder / name).exists():
@@ -121,16 +171,16 @@ def check_out(folder: Path, session: dict[str, Any]) -> None:
                     "give another --out"
                 )
         return
-    if old["corpus"]["sha256"] != session["corpus"]["sha256"]:
+    if old.corpus.sha256 != session.corpus.sha256:
         raise InputError(
-            f"out: {folder} holds judgments of another corpus ({old['corpus']['path']}, "
-            f"SHA-256 {old['corpus']['sha256'][:12]}, not {session['corpus']['sha256'][:12]}); "
+            f"out: {folder} holds judgments of another corpus ({old.corpus.path}, "
+            f"SHA-256 {old.corpus.sha256[:12]}, not {session.corpus.sha256[:12]}); "
             "give another --out"
         )
-    if [old["pool"], old["k"], old["seed"]] != [session["pool"], session["k"], session["seed"]]:
+    if (old.pool, old.k, old.seed) != (session.pool, session.k, session.seed):
         raise InputError(
             f"out: {folder} was started on other runs, queries or k (its runs: "
-            f"{', '.join(old['runs'].values())}); give the same inputs or another --out"
+            f"{', '.join(old.runs.values())}); give the same inputs or another --out"
         )
 
 
@@ -434,8 +484,8 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def write_session(folder: Path, session: dict[str, Any]) -> None:
-    write_json(folder / SESSION_FILE, session)
+def write_session(folder: Path, session: JudgingSession) -> None:
+    session.write(folder / SESSION_FILE)
 
 
 def session_folder(path: str | Path) -> Path | None:

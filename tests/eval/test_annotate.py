@@ -94,7 +94,7 @@ def judging_for(tmp_path: Path, *extra: str, labels: bool = True):
     (config,) = parse_config([AnnotateConfig], annotate_args(inputs, tmp_path / "out", *extra))
     session, corpus, queries = resolve(config)
     write_session(tmp_path / "out", session)
-    pool = dict(session["pool"])
+    pool = dict(session.pool)
     documents = {d: corpus[d] for docs in pool.values() for d in docs}
     store = JudgmentStore(tmp_path / "out")
     found = labeler_labels(str(tmp_path / "labels")) if labels else None
@@ -508,10 +508,10 @@ def judging_for_inputs(tmp_path: Path, inputs: dict[str, Path], *extra: str):
     (config,) = parse_config([AnnotateConfig], annotate_args(inputs, tmp_path / "out", *extra))
     session, corpus, queries = resolve(config)
     write_session(tmp_path / "out", session)
-    pool = dict(session["pool"])
+    pool = dict(session.pool)
     documents = {d: corpus[d] for docs in pool.values() for d in docs}
     store = JudgmentStore(tmp_path / "out")
-    return Judging(pool, queries, documents, store, None, ["alice"], seed=session["seed"]), None
+    return Judging(pool, queries, documents, store, None, ["alice"], seed=session.seed), None
 
 
 def search_args(tmp_path: Path, inputs: dict[str, Path], *extra: str) -> list[str]:
@@ -634,7 +634,7 @@ def test_a_second_server_on_one_session_is_refused_naming_the_first(tmp_path: Pa
 def test_a_restart_with_out_alone_keeps_the_sessions_assessors_labels_and_modes(tmp_path: Path):
     from core.cli import parse_config
     from eval.annotate.__main__ import AnnotateConfig, resolve
-    from eval.human.store import JudgmentStore, read_session, write_session
+    from eval.human.store import JudgingSession, JudgmentStore, write_session
 
     inputs = make_inputs(tmp_path)
     out = tmp_path / "out"
@@ -644,16 +644,17 @@ def test_a_restart_with_out_alone_keeps_the_sessions_assessors_labels_and_modes(
     (config,) = parse_config([AnnotateConfig], [*args, *extra])
     session, _, _ = resolve(config)
     write_session(out, session)
-    recorded = read_session(out)
-    assert recorded["assessors"] == ["alice", "bob"] and recorded["labels"] == labels
-    assert (recorded["highlight"], recorded["reveal"], recorded["adjudicate"]) == (
+    recorded = JudgingSession.of_folder(out)
+    assert recorded is not None
+    assert recorded.assessors == ["alice", "bob"] and recorded.labels == labels
+    assert (recorded.highlight, recorded.reveal, recorded.adjudicate) == (
         False,
         "per-query",
         False,
     )
     (config,) = parse_config([AnnotateConfig], ["--out", str(out)])
     again, _, _ = resolve(config)
-    assert {k: again[k] for k in recorded} == recorded
+    assert again == recorded
     # Once judged, a session's highlighting and reveal mode stay as they were judged.
     store = JudgmentStore(out)
     store.add(
@@ -739,11 +740,12 @@ def test_the_page_shows_the_width_the_graded_queries_reach_and_the_queries_left(
     them and the queries a 0.1 width needs; from people's grades only (no labeler in it)."""
     from eval.annotate.__main__ import first_run_rankings
     from eval.annotate.app import JudgeIn
-    from eval.human.store import read_session
+    from eval.human.store import JudgingSession
 
     judging, _ = judging_for(tmp_path, "--queries", "q1", "q2", "q3", "q4", labels=False)
-    session = read_session(tmp_path / "out")
-    judging.rankings, judging.k = first_run_rankings(session), session["k"]
+    session = JudgingSession.of_folder(tmp_path / "out")
+    assert session is not None
+    judging.rankings, judging.k = first_run_rankings(session), session.k
     assert judging.state("alice")["progress"]["interval"]["width"] is None
     for qid, doc in judging.order("alice"):
         judging.judge("alice", JudgeIn(qid=qid, doc_id=doc, grade=int(doc[1:]) % 4, seconds=1))
@@ -759,4 +761,4 @@ def test_the_page_shows_the_width_the_graded_queries_reach_and_the_queries_left(
     assert progress["minutes_left"] == round(left / 60, 1)
     assert judging.state("bob")["progress"]["minutes_left"] is None
     # The session records the runs it judged; the sample is not one of them.
-    assert set(session["runs"]) == {"a", "b"} and session["sample"] == "--queries"
+    assert set(session.runs) == {"a", "b"} and session.sample == "--queries"
