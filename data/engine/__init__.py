@@ -17,5 +17,12 @@ Each query's answer is appended (flushed) to ``OUT.partial.jsonl`` as it arrives
 run keeps every answered query and a re-run asks only the rest; the run (and with ``--texts`` the
 hits' texts as ``OUT-STEM.corpus.jsonl``, for ``eval.search --corpus``) is written atomically at
 the end and the partial file removed. 429, 5xx, connection errors and timeouts are retried with
-backoff; a 4xx is not (the request itself is wrong).
+backoff; a 4xx is not (the request itself is wrong). The parts: the YAML and its paths
+(:mod:`data.engine.config`), the one HTTP client (:mod:`data.engine.client`, httpx), the command
+(:mod:`data.engine.command`); docs/commands.md, "Runs straight from a search endpoint".
+
+The run and its texts label like any other run:
+
+    python -m eval.search --run run.trec --corpus run.corpus.jsonl --queries Q.jsonl \\
+        --labeler grader:runs/export --out runs/search/engine
 """

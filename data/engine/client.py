@@ -4,6 +4,7 @@ templates, retried with backoff on what a later try may cure) and the hits read 
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import Any
 from urllib.parse import quote
@@ -57,8 +58,10 @@ class SearchClient:
         }
         if engine.body is not None:  # every ${VAR} checked before the first request
             fill_body(engine.body, "", 0, f"{source}: body")
+        url = httpx.URL(self.url.replace("{query}", "q").replace("{k}", "1"))
+        if url.scheme not in ("http", "https") or not url.host:
+            raise InputError(f"{source}: url: expected http:// or https:// and a host")
         self.client = httpx.Client(headers=headers, timeout=engine.timeout)
-        self.tries = 0  # requests sent, retries included (the tests count them)
 
     def shown_url(self) -> str:
         """The endpoint without its query string or user info (either may hold a key)."""
@@ -69,7 +72,6 @@ class SearchClient:
         url = self.url.replace("{query}", quote(query, safe="")).replace("{k}", str(k))
         body = self.engine.body
         payload = fill_body(body, query, k, f"{self.source}: body") if body is not None else None
-        self.tries += 1
         return self.client.request(self.engine.method, url, json=payload)
 
     def ask(self, qid: str, query: str, k: int) -> Any:
@@ -134,7 +136,8 @@ def parse_hits(engine: EngineConfig, source: str, qid: str, answer: Any, k: int)
     """The first ``k`` hits of an answer; a path the answer does not hold is one line."""
     hits = resolve(answer, engine.hits)
     if not isinstance(hits, list):
-        found = "matches nothing" if hits is MISSING else f"is a {type(hits).__name__}, not a list,"
+        kind = "null" if hits is None else f"a {type(hits).__name__}"
+        found = "matches nothing" if hits is MISSING else f"is {kind}, not a list,"
         raise InputError(
             f"{source}: path {engine.hits!r} {found} in the response to query {qid} "
             f"(top-level {keys_of(answer)})"
@@ -160,9 +163,10 @@ def _hit(engine: EngineConfig, source: str, qid: str, number: int, hit: Any) -> 
     score = None
     if engine.score is not None:
         score = resolve(hit, engine.score)
-        if isinstance(score, bool) or not isinstance(score, int | float):
+        number_like = isinstance(score, int | float) and not isinstance(score, bool)
+        if not number_like or not math.isfinite(score):
             raise InputError(
-                f"{source}: path {engine.score!r} matches no number in hit {number} of query "
+                f"{source}: path {engine.score!r} matches no finite number in hit {number} of query "
                 f"{qid} ({keys_of(hit)}); write `score: null` to rank by the engine's order"
             )
     text = _text(resolve(hit, engine.text)) if engine.text is not None else None

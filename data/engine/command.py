@@ -62,8 +62,10 @@ def corpus_path(out: Path) -> Path:
 
 
 def _check(config: EngineRunConfig, engine: EngineConfig) -> None:
-    if not config.engine or not config.queries or not config.out:
-        raise InputError("give --engine, --queries and --out")
+    if config.run_name is not None and (
+        not config.run_name or config.run_name.split() != [config.run_name]
+    ):
+        raise InputError(f"--run_name: {config.run_name!r} is a TREC run's tag: one word")
     if config.texts and engine.text is None:
         raise InputError(f"--texts: {config.engine} has no `text:` path of the hits' texts")
     if Path(config.out).resolve() == Path(config.queries).resolve():
@@ -198,7 +200,7 @@ def write_corpus(path: Path, answers: dict[str, Answer]) -> int:
 
 def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([EngineRunConfig], args)
-    if not config.engine:
+    if not config.engine or not config.queries or not config.out:
         raise InputError("give --engine, --queries and --out")
     engine = load_engine(config.engine)
     _check(config, engine)
@@ -207,8 +209,15 @@ def main(args: Sequence[str] | None = None) -> None:
     started = time.perf_counter()
     with KeyedCache(partial_path(out), exclusive=True) as cache:
         answers = ask_all(config, engine, queries, cache)
+        if not any(answer.hits for answer in answers.values()):
+            partial_path(out).unlink()  # empty answers are worth nothing; a re-run asks again
+            raise InputError(
+                f"{config.engine}: none of the {len(answers)} queries got a hit; check the "
+                "body's query field and the index (nothing was written)"
+            )
         warn_about(answers, engine, config)
-        write_trec_run(out, to_run(answers), tag=config.run_name or out.stem)
+        tag = config.run_name or "_".join(out.stem.split()) or "run"
+        write_trec_run(out, to_run(answers), tag=tag)
         written = f"wrote {out} ({len(answers)} queries, {time.perf_counter() - started:.1f} s)"
         if config.texts:
             count = write_corpus(corpus_path(out), answers)

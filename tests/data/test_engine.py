@@ -384,6 +384,27 @@ def test_an_unknown_or_bad_key_is_one_line_naming_the_file(tmp_path):
         load_engine(engine)
 
 
+def test_no_hit_for_any_query_writes_nothing_and_keeps_nothing(serve, queries, tmp_path):
+    server, url = serve("opensearch")
+    server.empty = set(QUERIES.values())
+    engine = engine_yaml(tmp_path, preset="opensearch", url=url + "/docs/_search")
+    out = tmp_path / "r.trec"
+    with pytest.raises(InputError, match="none of the 5 queries got a hit"):
+        run(engine, queries, out)
+    assert not out.exists() and not partial_path(out).exists()
+    server.empty = set()
+    run(engine, queries, out)  # asked again, now that the index answers
+    assert set(read_trec_run(out)) == set(QUERIES) and len(server.log) == 2 * len(QUERIES)
+
+
+def test_a_url_without_http_and_a_run_name_with_a_space_are_refused(tmp_path, queries):
+    engine = engine_yaml(tmp_path, url="localhost:9200/docs/_search", hits="h", id="i")
+    with pytest.raises(InputError, match=r"engine\.yaml: url: expected http:// or https://"):
+        run(engine, queries, tmp_path / "r.trec")
+    with pytest.raises(InputError, match="--run_name: 'my run' is a TREC run's tag: one word"):
+        run(engine, queries, tmp_path / "r.trec", "--run_name", "my run")
+
+
 def test_texts_need_a_text_path(tmp_path, queries):
     engine = engine_yaml(tmp_path, url="http://127.0.0.1:9/s", hits="h", id="i")
     with pytest.raises(InputError, match=r"--texts: .* has no `text:` path"):
