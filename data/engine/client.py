@@ -91,7 +91,8 @@ class SearchClient:
                 problem = f"HTTP {response.status_code}"
                 if response.status_code != 429 and response.status_code < 500:
                     raise EngineError(self._failure(qid, problem, response, tried=False))
-                wait = _retry_after(response) or wait
+                told = _retry_after(response)  # the server's word, 0 included
+                wait = wait if told is None else told
             if attempt < retries:
                 logger.warning("query %s: %s from %s; retrying", qid, problem, self.shown_url())
                 time.sleep(min(wait, RETRY_WAIT_CAP))

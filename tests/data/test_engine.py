@@ -108,6 +108,7 @@ class FakeEngine:
         self.sleep = 0.6
         self.empty: set[str] = set()
         self.no_text: set[str] = set()
+        self.throttle: Counter[str] = Counter()  # 429 with Retry-After: 0, that many times
         self.lock = threading.Lock()
 
     def answer(self, body: Any, params: dict[str, list[str]], headers: dict) -> tuple[int, Any]:
@@ -115,7 +116,8 @@ class FakeEngine:
         with self.lock:
             slow = self.slow[query] > 0
             self.slow[query] -= 1 if slow else 0
-            status = self.fail.get(query, 200)
+            status = 429 if self.throttle[query] > 0 else self.fail.get(query, 200)
+            self.throttle[query] -= 1
             self.log.append({"query": query, "k": k, "status": status, "headers": headers})
         if slow:
             time.sleep(self.sleep)
@@ -138,6 +140,8 @@ def handler_for(engine: FakeEngine) -> type[BaseHTTPRequestHandler]:
             status, answer = engine.answer(body, parse_qs(url.query), dict(self.headers))
             data = json.dumps(answer).encode()
             self.send_response(status)
+            if status == 429:
+                self.send_header("Retry-After", "0")
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -329,6 +333,22 @@ def test_a_5xx_mid_run_stops_keeps_the_answers_and_the_rerun_asks_only_the_rest(
     assert [e["query"] for e in server.log[first_run:]] == ["fast cars", "fruit salad", "a song"]
     assert sorted(Counter(server.answered()).values()) == [1] * len(QUERIES)  # none asked twice
     assert set(read_trec_run(out)) == set(QUERIES) and not partial_path(out).exists()
+
+
+def test_a_429_is_retried_after_its_wait_and_a_closed_port_is_named(serve, queries, tmp_path):
+    server, url = serve("vespa")
+    server.throttle["fruit salad"] = 2
+    engine = engine_yaml(tmp_path, preset="vespa", url=url + "/search/", retry_wait=5)
+    started = time.perf_counter()
+    run(engine, queries, tmp_path / "r.trec")
+    assert time.perf_counter() - started < 5  # Retry-After: 0, not the configured 5 s
+    assert [e["status"] for e in server.log if e["query"] == "fruit salad"] == [429, 429, 200]
+    assert set(read_trec_run(tmp_path / "r.trec")) == set(QUERIES)
+
+    closed = url.rsplit(":", 1)[0] + ":9"  # the discard port: nothing listens there
+    engine = engine_yaml(tmp_path, preset="vespa", url=closed + "/search/", retries=1, retry_wait=0)
+    with pytest.raises(EngineError, match=r"^query q1: cannot connect \(ConnectError\) from "):
+        run(engine, queries, tmp_path / "c.trec")
 
 
 def test_a_4xx_is_not_retried(serve, queries, tmp_path):
