@@ -205,12 +205,16 @@ def main(args: Sequence[str] | None = None) -> None:
     engine = load_engine(config.engine)
     _check(config, engine)
     queries = read_queries(config.queries)
+    if not queries:
+        raise InputError(f"--queries: {config.queries} holds no query")
     out = Path(config.out)
     started = time.perf_counter()
     with KeyedCache(partial_path(out), exclusive=True) as cache:
         answers = ask_all(config, engine, queries, cache)
         if not any(answer.hits for answer in answers.values()):
-            partial_path(out).unlink()  # empty answers are worth nothing; a re-run asks again
+            partial_path(out).unlink(
+                missing_ok=True
+            )  # empty answers are worth nothing; a re-run asks again
             raise InputError(
                 f"{config.engine}: none of the {len(answers)} queries got a hit; check the "
                 "body's query field and the index (nothing was written)"

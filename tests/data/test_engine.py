@@ -423,6 +423,10 @@ def test_a_url_without_http_and_a_run_name_with_a_space_are_refused(tmp_path, qu
         run(engine, queries, tmp_path / "r.trec")
     with pytest.raises(InputError, match="--run_name: 'my run' is a TREC run's tag: one word"):
         run(engine, queries, tmp_path / "r.trec", "--run_name", "my run")
+    empty = tmp_path / "none.jsonl"
+    empty.write_text("")
+    with pytest.raises(InputError, match=r"--queries: .*none\.jsonl holds no query"):
+        run(engine_yaml(tmp_path, url="http://x/s", hits="h", id="i"), empty, tmp_path / "r.trec")
 
 
 def test_texts_need_a_text_path(tmp_path, queries):
