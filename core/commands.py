@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("models.export", "a self-describing export with its round-trip check and card"),
     "push": ("models.push", "upload an export to the hub"),
     "search": ("eval.search", "retrieval metrics of runs under a labeler, paired tests"),
+    "history": ("eval.history", "the evaluation history store: record, list, show evaluations"),
     "rerank": ("eval.rerank", "rerank a run's top-k by the grader"),
     "ranking-agreement": ("eval.ranking_agreement", "Kendall's tau between system rankings"),
     "report": ("eval.report", "one HTML page of an eval.search or main-job folder"),

@@ -230,6 +230,17 @@ def _sqlite_engine(url: sa.URL) -> Engine:
     return engine
 
 
+def _copy_rows(conn: Connection, rows: list[tuple]) -> None:
+    """The per-query values by PostgreSQL's COPY, inside the evaluation's transaction (several
+    times as fast as INSERTs: a large evaluation records within the time a caller waits)."""
+    names = ", ".join(column.name for column in query_values.columns)
+    driver = conn.connection.driver_connection
+    assert driver is not None
+    with driver.cursor() as cursor, cursor.copy(f"COPY query_values ({names}) FROM STDIN") as copy:
+        for row in rows:
+            copy.write_row(row)
+
+
 def open_store(target: str) -> HistoryStore:
     """The store at ``target`` (a file path or a SQLAlchemy URL), created or migrated to
     :data:`SCHEMA_VERSION` as needed; one-line :class:`InputError` when it cannot be."""
@@ -306,14 +317,19 @@ class HistoryStore:
     def record(self, record: EvaluationRecord) -> int:
         """Store one evaluation, all of it or (on any failure) nothing; its id."""
         created = record.created_at or dt.datetime.now(dt.timezone.utc)
+        if created.tzinfo is None:
+            raise ValueError("created_at: give a time with its time zone")
+        created = created.astimezone(dt.timezone.utc)
         row = {
             name: getattr(record, name)
             for name in EvaluationInfo.__dataclass_fields__
             if name not in ("id", "created_at", "queries")
         }
         row |= {
-            "created_at": created.astimezone(dt.timezone.utc).replace(tzinfo=None)
-            if created.tzinfo
+            # SQLite keeps no time zone: a naive UTC time there; PostgreSQL's timestamptz
+            # takes the zone and would otherwise read a naive time in the session's.
+            "created_at": created.replace(tzinfo=None)
+            if self.engine.dialect.name == "sqlite"
             else created,
             "queries": len({qid for values in record.labeler_values.values() for qid in values}),
             "search_metrics": record.search_metrics,
@@ -332,18 +348,19 @@ class HistoryStore:
     ) -> None:
         human = record.human_values or {}
         rows = [
-            {
-                "evaluation_id": evaluation_id,
-                "metric": metric,
-                "qid": qid,
-                "labeler_value": value,
-                "human_value": human.get(metric, {}).get(qid),
-            }
+            (evaluation_id, metric, qid, value, human.get(metric, {}).get(qid))
             for metric, values in record.labeler_values.items()
             for qid, value in values.items()
         ]
+        if conn.dialect.name == "postgresql":
+            _copy_rows(conn, rows)
+            return
+        names = [column.name for column in query_values.columns]
         for start in range(0, len(rows), INSERT_BATCH):
-            conn.execute(query_values.insert(), rows[start : start + INSERT_BATCH])
+            batch = [
+                dict(zip(names, row, strict=True)) for row in rows[start : start + INSERT_BATCH]
+            ]
+            conn.execute(query_values.insert(), batch)
 
     def _insert_estimates(
         self, conn: Connection, evaluation_id: int, estimates: list[Estimate]

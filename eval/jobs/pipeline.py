@@ -173,6 +173,25 @@ class PipelineConfig:
         default="dense", metadata={"help": "Which run the grader reranks (empty: none)."}
     )
     batch_size: int = field(default=32)
+    # The evaluation history
+    track: str | None = field(
+        default=None,
+        metadata={
+            "help": "Evaluation history store (SQLite file or database URL) to record the metric "
+            "stage's evaluation in, after that stage: its primary run (the first retriever's), "
+            "as eval.search --track does. Recorded once per metric-stage result."
+        },
+    )
+    system: str | None = field(
+        default=None, metadata={"help": "With --track: the system's name (default: the run's)."}
+    )
+    version: str | None = field(
+        default=None,
+        metadata={"help": "With --track: its version (default: the current UTC time stamp)."},
+    )
+    note: str | None = field(
+        default=None, metadata={"help": "With --track: a note kept with the evaluation."}
+    )
 
     def __post_init__(self) -> None:
         check_choices(self)
@@ -564,6 +583,8 @@ class Pipeline:
         start = time.perf_counter()
         for stage in self.stages():
             self.run_stage(stage)
+            if stage.module == "eval.search" and self.config.track:
+                self.record_history(stage)
         summary = self.summarise(time.perf_counter() - start)
         write_json(self.path("summary.json"), summary)
         with atomic_writer(self.path("report.md")) as handle:
@@ -572,6 +593,25 @@ class Pipeline:
 
         write_report(self.root)  # report.html: the run as one page
         return summary
+
+    def record_history(self, stage: Stage) -> None:
+        """Record the metric stage's evaluation in --track's store, once per stage result: a
+        resumed job does not record the same evaluation twice."""
+        from eval.history.record import record_folder
+        from eval.history.store import open_store
+
+        c = self.config
+        store = open_store(c.track or "")
+        mark = {"store": store.name, "fingerprint": stage.fingerprint()}
+        stamp = self.path("stages", "history.json")
+        try:
+            if stamp.exists() and json.loads(stamp.read_text()).get("recorded") == mark:
+                logger.info("history: this evaluation is in %s already", store.name)
+                return
+            print(record_folder(store, stage.output.parent, c.system, c.version, c.note))
+        finally:
+            store.close()
+        write_json(stamp, {"recorded": mark})
 
     def summarise(self, seconds: float) -> dict[str, Any]:
         study = json.loads(self.path("cv", "study.json").read_text())

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -239,4 +240,16 @@ def test_two_processes_recording_at_once_both_succeed(target: str):
     )
     assert all(len(store.query_values(e.id, "ndcg@10")) == 3000 for e in found)
     assert all(len(store.estimates(s, "map")) == 4 for s in ("dense", "bm25"))
+    store.close()
+
+
+def test_the_time_of_an_evaluation_reads_back_as_the_same_instant_in_utc(target: str):
+    store = open_store(target)
+    elsewhere = dt.timezone(dt.timedelta(hours=2))
+    when = dt.datetime(2026, 3, 1, 12, 30, 15, tzinfo=elsewhere)
+    evaluation_id = store.record(replace(make_record("dense", "v1"), created_at=when))
+    read = store.get(str(evaluation_id)).created_at
+    assert read == when and read.tzinfo == dt.timezone.utc and read.hour == 10
+    store.record(replace(make_record("dense", "v0"), created_at=when - dt.timedelta(days=1)))
+    assert [e.version for e in store.list_evaluations()] == ["v0", "v1"]  # time order, not ids
     store.close()
