@@ -37,7 +37,11 @@ def full_help(program: str) -> str:
 
     parts = [usage(program)]
     for name, (module, _) in SUBCOMMANDS.items():
-        parser = TrlParser([importlib.import_module(module).CONFIG])
+        config = getattr(importlib.import_module(module), "CONFIG", None)
+        if config is None:  # a subcommand that parses its own flags: its own --help
+            parts.append(f"{name}: `{program} {name} --help`")
+            continue
+        parser = TrlParser([config])
         parser.prog = f"{program} {name}"
         parts.append(f"{name}:\n{parser.format_help()}")
     return "\n\n".join(parts)

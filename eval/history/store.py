@@ -279,9 +279,10 @@ class HistoryStore:
     def _connected(self, engine: Engine) -> Iterator[Connection]:
         try:
             conn = engine.connect()
-        except sa.exc.OperationalError as exc:
+        except sa.exc.DatabaseError as exc:  # a server not there, or a file not a database
             reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
-            raise InputError(f"store {self.name}: cannot connect ({reason})") from None
+            what = "cannot connect" if isinstance(exc, sa.exc.OperationalError) else "cannot open"
+            raise InputError(f"store {self.name}: {what} ({reason})") from None
         with conn:
             yield conn
 
@@ -290,7 +291,13 @@ class HistoryStore:
         with self._write() as conn:
             if conn.dialect.name == "postgresql":  # two processes opening a new store at once
                 conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_SCHEMA_LOCK)))
-            tables = set(sa.inspect(conn).get_table_names())
+            try:
+                tables = set(sa.inspect(conn).get_table_names())
+            except sa.exc.DatabaseError as exc:  # a file that is not a database, say
+                reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
+                raise InputError(
+                    f"store {self.name}: cannot read it as a database ({reason})"
+                ) from None
             if "schema_info" in tables:
                 version = conn.execute(sa.select(schema_info.c.version)).scalar_one()
             elif "evaluations" in tables:

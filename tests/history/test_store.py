@@ -137,6 +137,14 @@ def test_a_file_in_a_missing_folder_is_one_line(tmp_path: Path):
         open_store(str(tmp_path / "nowhere" / "history.sqlite"))
 
 
+def test_a_file_that_is_not_a_database_is_one_line_and_left_as_it_was(tmp_path: Path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    with pytest.raises(InputError, match=r"notes\.txt: cannot open \(file is not a database\)"):
+        open_store(str(notes))
+    assert notes.read_text() == "my notes\n"
+
+
 def test_an_unknown_evaluation_is_one_line_naming_what_exists(target: str):
     store = open_store(target)
     with pytest.raises(InputError, match="no evaluation dense@v1; the store holds no evaluations"):
