@@ -270,7 +270,9 @@ class ConfidenceSequence:
     """Accumulates the per-query paired differences (A − B) of successive checks and returns,
     after each, an interval for their mean that holds at every check at once with probability
     1 − alpha. It assumes the differences of all checks share one mean: after a deliberate
-    change of either system, start a new sequence."""
+    change of either system, start a new sequence. ``planned_n`` is the number of differences
+    (all checks together, e.g. 50 checks × 40 queries) at which the asymptotic sequence is
+    tightest; it stays valid before and after."""
 
     def __init__(
         self,
