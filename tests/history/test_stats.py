@@ -203,3 +203,15 @@ def test_monitor_gate_reads_like_the_gate():
     decision = monitor_gate(state, margin=0.02)
     assert not decision.passed
     assert "asymptotic CS, 200 queries over 5 checks" in decision.reason
+
+
+def test_the_gate_at_alpha_is_a_one_sided_test_at_half_alpha():
+    """compare(alpha=0.10)'s upper bound is the one-sided 95% bound: the regression gate on it
+    is scipy's one-sided paired t test at 5% (margin 0)."""
+    a, b = runs(43, -0.02, 0.08, seed=15)
+    result = compare("ndcg@10", a, b, alpha=0.10)
+    qids = sorted(a)
+    x, y = np.array([a[q] for q in qids]), np.array([b[q] for q in qids])
+    one_sided = stats.ttest_rel(x, y, alternative="less")
+    assert result.high == pytest.approx(one_sided.confidence_interval(0.95).high)
+    assert gate(result, 0.0).passed == (one_sided.pvalue >= 0.05)
