@@ -195,6 +195,9 @@ class PipelineConfig:
 
     def __post_init__(self) -> None:
         check_choices(self)
+        for name in ("system", "version", "note"):  # they would be dropped without a store
+            if getattr(self, name) is not None and not self.track:
+                raise InputError(f"{name}: give --track STORE to record the evaluation in")
         self.teacher_args = split_flags(self.teacher_args)
         self.train_args = split_flags(self.train_args)
         if self.qrels in ("", "none"):

@@ -10,6 +10,7 @@ from pydantic import ConfigDict, field_validator
 
 from core.artifacts import Artifact
 from core.cli import bounded, check_choices, choice
+from core.errors import InputError
 from eval.metrics.names import MetricName, parse_metrics, standard_metric_names
 
 PRIMARY_METRIC = "ndcg@{k}"
@@ -127,6 +128,9 @@ class SearchEvalConfig:
     def __post_init__(self) -> None:
         check_choices(self)  # YAML values too, before any labelling is paid for
         self.extra_metrics()  # an unknown name is refused before any labelling too
+        for name in ("system", "version", "note"):  # they would be dropped without a store
+            if getattr(self, name) is not None and not self.track:
+                raise InputError(f"{name}: give --track STORE to record the evaluation in")
 
     def extra_metrics(self) -> list[MetricName]:
         standard = standard_metric_names(self.k, recall=self.num_relevant_from is not None)

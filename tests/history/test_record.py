@@ -150,6 +150,17 @@ def test_a_folder_whose_run_is_gone_is_one_line(folder: Path, tmp_path: Path):
     assert open_store(str(tmp_path / "h.sqlite")).list_evaluations() == []
 
 
+@pytest.mark.parametrize("flag", ["system", "version", "note"])
+def test_a_name_version_or_note_without_a_store_is_refused(flag: str):
+    from eval.jobs.pipeline import PipelineConfig
+    from eval.metrics.settings import SearchEvalConfig
+
+    for config in (SearchEvalConfig, PipelineConfig):
+        with pytest.raises(InputError, match=f"{flag}: give --track STORE"):
+            config(**{flag: "v1"})
+        assert getattr(config(**{flag: "v1", "track": "h.sqlite"}), flag) == "v1"
+
+
 def test_search_refuses_an_unreachable_store_before_labelling(tmp_path: Path):
     write_run(tmp_path / "dense.trec", seed=0)
     url = f"postgresql://u:pw@127.0.0.1:{free_port()}/history"
