@@ -37,7 +37,7 @@ def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([ListConfig], args)
     if not config.store:
         raise InputError("give --store")
-    store = open_store(config.store)
+    store = open_store(config.store, create=False)
     try:
         found = store.list_evaluations(config.system)
         if not found and config.system:

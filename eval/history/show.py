@@ -57,7 +57,7 @@ def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([ShowConfig], args)
     if not config.store or not config.system:
         raise InputError("give --store and --system")
-    store = open_store(config.store)
+    store = open_store(config.store, create=False)
     try:
         if config.system not in store.systems():
             systems = ", ".join(store.systems()) or "none yet"

@@ -189,9 +189,10 @@ MIGRATIONS: list[Callable[[Connection], None]] = [_v0_to_v1]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
-def store_url(target: str) -> sa.URL:
+def store_url(target: str, create: bool = True) -> sa.URL:
     """The SQLAlchemy URL of ``target``: a URL as given (plain ``postgresql://`` with the
-    psycopg 3 driver), anything else a SQLite file whose folder must exist."""
+    psycopg 3 driver), anything else a SQLite file whose folder must exist (and the file too,
+    unless ``create``)."""
     if "://" in target:
         try:
             url = make_url(target)
@@ -203,6 +204,8 @@ def store_url(target: str) -> sa.URL:
     path = Path(target).expanduser()
     if not path.parent.is_dir():
         raise InputError(f"store {target}: folder {path.parent} does not exist")
+    if not create and not path.exists():
+        raise InputError(f"store {target}: no such file (record an evaluation to create it)")
     if path.is_dir():
         raise InputError(f"store {target}: is a folder; give a file (e.g. {path}/history.sqlite)")
     return sa.URL.create("sqlite", database=str(path.resolve()))
@@ -241,10 +244,11 @@ def _copy_rows(conn: Connection, rows: list[tuple]) -> None:
             copy.write_row(row)
 
 
-def open_store(target: str) -> HistoryStore:
-    """The store at ``target`` (a file path or a SQLAlchemy URL), created or migrated to
-    :data:`SCHEMA_VERSION` as needed; one-line :class:`InputError` when it cannot be."""
-    url = store_url(target)
+def open_store(target: str, create: bool = True) -> HistoryStore:
+    """The store at ``target`` (a file path or a SQLAlchemy URL), created (unless not
+    ``create``: readers name an existing store) or migrated to :data:`SCHEMA_VERSION` as needed;
+    one-line :class:`InputError` when it cannot be."""
+    url = store_url(target, create)
     if url.get_backend_name() == "sqlite":
         engine = _sqlite_engine(url)
     else:
@@ -281,7 +285,7 @@ class HistoryStore:
             conn = engine.connect()
         except sa.exc.DatabaseError as exc:  # a server not there, or a file not a database
             reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
-            what = "cannot connect" if isinstance(exc, sa.exc.OperationalError) else "cannot open"
+            what = "cannot open" if engine.dialect.name == "sqlite" else "cannot connect"
             raise InputError(f"store {self.name}: {what} ({reason})") from None
         with conn:
             yield conn
@@ -291,13 +295,7 @@ class HistoryStore:
         with self._write() as conn:
             if conn.dialect.name == "postgresql":  # two processes opening a new store at once
                 conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_SCHEMA_LOCK)))
-            try:
-                tables = set(sa.inspect(conn).get_table_names())
-            except sa.exc.DatabaseError as exc:  # a file that is not a database, say
-                reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
-                raise InputError(
-                    f"store {self.name}: cannot read it as a database ({reason})"
-                ) from None
+            tables = set(sa.inspect(conn).get_table_names())
             if "schema_info" in tables:
                 version = conn.execute(sa.select(schema_info.c.version)).scalar_one()
             elif "evaluations" in tables:

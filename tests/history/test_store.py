@@ -137,6 +137,12 @@ def test_a_file_in_a_missing_folder_is_one_line(tmp_path: Path):
         open_store(str(tmp_path / "nowhere" / "history.sqlite"))
 
 
+def test_a_reader_does_not_create_a_store_it_is_given_by_mistake(tmp_path: Path):
+    with pytest.raises(InputError, match=r"typo\.sqlite: no such file"):
+        open_store(str(tmp_path / "typo.sqlite"), create=False)
+    assert not (tmp_path / "typo.sqlite").exists()
+
+
 def test_a_file_that_is_not_a_database_is_one_line_and_left_as_it_was(tmp_path: Path):
     notes = tmp_path / "notes.txt"
     notes.write_text("my notes\n")
