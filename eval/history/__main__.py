@@ -5,6 +5,10 @@ dataclass ``CONFIG`` of its flags; :data:`SUBCOMMANDS` names them, so that a new
     python -m eval.history record --store runs/history.sqlite --from runs/search/dense --version v3
     python -m eval.history list --store runs/history.sqlite
     python -m eval.history show --store runs/history.sqlite --system dense --metric ndcg@10
+    python -m eval.history compare dense@v4 dense@v3 --store runs/history.sqlite
+    python -m eval.history gate --store runs/history.sqlite --system dense --candidate v4 \\
+        --baseline last --metric ndcg@10 --margin 0.02
+    python -m eval.history page --store runs/history.sqlite --out history.html
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "record": ("eval.history.record_command", "record an eval.search output folder"),
     "list": ("eval.history.listing", "the recorded evaluations, oldest first"),
     "show": ("eval.history.show", "each metric of one system over its versions"),
+    "compare": ("eval.history.compare", "two evaluations paired, with intervals and moved queries"),
+    "gate": ("eval.history.gate", "a release gate for CI: fail on a regression beyond a margin"),
+    "monitor": ("eval.history.monitor", "a live system's repeated checks, anytime-valid"),
+    "page": ("eval.history.page", "one offline page: trends, evaluations, comparisons"),
 }
 
 

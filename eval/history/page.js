@@ -180,4 +180,5 @@
   drawEvaluations();
   drawControls();
   if (P.points.length > 1) drawComparison();
+  document.body.dataset.ready = "true";
 })();

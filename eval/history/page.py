@@ -7,16 +7,23 @@ the same code as ``relevance-grader history show`` and ``history compare``."""
 
 from __future__ import annotations
 
+import datetime as dt
 import html
 import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from string import Template
 
 from pydantic import BaseModel
 
-from core.io import atomic_writer
+from core.cli import bounded, parse_config
+from core.errors import InputError
+from core.io import atomic_writer, check_writable_file
+from eval.history.compare import common_metrics, compare_stored, refusal
+from eval.history.store import EvaluationInfo, HistoryStore, open_store
 from eval.report.figures import _pyplot, _svg
-from eval.report.page import embedded_json
+from eval.report.page import embedded_json, refuse_foreign_file
 
 ASSETS = Path(__file__).parent
 PALETTE = ("#1f5fbf", "#e07b00", "#137333", "#b3261e", "#6a3d9a", "#7f7f7f")
@@ -155,3 +162,128 @@ def relative_link(target: str | None, page_out: Path) -> str | None:
         return Path(os.path.relpath(target, page_out.resolve().parent)).as_posix()
     except ValueError:
         return Path(target).resolve().as_uri()
+
+
+@dataclass
+class PageConfig:
+    store: str = field(default="", metadata={"help": "The store: a SQLite file or a database URL."})
+    out: str = field(default="history.html", metadata={"help": "The page to write."})
+    systems: list[str] = field(
+        default_factory=list, metadata={"help": "Systems to show (default: every system)."}
+    )
+    metrics: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Metrics to chart (default: those of the latest evaluation)."},
+    )
+    pairs_of_last: int = bounded(
+        12, 2, help="Every pair among the latest N evaluations is compared on the page."
+    )
+    moved: int = bounded(5, 0, help="Queries that moved most, listed per comparison and metric.")
+    alpha: float = bounded(
+        0.05, 0, 1, help="1 - confidence level of the comparisons.", open_low=True, open_high=True
+    )
+    title: str = field(default="Search quality over time", metadata={"help": "The page's title."})
+
+
+CONFIG = PageConfig
+
+
+def page_point(store: HistoryStore, info: EvaluationInfo, out: Path) -> PagePoint:
+    return PagePoint(
+        id=info.id,
+        system=info.system,
+        version=info.version,
+        created_at=info.created_at.strftime("%Y-%m-%d %H:%M"),
+        note=info.note,
+        labeler=info.labeler,
+        queries=info.queries or 0,
+        report=relative_link(info.report_path, out),
+        estimates={
+            e.metric: PointEstimate(
+                estimate=e.estimate,
+                low=e.low,
+                high=e.high,
+                method=e.method,
+                human_queries=e.human_queries or 0,
+            )
+            for e in store.evaluation_estimates(info.id)
+        },
+    )
+
+
+def pair_view(
+    store: HistoryStore,
+    a: EvaluationInfo,
+    b: EvaluationInfo,
+    config: PageConfig,
+    metrics: list[str],
+) -> PairView:
+    if why := refusal(a, b, common_queries=False):
+        return PairView(a=a.id, b=b.id, refused=why)
+    shared = [m for m in metrics if m in common_metrics(store, a, b)]
+    views = {}
+    for metric in shared:
+        result = compare_stored(store, a, b, [metric], config.alpha, config.moved)
+        c = result.metrics[metric]
+        views[metric] = PairMetric(
+            estimate=c.estimate,
+            low=c.low,
+            high=c.high,
+            method=c.method,
+            queries=c.queries,
+            human_queries=c.human_queries,
+            moved=[
+                MovedQuery(
+                    qid=q.qid,
+                    a=q.a,
+                    b=q.b,
+                    diff=q.diff,
+                    entered=[HitChange(doc_id=h.doc_id, label=h.label) for h in q.entered],
+                    left=[HitChange(doc_id=h.doc_id, label=h.label) for h in q.left],
+                )
+                for q in result.moved
+            ],
+        )
+    return PairView(a=a.id, b=b.id, metrics=views)
+
+
+def build_page(store: HistoryStore, config: PageConfig) -> HistoryPage:
+    infos = [
+        info
+        for info in store.list_evaluations()
+        if not config.systems or info.system in config.systems
+    ]
+    if not infos:
+        shown = f" of {', '.join(config.systems)}" if config.systems else ""
+        raise InputError(f"store {store.name}: no evaluations{shown} to show")
+    out = Path(config.out)
+    points = [page_point(store, info, out) for info in infos]
+    metrics = config.metrics or list(points[-1].estimates)
+    latest = sorted(infos, key=lambda info: (info.created_at, info.id))[-config.pairs_of_last :]
+    pairs = [
+        pair_view(store, a, b, config, metrics) for i, a in enumerate(latest) for b in latest[:i]
+    ]
+    return HistoryPage(
+        title=config.title,
+        store=store.name,
+        generated_at=dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        alpha=config.alpha,
+        metrics=metrics,
+        points=points,
+        pairs=pairs,
+    )
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    (config,) = parse_config([PageConfig], args)
+    if not config.store:
+        raise InputError("give --store")
+    out = Path(config.out)
+    check_writable_file("out", out)
+    refuse_foreign_file("out", out, is_history_page)
+    store = open_store(config.store)
+    try:
+        page = build_page(store, config)
+    finally:
+        store.close()
+    print(f"wrote {write_page(page, out)} ({len(page.points)} evaluations)")

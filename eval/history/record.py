@@ -22,7 +22,10 @@ from core.errors import InputError
 from core.io import sha256_file, sha256_path
 from core.provenance import PROVENANCE_FILE
 from eval.history.store import Estimate, EvaluationRecord, HistoryStore, open_store
+from eval.human.ppi import classical_mean
 from eval.metrics.settings import HumanPerQuery, SearchMetrics
+
+METRIC_RANGE = (0.0, 1.0)  # every metric eval.search reports is a share or a mean of shares
 
 
 def default_version() -> str:
@@ -31,17 +34,15 @@ def default_version() -> str:
 
 
 def t_estimate(metric: str, values: list[float], alpha: float) -> Estimate:
-    """The labeler's mean over the queries with a Student's t interval (n - 1 df): the estimate
-    of an evaluation without human judgments. One query has no interval (method "none")."""
-    from scipy import stats
-
-    n = len(values)
-    mean = math.fsum(values) / n
-    if n < 2:
-        return Estimate(metric, "none", mean, mean, mean, mean, n)
-    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
-    half = float(stats.t.ppf(1 - alpha / 2, n - 1)) * sd / math.sqrt(n)
-    return Estimate(metric, "t", mean, mean, mean - half, mean + half, n)
+    """The labeler's mean over the queries with its (1 - alpha) interval, as eval.human.ppi makes
+    a classical one: a Student's t within the metric's range [0, 1] (Wilson's at the bounds,
+    Hoeffding's when every value is alike), never of zero width. One query says nothing of the
+    spread: its interval is the whole range (method "none")."""
+    mean = math.fsum(values) / len(values)
+    if len(values) < 2:
+        return Estimate(metric, "none", mean, mean, 0.0, 1.0, len(values))
+    interval = classical_mean(values, alpha, "t", METRIC_RANGE)
+    return Estimate(metric, "t", mean, interval.estimate, interval.low, interval.high, len(values))
 
 
 def ppi_estimate(metric: str, entry: Mapping[str, Any], queries: int) -> Estimate:
@@ -116,6 +117,20 @@ def _labeler_values(per_query: dict[str, Any], run_name: str) -> dict[str, dict[
     return values
 
 
+def _hit_labels(per_query: dict[str, Any], run_name: str) -> dict[str, dict[str, float]]:
+    """{qid: {doc: label}} of the run's labelled hits: the labeler's grade where it grades, else
+    its verdict (1 relevant, 0 not)."""
+    return {
+        qid: {
+            hit["id"]: float(
+                hit["grade"] if hit.get("grade") is not None else bool(hit["relevant"])
+            )
+            for hit in result.get("hits", [])
+        }
+        for qid, result in per_query[run_name].items()
+    }
+
+
 def build_record(
     folder: str | Path, system: str | None, version: str | None, note: str | None
 ) -> EvaluationRecord:
@@ -154,6 +169,7 @@ def build_record(
         run_text=run.read_text(encoding="utf-8"),
         labeler_values=labeler_values,
         human_values=_human(folder, run_name),
+        hit_labels=_hit_labels(per_query, run_name),
         estimates=_estimates(metrics, run_name, labeler_values, config.get("alpha", 0.05)),
     )
 

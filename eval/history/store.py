@@ -16,6 +16,7 @@ succeed, one after the other.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import zlib
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -28,7 +29,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 
 from core.errors import InputError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 # Rows per INSERT statement of the per-query values (SQLAlchemy's insertmanyvalues batches).
 INSERT_BATCH = 5000
 # Any constant: the PostgreSQL advisory lock that serialises opening (creating, migrating) a store.
@@ -56,6 +57,9 @@ evaluations = sa.Table(
     sa.Column("queries", sa.Integer),  # added in version 1 (see _v0_to_v1)
     sa.Column("search_metrics", sa.Text, nullable=False),  # metrics.json (SearchMetrics)
     sa.Column("run_trec", sa.LargeBinary, nullable=False),  # the run, zlib-compressed TREC text
+    # The labeler's label of each hit in the run's top k, zlib-compressed JSON {qid: {doc: label}}
+    # (added in version 2): the hits a comparison shows entering or leaving a top k, labelled.
+    sa.Column("hit_labels", sa.LargeBinary),
 )
 query_values = sa.Table(
     "query_values",
@@ -128,6 +132,7 @@ class EvaluationRecord:
     estimates: list[Estimate]
     human_values: Mapping[str, Mapping[str, float]] | None = None  # metric -> qid -> value
     human_fingerprint: str | None = None
+    hit_labels: Mapping[str, Mapping[str, float]] | None = None  # qid -> doc -> the labeler's label
     report_path: str | None = None
     note: str | None = None
     created_at: dt.datetime | None = None  # now (UTC) when not given
@@ -184,8 +189,14 @@ def _v0_to_v1(conn: Connection) -> None:
     conn.execute(schema_info.insert().values(version=0))
 
 
+def _v1_to_v2(conn: Connection) -> None:
+    """Version 2 keeps each hit's label: evaluations recorded before have none (NULL)."""
+    blob = "BYTEA" if conn.dialect.name == "postgresql" else "BLOB"
+    conn.exec_driver_sql(f"ALTER TABLE evaluations ADD COLUMN hit_labels {blob}")
+
+
 # MIGRATIONS[v] turns a store of version v into one of version v + 1.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v0_to_v1]
+MIGRATIONS: list[Callable[[Connection], None]] = [_v0_to_v1, _v1_to_v2]
 assert len(MIGRATIONS) == SCHEMA_VERSION
 
 
@@ -339,6 +350,9 @@ class HistoryStore:
             "queries": len({qid for values in record.labeler_values.values() for qid in values}),
             "search_metrics": record.search_metrics,
             "run_trec": zlib.compress(record.run_text.encode("utf-8"), 6),
+            "hit_labels": None
+            if record.hit_labels is None
+            else zlib.compress(json.dumps(record.hit_labels, sort_keys=True).encode("utf-8"), 6),
         }
         with self._write() as conn:
             evaluation_id = conn.execute(
@@ -468,6 +482,16 @@ class HistoryStore:
     def run_text(self, evaluation_id: int) -> str:
         """The evaluated run as TREC text, as it was recorded."""
         return zlib.decompress(self._column(evaluations.c.run_trec, evaluation_id)).decode("utf-8")
+
+    def hit_labels(self, evaluation_id: int) -> dict[str, dict[str, float]]:
+        """{qid: {doc: the labeler's label}} of the run's top k hits; empty for an evaluation
+        recorded without them (before schema version 2)."""
+        self._column(evaluations.c.id, evaluation_id)  # an unknown id is one line
+        with self._read() as conn:
+            blob = conn.execute(
+                sa.select(evaluations.c.hit_labels).where(evaluations.c.id == evaluation_id)
+            ).scalar_one()
+        return {} if blob is None else json.loads(zlib.decompress(blob).decode("utf-8"))
 
     def _column(self, column: sa.Column, evaluation_id: int) -> Any:
         with self._read() as conn:

@@ -97,21 +97,25 @@ def test_the_store_refuses_a_newer_schema_in_one_line(target: str):
     open_store(target).close()
     engine = sa.create_engine(open_store(target).engine.url)
     with engine.begin() as conn:
-        conn.exec_driver_sql("UPDATE schema_info SET version = 3")
+        conn.exec_driver_sql(f"UPDATE schema_info SET version = {SCHEMA_VERSION + 1}")
     engine.dispose()
     with pytest.raises(InputError) as caught:
         open_store(target)
     message = str(caught.value)
-    assert "has schema version 3; this release reads up to 1: upgrade relevance-grader" in message
+    assert (
+        f"has schema version {SCHEMA_VERSION + 1}; this release reads up to {SCHEMA_VERSION}: "
+        "upgrade relevance-grader" in message
+    )
     assert "\n" not in message
 
 
 def test_a_version_0_store_is_migrated_and_keeps_its_data(target: str):
     store = open_store(target)
     kept = store.record(make_record("dense", "v0", queries=30, seed=4))
-    # Version 0: no schema_info, no evaluations.queries.
+    # Version 0: no schema_info, no evaluations.queries (nor version 2's hit labels).
     with store.engine.begin() as conn:
         conn.exec_driver_sql("ALTER TABLE evaluations DROP COLUMN queries")
+        conn.exec_driver_sql("ALTER TABLE evaluations DROP COLUMN hit_labels")
         conn.exec_driver_sql("DROP TABLE schema_info")
     store.close()
     migrated = open_store(target)
@@ -120,6 +124,23 @@ def test_a_version_0_store_is_migrated_and_keeps_its_data(target: str):
     assert len(migrated.query_values(kept, "mrr")) == 30
     migrated.record(make_record("dense", "v1", seed=5))
     assert len(migrated.list_evaluations()) == 2
+    migrated.close()
+
+
+def test_a_version_1_store_gains_hit_labels_and_keeps_its_evaluations(target: str):
+    store = open_store(target)
+    kept = store.record(make_record("dense", "v1", queries=5, seed=4))
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE evaluations DROP COLUMN hit_labels")
+        conn.exec_driver_sql("UPDATE schema_info SET version = 1")
+    store.close()
+    migrated = open_store(target)
+    assert migrated.schema_version() == SCHEMA_VERSION
+    assert migrated.hit_labels(kept) == {}  # recorded before labels were kept
+    labels = {"q0": {"d4": 3.0, "d9": 0.0}}
+    later = migrated.record(replace(make_record("dense", "v2", seed=5), hit_labels=labels))
+    assert migrated.hit_labels(later) == labels
+    assert len(migrated.query_values(kept, "mrr")) == 5
     migrated.close()
 
 

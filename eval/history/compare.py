@@ -1,0 +1,287 @@
+"""``python -m eval.history compare A B``: two recorded evaluations, paired over the queries both
+have, with intervals (PPI++ on the paired differences where people judged queries in both, the
+labeler-only paired t otherwise, said in words), and the queries that moved most, each with the
+hits that entered or left its top k and their labels (Quepid's snapshot diff, with statistics).
+
+Two evaluations measured by different labelers, on different corpora or on different query sets
+are not comparable: the command refuses them in one line naming what differs. ``--relabel
+LABELER --corpus PATH`` asks for the comparison all the same: both stored runs are labelled again
+by that one labeler first (cached under ``--label_cache``).
+
+    python -m eval.history compare dense@v4 dense@v3 --store runs/history.sqlite
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.cli import bounded, parse_config
+from core.errors import InputError
+from data.beir import Run, ranked, read_trec_run
+from eval.history.stats import PairedComparison, compare
+from eval.history.store import EvaluationInfo, HistoryStore, open_store
+
+# What two evaluations must share to be compared, and how a difference is named.
+SAME = (
+    ("labeler_fingerprint", "labeler", "labeler"),
+    ("corpus_fingerprint", "corpus", "corpus"),
+    ("queries_fingerprint", "query set", "queries"),
+)
+
+
+@dataclass
+class CompareConfig:
+    a: str = field(
+        default="", metadata={"help": "Evaluation A (the candidate): an id or SYSTEM@VERSION."}
+    )
+    b: str = field(
+        default="", metadata={"help": "Evaluation B (the baseline): an id or SYSTEM@VERSION."}
+    )
+    store: str = field(default="", metadata={"help": "The store: a SQLite file or a database URL."})
+    metrics: list[str] = field(
+        default_factory=list,
+        metadata={"help": "Metrics to compare (default: every metric both evaluations record)."},
+    )
+    moved: int = bounded(5, 0, help="Queries that moved most to list (for the first metric).")
+    alpha: float = bounded(
+        0.05, 0, 1, help="1 - confidence level of the intervals.", open_low=True, open_high=True
+    )
+    relabel: str | None = field(
+        default=None,
+        metadata={
+            "help": "Compare evaluations made by different labelers or on different corpora all "
+            "the same: label both stored runs by this labeler first (as eval.search's --labeler: "
+            "grader:PATH, judge:CONFIG.yaml, qrels:PATH...). Needs --corpus."
+        },
+    )
+    corpus: str | None = field(
+        default=None, metadata={"help": "With --relabel: the corpus holding both runs' documents."}
+    )
+    label_cache: str | None = field(
+        default=None, metadata={"help": "With --relabel: the label cache folder (default: none)."}
+    )
+    common_queries: bool = field(
+        default=False,
+        metadata={
+            "help": "Compare evaluations of different query sets on the queries they share "
+            "(refused otherwise)."
+        },
+    )
+
+
+CONFIG = CompareConfig
+
+
+@dataclass(frozen=True)
+class HitChange:
+    doc_id: str
+    label: float | None  # the labeler's grade in the evaluation whose top k holds the hit
+
+
+@dataclass(frozen=True)
+class MovedQuery:
+    qid: str
+    a: float
+    b: float
+    diff: float
+    entered: tuple[HitChange, ...]  # in A's top k, not in B's
+    left: tuple[HitChange, ...]  # in B's top k, not in A's
+
+
+@dataclass(frozen=True)
+class EvaluationComparison:
+    """A − B per metric, and the queries that moved most in the first metric."""
+
+    a: EvaluationInfo
+    b: EvaluationInfo
+    metrics: dict[str, PairedComparison]
+    moved: tuple[MovedQuery, ...]
+    relabelled_by: str | None = None
+
+
+def refusal(a: EvaluationInfo, b: EvaluationInfo, common_queries: bool) -> str | None:
+    """Why A and B cannot be compared as recorded (None when they can)."""
+    for attribute, what, flag in SAME:
+        if getattr(a, attribute) == getattr(b, attribute):
+            continue
+        if flag == "queries" and common_queries:
+            continue
+        fix = (
+            "give --common_queries true to compare the queries they share"
+            if flag == "queries"
+            else "give --relabel LABELER --corpus PATH to label both runs by one labeler first"
+        )
+        shown = f" ({a.labeler} vs {b.labeler})" if flag == "labeler" else ""
+        return f"evaluations {a.id} ({a.ref}) and {b.id} ({b.ref}) differ in {what}{shown}; {fix}"
+    return None
+
+
+def stored_run(store: HistoryStore, info: EvaluationInfo) -> Run:
+    with tempfile.TemporaryDirectory(prefix="history-run-") as folder:
+        path = Path(folder) / f"{info.run_name}.trec"
+        path.write_text(store.run_text(info.id), encoding="utf-8")
+        return read_trec_run(path)
+
+
+def top_k(run: Run, qid: str, k: int) -> list[str]:
+    return [doc for doc, _ in ranked(run.get(qid, {}))[:k]]
+
+
+def hit_changes(
+    runs: tuple[Run, Run],
+    labels: tuple[Mapping[str, Mapping[str, float]], Mapping[str, Mapping[str, float]]],
+    qid: str,
+    k: int,
+) -> tuple[tuple[HitChange, ...], tuple[HitChange, ...]]:
+    """(hits in A's top k and not B's, hits in B's top k and not A's), each with its label."""
+    top_a, top_b = top_k(runs[0], qid, k), top_k(runs[1], qid, k)
+    entered = tuple(
+        HitChange(doc, labels[0].get(qid, {}).get(doc)) for doc in top_a if doc not in top_b
+    )
+    left = tuple(
+        HitChange(doc, labels[1].get(qid, {}).get(doc)) for doc in top_b if doc not in top_a
+    )
+    return entered, left
+
+
+def common_metrics(store: HistoryStore, a: EvaluationInfo, b: EvaluationInfo) -> list[str]:
+    names_a = [e.metric for e in store.evaluation_estimates(a.id)]
+    names_b = {e.metric for e in store.evaluation_estimates(b.id)}
+    return [name for name in names_a if name in names_b]
+
+
+def split_values(
+    values: Mapping[str, tuple[float, float | None]],
+) -> tuple[dict[str, float], dict[str, float]]:
+    labeler = {qid: pair[0] for qid, pair in values.items()}
+    human = {qid: pair[1] for qid, pair in values.items() if pair[1] is not None}
+    return labeler, human
+
+
+def compare_stored(
+    store: HistoryStore,
+    a: EvaluationInfo,
+    b: EvaluationInfo,
+    metrics: Sequence[str],
+    alpha: float,
+    moved: int = 5,
+) -> EvaluationComparison:
+    """A − B from the values the store holds (the caller checked they are comparable)."""
+    results = {}
+    for metric in metrics:
+        a_labeler, a_human = split_values(store.query_values(a.id, metric))
+        b_labeler, b_human = split_values(store.query_values(b.id, metric))
+        results[metric] = compare(
+            metric, a_labeler, b_labeler, a_human, b_human, alpha, a_name=a.ref, b_name=b.ref
+        )
+    return EvaluationComparison(a, b, results, moved_queries(store, a, b, results, moved))
+
+
+def moved_queries(
+    store: HistoryStore,
+    a: EvaluationInfo,
+    b: EvaluationInfo,
+    results: Mapping[str, PairedComparison],
+    n: int,
+    labels: tuple[Mapping, Mapping] | None = None,
+) -> tuple[MovedQuery, ...]:
+    if not results or n == 0:
+        return ()
+    first = next(iter(results.values()))
+    runs = (stored_run(store, a), stored_run(store, b))
+    labels = labels or (store.hit_labels(a.id), store.hit_labels(b.id))
+    k = min(a.k, b.k)
+    return tuple(
+        MovedQuery(qid, va, vb, diff, *hit_changes(runs, labels, qid, k))
+        for qid, va, vb, diff in first.moved(n)
+    )
+
+
+def resolve(store: HistoryStore, config: CompareConfig) -> tuple[EvaluationInfo, EvaluationInfo]:
+    if not config.a or not config.b:
+        raise InputError("give two evaluations: compare A B (ids or SYSTEM@VERSION)")
+    a, b = store.get(config.a), store.get(config.b)
+    if a.id == b.id:
+        raise InputError(f"A and B are the same evaluation ({a.id}, {a.ref}); give two")
+    return a, b
+
+
+def compare_evaluations(store: HistoryStore, config: CompareConfig) -> EvaluationComparison:
+    a, b = resolve(store, config)
+    if config.relabel:
+        from eval.history.relabel import compare_relabelled
+
+        return compare_relabelled(store, a, b, config)
+    if why := refusal(a, b, config.common_queries):
+        raise InputError(why)
+    metrics = config.metrics or common_metrics(store, a, b)
+    missing = sorted(set(metrics) - set(common_metrics(store, a, b)))
+    if missing:
+        raise InputError(
+            f"metrics: {missing[0]} is not recorded for both {a.ref} and {b.ref} (both record: "
+            f"{', '.join(common_metrics(store, a, b))})"
+        )
+    return compare_stored(store, a, b, metrics, config.alpha, config.moved)
+
+
+def signed(value: float) -> str:
+    return f"{value:+.4f}".replace("-", "−")
+
+
+def comparison_text(result: EvaluationComparison) -> str:
+    a, b = result.a, result.b
+    level = f"{1 - next(iter(result.metrics.values())).alpha:.0%}" if result.metrics else ""
+    lines = [
+        f"A = {a.ref} (evaluation {a.id}) − B = {b.ref} (evaluation {b.id}), {level} intervals"
+        + (f"; both runs relabelled by {result.relabelled_by}" if result.relabelled_by else "")
+    ]
+    width = max((len(metric) for metric in result.metrics), default=6)
+    for metric, c in result.metrics.items():
+        verdict = "A better" if c.low > 0 else "A worse" if c.high < 0 else "no difference shown"
+        lines.append(
+            f"  {metric:<{width}}  {signed(c.estimate)} [{signed(c.low)}, {signed(c.high)}]  "
+            f"{verdict:<19}  {c.method}"
+        )
+    if result.moved:
+        first = next(iter(result.metrics))
+        lines += ["", f"queries that moved most in {first} (A, B, A − B; hits with labels):"]
+        for q in result.moved:
+            lines.append(f"  {q.qid}: {q.a:.3f}, {q.b:.3f}, {signed(q.diff)}")
+            lines.append(f"    entered A's top {min(a.k, b.k)}: {hits_text(q.entered)}")
+            lines.append(f"    left it: {hits_text(q.left)}")
+    return "\n".join(lines)
+
+
+def hits_text(hits: Sequence[HitChange]) -> str:
+    if not hits:
+        return "none"
+    return ", ".join(f"{h.doc_id} ({'?' if h.label is None else f'{h.label:g}'})" for h in hits)
+
+
+def positional(args: Sequence[str]) -> list[str]:
+    """``compare A B --flags`` as ``--a A --b B --flags``: the issue's and the docs' spelling."""
+    args = list(args)
+    names = []
+    while args and not args[0].startswith("-") and len(names) < 2:
+        names.append(args.pop(0))
+    return [
+        *(f for flag, name in zip(("--a", "--b"), names, strict=False) for f in (flag, name)),
+        *args,
+    ]
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    import sys
+
+    (config,) = parse_config([CompareConfig], positional(sys.argv[1:] if args is None else args))
+    if not config.store:
+        raise InputError("give --store")
+    store = open_store(config.store)
+    try:
+        result = compare_evaluations(store, config)
+    finally:
+        store.close()
+    print(comparison_text(result))

@@ -1,0 +1,134 @@
+"""``python -m eval.history gate``: a release gate for CI. It compares a system's candidate
+version with a baseline (its previous version, or a named one) on one metric and exits 1 with one
+line saying why when the data show the candidate worse than the baseline by more than the margin
+(``--mode regression``), or unless the data show it is not (``--mode non-inferiority``). Exit 0
+passes with the line that says so; bad input is one line and exit 2, as everywhere.
+
+    python -m eval.history gate --store runs/history.sqlite --system dense --candidate v4 \\
+        --baseline last --metric ndcg@10 --margin 0.02
+
+Each gate is one test at level alpha / 2 of the shown (1 − alpha) interval. A system checked
+again and again against a fixed baseline (a daily re-evaluation) needs ``history monitor``
+instead: a repeated fixed-level test raises false alarms far above its level.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from core.cli import bounded, choice, parse_config
+from core.errors import InputError
+from eval.history.compare import common_metrics, compare_stored, refusal
+from eval.history.stats import MODES, GateDecision, gate
+from eval.history.store import EvaluationInfo, HistoryStore, open_store
+
+
+@dataclass
+class GateConfig:
+    store: str = field(default="", metadata={"help": "The store: a SQLite file or a database URL."})
+    system: str = field(default="", metadata={"help": "The system whose versions to compare."})
+    candidate: str = field(
+        default="",
+        metadata={"help": "The candidate version of --system (its latest evaluation), or an id."},
+    )
+    baseline: str = field(
+        default="last",
+        metadata={
+            "help": "'last' (the latest evaluation of --system of another version, recorded "
+            "before the candidate's), a version of --system, or an evaluation id."
+        },
+    )
+    metric: str = field(default="ndcg@10", metadata={"help": "The metric the gate decides on."})
+    margin: float = bounded(0.0, 0, 1, help="How much worse the candidate may be (metric units).")
+    mode: str = choice(
+        "regression",
+        MODES,
+        "regression: fail when the data show the candidate worse by more than the margin; "
+        "non-inferiority: pass only when the data show it is not.",
+    )
+    alpha: float = bounded(
+        0.05,
+        0,
+        1,
+        help="1 - confidence level of the interval shown; the gate is a one-sided test at "
+        "alpha / 2 (0.05: 0.025).",
+        open_low=True,
+        open_high=True,
+    )
+    without_baseline: str = choice(
+        "fail",
+        ("fail", "pass"),
+        "What a gate with no baseline yet does (the first version of a system): fail, or pass.",
+    )
+    common_queries: bool = field(
+        default=False,
+        metadata={
+            "help": "Compare versions evaluated on different query sets on those they share."
+        },
+    )
+
+
+CONFIG = GateConfig
+
+
+def find(store: HistoryStore, system: str, ref: str) -> EvaluationInfo:
+    """An evaluation of ``system`` by version (its latest evaluation) or by id."""
+    info = store.get(ref if ref.isdigit() else f"{system}@{ref}")
+    if info.system != system:
+        raise InputError(f"evaluation {info.id} is of system {info.system!r}, not {system!r}")
+    return info
+
+
+def baseline_of(store: HistoryStore, config: GateConfig, candidate: EvaluationInfo):
+    """The baseline evaluation, or None when ``last`` finds no earlier version."""
+    if config.baseline != "last":
+        return find(store, config.system, config.baseline)
+    earlier = [
+        info
+        for info in store.list_evaluations(config.system)
+        if info.version != candidate.version
+        and (info.created_at, info.id) < (candidate.created_at, candidate.id)
+    ]
+    return earlier[-1] if earlier else None
+
+
+def decide(store: HistoryStore, config: GateConfig) -> GateDecision:
+    if not config.store or not config.system or not config.candidate:
+        raise InputError("give --store, --system and --candidate")
+    candidate = find(store, config.system, config.candidate)
+    baseline = baseline_of(store, config, candidate)
+    if baseline is None:
+        line = (
+            f"no baseline yet: {config.system} has no evaluation of another version before "
+            f"{candidate.ref} (evaluation {candidate.id})"
+        )
+        if config.without_baseline == "pass":
+            return GateDecision(True, f"PASS {line}; passed as --without_baseline pass asks")
+        raise InputError(f"{line}; give --without_baseline pass to let a first version through")
+    if baseline.id == candidate.id:
+        raise InputError(f"the candidate and the baseline are one evaluation ({candidate.id})")
+    if why := refusal(candidate, baseline, config.common_queries):
+        raise InputError(why)
+    if config.metric not in common_metrics(store, candidate, baseline):
+        raise InputError(
+            f"metric: {config.metric} is not recorded for both {candidate.ref} and "
+            f"{baseline.ref} (both record: {', '.join(common_metrics(store, candidate, baseline))})"
+        )
+    result = compare_stored(store, candidate, baseline, [config.metric], config.alpha, moved=0)
+    return gate(result.metrics[config.metric], config.margin, config.mode)
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    (config,) = parse_config([GateConfig], args)
+    store = open_store(config.store) if config.store else None
+    if store is None:
+        raise InputError("give --store")
+    try:
+        decision = decide(store, config)
+    finally:
+        store.close()
+    print(decision.reason)
+    if not decision.passed:
+        sys.exit(1)

@@ -1,0 +1,158 @@
+"""history compare, gate and monitor on a store of evaluations whose per-query values are known:
+the paired estimate is the mean difference, refusals name what differs, the gate's exit status
+follows the data, and the monitor raises an alarm on a real drop but not on noise."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from core.errors import InputError
+from eval.history.compare import CompareConfig, compare_evaluations, comparison_text, positional
+from eval.history.gate import GateConfig, decide
+from eval.history.monitor import MonitorConfig, run_checks
+from eval.history.store import open_store
+from tests.history.records import record, values
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_a_comparison_is_the_mean_paired_difference_with_an_interval_around_it(store):
+    base, cand = values(1), values(2)
+    record(store, "v1", base, day=1)
+    record(store, "v2", cand, day=2)
+    result = compare_evaluations(store, CompareConfig(a="dense@v2", b="dense@v1"))
+    c = result.metrics["ndcg@10"]
+    expected = np.mean([cand[q] - base[q] for q in base])
+    assert c.estimate == pytest.approx(expected)
+    assert c.low < c.estimate < c.high
+    assert c.queries == 40 and c.human_queries == 0
+    assert "paired t" in c.method and "no human judgments" in c.method
+    biggest = max(base, key=lambda q: abs(cand[q] - base[q]))
+    assert result.moved[0].qid == biggest
+
+
+def test_the_moved_queries_name_the_hits_that_entered_and_left_with_their_labels(store):
+    base, cand = {"q1": 0.2, "q2": 0.5, "q3": 0.5}, {"q1": 0.9, "q2": 0.5, "q3": 0.4}
+    record(store, "v1", base, 1, tops={q: ["d1", "d2"] for q in base}, labels={"q1": {"d2": 0}})
+    record(
+        store,
+        "v2",
+        cand,
+        2,
+        tops={"q1": ["d1", "d7"], "q2": ["d1", "d2"], "q3": ["d1", "d2"]},
+        labels={"q1": {"d7": 3}},
+    )
+    result = compare_evaluations(store, CompareConfig(a="dense@v2", b="dense@v1", moved=1))
+    (moved,) = result.moved
+    assert (moved.qid, [h.doc_id for h in moved.entered], [h.doc_id for h in moved.left]) == (
+        "q1",
+        ["d7"],
+        ["d2"],
+    )
+    assert moved.entered[0].label == 3 and moved.left[0].label == 0
+    text = comparison_text(result)
+    assert "q1: 0.200" not in text and "d7 (3)" in text and "d2 (0)" in text
+
+
+def test_evaluations_by_different_labelers_are_refused_in_one_line_naming_it(store):
+    record(store, "v1", values(1), 1, labeler="a")
+    record(store, "v2", values(2), 2, labeler="z")
+    with pytest.raises(InputError, match=r"differ in labeler .*--relabel") as error:
+        compare_evaluations(store, CompareConfig(a="dense@v2", b="dense@v1"))
+    assert "\n" not in str(error.value)
+
+
+def test_different_query_sets_are_compared_on_the_shared_queries_only_when_asked(store):
+    record(store, "v1", values(1), 1)
+    record(store, "v2", values(2, n=30), 2)
+    with pytest.raises(InputError, match="differ in query set"):
+        compare_evaluations(store, CompareConfig(a="dense@v2", b="dense@v1"))
+    result = compare_evaluations(
+        store, CompareConfig(a="dense@v2", b="dense@v1", common_queries=True)
+    )
+    assert result.metrics["ndcg@10"].queries == 30
+
+
+def test_compare_takes_its_two_evaluations_as_positional_arguments():
+    assert positional(["3", "dense@v1", "--store", "s"]) == [
+        "--a",
+        "3",
+        "--b",
+        "dense@v1",
+        "--store",
+        "s",
+    ]
+    assert positional(["--a", "3"]) == ["--a", "3"]
+
+
+def gate_config(**changes) -> GateConfig:
+    return GateConfig(**{"store": "unused", "system": "dense", "candidate": "v2", **changes})
+
+
+def test_the_gate_fails_a_real_regression_and_passes_an_unchanged_system(store):
+    record(store, "v1", values(1), 1)
+    record(store, "v2", values(1, shift=0.2), 2)  # every query 0.2 worse (clipped at 0)
+    record(store, "v3", values(1), 3)
+    failed = decide(store, gate_config(margin=0.02))
+    assert not failed.passed and failed.reason.startswith("FAIL ndcg@10")
+    assert "dense@v2 − dense@v1" in failed.reason
+    passed = decide(store, gate_config(candidate="v3", baseline="v1", margin=0.02))
+    assert passed.passed, passed.reason
+
+
+def test_non_inferiority_needs_evidence_that_a_regression_gate_does_not(store):
+    record(store, "v1", values(1, n=40), 1)
+    record(store, "v2", values(7, n=40), 2)  # another system's noise: a wide interval around 0
+    regression = decide(store, gate_config(margin=0.02))
+    non_inferiority = decide(store, gate_config(margin=0.02, mode="non-inferiority"))
+    assert regression.passed and not non_inferiority.passed
+
+
+def test_a_gate_without_a_baseline_says_so_and_passes_only_when_told(store):
+    record(store, "v2", values(1), 1)
+    with pytest.raises(InputError, match="no baseline yet"):
+        decide(store, gate_config())
+    assert decide(store, gate_config(without_baseline="pass")).passed
+
+
+def test_the_monitor_raises_an_alarm_on_a_drop_and_not_on_fresh_noise(store):
+    record(store, "v1", values(0, n=200, prefix="q"), 0)
+    # Each daily check evaluates queries of its own (fresh traffic) against the fixed baseline.
+    rng = np.random.default_rng(5)
+    base = values(0, n=200, prefix="q")
+    for day in range(1, 6):
+        sample = rng.choice(sorted(base), size=40, replace=False)
+        noisy = {q: float(np.clip(base[q] + rng.normal(0, 0.05), 0, 1)) for q in sample}
+        record(store, "live", noisy, day)
+    config = MonitorConfig(store="unused", system="dense", baseline="v1", margin=0.02)
+    assert all(decision.passed for _, decision in run_checks(store, config))
+    for day in range(6, 12):
+        sample = rng.choice(sorted(base), size=40, replace=False)
+        record(store, "live", {q: max(base[q] - 0.3, 0) for q in sample}, day)
+    decisions = run_checks(store, config)
+    assert not decisions[-1][1].passed
+
+
+@pytest.mark.slow
+def test_the_gate_command_exits_1_with_one_line_and_0_when_unchanged(tmp_path: Path):
+    path = tmp_path / "history.sqlite"
+    store = open_store(str(path))
+    record(store, "v1", values(1), 1)
+    record(store, "v2", values(1, shift=0.2), 2)
+    store.close()
+    command = [sys.executable, "-m", "eval.history", "gate", "--store", str(path)]
+    command += ["--system", "dense", "--margin", "0.02"]
+    failed = subprocess.run(
+        [*command, "--candidate", "v2"], capture_output=True, text=True, cwd=REPO
+    )
+    assert failed.returncode == 1 and failed.stdout.startswith("FAIL"), failed.stderr
+    assert len(failed.stdout.strip().splitlines()) == 1
+    missing = subprocess.run(
+        [*command, "--candidate", "v9"], capture_output=True, text=True, cwd=REPO
+    )
+    assert missing.returncode == 2 and "no evaluation dense@v9" in missing.stderr
