@@ -168,6 +168,7 @@ def replay_recalibrate_own_validation(root: Path) -> None:
     from core.records import Judgment
     from data.build import BuildConfig, build_dataset
     from eval.human.recalibrate import data_overlap
+    from models.grader_config import GraderDescription
 
     rows = [
         {"qid": f"q{q}", "query": f"query {q}", "doc_id": f"d{q}-{d}", "text": "t", "grade": d % 4}
@@ -180,7 +181,8 @@ def replay_recalibrate_own_validation(root: Path) -> None:
     )
     validation = list(read_records(root / "ds" / "validation.jsonl", Judgment))
     with _warnings() as warned:
-        overlap = data_overlap({"data": {"dataset": str(root / "ds")}}, validation)
+        described = GraderDescription.model_validate({"data": {"dataset": str(root / "ds")}})
+        overlap = data_overlap(described, validation)
     assert overlap["validation_pairs"] == len(validation), overlap
     assert any("are the export's validation pairs" in w for w in warned), warned
 

@@ -21,7 +21,6 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from core.cli import check_choices, choice
 from core.errors import InputError
-from core.io import strict
 from core.records import DEFAULT_RELEVANCE_THRESHOLD
 from models.families import (
     MODES,
@@ -31,12 +30,13 @@ from models.families import (
     family_of_description,
     training_mode,
 )
+from models.grader_config import GraderDescription, read_description
 from models.resolve import LABEL_NAMES, label_names, load_model
 
 DTYPES = ("float32", "bfloat16", "float16")
 PROMPT_FORMATS = ("auto", "chat", "plain")
 LABEL_SCHEMES = ("binary", "graded")
-GRADER_CONFIG_FILE = "grader_config.json"
+GRADER_CONFIG_FILE = GraderDescription.FILE
 # Every linear layer of a Llama decoder block: LoRA's default targets.
 LLAMA_LINEAR_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
@@ -175,22 +175,15 @@ def count_parameters(model: torch.nn.Module) -> dict[str, int]:
     return {"total": total, "trainable": trainable}
 
 
-def save_grader_config(path: str | Path, info: dict[str, Any]) -> None:
+def save_grader_config(path: str | Path, info: GraderDescription) -> None:
     Path(path).mkdir(parents=True, exist_ok=True)
-    (Path(path) / GRADER_CONFIG_FILE).write_text(
-        json.dumps(strict(info), allow_nan=False, indent=2, ensure_ascii=False) + "\n"
-    )
+    info.write(Path(path) / GRADER_CONFIG_FILE)
 
 
-def read_grader_config(path: str | Path) -> dict[str, Any]:
-    """The grader's description: ``grader_config.json``, else the ``grader`` entry of config.json."""
-    file = Path(path) / GRADER_CONFIG_FILE
-    if file.exists():
-        return json.loads(file.read_text())
-    config = Path(path) / "config.json"
-    if config.exists():
-        return json.loads(config.read_text()).get("grader", {})
-    return {}
+def read_grader_config(path: str | Path) -> GraderDescription | None:
+    """The grader's description: ``grader_config.json``, else the ``grader`` entry of
+    config.json; None for a folder (or a hub name) with neither."""
+    return read_description(path)
 
 
 def load_trained(
@@ -198,9 +191,9 @@ def load_trained(
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """A trained checkpoint (full, frozen, LoRA adapter or generative) with its tokenizer."""
     path = Path(path)
-    info = read_grader_config(path)
+    info = read_grader_config(path) or GraderDescription()
     task = family_of_description(info).task
-    num_labels = len(info.get("label_names") or LABEL_NAMES)
+    num_labels = len(info.label_names or LABEL_NAMES)
     adapter = path / "adapter_config.json"
     if adapter.exists():
         from peft import PeftModel
@@ -219,15 +212,15 @@ def grader_info(
     input_format: dict[str, Any],
     relevant_from_grade: int = DEFAULT_RELEVANCE_THRESHOLD,
     **extra: Any,
-) -> dict[str, Any]:
+) -> GraderDescription:
     """The description stored beside the weights; ``relevant_from`` is the first class that
     counts as relevant (1 for a binary head, the dataset's grade threshold for a graded one)."""
-    return {
-        "mode": config.mode,
-        "base_model": config.model_name_or_path,
-        "model": asdict(config),
-        "input_format": input_format,
-        "label_names": list(label_names(config.num_labels)),
-        "relevant_from": relevant_from_grade if config.labels == "graded" else 1,
+    return GraderDescription(
+        mode=config.mode,
+        base_model=config.model_name_or_path,
+        model=asdict(config),
+        input_format=input_format,
+        label_names=list(label_names(config.num_labels)),
+        relevant_from=relevant_from_grade if config.labels == "graded" else 1,
         **extra,
-    }
+    )

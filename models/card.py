@@ -10,11 +10,12 @@ repo id (``models.push`` writes the card again).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from core.io import markdown_table
 from core.records import DEFAULT_RELEVANCE_THRESHOLD
 from models.families import family_of_description
+from models.grader_config import GraderDescription, TrainingData
+from models.input_format import GraderInputFormat
 from models.resolve import LABEL_NAMES
 
 # Hub ids of the embedded defaults, for the card's ``base_model``.
@@ -37,10 +38,10 @@ def hub_base_model(base: str) -> str | None:
     )
 
 
-def relevant_grade(description: dict[str, Any]) -> int:
+def relevant_grade(description: GraderDescription) -> int:
     """The 0-3 grade from which the training pairs counted as relevant."""
-    if len(description.get("label_names") or LABEL_NAMES) > len(LABEL_NAMES):
-        return int(description["relevant_from"])  # a graded head's first relevant class
+    if len(description.label_names or LABEL_NAMES) > len(LABEL_NAMES):
+        return description.relevant_from  # a graded head's first relevant class
     return DEFAULT_RELEVANCE_THRESHOLD
 
 
@@ -58,8 +59,9 @@ def base_model_license(base_model: str) -> str:
     return "apache-2.0"  # SmolLM2, Qwen2.5 and the other Apache-licensed bases
 
 
-def metrics_table(description: dict[str, Any]) -> str:
-    evaluation = description.get("evaluation", {}).get("metrics", {})
+def metrics_table(description: GraderDescription) -> str:
+    # eval.checkpoint's results keep their own open shape inside the description.
+    evaluation = (description.evaluation or {}).get("metrics", {})
     if not evaluation:
         return "No evaluation results were attached to this export (`--metrics`).\n"
     rows = []
@@ -93,40 +95,46 @@ def metrics_table(description: dict[str, Any]) -> str:
     return markdown_table(header, rows)
 
 
-def what_it_is(description: dict[str, Any], base: str) -> str:
+def what_it_is(description: GraderDescription, base: str) -> str:
     """How the grader came to be, as it is: a zero-shot grader (no weight trained) says so
     rather than 'fine-tuned'."""
     family = family_of_description(description)
     untrained = family.untrained_origin(description, base)
     if untrained:
         return untrained
-    loss = description.get("loss", {}).get("loss", "generative")
     return (
-        f"It was trained on a teacher's relevance labels from `{base}` "
-        f"({description.get('mode')} fine-tuning, scored by {family.summary}, loss `{loss}`)."
+        f"It was trained on a teacher's relevance labels from `{base}` ({description.mode} "
+        f"fine-tuning, scored by {family.summary}, loss `{description.loss_name}`)."
     )
 
 
+def _known(value: float | None, spec: str = "") -> str:
+    return "unknown" if value is None else format(value, spec)
+
+
 def model_card(
-    description: dict[str, Any], name: str, license_id: str | None = None, path: str | None = None
+    description: GraderDescription,
+    name: str,
+    license_id: str | None = None,
+    path: str | None = None,
 ) -> str:
     """The card of an export described by ``description`` and published as ``name``; its code
     loads the model from ``path`` (the export's absolute path; default: ``name``, a hub id)."""
     path = path or name
     family = family_of_description(description)
-    fmt = description["input_format"]
-    data = description.get("data", {})
-    base = description.get("base_model", "")
+    fmt = GraderInputFormat.from_dict(description.input_format or {})
+    data = description.data or TrainingData()
+    base = description.base_model or ""
     hub_id = hub_base_model(base)
     hub_base = hub_id or "a local base model"
-    threshold = description["threshold"]
-    temperature = description["calibration"].get("temperature", 1.0)
+    threshold, temperature = description.threshold, description.temperature
+    names = description.label_names or list(LABEL_NAMES)
     license_id = license_id or base_model_license(hub_id or base)
     graded_note = (
         "; the head predicts the grade itself (classes "
-        + ", ".join(f"{i} {n}" for i, n in enumerate(description["label_names"]))
+        + ", ".join(f"{i} {n}" for i, n in enumerate(names))
         + "), and P(relevant) is the mass of the relevant grades"
-        if len(description["label_names"]) > len(LABEL_NAMES)
+        if len(names) > len(LABEL_NAMES)
         else ""
     )
     llama_terms = (
@@ -159,15 +167,15 @@ Evaluated on held-out queries; the decision threshold ({threshold:.3f}) and the 
 
 ## Training data and teacher
 
-- training pairs: {data.get("train_pairs", "unknown")} (positive rate {data.get("train_positive_rate", float("nan")):.3f}),
-  validation pairs: {data.get("validation_pairs", "unknown")}; dataset: `{Path(data.get("dataset", "")).name}`
+- training pairs: {_known(data.train_pairs)} (positive rate {_known(data.train_positive_rate, ".3f")}),
+  validation pairs: {_known(data.validation_pairs)}; dataset: `{Path(data.dataset or "").name}`
 - relevant means grade ≥ {relevant_grade(description)} on a 0–3 scale (TREC's convention){graded_note}
 - the teacher is recorded per judgment in the training data (`judge` field)
 
 ## Usage with plain transformers
 
-The input format `{fmt["name"]}@{fmt["version"]}` is stored in `config.json` (key `grader`): a
-template with `{{query}}` and `{{document}}` slots, at most {fmt["max_length"]} tokens; long
+The input format `{fmt.name}@{fmt.version}` is stored in `config.json` (key `grader`): a
+template with `{{query}}` and `{{document}}` slots, at most {fmt.max_length} tokens; long
 documents are cut at the end, never the query.
 
 ```python

@@ -34,6 +34,7 @@ from models.builder import GRADER_CONFIG_FILE, load_trained, read_grader_config
 from models.card import model_card, relevant_grade
 from models.families import family_of_description
 from models.families.base import PlainExport
+from models.grader_config import Calibration, GraderDescription
 from models.resolve import LABEL_NAMES
 
 if TYPE_CHECKING:
@@ -120,8 +121,10 @@ def plain_transformers_probabilities(
         AutoTokenizer,
     )
 
-    description = AutoConfig.from_pretrained(export_dir).grader
-    family = family_of_description(description)
+    description = AutoConfig.from_pretrained(export_dir).grader  # as a user's code reads it
+    family = family_of_description(
+        GraderDescription.from_data(description, f"{export_dir}/config.json: grader")
+    )
     auto = (
         AutoModelForCausalLM if family.task == "causal-lm" else AutoModelForSequenceClassification
     )
@@ -186,12 +189,31 @@ def _check_out(config: ExportConfig) -> None:
     check_replaceable(config.out, EXPORT_MARKER, config.overwrite, "export")
 
 
+def exported_description(
+    info: GraderDescription, metrics: dict[str, Any], names: list[str], where: str
+) -> GraderDescription:
+    """The checkpoint's description with what export adds: the threshold and calibration
+    eval.checkpoint fitted (its metrics.json, read here as its own open shape), the label
+    threshold, the evaluation; a threshold outside (0, 1) is one line naming ``where``."""
+    added = {
+        "threshold": float(metrics.get("threshold", info.threshold or 0.5)),
+        "calibration": metrics.get(
+            "calibration", (info.calibration or Calibration()).model_dump(mode="json")
+        ),
+        "label_threshold": {"scale": "0-3", "relevant_when_grade_at_least": relevant_grade(info)},
+        "evaluation": {k: metrics[k] for k in ("metrics", "data", "pairs") if k in metrics},
+        "label_names": names,
+        "relevant_from": info.relevant_from,  # written even at 1: a user's code reads it
+    }
+    return GraderDescription.from_data(info.dump() | added, where)
+
+
 def export(config: ExportConfig) -> dict[str, Any]:
     checkpoint = Path(config.checkpoint)
     out = Path(config.out)
     _check_out(config)
     info = read_grader_config(checkpoint)
-    if not info:
+    if info is None:
         raise FileNotFoundError(f"{checkpoint}: no {GRADER_CONFIG_FILE} (not a grader checkpoint)")
     metrics: dict[str, Any] = {}
     if config.metrics:
@@ -205,32 +227,16 @@ def export(config: ExportConfig) -> dict[str, Any]:
     model = model.to(dtype)
     causal = family_of_description(info).task == "causal-lm"
     model.config.pad_token_id = tokenizer.pad_token_id
-    names = list(info.get("label_names") or LABEL_NAMES)
+    names = list(info.label_names or LABEL_NAMES)
     if not causal:
         model.config.id2label = dict(enumerate(names))
         model.config.label2id = {name: i for i, name in enumerate(names)}
-    description = {
-        **info,
-        "format_version": 1,
-        "threshold": float(metrics.get("threshold", info.get("threshold", 0.5))),
-        "calibration": metrics.get(
-            "calibration", info.get("calibration", {"method": "none", "temperature": 1.0})
-        ),
-        "label_threshold": {
-            "scale": "0-3",
-            "relevant_when_grade_at_least": relevant_grade(info),
-        },
-        "evaluation": {k: metrics[k] for k in ("metrics", "data", "pairs") if k in metrics},
-        "label_names": names,
-        "relevant_from": int(info.get("relevant_from", 1)),
-    }
-    model.config.grader = description
+    description = exported_description(info, metrics, names, config.metrics or str(checkpoint))
+    model.config.grader = description.dump()  # the same object, in config.json for transformers
     with replace_folder(out) as staging:
         model.save_pretrained(staging, safe_serialization=True)
         tokenizer.save_pretrained(staging)
-        (staging / GRADER_CONFIG_FILE).write_text(
-            json.dumps(strict(description), allow_nan=False, indent=2, ensure_ascii=False) + "\n"
-        )
+        description.write(staging / GRADER_CONFIG_FILE)
         name = config.model_name or out.name
         card = model_card(description, name, config.license, path=str(out.resolve()))
         (staging / "README.md").write_text(card)

@@ -20,7 +20,6 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -31,6 +30,7 @@ from core.parallel import is_main_process, local_device_index, map_shards, proce
 from models.builder import load_trained, read_grader_config
 from models.families import CLASSIFIER, ZERO_SHOT, ScoringFamily, family_of_description
 from models.families.base import PairBatch
+from models.grader_config import GraderDescription
 from models.input_format import (
     FormattedPairs,
     GraderInputFormat,
@@ -64,24 +64,20 @@ def resolve_device_and_dtype(
 logger = logging.getLogger(__name__)
 
 
-def stored_temperature(info: dict[str, Any]) -> float:
+def stored_temperature(info: GraderDescription) -> float:
     """The calibration temperature stored with a grader (1: none fitted)."""
-    return float((info.get("calibration") or {}).get("temperature", 1.0))
+    return info.temperature
 
 
-def stored_threshold(info: dict[str, Any], name: str) -> float:
-    """The decision threshold stored with a grader: a probability strictly inside (0, 1). A
-    training checkpoint has none yet (evaluation fits it, export stores it): 0.5, said once."""
-    value = info.get("threshold")
-    if value is None:
-        if info.get("mode") != ZERO_SHOT:
+def stored_threshold(info: GraderDescription, name: str) -> float:
+    """The decision threshold stored with a grader (a probability strictly inside (0, 1), which
+    reading the description checks). A training checkpoint has none yet (evaluation fits it,
+    export stores it): 0.5, said once."""
+    if info.threshold is None:
+        if info.mode != ZERO_SHOT:
             logger.info("%s: no stored threshold; labels use 0.5 until export stores one", name)
         return 0.5
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
-        raise InputError(
-            f"{name}/grader_config.json: threshold: expected a probability in (0, 1), got {value!r}"
-        )
-    return float(value)
+    return info.threshold
 
 
 @dataclass
@@ -95,7 +91,7 @@ class Grader:
     threshold: float = 0.5
     temperature: float = 1.0
     name: str = ""
-    info: dict[str, Any] = field(default_factory=dict)
+    info: GraderDescription = field(default_factory=GraderDescription)
     batch_size: int = 32
     max_batch_tokens: int = 16384
     # Opt-in: each query's prompt + query tokens run once for all its documents (classifier
@@ -125,16 +121,17 @@ class Grader:
         name = str(path_or_name)
         if zero_shot:
             model, tokenizer = load_model(name, task="causal-lm", dtype=dtype)
-            info: dict[str, Any] = {"mode": ZERO_SHOT, "base_model": name}
+            info = GraderDescription(mode=ZERO_SHOT, base_model=name)
         else:
-            info = read_grader_config(name)
-            if not info:
+            stored = read_grader_config(name)
+            if stored is None:
                 raise InputError(
                     f"{name}: no grader_config.json; give a trained grader, or zero_shot=True for a causal LM"
                 )
+            info = stored
             model, tokenizer = load_trained(name, dtype=dtype)
-        if "input_format" in info:
-            fmt = GraderInputFormat.from_dict(info["input_format"])
+        if info.input_format is not None:
+            fmt = GraderInputFormat.from_dict(info.input_format)
         else:
             fmt = GraderInputFormat.from_tokenizer(
                 tokenizer, max_length=max_length, use_chat_template=use_chat_template("auto", name)
@@ -149,7 +146,7 @@ class Grader:
             name=name,
             info=info,
             batch_size=batch_size,
-            relevant_from=int(info.get("relevant_from", 1)),
+            relevant_from=info.relevant_from,
         )
 
     @property

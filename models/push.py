@@ -56,6 +56,9 @@ def _with_card_for(folder: Path, repo_id: str) -> Path:
     from models.builder import read_grader_config
     from models.card import model_card
 
+    description = read_grader_config(folder)
+    if description is None:
+        raise InputError(f"{folder}: no grader_config.json (not a grader export)")
     staging = Path(tempfile.mkdtemp(prefix=".push-", dir=folder.parent))
     for path in folder.iterdir():
         if path.name != "README.md":
@@ -63,7 +66,7 @@ def _with_card_for(folder: Path, repo_id: str) -> Path:
     card = folder / "README.md"
     chosen = re.search(r"^license: (\S+)$", card.read_text(encoding="utf-8"), re.M)
     (staging / "README.md").write_text(
-        model_card(read_grader_config(folder), repo_id, chosen.group(1) if chosen else None),
+        model_card(description, repo_id, chosen.group(1) if chosen else None),
         encoding="utf-8",
     )
     return staging

@@ -200,13 +200,14 @@ class TrainedStates:
     def __init__(self, grader: str | Path, settings: Any) -> None:
         from models.backbone import split_index
         from models.builder import load_trained, read_grader_config
+        from models.grader_config import GraderDescription
         from models.input_format import GraderInputFormat
 
         model_config, args = settings.model, settings.args
         self.model, self.tokenizer = load_trained(grader)
         self.model.eval()
-        self.info = read_grader_config(grader)
-        self.fmt = GraderInputFormat.from_dict(self.info["input_format"])
+        self.info = read_grader_config(grader) or GraderDescription()
+        self.fmt = GraderInputFormat.from_dict(self.info.input_format or {})
         self.first = split_index(self.model, model_config.trained_layers)
         self.cache = StateCache(
             args.state_cache or default_state_cache(),

@@ -109,6 +109,7 @@ def train(
         model_config.prompt_format,
         model_config.model_name_or_path,
     )
+    parameters = count_parameters(model)
     info = grader_info(
         model_config,
         fmt.to_dict(),
@@ -122,15 +123,15 @@ def train(
             "soft_targets": data_config.soft_targets,
             "manifest": manifest_summary(data_config.dataset),
         },
-        parameters=count_parameters(model),
+        parameters=parameters,
     )
-    refuse_large_cpu_training(info["parameters"]["trainable"], args)
+    refuse_large_cpu_training(parameters["trainable"], args)
     if eval_raw is None:
         args.eval_strategy = "no"
         args.load_best_model_at_end = False
     start = time.perf_counter()
     job = TrainingJob(
-        settings, model, tokenizer, fmt, train_raw, eval_raw, relevant_from=info["relevant_from"]
+        settings, model, tokenizer, fmt, train_raw, eval_raw, relevant_from=info.relevant_from
     )
     trainer = recipe.trainer(job)
     describe_checkpoints(trainer, model, info)
@@ -152,7 +153,7 @@ def train(
         save_validation_scores(
             args.output_dir,
             list(zip(eval_raw["qid"], eval_raw["doc_id"], strict=True)),
-            prediction_probabilities(predictions, info["relevant_from"]),
+            prediction_probabilities(predictions, info.relevant_from),
             resolve_state_dtype(args.state_dtype, args.device),
         )
     return metrics

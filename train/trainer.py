@@ -19,6 +19,7 @@ from transformers import (
 
 from core.io import share_tree, strict
 from models.builder import save_grader_config
+from models.grader_config import GraderDescription
 from train.config import GraderTrainingArguments
 from train.grader_data import compute_metrics
 
@@ -79,7 +80,7 @@ class GraderTrainer(Trainer):
 class GraderConfigCallback(TrainerCallback):
     """Writes grader_config.json into every checkpoint, so each one is self-describing."""
 
-    def __init__(self, info: dict[str, Any]) -> None:
+    def __init__(self, info: GraderDescription) -> None:
         self.info = info
 
     def on_save(self, args, state, control, **kwargs):
@@ -97,7 +98,7 @@ class ShareableCheckpoints(TrainerCallback):
             share_tree(checkpoint)
 
 
-def describe_checkpoints(trainer: Trainer, model: PreTrainedModel, info: dict[str, Any]) -> None:
+def describe_checkpoints(trainer: Trainer, model: PreTrainedModel, info: GraderDescription) -> None:
     """Checkpoints of the whole model get their grader_config.json; cached-state checkpoints hold
     only the trained top (they resume training but are not graders on their own). Every
     checkpoint gets the ordinary file modes."""
@@ -156,7 +157,7 @@ def save_trained(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
     output_dir: Path,
-    info: dict[str, Any],
+    info: GraderDescription,
     metrics: dict[str, Any],
 ) -> None:
     """The one save path of every mode: weights (or adapter), tokenizer, grader_config.json and
@@ -168,7 +169,7 @@ def save_trained(
     if not trainer.is_world_process_zero():
         return
     tokenizer.save_pretrained(output_dir)
-    info["metrics"] = {k: v for k, v in metrics.items() if k != "history"}
+    info.metrics = {k: v for k, v in metrics.items() if k != "history"}
     save_grader_config(output_dir, info)
     (output_dir / "train_results.json").write_text(
         json.dumps(strict(metrics), allow_nan=False, indent=2) + "\n"

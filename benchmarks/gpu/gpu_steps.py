@@ -226,7 +226,7 @@ def checkpoint(args: argparse.Namespace) -> dict[str, Any]:
     # Real tokens per trained pair, in the checkpoint's own input format (the pairs training took:
     # the first max_train_samples of train.jsonl); samples/s x that = real tokens/s.
     info = read_grader_config(ck)
-    fmt = GraderInputFormat.from_dict(info["input_format"])
+    fmt = GraderInputFormat.from_dict((info.input_format if info else None) or {})
     rows = read_jsonl(data / "train.jsonl")
     rows = rows[: args.train_pairs] if args.train_pairs else rows
     tokenizer = load_tokenizer(str(ck))

@@ -39,6 +39,7 @@ from core.io import (
 from core.metrics import best_f1_threshold, binary_metrics, fit_temperature
 from core.records import Judgment, document_text
 from data.splits import held_out_queries, queries_for_share, relevant_share
+from models.grader_config import GraderDescription
 
 logger = logging.getLogger(__name__)
 RECALIBRATED = "recalibration.json"  # written last: the folder is a finished recalibrated copy
@@ -102,12 +103,12 @@ def _pair_keys(records: Iterable[Judgment]) -> set[tuple[str, str, str]]:
     return {(r.qid, r.doc_id, r.query) for r in records}
 
 
-def data_overlap(description: dict[str, Any], records: list[Judgment]) -> dict[str, Any]:
+def data_overlap(description: GraderDescription, records: list[Judgment]) -> dict[str, Any]:
     """How many judged pairs (query id, document id and query text) are the export's own
     validation or training pairs, read from the dataset its description names; a warning when
     any are (the stored threshold was fitted on the validation split, so its figures flatter
     it there)."""
-    dataset = (description.get("data") or {}).get("dataset")
+    dataset = description.data.dataset if description.data else None
     out: dict[str, Any] = {"dataset": dataset, "checked": False}
     if not dataset or not Path(dataset).is_dir():
         logger.info("export: its dataset (%s) is not here; the overlap is not checked", dataset)
@@ -148,7 +149,8 @@ def recalibrate(config: RecalibrateConfig) -> dict[str, Any]:
     from eval.human.store import one_per_hit, read_judgments
 
     records = one_per_hit(read_judgments(config.judgments, refuse_errors=False))
-    overlap = data_overlap(read_grader_config(export), records)  # said before the grading
+    described = read_grader_config(export) or GraderDescription()
+    overlap = data_overlap(described, records)  # said before the grading
     fit, held_out = fit_and_held_out(records, config.fit_share, config.seed)
     labels = np.array([r.label for r in records])
     for name, part in (("fit", fit), ("held-out", held_out)):
@@ -172,7 +174,6 @@ def recalibrate(config: RecalibrateConfig) -> dict[str, Any]:
     before = _metrics(grader.calibrate(raw)[~in_fit], labels[~in_fit], grader.threshold)
     after = _metrics(calibration.apply(raw)[~in_fit], labels[~in_fit], threshold)
 
-    description = read_grader_config(export)
     report = {
         "export": str(export),
         "judgments": config.judgments,
@@ -183,23 +184,21 @@ def recalibrate(config: RecalibrateConfig) -> dict[str, Any]:
         "after": after,
         "calibration": calibration.to_dict(),
     }
-    description = description | {
-        "threshold": threshold,
-        "calibration": calibration.to_dict(),
-        "recalibration": {k: v for k, v in report.items() if k != "export"},
-    }
+    recalibration = {k: v for k, v in report.items() if k != "export"}
+    update = {"threshold": threshold, "calibration": calibration.to_dict()}
+    description = GraderDescription.from_data(
+        described.dump() | update | {"recalibration": recalibration}, str(export)
+    )
     sample = [(r.query, document_text(r.text, r.title)) for r in records[:8]]
     with replace_folder(out) as staging:
         shutil.copytree(export, staging, dirs_exist_ok=True)
         config_file = staging / "config.json"
         model_config = json.loads(config_file.read_text())
-        model_config["grader"] = description
+        model_config["grader"] = description.dump()  # transformers' key, the same object
         config_file.write_text(
             json.dumps(strict(model_config), allow_nan=False, indent=2, ensure_ascii=False) + "\n"
         )
-        (staging / GRADER_CONFIG_FILE).write_text(
-            json.dumps(strict(description), allow_nan=False, indent=2, ensure_ascii=False) + "\n"
-        )
+        description.write(staging / GRADER_CONFIG_FILE)
         (staging / "README.md").write_text(
             model_card(description, out.name, path=str(out.resolve()))
         )

@@ -166,9 +166,9 @@ class GraderLabeler(Labeler):
         from models.grader import read_grader_config, stored_temperature, stored_threshold
         from models.input_format import GraderInputFormat
 
-        info = read_grader_config(self.path) if self._grader is None else {}
-        if "input_format" in info:
-            fmt = GraderInputFormat.from_dict(info["input_format"]).id
+        info = read_grader_config(self.path) if self._grader is None else None
+        if info is not None and info.input_format is not None:
+            fmt = GraderInputFormat.from_dict(info.input_format).id
             return f"{fmt}:{stored_threshold(info, self.path)}:{stored_temperature(info)}"
         grader = self.grader
         return f"{grader.input_format.id}:{grader.threshold}:{grader.temperature}"

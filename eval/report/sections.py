@@ -22,6 +22,7 @@ from eval.report.model import (
     ReliabilityBin,
     Tau,
 )
+from models.grader_config import GraderDescription
 
 BINARY = ["not relevant", "relevant"]
 GRADES = ["0", "1", "2", "3"]
@@ -182,20 +183,23 @@ def _export(inputs: Inputs) -> dict[str, Any] | None:
     if not labeler.startswith("grader:"):
         return None
     folder = inputs.resolve(labeler.removeprefix("grader:"))
-    config = read_optional(folder / "grader_config.json") if folder else None
-    if not config:
+    file = folder / GraderDescription.FILE if folder else None
+    if file is None or not file.is_file():
         return {"path": labeler.removeprefix("grader:")}
-    input_format = config.get("input_format") or {}
+    description = GraderDescription.read(file)
+    # The input format's own open shape (models.input_format), shown as it is stored.
+    input_format = description.input_format or {}
     check = read_optional(folder / "export_check.json") or {}
+    calibration = description.calibration
     return {
         "path": labeler.removeprefix("grader:"),
-        "base_model": config.get("base_model"),
-        "mode": config.get("mode"),
+        "base_model": description.base_model,
+        "mode": description.mode,
         "input_format": f"{input_format.get('name')}@{input_format.get('version')}",
         "max_length": input_format.get("max_length"),
-        "threshold": config.get("threshold"),
-        "calibration": config.get("calibration"),
-        "format_version": config.get("format_version"),
+        "threshold": description.threshold,
+        "calibration": calibration.model_dump(mode="json") if calibration else None,
+        "format_version": description.format_version,
         "round_trip_max_abs_difference": check.get("max_abs_difference"),
     }
 

@@ -17,13 +17,12 @@ entry in ``FAMILIES``, and its training recipe (``train.recipes``).
 
 from __future__ import annotations
 
-from typing import Any
-
 from core.errors import InputError
 from models.families.answer_token import ANSWER_TOKEN
 from models.families.base import ScoringFamily, TrainingMode
 from models.families.classifier import CLASSIFIER
 from models.families.query_likelihood import QUERY_LIKELIHOOD
+from models.grader_config import GraderDescription
 
 FAMILIES: dict[str, ScoringFamily] = {
     f.name: f for f in (CLASSIFIER, ANSWER_TOKEN, QUERY_LIKELIHOOD)
@@ -74,11 +73,10 @@ def family_of(mode: str) -> ScoringFamily:
     return FAMILIES[training_mode(mode).family]
 
 
-def family_of_description(description: dict[str, Any]) -> ScoringFamily:
+def family_of_description(description: GraderDescription) -> ScoringFamily:
     """The family of a stored grader (its ``grader_config.json``); a description without a mode
     predates the modes and holds a classifier."""
-    mode = description.get("mode")
-    return family_of(str(mode)) if mode else CLASSIFIER
+    return family_of(description.mode) if description.mode else CLASSIFIER
 
 
 __all__ = [

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from models.grader import Grader
+    from models.grader_config import GraderDescription
     from models.input_format import GraderInputFormat
 
 
@@ -116,11 +117,11 @@ class ScoringFamily:
         """The model card's plain-transformers example (run by the tests)."""
         raise NotImplementedError
 
-    def untrained_origin(self, description: dict[str, Any], base: str) -> str | None:
+    def untrained_origin(self, description: GraderDescription, base: str) -> str | None:
         """How an export whose weights never trained came to be, for the model card (None: its
         weights trained, or the family cannot run untrained)."""
         return None
 
-    def serving_section(self, name: str, description: dict[str, Any]) -> str:
+    def serving_section(self, name: str, description: GraderDescription) -> str:
         """The model card's section on serving the export with vLLM ("" where it cannot)."""
         return ""

@@ -8,7 +8,7 @@ export as a classifier.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel
 
     from models.grader import Grader
+    from models.grader_config import GraderDescription
 
 
 class ClassifierFamily(ScoringFamily):
@@ -66,11 +67,13 @@ class ClassifierFamily(ScoringFamily):
         read_out = "    with torch.no_grad():\n        logits = model(**inputs).logits[0]\n"
         return softmax_snippet(path, "AutoModelForSequenceClassification", read_out)
 
-    def serving_section(self, name: str, description: dict[str, Any]) -> str:
-        threshold = description["threshold"]
-        temperature = description["calibration"].get("temperature", 1.0)
-        special = "true" if description["input_format"].get("add_special_tokens") else "false"
-        relevant_from = description["relevant_from"]
+    def serving_section(self, name: str, description: GraderDescription) -> str:
+        from models.input_format import GraderInputFormat
+
+        fmt = GraderInputFormat.from_dict(description.input_format or {})
+        threshold, temperature = description.threshold, description.temperature
+        special = "true" if fmt.add_special_tokens else "false"
+        relevant_from = description.relevant_from
         return f"""
 ## Serving with vLLM
 

@@ -21,15 +21,16 @@ if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
     from models.grader import Grader
+    from models.grader_config import GraderDescription
     from models.input_format import GraderInputFormat
 
 
-def scale_and_bias(description: dict[str, Any]) -> tuple[float, float]:
+def scale_and_bias(description: GraderDescription) -> tuple[float, float]:
     """The fitted read-out stored in a query-likelihood grader's description."""
-    read_out = description.get("query_likelihood")
-    if not read_out:
+    read_out = description.query_likelihood
+    if read_out is None:
         raise InputError("a query-likelihood grader's description has no `query_likelihood` entry")
-    return float(read_out["scale"]), float(read_out["bias"])
+    return read_out.scale, read_out.bias
 
 
 def plain_query_log_likelihood(
@@ -98,11 +99,12 @@ class QueryLikelihoodFamily(ScoringFamily):
 
         return query_likelihood_format(max_length)
 
-    def untrained_origin(self, description: dict[str, Any], base: str) -> str | None:
+    def untrained_origin(self, description: GraderDescription, base: str) -> str | None:
         """A backbone that never trained leaves the base model's zero-shot likelihood, only its
         scale and bias fitted: training cannot change its ranking."""
-        trained = (description.get("parameters") or {}).get("trainable")
-        if not (description.get("query_likelihood") or {}).get("backbone") and trained != 0:
+        trained = description.parameters.trainable if description.parameters else None
+        read_out = description.query_likelihood
+        if not (read_out and read_out.backbone) and trained != 0:
             return None
         return (
             f"It is `{base}`'s zero-shot query likelihood (the pointwise mutual information of "
@@ -116,7 +118,8 @@ class QueryLikelihoodFamily(ScoringFamily):
 
         # A backbone that never trained is its base model: with a state cache, the
         # log-likelihoods its training (or another grader on that base) stored are read there.
-        backbone = grader.info.get("query_likelihood", {}).get("backbone")
+        read_out = grader.info.query_likelihood
+        backbone = read_out.backbone if read_out else None
         shared = grader.state_cache is not None and backbone
         pmi = pmi_scores(
             grader.model,

@@ -485,14 +485,20 @@ def test_the_local_cards_snippet_runs_as_pasted_from_another_folder(exported: Pa
 
 def test_the_card_says_a_zero_shot_query_likelihood_grader_is_not_fine_tuned():
     from models.card import what_it_is
+    from models.grader_config import GraderDescription
 
-    zero_shot = {
-        "mode": "query_likelihood",
-        "parameters": {"trainable": 0, "total": 10},
-        "query_likelihood": {"backbone": "smollm2-135m", "scale": 0.1, "bias": -1.0},
-    }
+    read_out = {"backbone": "smollm2-135m", "scale": 0.1, "bias": -1.0, "marker": "Q:"}
+    zero_shot = GraderDescription.model_validate(
+        {
+            "mode": "query_likelihood",
+            "parameters": {"trainable": 0, "total": 10},
+            "query_likelihood": read_out,
+        }
+    )
     words = what_it_is(zero_shot, "HuggingFaceTB/SmolLM2-135M-Instruct")
     assert "zero-shot query likelihood" in words and "no weight" in words
     assert "distilled" not in words and "fine-tuning" not in words
-    trained = {"mode": "frozen", "parameters": {"trainable": 5}, "loss": {"loss": "ce"}}
+    trained = GraderDescription.model_validate(
+        {"mode": "frozen", "parameters": {"trainable": 5, "total": 10}, "loss": {"loss": "ce"}}
+    )
     assert "frozen fine-tuning" in what_it_is(trained, "base")

@@ -18,6 +18,7 @@ from models.families import (
     family_of_description,
     training_mode,
 )
+from models.grader_config import GraderDescription
 from train.recipes import recipe_for
 
 
@@ -28,7 +29,7 @@ def test_every_mode_has_a_registered_family_and_every_family_a_recipe():
         assert recipe_for(family).family == family.name
     assert family_of("generative-lora") is ANSWER_TOKEN
     assert family_of("zero-shot") is ANSWER_TOKEN  # a zero-shot causal LM reads P(yes)
-    assert family_of_description({}) is CLASSIFIER  # a description from before the modes
+    assert family_of_description(GraderDescription()) is CLASSIFIER  # from before the modes
     with pytest.raises(ValueError, match="mode: unknown mode 'nosuch'"):
         family_of("nosuch")
 

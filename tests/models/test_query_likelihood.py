@@ -131,17 +131,18 @@ def test_a_query_likelihood_grader_trains_on_cached_states_and_scores_the_same_r
     if trainable_layers:
         assert metrics["eval_f1"] > 0.5, metrics  # not collapsed to the majority class
     info = read_grader_config(args.output_dir)
-    assert info["mode"] == "query_likelihood"
-    assert info["input_format"]["name"] == "query-likelihood"
+    assert info and info.mode == "query_likelihood"
+    assert info.input_format["name"] == "query-likelihood"
     # Only an untrained backbone names its base model: its log-likelihoods are the base's.
     backbone = set() if trainable_layers else {"backbone"}
-    assert set(info["query_likelihood"]) == {"scale", "bias", "marker", *backbone}
+    written = json.loads((Path(args.output_dir) / "grader_config.json").read_text())
+    assert set(written["query_likelihood"]) == {"scale", "bias", "marker", *backbone}
 
     grader = Grader.from_pretrained(args.output_dir, dtype="float32", device="cpu")
     assert grader.family is QUERY_LIKELIHOOD
     assert scale_and_bias(grader.info) == (
-        info["query_likelihood"]["scale"],
-        info["query_likelihood"]["bias"],
+        written["query_likelihood"]["scale"],
+        written["query_likelihood"]["bias"],
     )
     validation = [json.loads(line) for line in (tiny_dataset / "validation.jsonl").open()]
     reloaded = grader.raw_probabilities(

@@ -93,8 +93,8 @@ def test_resume_from_a_checkpoint_gives_the_uninterrupted_result(
     for key in a:
         torch.testing.assert_close(a[key], b[key], rtol=0, atol=0, msg=key)
     # A query-likelihood grader's read-out lives beside the weights.
-    straight_info = read_grader_config(straight.output_dir).get("query_likelihood")
-    assert straight_info == read_grader_config(resumed_dir).get("query_likelihood")
+    straight_info = read_grader_config(straight.output_dir).query_likelihood
+    assert straight_info == read_grader_config(resumed_dir).query_likelihood
 
 
 def test_resume_from_a_missing_checkpoint_is_refused_before_training(tmp_path: Path):

@@ -100,7 +100,7 @@ def test_modes_and_losses_train_with_decreasing_loss_and_reload_identically(
     assert metrics["eval_roc_auc"] >= 0.8 and metrics["eval_f1"] > 0.5, metrics
     out = Path(args.output_dir)
     info = read_grader_config(out)
-    assert info["mode"] == mode and info["input_format"]["name"] == "grader-chat"
+    assert info and info.mode == mode and info.input_format["name"] == "grader-chat"
     assert (out / "tokenizer.json").exists()
     if mode == "lora":
         assert (out / "adapter_config.json").exists()
@@ -181,7 +181,7 @@ def test_generative_mode_trains_and_scores_p_yes(
     losses = logged_losses(metrics)
     assert all(np.isfinite(losses)) and np.mean(losses[-2:]) < np.mean(losses[:2]), losses
     assert metrics["eval_roc_auc"] >= 0.8, metrics
-    assert read_grader_config(args.output_dir)["mode"] == "generative"
+    assert read_grader_config(args.output_dir).mode == "generative"
     model, _ = load_trained(args.output_dir)
     assert model.config.architectures[0].endswith("ForCausalLM")
 
@@ -237,7 +237,7 @@ def test_prompt_format_plain_is_trained_and_stored(
         LossConfig(),
         args_for(tmp_path, num_train_epochs=1),
     )
-    stored = read_grader_config(tmp_path / "out")["input_format"]
+    stored = read_grader_config(tmp_path / "out").input_format
     assert stored["name"] == "grader-plain" and "<|im_start|>" not in stored["template"]
 
 
@@ -325,7 +325,7 @@ def test_a_graded_grader_learns_the_grades_and_labels_with_them(
     metrics = train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args)
     assert metrics["eval_roc_auc"] >= 0.8 and 0 <= metrics["eval_grade_mae"] < 1.0, metrics
     info = read_grader_config(args.output_dir)
-    assert info["label_names"][3] == "perfectly_relevant" and info["relevant_from"] == 2
+    assert info.label_names[3] == "perfectly_relevant" and info.relevant_from == 2
 
     grader = Grader.from_pretrained(args.output_dir, dtype="float32", device="cpu")
     assert grader.graded and grader.model.config.num_labels == 4

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from models.builder import GraderModelConfig
     from models.families import ScoringFamily
+    from models.grader_config import GraderDescription
     from models.input_format import GraderInputFormat
     from train.config import DataConfig, GraderTrainingArguments, LossConfig
 
@@ -66,7 +67,9 @@ class TrainingRecipe:
     def trainer(self, job: TrainingJob) -> Trainer:
         raise NotImplementedError
 
-    def finish(self, trainer: Trainer, job: TrainingJob, info: dict, metrics: dict) -> None:
+    def finish(
+        self, trainer: Trainer, job: TrainingJob, info: GraderDescription, metrics: dict
+    ) -> None:
         """After training: add the family's read-out to ``info`` or its metrics to ``metrics``."""
 
     def state_scorer(self, grader: Path, settings: TrainingSettings) -> StateScorer | None:

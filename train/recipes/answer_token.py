@@ -18,6 +18,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, Trai
 
 from core.errors import InputError
 from core.metrics import classification_metrics
+from models.grader_config import GraderDescription
 from models.input_format import GraderInputFormat, format_pairs
 from models.scoring import answer_token_probabilities
 from train.recipes import TrainingJob, TrainingRecipe, TrainingSettings
@@ -134,7 +135,9 @@ class AnswerTokenRecipe(TrainingRecipe):
             job.model, job.tokenizer, job.fmt, job.train_raw, job.eval_raw, job.settings.args
         )
 
-    def finish(self, trainer: Trainer, job: TrainingJob, info: dict, metrics: dict) -> None:
+    def finish(
+        self, trainer: Trainer, job: TrainingJob, info: GraderDescription, metrics: dict
+    ) -> None:
         if job.eval_raw is not None:
             args = job.settings.args
             metrics.update(p_yes_metrics(trainer.model, job.tokenizer, job.fmt, job.eval_raw, args))

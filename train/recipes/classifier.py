@@ -41,7 +41,7 @@ class ClassifierRecipe(TrainingRecipe):
         def scorer(records: Sequence[Any]) -> np.ndarray:
             states = trained.compute(trained.input_ids(records))
             probabilities = top_probabilities(trained.model, trained.first, states)
-            return relevant_probability(probabilities, trained.info.get("relevant_from", 1))
+            return relevant_probability(probabilities, trained.info.relevant_from)
 
         return scorer
 

@@ -26,6 +26,7 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 
 from core.errors import InputError
 from models.backbone import decoder
+from models.grader_config import GraderDescription
 from models.input_format import GraderInputFormat
 from models.losses import build_loss
 from models.query_likelihood import (
@@ -342,15 +343,19 @@ class QueryLikelihoodRecipe(TrainingRecipe):
             loss,
         )
 
-    def finish(self, trainer: Trainer, job: TrainingJob, info: dict, metrics: dict) -> None:
+    def finish(
+        self, trainer: Trainer, job: TrainingJob, info: GraderDescription, metrics: dict
+    ) -> None:
+        from models.grader_config import QueryLikelihoodReadOut
         from models.state_cache import state_cache_key
 
         scale, bias = trainer.model.scale_and_bias
-        info["query_likelihood"] = {"scale": scale, "bias": bias, "marker": MARKER}
-        if isinstance(trainer.model, PMIReadOut):  # no decoder layer trained: the base model's
-            # log-likelihoods are this grader's, under the state cache's name for that model
-            backbone = state_cache_key(job.settings.model.model_name_or_path)
-            info["query_likelihood"]["backbone"] = backbone
+        # No decoder layer trained (PMIReadOut): the base model's log-likelihoods are this
+        # grader's, under the state cache's name for that model.
+        read_out = QueryLikelihoodReadOut(scale=scale, bias=bias, marker=MARKER)
+        if isinstance(trainer.model, PMIReadOut):
+            read_out.backbone = state_cache_key(job.settings.model.model_name_or_path)
+        info.query_likelihood = read_out
 
     def state_scorer(self, grader: Path, settings: TrainingSettings) -> StateScorer:
         """sigmoid(scale * PMI + bias) with each pair's and each query prior's states read from

@@ -1,0 +1,133 @@
+"""The grader's description (``grader_config.json``): one typed file, written by training and
+export and read by every stage that loads, exports, recalibrates, reports on or publishes a grader.
+
+``config.json``'s ``grader`` key (which transformers keeps, for a user of the export with plain
+transformers) holds the same object, built from this model. Descriptions written before the file
+had a format version (training checkpoints) read as version 0: the same shape. Keys this release
+does not know are kept as they are, so a rewrite (recalibration) loses nothing a user's code reads.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic_core import PydanticCustomError
+
+from core.artifacts import Artifact
+from core.errors import InputError
+
+
+class Calibration(BaseModel):
+    """The fitted calibration of P(relevant): a temperature on the logits (1: none)."""
+
+    model_config = ConfigDict(extra="allow")
+    method: str = "none"
+    temperature: float = 1.0
+
+
+class QueryLikelihoodReadOut(BaseModel):
+    """A query-likelihood grader's read-out: sigmoid(scale * PMI + bias) after ``marker``."""
+
+    model_config = ConfigDict(extra="allow")
+    scale: float
+    bias: float
+    marker: str
+    # The state-cache name of a backbone that never trained (its base model's likelihoods).
+    backbone: str | None = None
+
+
+class Parameters(BaseModel):
+    total: int
+    trainable: int
+
+
+class TrainingData(BaseModel):
+    """What the grader was trained on (the other figures are the card's, kept open)."""
+
+    model_config = ConfigDict(extra="allow")
+    dataset: str | None = None
+    train_pairs: int | None = None
+    validation_pairs: int | None = None
+    train_positive_rate: float | None = None
+
+
+class LabelThreshold(BaseModel):
+    scale: str = "0-3"
+    relevant_when_grade_at_least: int
+
+
+class GraderDescription(Artifact):
+    """``grader_config.json``. Training writes the model, its input format, the label names, the
+    loss, the data and the parameter counts; export adds the decision threshold, the calibration,
+    the label threshold and the evaluation; recalibration replaces the threshold and calibration
+    and records how."""
+
+    model_config = ConfigDict(extra="allow")
+    FILE = "grader_config.json"
+    FORMAT_VERSION = 1
+    SAME_SHAPE_SINCE = 0  # checkpoints' descriptions had no format_version: the same shape
+    mode: str | None = None  # None: a description older than the modes, of a classifier
+    base_model: str | None = None
+    model: dict[str, Any] | None = None  # models.builder.GraderModelConfig, as trained
+    input_format: dict[str, Any] | None = None  # models.input_format.GraderInputFormat's dict
+    label_names: list[str] | None = None
+    relevant_from: int = 1  # the first class counted as relevant
+    loss: dict[str, Any] | None = None  # train.losses.LossConfig, as trained
+    data: TrainingData | None = None
+    parameters: Parameters | None = None
+    query_likelihood: QueryLikelihoodReadOut | None = None
+    metrics: dict[str, Any] | None = None  # the training run's figures
+    threshold: float | None = None  # None until evaluation fits one and export stores it
+    calibration: Calibration | None = None
+    label_threshold: LabelThreshold | None = None
+    evaluation: dict[str, Any] | None = None  # eval.checkpoint's results, for the card
+    recalibration: dict[str, Any] | None = None  # eval.recalibrate's record
+
+    @field_validator("threshold", mode="before")
+    @classmethod
+    def _probability(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+            raise PydanticCustomError(
+                "probability",
+                "expected a probability in (0, 1), got {value}",
+                {"value": repr(value)},
+            )
+        return value
+
+    @property
+    def temperature(self) -> float:
+        """The calibration temperature (1: none fitted)."""
+        return self.calibration.temperature if self.calibration else 1.0
+
+    @property
+    def loss_name(self) -> str:
+        """The training loss (a generative grader's description names none)."""
+        return str((self.loss or {}).get("loss", "generative"))
+
+    def dump(self) -> dict[str, Any]:
+        """The JSON object: what was read or set, inside too; a field never set is left out, as
+        before the file was typed (a read description is written back as it was)."""
+        return self.model_dump(mode="json", exclude_unset=True)
+
+
+def read_description(folder: str | Path) -> GraderDescription | None:
+    """The description of a grader folder: ``grader_config.json``, else the ``grader`` key of
+    its ``config.json`` (an export read without the file); None when it has neither."""
+    file = Path(folder) / GraderDescription.FILE
+    if file.is_file():
+        return GraderDescription.read(file)
+    config = Path(folder) / "config.json"
+    if not config.is_file():
+        return None
+    try:
+        transformers_config = json.loads(config.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise InputError(f"{config}: not JSON ({exc})") from None
+    if not isinstance(transformers_config, dict) or "grader" not in transformers_config:
+        return None
+    return GraderDescription.from_data(transformers_config["grader"], f"{config}: grader")
