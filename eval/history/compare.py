@@ -148,9 +148,12 @@ def hit_changes(
 
 
 def common_metrics(store: HistoryStore, a: EvaluationInfo, b: EvaluationInfo) -> list[str]:
+    """The metrics both record, NDCG at the shared k first (the moved queries are its)."""
     names_a = [e.metric for e in store.evaluation_estimates(a.id)]
     names_b = {e.metric for e in store.evaluation_estimates(b.id)}
-    return [name for name in names_a if name in names_b]
+    common = [name for name in names_a if name in names_b]
+    primary = f"ndcg@{min(a.k, b.k)}"
+    return sorted(common, key=lambda name: name != primary)
 
 
 def split_values(
