@@ -40,7 +40,7 @@
     ].join(" · ");
     $("trends-legend").textContent = `Each point: an evaluation's estimate with its ${level} interval ` +
       "(PPI++ where people judged some of its queries, otherwise a t interval over the labeler's " +
-      "per-query values: the table below says which). The x axis names each version and its evaluation number.";
+      "per-query values: the table below says which; squares mark PPI++). The x axis names each version and its evaluation number.";
   }
 
   function drawTrends() {
@@ -75,9 +75,16 @@
           el("input", { type: "radio", name: "pick-a", value: p.id, title: "compare as A", onchange: () => choose("a", p.id) }),
           el("input", { type: "radio", name: "pick-b", value: p.id, title: "compare as B", onchange: () => choose("b", p.id) })),
         el("td", { class: "num", text: p.id }), el("td", {}, label), el("td", { text: p.created_at }),
-        el("td", { text: p.labeler }), el("td", { class: "num", text: p.queries }),
-        ...P.metrics.map((m) => estimateCell(p, m)), el("td", { text: p.note || "" })));
+        el("td", { text: shortLabeler(p.labeler), title: p.labeler }), el("td", { class: "num", text: p.queries }),
+        ...P.metrics.map((m) => estimateCell(p, m)), el("td", { class: "note-text", text: p.note || "" })));
     }
+  }
+
+  // "qrels:/long/path/qrels.tsv" as "qrels:qrels.tsv"; the whole spec is the cell's title.
+  function shortLabeler(spec) {
+    const [kind, ...rest] = spec.split(":");
+    const path = rest.join(":");
+    return path ? `${kind}:${path.split("/").filter(Boolean).pop() || path}` : spec;
   }
 
   function choose(side, id) {

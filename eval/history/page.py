@@ -103,7 +103,7 @@ def trend_figure(page: HistoryPage, metric: str) -> str:
     systems = sorted({point.system for point in page.points})
     ordered = sorted(page.points, key=lambda point: (point.created_at, point.id))
     positions = {point.id: x for x, point in enumerate(ordered)}
-    fig, ax = plt.subplots(figsize=(max(4.5, 0.55 * len(ordered) + 2.5), 2.6))
+    fig, ax = plt.subplots(figsize=(max(3.4, 0.45 * len(ordered) + 1.6), 2.2))
     for system, color in zip(systems, PALETTE * len(systems), strict=False):
         points = [p for p in ordered if p.system == system and metric in p.estimates]
         if not points:
@@ -121,6 +121,10 @@ def trend_figure(page: HistoryPage, metric: str) -> str:
             lw=1.2,
             label=system,
         )
+        # Estimates with people's judgments (PPI++) as squares: not the labeler's mean alone.
+        judged = [(x, v) for x, v in zip(xs, values, strict=True) if v.method == "ppi++"]
+        if judged:
+            ax.plot([x for x, _ in judged], [v.estimate for _, v in judged], "s", color=color, ms=7)
     ax.set_xticks(range(len(ordered)))
     ax.set_xticklabels([f"{p.version}\n#{p.id}" for p in ordered], fontsize=7)
     ax.set_title(metric)
@@ -183,6 +187,10 @@ class PageConfig:
         0.05, 0, 1, help="1 - confidence level of the comparisons.", open_low=True, open_high=True
     )
     title: str = field(default="Search quality over time", metadata={"help": "The page's title."})
+    screenshot: str | None = field(
+        default=None,
+        metadata={"help": "Also a PNG of the page as headless Chromium draws it (for docs)."},
+    )
 
 
 CONFIG = PageConfig
@@ -258,7 +266,10 @@ def build_page(store: HistoryStore, config: PageConfig) -> HistoryPage:
         raise InputError(f"store {store.name}: no evaluations{shown} to show")
     out = Path(config.out)
     points = [page_point(store, info, out) for info in infos]
-    metrics = config.metrics or list(points[-1].estimates)
+    # NDCG first: the metric most teams gate on.
+    metrics = config.metrics or sorted(
+        points[-1].estimates, key=lambda m: not m.startswith("ndcg@")
+    )
     latest = sorted(infos, key=lambda info: (info.created_at, info.id))[-config.pairs_of_last :]
     pairs = [
         pair_view(store, a, b, config, metrics) for i, a in enumerate(latest) for b in latest[:i]
@@ -287,3 +298,7 @@ def main(args: Sequence[str] | None = None) -> None:
     finally:
         store.close()
     print(f"wrote {write_page(page, out)} ({len(page.points)} evaluations)")
+    if config.screenshot:
+        from eval.report.page import screenshot
+
+        print(f"wrote {screenshot(out, config.screenshot, height=1500)}")

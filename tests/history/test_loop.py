@@ -7,21 +7,18 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-from data.beir import read_corpus
 from data.engine.command import main as run_engine
 from eval.history.gate import main as gate
 from eval.history.page import main as page
 from eval.history.store import open_store
 from eval.search.command import main as search
+from support.search_engine import SearchEngine
 from tests.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.slow
@@ -30,58 +27,11 @@ ADI = REPO / "data" / "collections" / "adi"
 WORDS = re.compile(r"[a-z]+")
 
 
-class Engine(ThreadingHTTPServer):
-    """Word-overlap retrieval over ADI in OpenSearch's ``_search`` shape. ``broken`` answers each
-    query with its least matching documents first (a broken index): the regression a release
-    must not ship."""
-
-    daemon_threads = True
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), Handler)
-        corpus = read_corpus(ADI / "corpus.jsonl")
-        self.docs = {
-            d: set(WORDS.findall(f"{c.title or ''} {c.text}".lower())) for d, c in corpus.items()
-        }
-        self.broken = False
-
-    def search(self, text: str, size: int) -> list[dict[str, Any]]:
-        words = set(WORDS.findall(text.lower()))
-        scored = sorted(
-            (
-                (len(words & terms) / (1 + len(terms)) ** 0.3, doc)
-                for doc, terms in self.docs.items()
-            ),
-            reverse=True,
-        )
-        kept = scored[::-1] if self.broken else scored
-        return [{"_id": doc, "_score": score, "_source": {}} for score, doc in kept[:size]]
-
-
-class Handler(BaseHTTPRequestHandler):
-    server: Engine
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        hits = self.server.search(body["query"]["match"]["text"], int(body["size"]))
-        data = json.dumps({"hits": {"hits": hits}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
-def engine() -> Iterator[Engine]:
-    server = Engine()
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+def engine() -> Iterator[SearchEngine]:
+    server = SearchEngine(ADI / "corpus.jsonl").start()
     yield server
-    server.shutdown()
-    server.server_close()
+    server.stop()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -92,14 +42,11 @@ def target(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def release(
-    engine: Engine, tmp_path: Path, target: str, version: str, qrels: Path = ADI / "qrels.tsv"
+    engine: SearchEngine, tmp_path: Path, target: str, version: str, qrels: Path = ADI / "qrels.tsv"
 ) -> None:
     """One version's CI job: the run from the endpoint, evaluated and recorded."""
     config = tmp_path / "engine.yaml"
-    port = engine.server_address[1]
-    config.write_text(
-        yaml.safe_dump({"preset": "opensearch", "url": f"http://127.0.0.1:{port}/adi/_search"})
-    )
+    config.write_text(yaml.safe_dump({"preset": "opensearch", "url": f"{engine.url}/adi/_search"}))
     run = tmp_path / f"{version}.trec"
     run_engine(
         [
@@ -136,12 +83,12 @@ def gate_exit(target: str, candidate: str, baseline: str, capsys) -> tuple[int, 
 
 
 def test_the_gate_fails_a_real_regression_and_passes_an_unchanged_release(
-    engine: Engine, target: str, tmp_path: Path, capsys
+    engine: SearchEngine, target: str, tmp_path: Path, capsys
 ):
     release(engine, tmp_path, target, "v1")
-    engine.broken = True
+    engine.mode = "broken"
     release(engine, tmp_path, target, "v2")
-    engine.broken = False
+    engine.mode = "overlap"
     release(engine, tmp_path, target, "v3")
 
     code, line = gate_exit(target, "v2", "last", capsys)
@@ -166,7 +113,7 @@ def test_the_gate_fails_a_real_regression_and_passes_an_unchanged_release(
 
 
 def test_evaluations_by_two_labelers_are_refused_unless_relabelled_by_one(
-    engine: Engine, tmp_path: Path, capsys
+    engine: SearchEngine, tmp_path: Path, capsys
 ):
     from core.errors import InputError
     from eval.history.compare import CompareConfig, compare_evaluations
@@ -177,7 +124,7 @@ def test_evaluations_by_two_labelers_are_refused_unless_relabelled_by_one(
     lines = (ADI / "qrels.tsv").read_text(encoding="utf-8").splitlines(keepends=True)
     other.write_text("".join(line for line in lines if not line.startswith("1\t")))
     release(engine, tmp_path, target, "v1")
-    engine.broken = True
+    engine.mode = "broken"
     release(engine, tmp_path, target, "v2", qrels=other)
     store = open_store(target)
     with pytest.raises(InputError, match="differ in labeler"):
