@@ -151,13 +151,6 @@ def new_session(
     )
 
 
-def read_session(folder: Path) -> dict[str, Any] | None:
-    """The session of a folder as its JSON object (None when it has none), read and checked by
-    :class:`JudgingSession`: for eval.search's draw lookup until it takes the model."""
-    session = JudgingSession.of_folder(folder)
-    return None if session is None else session.dump()
-
-
 def check_out(folder: Path, session: JudgingSession) -> None:
     """Refuse an output folder that holds another corpus's, or another sample's, judgments."""
     if folder.exists() and not folder.is_dir():

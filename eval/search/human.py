@@ -29,13 +29,14 @@ def human_design(config: SearchEvalConfig):
     draw recorded by the eval.annotate session that holds the judgments; None for a sample of
     unknown design (read as a uniform draw)."""
     from eval.human.design import design_from_dict, read_design
-    from eval.human.store import read_session, session_folder
+    from eval.human.store import JudgingSession, session_folder
 
     if config.draw:
         return read_design(config.draw)
     for path in (config.human, config.human_pairs):
         folder = session_folder(path) if path else None
-        draw = read_session(folder).get("draw") if folder else None
+        session = JudgingSession.of_folder(folder) if folder else None
+        draw = session.draw if session else None
         if draw:
             return design_from_dict(draw, str(folder))
     return None
