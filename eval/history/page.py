@@ -121,6 +121,10 @@ def trend_figure(page: HistoryPage, metric: str) -> str:
             lw=1.2,
             label=system,
         )
+        # Each point links to its evaluation's report (an invisible marker per point carries it).
+        if any(p.report for p in points):
+            links = ax.scatter(xs, [v.estimate for v in values], s=80, alpha=0)
+            links.set_urls([p.report for p in points])
         # Estimates with people's judgments (PPI++) as squares: not the labeler's mean alone.
         judged = [(x, v) for x, v in zip(xs, values, strict=True) if v.method == "ppi++"]
         if judged:

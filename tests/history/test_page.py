@@ -50,6 +50,10 @@ def test_the_page_loads_offline_and_draws_a_trend_per_metric(browser, page: Path
     assert len(rows) == 3
     link = browser.find_element(By.LINK_TEXT, "dense@v2")
     assert link.get_attribute("href").endswith("runs/v2/report.html")
+    # The trend's point of that evaluation links there too.
+    anchors = figure.find_elements(By.TAG_NAME, "a")
+    hrefs = [browser.execute_script("return arguments[0].href.baseVal", a) for a in anchors]
+    assert hrefs == ["runs/v2/report.html"]
 
 
 def test_the_default_comparison_is_the_latest_version_against_the_one_before(browser, page: Path):
