@@ -282,7 +282,7 @@ def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([CompareConfig], positional(sys.argv[1:] if args is None else args))
     if not config.store:
         raise InputError("give --store")
-    store = open_store(config.store)
+    store = open_store(config.store, create=False)
     try:
         result = compare_evaluations(store, config)
     finally:

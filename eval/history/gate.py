@@ -122,9 +122,9 @@ def decide(store: HistoryStore, config: GateConfig) -> GateDecision:
 
 def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([GateConfig], args)
-    store = open_store(config.store) if config.store else None
-    if store is None:
+    if not config.store:
         raise InputError("give --store")
+    store = open_store(config.store, create=False)
     try:
         decision = decide(store, config)
     finally:

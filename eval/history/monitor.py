@@ -114,7 +114,7 @@ def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([MonitorConfig], args)
     if not config.store or not config.system or not config.baseline:
         raise InputError("give --store, --system and --baseline")
-    store = open_store(config.store)
+    store = open_store(config.store, create=False)
     try:
         decisions = run_checks(store, config)
     finally:

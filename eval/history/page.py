@@ -296,7 +296,7 @@ def main(args: Sequence[str] | None = None) -> None:
     out = Path(config.out)
     check_writable_file("out", out)
     refuse_foreign_file("out", out, is_history_page)
-    store = open_store(config.store)
+    store = open_store(config.store, create=False)
     try:
         page = build_page(store, config)
     finally:

@@ -152,6 +152,14 @@ def test_the_gate_command_exits_1_with_one_line_and_0_when_unchanged(tmp_path: P
     )
     assert failed.returncode == 1 and failed.stdout.startswith("FAIL"), failed.stderr
     assert len(failed.stdout.strip().splitlines()) == 1
+    nowhere = subprocess.run(
+        [*command[:5], str(tmp_path / "none.sqlite"), *command[6:], "--candidate", "v2"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert nowhere.returncode == 2 and "no such file" in nowhere.stderr
+    assert not (tmp_path / "none.sqlite").exists()  # a reader creates no empty store
     missing = subprocess.run(
         [*command, "--candidate", "v9"], capture_output=True, text=True, cwd=REPO
     )
