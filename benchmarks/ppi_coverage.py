@@ -34,7 +34,6 @@ zero-width intervals. ``--out`` is strict JSON: a non-finite number is written a
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from collections.abc import Mapping, Sequence
@@ -58,6 +57,7 @@ from eval.human.design import (
 )
 from eval.human.ppi import INTERVALS, estimate_metric, paired_difference
 from eval.human.samples import human_metrics
+from eval.metrics.settings import PerQueryResults, RunResults
 
 # eval.search's names of the five metrics at k = 10.
 METRICS = ["ndcg@10", "map", "mrr", "precision@10", "hit@10"]
@@ -119,13 +119,14 @@ class CoverageConfig:
     out: str | None = field(default=None, metadata={"help": "Write the figures as JSON here."})
 
 
-def labeler_values(per_query: dict[str, Any]) -> dict[str, dict[str, dict[str, float]]]:
-    """{run: {metric: {qid: value}}} from eval.search's per_query.json."""
+def labeler_values(per_query: dict[str, RunResults]) -> dict[str, dict[str, dict[str, float]]]:
+    """{run: {metric: {qid: value}}} from eval.search's per_query.json (its runs)."""
     out: dict[str, dict[str, dict[str, float]]] = {}
     for run, queries in per_query.items():
         for qid, result in queries.items():
-            for metric, value in result["metrics"].items():
-                out.setdefault(run, {}).setdefault(metric, {})[qid] = value
+            for metric, value in result.metrics.items():
+                if value is not None:  # an undefined value is no value
+                    out.setdefault(run, {}).setdefault(metric, {})[qid] = value
     return out
 
 
@@ -348,12 +349,12 @@ def study(config: CoverageConfig) -> dict[str, Any]:
     if unknown:
         names = ", ".join(all_human[next(iter(runs))])
         raise ValueError(f"metrics: {unknown[0]!r} is not one of eval.search's ({names})")
-    per_queries: dict[str, Any] = {}
+    per_queries: dict[str, dict[str, RunResults]] = {}
     labelers: dict[str, Any] = {}
     for spec in config.search:
         name, _, folder = spec.rpartition("=")
         name = name or Path(folder).name
-        per_queries[name] = json.loads((Path(folder) / "per_query.json").read_text())
+        per_queries[name] = PerQueryResults.read(Path(folder) / PerQueryResults.FILE).runs
         labelers[name] = with_differences(labeler_values(per_queries[name]), list(runs))
     qids = population(config, labelers, all_human)
     systems = _restricted(all_human, qids)

@@ -242,10 +242,10 @@ def labeler_labels(path: str | None) -> dict[tuple[str, str], dict[str, Any]] | 
     from eval.human.draw import read_labels
 
     return {
-        (qid, hit["id"]): {k: hit.get(k) for k in ("relevant", "score", "grade")}
+        (qid, hit.id): hit.model_dump(include={"relevant", "score", "grade"})
         for queries in read_labels(path).values()
         for qid, result in queries.items()
-        for hit in result["hits"]
+        for hit in result.hits
     }
 
 

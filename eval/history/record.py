@@ -23,7 +23,7 @@ from core.io import sha256_file, sha256_path
 from core.provenance import PROVENANCE_FILE
 from eval.history.store import Estimate, EvaluationRecord, HistoryStore, open_store
 from eval.human.ppi import classical_mean
-from eval.metrics.settings import HumanPerQuery, SearchMetrics
+from eval.metrics.settings import HumanPerQuery, PerQueryResults, RunResults, SearchMetrics
 
 METRIC_RANGE = (0.0, 1.0)  # every metric eval.search reports is a share or a mean of shares
 
@@ -108,26 +108,21 @@ def _human(folder: Path, run_name: str) -> dict[str, dict[str, float]] | None:
     return HumanPerQuery.read(path).values.get(run_name) if path.exists() else None
 
 
-def _labeler_values(per_query: dict[str, Any], run_name: str) -> dict[str, dict[str, float]]:
+def _labeler_values(results: RunResults) -> dict[str, dict[str, float]]:
     values: dict[str, dict[str, float]] = {}
-    for qid, result in per_query[run_name].items():
-        for metric, value in (result.get("metrics") or {}).items():
+    for qid, result in results.items():
+        for metric, value in result.metrics.items():
             if value is not None:  # an undefined value is no value
                 values.setdefault(metric, {})[qid] = float(value)
     return values
 
 
-def _hit_labels(per_query: dict[str, Any], run_name: str) -> dict[str, dict[str, float]]:
+def _hit_labels(results: RunResults) -> dict[str, dict[str, float]]:
     """{qid: {doc: label}} of the run's labelled hits: the labeler's grade where it grades, else
     its verdict (1 relevant, 0 not)."""
     return {
-        qid: {
-            hit["id"]: float(
-                hit["grade"] if hit.get("grade") is not None else bool(hit["relevant"])
-            )
-            for hit in result.get("hits", [])
-        }
-        for qid, result in per_query[run_name].items()
+        qid: {hit.id: float(hit.gain_grade) for hit in result.hits}
+        for qid, result in results.items()
     }
 
 
@@ -138,15 +133,17 @@ def build_record(
     from data.beir import read_queries
 
     folder = Path(folder)
-    for name in (SearchMetrics.FILE, "per_query.json", PROVENANCE_FILE):
+    for name in (SearchMetrics.FILE, PerQueryResults.FILE, PROVENANCE_FILE):
         if not (folder / name).exists():
             raise InputError(f"{folder}: no {name}; give an eval.search output folder")
     metrics = SearchMetrics.read(folder / SearchMetrics.FILE)
     provenance = json.loads((folder / PROVENANCE_FILE).read_text(encoding="utf-8"))
     config, cwd = provenance.get("config") or {}, Path(provenance.get("cwd") or ".")
     run_name = next(iter(metrics.mean))  # the --run: eval.search writes it first
-    per_query = json.loads((folder / "per_query.json").read_text(encoding="utf-8"))
-    labeler_values = _labeler_values(per_query, run_name)
+    per_query = PerQueryResults.read(folder / PerQueryResults.FILE).runs
+    if run_name not in per_query:
+        raise InputError(f"{folder / PerQueryResults.FILE}: no run {run_name!r} (metrics.json's)")
+    labeler_values = _labeler_values(per_query[run_name])
     run = _existing(_path(config, "run", cwd), "run", folder)
     corpus = _existing(_path(config, "corpus", cwd), "corpus", folder)
     queries = read_queries(_existing(_queries_file(config, corpus, cwd), "queries", folder))
@@ -169,7 +166,7 @@ def build_record(
         run_text=run.read_text(encoding="utf-8"),
         labeler_values=labeler_values,
         human_values=_human(folder, run_name),
-        hit_labels=_hit_labels(per_query, run_name),
+        hit_labels=_hit_labels(per_query[run_name]),
         estimates=_estimates(metrics, run_name, labeler_values, config.get("alpha", 0.05)),
     )
 

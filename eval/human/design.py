@@ -58,6 +58,7 @@ from eval.human.ppi import (
     on_lattice,
     pseudo_weight,
 )
+from eval.metrics.settings import RunResults
 
 DESIGNS = ("uniform", "proportional", "neyman")
 UNITS = ("queries", "hits")
@@ -201,25 +202,20 @@ def write_design(path: str | Path, design: Design) -> None:
     write_json(path, design.to_dict())
 
 
-def hit_probability(hit: Mapping[str, Any]) -> float:
-    """The labeler's P(relevant) of a hit of eval.search's per_query.json (its 0/1 verdict where
-    it gives no probability)."""
-    return float(hit["score"]) if hit.get("score") is not None else float(hit["relevant"])
-
-
-def pooled_hits(per_query: Mapping[str, Any]) -> dict[tuple[str, str], float]:
-    """{(qid, doc_id): P(relevant)} over every run's labelled top k (eval.search's per_query.json);
-    a hit several runs share is one unit."""
+def pooled_hits(per_query: Mapping[str, RunResults]) -> dict[tuple[str, str], float]:
+    """{(qid, doc_id): P(relevant)} over every run's labelled top k (eval.search's per_query.json,
+    its 0/1 verdict where the labeler gives no probability); a hit several runs share is one
+    unit."""
     return {
-        (qid, hit["id"]): hit_probability(hit)
+        (qid, hit.id): hit.probability
         for queries in per_query.values()
         for qid, result in queries.items()
-        for hit in result["hits"]
+        for hit in result.hits
     }
 
 
 def unit_signals(
-    per_query: Mapping[str, Any], unit: str, metric: str
+    per_query: Mapping[str, RunResults], unit: str, metric: str
 ) -> tuple[dict[Unit, float], dict[Unit, float]]:
     """(score, uncertainty) of every unit from eval.search's per_query.json. A hit: P(relevant)
     and p(1 − p). A query: the labeler's ``metric`` averaged over the runs (left out where the
@@ -234,8 +230,9 @@ def unit_signals(
     for queries in per_query.values():
         for qid, result in queries.items():
             values = scores.setdefault(qid, [])
-            if metric in result.get("metrics", {}):
-                values.append(float(result["metrics"][metric]))
+            value = result.metric(metric)
+            if value is not None:
+                values.append(float(value))
     score = {q: float(np.mean(v)) for q, v in scores.items() if v}
     return score, {q: float(np.mean(per_unit.get(q, [0.0]))) for q in scores}
 

@@ -13,6 +13,7 @@ from typing import Any
 from core.cli import bounded, choice, parse_config, run_main
 from core.errors import InputError
 from eval.human.ppi import INTERVALS, Interval, queries_for_width, width_for_queries
+from eval.metrics.settings import PerQueryResults, RunResults
 
 
 def draw_queries(qids: Sequence[str], n: int, seed: int = 0) -> list[str]:
@@ -77,15 +78,14 @@ class DrawConfig:
     interval: str = choice("t", INTERVALS, "Interval of the pilot.")
 
 
-def read_labels(path: str) -> dict[str, Any]:
-    """eval.search's per_query.json (or the folder holding it)."""
-    import json
+def read_labels(path: str) -> dict[str, RunResults]:
+    """The runs' labelled top k of eval.search's per_query.json (or the folder holding it)."""
     from pathlib import Path
 
-    file = Path(path) / "per_query.json" if Path(path).is_dir() else Path(path)
+    file = Path(path) / PerQueryResults.FILE if Path(path).is_dir() else Path(path)
     if not file.is_file():
         raise FileNotFoundError(f"labels: {file} not found (an eval.search output folder)")
-    return json.loads(file.read_text(encoding="utf-8"))
+    return PerQueryResults.read(file).runs
 
 
 def _run_queries(path: str) -> list[str]:

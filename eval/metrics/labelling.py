@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -16,7 +15,13 @@ from data.beir import (
     read_queries,
 )
 from eval.labelers import Hit, Labeler
-from eval.metrics.settings import SearchEvalConfig
+from eval.metrics.settings import (
+    HitResult,
+    QueryResult,
+    QueryUsage,
+    RunResults,
+    SearchEvalConfig,
+)
 
 
 def load_texts(config: SearchEvalConfig) -> tuple[dict, dict[str, str]]:
@@ -33,12 +38,13 @@ def load_texts(config: SearchEvalConfig) -> tuple[dict, dict[str, str]]:
 
 def label_runs(
     config: SearchEvalConfig, labeler: Labeler, runs: dict[str, Run]
-) -> dict[str, dict[str, Any]]:
-    """Per-run, per-query labels and metrics; every (query, doc) is labelled once across runs."""
+) -> dict[str, RunResults]:
+    """Per-run, per-query labels (per_query.json's results, their metrics still to be set);
+    every (query, doc) is labelled once across runs."""
     corpus, queries = load_texts(config)
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, RunResults] = {}
     for name, run in runs.items():
-        per_query: dict[str, Any] = {}
+        per_query: RunResults = {}
         qids = sorted(run)
         bar = tqdm(total=len(qids), desc=f"labelling {name}", unit="query")
         for start in range(0, len(qids), config.batch_queries):
@@ -55,22 +61,24 @@ def label_runs(
                 batch.append((qid, queries[qid], hits))
             labelled = labeler.label_many(batch)
             for (qid, _, hits), labels in zip(batch, labelled, strict=True):
-                per_query[qid] = {
-                    "hits": [
-                        {
-                            "index": i,
-                            "id": h.doc_id,
-                            "relevant": lab.relevant,
-                            "score": lab.score,
-                            "grade": lab.grade,
-                            "justification": lab.justification,
-                            "judged": lab.has_judgment,
-                            **({"unusable": lab.unusable} if lab.unusable else {}),
-                        }
+                per_query[qid] = QueryResult(
+                    hits=[
+                        HitResult(
+                            index=i,
+                            id=h.doc_id,
+                            relevant=lab.relevant,
+                            score=lab.score,
+                            grade=lab.grade,
+                            justification=lab.justification,
+                            judged=lab.has_judgment,
+                            unusable=lab.unusable or None,
+                        )
                         for i, (h, lab) in enumerate(zip(hits, labels, strict=True))
                     ],
-                    "usage": {"evaluation_input_tokens": sum(lab.input_tokens for lab in labels)},
-                }
+                    usage=QueryUsage(
+                        evaluation_input_tokens=sum(lab.input_tokens for lab in labels)
+                    ),
+                )
             bar.update(len(batch))
         bar.close()
         results[name] = per_query

@@ -7,7 +7,7 @@ on binary relevance (grade >= 2, or the labeler's verdict)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from core.errors import InputError
@@ -19,6 +19,7 @@ from data.beir import (
 )
 from eval.labelers import Hit, HitLabel, Labeler, QrelsLabeler
 from eval.metrics.names import JUDGED, MetricName, parse_metric, standard_metric_names
+from eval.metrics.settings import HitResult, RunResults
 
 
 def in_trec_eval_order(run: Run, k: int | None = None) -> Run:
@@ -121,19 +122,6 @@ def metrics_table(mean: dict[str, dict[str, float]], digits: int = 4) -> str:
 
 
 @dataclass
-class HitResult:
-    """One hit's label, as the API returns it."""
-
-    index: int
-    id: str
-    relevant: bool
-    score: float | None
-    grade: int | None
-    justification: str | None
-    judged: bool = True  # False: no judgment of the pair (read as not relevant)
-
-
-@dataclass
 class QueryEvaluation:
     """:func:`evaluate_query`'s result: each hit's label, the query's metrics and the labeler's
     input tokens."""
@@ -144,7 +132,7 @@ class QueryEvaluation:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "hits": [asdict(hit) for hit in self.hits],
+            "hits": [hit.model_dump(mode="json") for hit in self.hits],
             "metrics": self.metrics,
             "usage": {"evaluation_input_tokens": self.evaluation_input_tokens},
         }
@@ -181,13 +169,13 @@ def evaluate_query(
     return QueryEvaluation(
         hits=[
             HitResult(
-                i,
-                hit.doc_id,
-                label.relevant,
-                label.score,
-                label.grade,
-                label.justification,
-                label.has_judgment,
+                index=i,
+                id=hit.doc_id,
+                relevant=label.relevant,
+                score=label.score,
+                grade=label.grade,
+                justification=label.justification,
+                judged=label.has_judgment,
             )
             for i, (hit, label) in enumerate(zip(hits, labels, strict=True))
         ],
@@ -198,7 +186,7 @@ def evaluate_query(
 
 def pooled_metrics(
     runs: dict[str, Run],
-    results: dict[str, dict[str, Any]],
+    results: dict[str, RunResults],
     k: int,
     num_relevant: QrelsLabeler | None = None,
     extra: Sequence[MetricName] = (),
@@ -221,14 +209,13 @@ def pooled_metrics(
     return out
 
 
-def judged_docs(results: dict[str, dict[str, Any]]) -> dict[str, set[str]]:
-    """Per query, the hits some run's labels hold a judgment for (older per-query files, which
-    do not say, count every labelled hit as judged)."""
+def judged_docs(results: dict[str, RunResults]) -> dict[str, set[str]]:
+    """Per query, the hits some run's labels hold a judgment for."""
     judged: dict[str, set[str]] = {}
     for per_query in results.values():
         for qid, result in per_query.items():
             docs = judged.setdefault(qid, set())
-            docs.update(hit["id"] for hit in result["hits"] if hit.get("judged", True))
+            docs.update(hit.id for hit in result.hits if hit.judged)
     return judged
 
 
@@ -253,16 +240,15 @@ def mean_metrics(per_metric: dict[str, dict[str, float]]) -> dict[str, float]:
     }
 
 
-def inferred_qrels(results: dict[str, dict[str, Any]]) -> tuple[Qrels, Qrels]:
+def inferred_qrels(results: dict[str, RunResults]) -> tuple[Qrels, Qrels]:
     """The labels as qrels (graded and binary), merged across runs."""
     graded: Qrels = {}
     binary: Qrels = {}
     for per_query in results.values():
         for qid, result in per_query.items():
-            for hit in result["hits"]:
-                grade = hit["grade"] if hit["grade"] is not None else int(hit["relevant"])
-                graded.setdefault(qid, {})[hit["id"]] = grade
-                binary.setdefault(qid, {})[hit["id"]] = int(hit["relevant"])
+            for hit in result.hits:
+                graded.setdefault(qid, {})[hit.id] = hit.gain_grade
+                binary.setdefault(qid, {})[hit.id] = int(hit.relevant)
     return graded, binary
 
 

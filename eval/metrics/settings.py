@@ -6,11 +6,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from core.artifacts import Artifact
 from core.cli import bounded, check_choices, choice
 from core.errors import InputError
+from core.io import atomic_writer
 from eval.metrics.names import MetricName, parse_metrics, standard_metric_names
 
 PRIMARY_METRIC = "ndcg@{k}"
@@ -195,3 +196,106 @@ class HumanPerQuery(Artifact):
     FORMAT_VERSION = 1
     human: str  # the --human judgments the values come from
     values: dict[str, dict[str, dict[str, float]]]  # run -> metric -> qid -> value
+
+
+class HitResult(BaseModel):
+    """One labelled hit of a run's top k: the labeler's verdict on it, as per_query.json holds it
+    and the API's library call returns it."""
+
+    model_config = ConfigDict(extra="forbid")
+    index: int | None = None  # its rank in the run's top k, from 0 (the list's order is the rank)
+    id: str
+    relevant: bool
+    score: float | None = None  # P(relevant), for a labeler that gives one
+    grade: int | None = None  # 0-3, for a labeler that grades
+    justification: str | None = None
+    # False: no judgment of the pair (read as not relevant); files of earlier releases that do
+    # not say count every labelled hit as judged.
+    judged: bool = True
+    # The judge's reply that held no verdict (the hit counts as not relevant); left out when none.
+    unusable: str | None = Field(default=None, exclude_if=lambda why: why is None)
+
+    @property
+    def probability(self) -> float:
+        """P(relevant): the score, or the 0/1 verdict of a labeler that gives no probability."""
+        return self.score if self.score is not None else float(self.relevant)
+
+    @property
+    def gain_grade(self) -> int:
+        """The grade NDCG's gain uses: the labeler's grade, or its verdict as 0/1."""
+        return self.grade if self.grade is not None else int(self.relevant)
+
+
+class QueryUsage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    evaluation_input_tokens: int = 0  # the labeler's input tokens for the query's hits
+
+
+class QueryResult(BaseModel):
+    """One query of one run: its labelled top k, its metrics (metric name -> value; None where a
+    metric is undefined) and the labeler's usage."""
+
+    model_config = ConfigDict(extra="forbid")
+    hits: list[HitResult]
+    metrics: dict[str, float | None] = Field(default_factory=dict)  # set once the pool is scored
+    usage: QueryUsage = Field(default_factory=QueryUsage)
+
+    def metric(self, name: str) -> float | None:
+        """The query's ``name`` value; None where the labels lack it or it is undefined."""
+        return self.metrics.get(name)
+
+
+RunResults = dict[str, QueryResult]  # qid -> the query's result, in the run's order
+
+
+class PerQueryResults(Artifact):
+    """per_query.json, written by eval.search: every run's labelled top k and metrics, by query.
+    Files of earlier releases are the bare mapping {run: {qid: result}} (version 0)."""
+
+    FILE = "per_query.json"
+    FORMAT_VERSION = 1
+    runs: dict[str, RunResults]  # run -> qid -> result
+
+    @classmethod
+    def upgrade(cls, data: dict[str, Any], version: int) -> dict[str, Any]:
+        return {"runs": data}  # version 0 held the runs at the top level, in the same shape
+
+    @classmethod
+    def of(cls, path: str | Path) -> PerQueryResults:
+        """The file, or the file in the eval.search output folder ``path``."""
+        file = Path(path) / cls.FILE if Path(path).is_dir() else Path(path)
+        if not file.is_file():
+            raise FileNotFoundError(f"{file} not found: give an eval.search output folder")
+        return cls.read(file)
+
+    @field_validator("format_version")
+    @classmethod
+    def _this_release(cls, version: int) -> int:
+        # Only :meth:`read`'s fast path sees a format_version here (the general path checks it
+        # first and upgrades an older file without one): anything else takes the general path.
+        if version != cls.FORMAT_VERSION:
+            raise ValueError(f"format version {version} is not this release's")
+        return version
+
+    @classmethod
+    def read(cls, path: str | Path) -> PerQueryResults:
+        """The file; one line naming it and the field where it does not fit. The file can be
+        large (a hit per query and rank): this release's files are parsed and checked in one
+        pass, others (older, newer or damaged) take :class:`Artifact`'s way, which upgrades or
+        says what is wrong."""
+        with open(path, "rb") as handle:
+            raw = handle.read()
+        if b'"format_version"' in raw[:64]:  # written by a release that versions it, first
+            try:
+                return cls.model_validate_json(raw)
+            except ValidationError:
+                pass
+        return super().read(path)
+
+    def dump(self) -> dict[str, Any]:
+        # Every hit field is written, None included, as files were before they were typed.
+        return self.model_dump(mode="json")
+
+    def write(self, path: str | Path) -> None:
+        with atomic_writer(path) as handle:  # a reader sees the old file or the whole new one
+            handle.write(self.model_dump_json(indent=2) + "\n")

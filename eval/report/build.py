@@ -10,6 +10,7 @@ from typing import Any
 
 from eval.human.samples import human_qrels
 from eval.metrics.names import ranx_name
+from eval.metrics.settings import HitResult, RunResults
 from eval.report.held_out import held_out, learned_queries_note, out_of_fold_agreement
 from eval.report.inputs import HumanLabels, Inputs, read_human_pairs, read_inputs
 from eval.report.model import (
@@ -55,18 +56,18 @@ def _p_value(comparison: dict[str, Any], metric: str, run: str, other: str) -> f
 
 
 def _labeler_difference(
-    per_query: dict[str, Any] | None, mean: dict[str, dict[str, float]], a: str, b: str, metric: str
+    per_query: dict[str, RunResults] | None,
+    mean: dict[str, dict[str, float]],
+    a: str,
+    b: str,
+    metric: str,
 ) -> float:
     """Mean over the queries both runs have of ``a`` − ``b`` (the run means' difference when the
     per-query values are missing)."""
     if per_query and a in per_query and b in per_query:
-        pairs = [
-            per_query[a][q]["metrics"][metric] - per_query[b][q]["metrics"][metric]
-            for q in per_query[a]
-            if q in per_query[b]
-            and metric in per_query[a][q].get("metrics", {})
-            and metric in per_query[b][q].get("metrics", {})
-        ]
+        both = [(r, per_query[b].get(q)) for q, r in per_query[a].items()]
+        values = [(r.metric(metric), s.metric(metric)) for r, s in both if s is not None]
+        pairs = [x - y for x, y in values if x is not None and y is not None]
         if pairs:
             return sum(pairs) / len(pairs)
     return mean[a][metric] - mean[b][metric]
@@ -243,7 +244,7 @@ def read_human(inputs: Inputs, options: ReportOptions, notes: list[str]) -> Huma
 
 
 def human_per_query(
-    per_query: dict[str, Any], human: HumanLabels | None, k: int, notes: list[str]
+    per_query: dict[str, RunResults], human: HumanLabels | None, k: int, notes: list[str]
 ) -> dict[str, dict[str, dict[str, float]]]:
     """run -> qid -> metric under the human qrels, for the judged queries (eval.search's
     ``human_metrics`` on each run's top k as per_query.json lists it)."""
@@ -253,7 +254,7 @@ def human_per_query(
         return {}
     runs = {
         run: {
-            qid: {h["id"]: float(len(r["hits"]) - i) for i, h in enumerate(r["hits"])}
+            qid: {h.id: float(len(r.hits) - i) for i, h in enumerate(r.hits)}
             for qid, r in results.items()
         }
         for run, results in per_query.items()
@@ -297,20 +298,20 @@ def load_texts(
     return load_texts(located)
 
 
-def _hit_rows(qid: str, hits: list[dict[str, Any]], human: HumanLabels | None) -> list[HitRow]:
+def _hit_rows(qid: str, hits: list[HitResult], human: HumanLabels | None) -> list[HitRow]:
     rows = []
     for hit in hits:
-        grade, relevant = human.of(qid, hit["id"]) if human else (None, None)
+        grade, relevant = human.of(qid, hit.id) if human else (None, None)
         rows.append(
             HitRow(
-                doc_id=hit["id"],
-                relevant=bool(hit["relevant"]),
-                score=hit.get("score"),
-                grade=hit.get("grade"),
-                justification=hit.get("justification"),
+                doc_id=hit.id,
+                relevant=hit.relevant,
+                score=hit.score,
+                grade=hit.grade,
+                justification=hit.justification,
                 human_grade=grade,
                 human_relevant=relevant,
-                disagrees=None if relevant is None else relevant != bool(hit["relevant"]),
+                disagrees=None if relevant is None else relevant != hit.relevant,
             )
         )
     return rows
@@ -343,7 +344,7 @@ def build_queries(
     for run, results in per_query.items():
         for qid, result in results.items():
             row = rows.setdefault(qid, QueryRow(qid, queries.get(qid), qid in judged, {}))
-            row.labeler[run] = dict(result.get("metrics", {}))
+            row.labeler[run] = dict(result.metrics)
             if qid in under_people.get(run, {}):
                 row.human = row.human or {}
                 row.human[run] = under_people[run][qid]
@@ -351,7 +352,7 @@ def build_queries(
     documents: dict[str, Document] = {}
     for row in _embedded_order(ordered, headline.runs, headline.primary)[: options.max_queries]:
         row.hits = {
-            run: _hit_rows(row.qid, results[row.qid]["hits"], human)
+            run: _hit_rows(row.qid, results[row.qid].hits, human)
             for run, results in per_query.items()
             if row.qid in results
         }

@@ -15,7 +15,7 @@ from core.provenance import PROVENANCE_FILE
 from core.records import label_from_grade
 from data.beir import Qrels
 from eval.metrics.ranking_agreement import RankingAgreement
-from eval.metrics.settings import SearchEvalConfig, SearchMetrics
+from eval.metrics.settings import PerQueryResults, RunResults, SearchEvalConfig, SearchMetrics
 
 SEARCH_STAGE = "metric-pipeline"  # the main job's eval.search stage (stages/NAME.json)
 CV_DIR = "cv"  # the main job's cross-validation: study.json, fold-K/MODEL/predictions.jsonl
@@ -32,6 +32,11 @@ def read_optional(path: Path) -> Any:
     return read_json(path) if path.is_file() else None
 
 
+def read_per_query(path: Path) -> dict[str, RunResults] | None:
+    """per_query.json's runs; None for a folder without it."""
+    return PerQueryResults.read(path).runs if path.is_file() else None
+
+
 @dataclass
 class Inputs:
     """The files of one evaluation folder."""
@@ -40,7 +45,7 @@ class Inputs:
     root: Path
     search_dir: Path
     metrics: SearchMetrics
-    per_query: dict[str, Any] | None
+    per_query: dict[str, RunResults] | None  # per_query.json's runs
     search_config: SearchEvalConfig | None  # the settings eval.search ran with, where recorded
     search_command: str | None
     evaluated: dict[str, Any] | None  # eval.search's provenance.json
@@ -133,7 +138,7 @@ def read_inputs(folder: str | Path) -> Inputs:
         root=root,
         search_dir=search_dir,
         metrics=checked_metrics(search_dir / "metrics.json"),
-        per_query=read_optional(search_dir / "per_query.json"),
+        per_query=read_per_query(search_dir / PerQueryResults.FILE),
         search_config=None,
         search_command=(evaluated or {}).get("command"),
         evaluated=evaluated,

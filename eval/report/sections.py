@@ -12,6 +12,7 @@ import numpy as np
 
 from core.provenance import environment
 from eval.metrics.ranking_agreement import RankingAgreement, left_out_note
+from eval.metrics.settings import RunResults
 from eval.report.inputs import HumanLabels, Inputs, read_optional
 from eval.report.model import (
     Command,
@@ -45,23 +46,23 @@ HITS_SCOPE = (
 )
 
 
-def _judged_hits(per_query: dict[str, Any], human: HumanLabels) -> list[Labelled]:
+def _judged_hits(per_query: dict[str, RunResults], human: HumanLabels) -> list[Labelled]:
     """Every hit people judged, each query–document pair once (the labels are pooled across
     runs)."""
     seen: dict[tuple[str, str], Labelled] = {}
     for results in per_query.values():
         for qid, result in results.items():
-            for hit in result["hits"]:
-                grade, relevant = human.of(qid, hit["id"])
-                if relevant is not None and (qid, hit["id"]) not in seen:
-                    seen[(qid, hit["id"])] = Labelled(
-                        relevant, grade, bool(hit["relevant"]), hit.get("grade"), hit.get("score")
+            for hit in result.hits:
+                grade, relevant = human.of(qid, hit.id)
+                if relevant is not None and (qid, hit.id) not in seen:
+                    seen[(qid, hit.id)] = Labelled(
+                        relevant, grade, hit.relevant, hit.grade, hit.score
                     )
     return list(seen.values())
 
 
 def label_agreement(
-    per_query: dict[str, Any] | None, human: HumanLabels | None
+    per_query: dict[str, RunResults] | None, human: HumanLabels | None
 ) -> LabelAgreement | None:
     """The labeler against people on the hits people judged."""
     if not per_query or human is None:

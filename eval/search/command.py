@@ -23,7 +23,7 @@ from typing import Any
 
 from core.cli import parse_config
 from core.errors import InputError
-from core.io import refuse_overlap, write_json
+from core.io import refuse_overlap
 from core.provenance import write_provenance
 from data.beir import (
     read_named_runs,
@@ -42,6 +42,8 @@ from eval.metrics.retrieval import (
 from eval.metrics.settings import (
     SEARCH_OUTPUTS,
     HumanPerQuery,
+    PerQueryResults,
+    RunResults,
     SearchEvalConfig,
     SearchMetrics,
     search_inputs,
@@ -65,20 +67,17 @@ def scoring_dtype() -> str:
     return dtype_name(device)
 
 
-def count_unusable(results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def count_unusable(results: dict[str, RunResults]) -> dict[str, Any]:
     """{run: hits with an unusable reply} (empty when none): each such hit counts as not
     relevant, as an unjudged hit does; a warning names how many and the first."""
-    counts = {
-        name: sum(1 for result in per_query.values() for hit in result["hits"] if "unusable" in hit)
-        for name, per_query in results.items()
-    }
     found = [
-        (name, qid, hit["id"], hit["unusable"])
+        (name, qid, hit.id, hit.unusable)
         for name, per_query in results.items()
         for qid, result in per_query.items()
-        for hit in result["hits"]
-        if "unusable" in hit
+        for hit in result.hits
+        if hit.unusable is not None
     ]
+    counts = {name: sum(1 for found_in, *_ in found if found_in == name) for name in results}
     if not found:
         return {}
     name, qid, doc_id, why = found[0]
@@ -117,9 +116,7 @@ def warn_shallow_runs(runs: dict[str, Any], k: int) -> None:
             )
 
 
-def per_query_text(
-    results: dict[str, dict[str, dict[str, Any]]], means: dict[str, dict[str, float]]
-) -> str:
+def per_query_text(results: dict[str, RunResults], means: dict[str, dict[str, float]]) -> str:
     """``trec_eval -q``'s layout, one block per run: ``runid all NAME``, then ``metric qid
     value`` for every query in the run's order and ``metric all mean`` for each metric. The
     metric names are this tool's (``ndcg@10`` uses exponential gains, so it is not trec_eval's
@@ -129,9 +126,9 @@ def per_query_text(
         lines.append(f"runid\tall\t{name}")
         for metric in means[name]:
             lines += [
-                f"{metric}\t{qid}\t{result['metrics'][metric]:.4f}"
+                f"{metric}\t{qid}\t{result.metrics[metric]:.4f}"
                 for qid, result in per_query.items()
-                if metric in result.get("metrics", {})
+                if metric in result.metrics
             ]
         lines += [f"{metric}\tall\t{mean:.4f}" for metric, mean in means[name].items()]
     return "\n".join(lines) + "\n"
@@ -159,13 +156,13 @@ def main(args: Sequence[str] | None = None) -> None:
     per_run = pooled_metrics(runs, results, config.k, counts, extra)
     for name, per_metric in per_run.items():
         for qid, result in results[name].items():
-            result["metrics"] = {
+            result.metrics = {
                 metric: values[qid] for metric, values in per_metric.items() if qid in values
             }
     summary = {name: mean_metrics(per_metric) for name, per_metric in per_run.items()}
     graded, binary = inferred_qrels(results)
     write_trec_qrels(out / "inferred_qrels.txt", graded)
-    write_json(out / "per_query.json", results)
+    PerQueryResults(runs=results).write(out / PerQueryResults.FILE)
     if human is not None:  # the judged queries' values under people's judgments
         HumanPerQuery(human=config.human or "", values=human).write(out / HumanPerQuery.FILE)
     else:

@@ -10,7 +10,7 @@ from core.errors import InputError
 from core.io import markdown_table
 from eval.human.coverage import coverage_note, measured_coverage
 from eval.human.samples import describe_sample, judged_queries
-from eval.metrics.settings import PRIMARY_METRIC, SearchEvalConfig
+from eval.metrics.settings import PRIMARY_METRIC, RunResults, SearchEvalConfig
 from eval.search.human import check_random_sample
 
 logger = logging.getLogger(__name__)
@@ -129,7 +129,7 @@ def _p_value(interval: dict[str, Any]) -> float:
 
 def pair_estimates(
     config: SearchEvalConfig,
-    results: dict[str, dict[str, Any]],
+    results: dict[str, RunResults],
     human: dict[tuple[str, str], int],
     design: Any = None,
 ) -> dict[str, Any]:
@@ -157,21 +157,17 @@ def pair_estimates(
     return out
 
 
-def _top_k_labels(per_query: dict[str, Any]) -> dict[tuple[str, str], float]:
+def _top_k_labels(per_query: RunResults) -> dict[tuple[str, str], float]:
     """{(qid, doc_id): the labeler's P(relevant)} of one run's labelled top k (its 0/1 verdict
     where it gives no probability): the probability carries more of what the labeler knows, so
     PPI++ gains more from it."""
-    from eval.human.design import hit_probability
-
     return {
-        (qid, hit["id"]): hit_probability(hit)
-        for qid, result in per_query.items()
-        for hit in result["hits"]
+        (qid, hit.id): hit.probability for qid, result in per_query.items() for hit in result.hits
     }
 
 
 def pairs_used(
-    config: SearchEvalConfig, results: dict[str, dict[str, Any]], human: dict
+    config: SearchEvalConfig, results: dict[str, RunResults], human: dict
 ) -> dict[str, int]:
     """{run: judged hits in its top k}, the ones its interval uses; a warning names each run that
     leaves judged hits out (they say nothing about its top k, and the judged hits must be a random
@@ -274,7 +270,7 @@ def ppi_heading(ppi: dict[str, Any], k: int) -> str:
 def report_ppi(
     config: SearchEvalConfig,
     per_run: dict[str, dict[str, dict[str, float]]],
-    results: dict[str, dict[str, Any]],
+    results: dict[str, RunResults],
     human: dict[str, dict[str, dict[str, float]]] | None,
     human_pairs: dict[tuple[str, str], int] | None,
     designs: tuple[Any, Any],

@@ -21,6 +21,7 @@ from benchmarks.ppi_coverage import main as coverage_study
 from benchmarks.ppi_coverage_summary import main as summarize
 from data.beir import read_trec_run, write_trec_qrels, write_trec_run
 from eval.human.samples import human_metrics
+from eval.metrics.settings import PerQueryResults
 
 
 def _strict_json(path: Path):
@@ -107,8 +108,8 @@ def test_every_metric_system_and_n_is_studied_with_its_reported_interval(populat
         assert r["ppi_miss_below"] + r["ppi_miss_above"] == pytest.approx(1 - r["coverage_ppi"])
     # The figures are those of the intervals eval.search reports, on the study's own draws.
     config = CoverageConfig(draws=60, n=[10])
-    per_query = json.loads((population / "search" / "per_query.json").read_text())
-    labeler = {q: v["metrics"]["hit@10"] for q, v in per_query["dense"].items()}
+    per_query = PerQueryResults.read(population / "search" / "per_query.json").runs
+    labeler = {q: v.metrics["hit@10"] for q, v in per_query["dense"].items()}
     runs = {"dense": read_trec_run(population / "dense.trec")}
     human = human_metrics(str(population / "qrels.txt"), runs, 10)["dense"]["hit@10"]
     truth = np.mean(list(human.values()))

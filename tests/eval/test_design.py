@@ -24,6 +24,7 @@ from eval.human.design import (
     write_design,
 )
 from eval.human.draw import draw_queries
+from eval.metrics.settings import PerQueryResults
 
 
 def every_sample(strata: list[list[str]], sizes: list[int]):
@@ -157,10 +158,11 @@ def test_signals_come_from_the_labelers_per_query_output():
             "q2": {"hits": [{"id": "d2", "score": None, "relevant": False}], "metrics": {"m": 0.2}},
         },
     }
-    score, uncertainty = unit_signals(per_query, "queries", "m")
+    runs = PerQueryResults.model_validate({"runs": per_query}).runs
+    score, uncertainty = unit_signals(runs, "queries", "m")
     assert score == pytest.approx({"q1": 0.75, "q2": 0.1})
     assert uncertainty == pytest.approx({"q1": (0.25 + 0.09) / 2, "q2": 0.0})
-    hits, spread = unit_signals(per_query, "hits", "m")
+    hits, spread = unit_signals(runs, "hits", "m")
     assert set(hits) == {("q1", "d1"), ("q1", "d3"), ("q2", "d2")}
     assert spread[("q1", "d1")] == pytest.approx(0.25)
 

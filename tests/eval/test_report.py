@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from data.beir import graded_qrels, read_qrels
+from eval.metrics.settings import PerQueryResults
 from eval.report.build import ReportOptions, build_report
 from eval.report.page import render, write_report
 from tests.eval.report_inputs import JUDGED, K, make_main_job_folder, make_search_folders
@@ -118,7 +119,7 @@ def test_without_human_judgments_the_means_are_called_biased_with_no_interval(fo
 
 
 def test_every_query_has_its_row_and_its_hits_in_order(folders, adi_dir: Path):
-    per_query = read(folders["human"], "per_query.json")
+    per_query = PerQueryResults.read(folders["human"] / "per_query.json").runs
     human = graded_qrels(read_qrels(folders["human_qrels"]), "human")
     report = build_report(folders["human"])
     rows = {row.qid: row for row in report.queries}
@@ -130,9 +131,9 @@ def test_every_query_has_its_row_and_its_hits_in_order(folders, adi_dir: Path):
     for run, results in per_query.items():
         for qid, result in results.items():
             row = rows[qid]
-            assert row.labeler[run] == result["metrics"]
-            assert [h.doc_id for h in row.hits[run]] == [h["id"] for h in result["hits"]]
-            assert [h.score for h in row.hits[run]] == [h["score"] for h in result["hits"]]
+            assert row.labeler[run] == result.metrics
+            assert [h.doc_id for h in row.hits[run]] == [h.id for h in result.hits]
+            assert [h.score for h in row.hits[run]] == [h.score for h in result.hits]
             for hit in row.hits[run]:
                 assert report.documents[hit.doc_id].text == corpus[hit.doc_id][:600]
                 grade = human.get(qid, {}).get(hit.doc_id)
@@ -159,8 +160,8 @@ def test_label_agreement_is_judge_agreement_on_the_judged_hits(folders):
     from core.records import Judgment
     from data.judge_agreement import agreement
 
-    per_query = read(folders["human"], "per_query.json")
-    shown = {(q, h["id"]) for run in per_query.values() for q, r in run.items() for h in r["hits"]}
+    per_query = PerQueryResults.read(folders["human"] / "per_query.json").runs
+    shown = {(q, h.id) for run in per_query.values() for q, r in run.items() for h in r.hits}
     human = graded_qrels(read_qrels(folders["human_qrels"]), "human")
     reference = {(q, d): g for q, docs in human.items() for d, g in docs.items()}
     labels = [
@@ -220,7 +221,7 @@ def test_the_held_out_quality_is_the_cross_validation_of_summary_json(folders):
         assert fold.roc_auc == {r["model"]: r["roc_auc"] for r in rows}
         assert fold.queries["test"] == summary["queries_per_fold"][fold.fold]
         assert sum(fold.queries.values()) == len(
-            read(folders["main_job"], "search/per_query.json")["good"]
+            PerQueryResults.read(folders["main_job"] / "search/per_query.json").runs["good"]
         )
 
 

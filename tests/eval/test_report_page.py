@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from eval.metrics.settings import PerQueryResults
 from eval.report.page import write_report
 from tests.browser import console_errors, network_requests
 from tests.eval.report_inputs import JUDGED, K, make_main_job_folder, make_search_folders
@@ -99,7 +100,7 @@ def test_without_human_judgments_the_page_says_there_is_no_interval(browser, pag
 
 
 def test_choosing_a_query_shows_its_hits_run_by_run(browser, pages):
-    per_query = json.loads((pages["human"] / "per_query.json").read_text())
+    per_query = PerQueryResults.read(pages["human"] / "per_query.json").runs
     By = open_page(browser, pages["pages"]["human"])
     row = browser.find_elements(By.CSS_SELECTOR, "#query-table tbody tr")[3]
     qid = row.get_attribute("data-qid")
@@ -111,7 +112,7 @@ def test_choosing_a_query_shows_its_hits_run_by_run(browser, pages):
         shown = [
             hit.get_attribute("data-doc") for hit in column.find_elements(By.CLASS_NAME, "hit")
         ]
-        assert shown == [hit["id"] for hit in results[qid]["hits"]]
+        assert shown == [hit.id for hit in results[qid].hits]
     assert browser.current_url.endswith(f"#query={qid}")
     assert console_errors(browser) == []
 
@@ -199,8 +200,8 @@ def test_a_single_run_without_comparisons_draws_without_errors(browser, pages, t
     metrics["mean"] = {"good": metrics["mean"]["good"]}
     metrics.pop("comparison")
     (single / "metrics.json").write_text(json.dumps(metrics))
-    per_query = json.loads((single / "per_query.json").read_text())
-    (single / "per_query.json").write_text(json.dumps({"good": per_query["good"]}))
+    per_query = PerQueryResults.read(single / "per_query.json")
+    PerQueryResults(runs={"good": per_query.runs["good"]}).write(single / "per_query.json")
     By = open_page(browser, write_report(single))
     assert console_errors(browser) == []
     assert not browser.find_element(By.ID, "differences-table").is_displayed()

@@ -13,6 +13,7 @@ import pytest
 from data.beir import graded_qrels, read_qrels, read_trec_run, write_trec_run
 from eval.labelers import Hit
 from eval.metrics.retrieval import evaluate_query, ranx_metrics
+from eval.metrics.settings import PerQueryResults
 from tests.eval.doubles import DictLabeler
 
 REPO = Path(__file__).resolve().parents[2]
@@ -182,12 +183,12 @@ def test_bulk_run_compare_and_inferred_qrels(adi_dir: Path, tmp_path: Path):
         else:
             current[(metric, qid)] = float(value)
     assert list(blocks) == ["bm25", "worse"]
-    per_query = json.loads((tmp_path / "s" / "per_query.json").read_text())
+    per_query = PerQueryResults.read(tmp_path / "s" / "per_query.json").runs
     for run, rows in blocks.items():
         for metric, mean in report["mean"][run].items():
             assert rows[(metric, "all")] == pytest.approx(mean, abs=5e-5)
             for qid, result in per_query[run].items():
-                assert rows[(metric, qid)] == pytest.approx(result["metrics"][metric], abs=5e-5)
+                assert rows[(metric, qid)] == pytest.approx(result.metrics[metric], abs=5e-5)
     inferred = read_qrels(tmp_path / "s" / "inferred_qrels.txt")
     truth = graded_qrels(read_qrels(qrels), qrels)  # ADI is binary: its 1 is grade 3
     assert any(g == 3 for docs in inferred.values() for g in docs.values())
@@ -502,7 +503,7 @@ def test_more_metrics_by_name_with_their_own_cut_offs(adi_dir: Path, tmp_path: P
         "judged@5",
     ]  # fmt: skip
     qrels = read_qrels(adi_dir / "qrels.tsv")
-    per_query = json.loads((tmp_path / "s" / "per_query.json").read_text())
+    per_query = PerQueryResults.read(tmp_path / "s" / "per_query.json").runs
     pooled_relevant = {
         qid: {d for run in runs.values() for d in list(run[qid])[:5] if d in qrels.get(qid, {})}
         for qid in runs["a"]
@@ -510,7 +511,7 @@ def test_more_metrics_by_name_with_their_own_cut_offs(adi_dir: Path, tmp_path: P
     for name, run in runs.items():
         for qid, docs in run.items():
             top = [d for d, _ in ranked(docs)][:5]
-            metrics = per_query[name][qid]["metrics"]
+            metrics = per_query[name][qid].metrics
             judged = sum(d in qrels.get(qid, {}) for d in top) / len(top)
             assert metrics["judged@5"] == pytest.approx(judged)
             r = len(pooled_relevant[qid])

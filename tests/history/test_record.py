@@ -18,6 +18,7 @@ from core.errors import InputError
 from data.beir import read_corpus, read_qrels, read_queries, write_trec_qrels, write_trec_run
 from eval.history import listing, record_command, show
 from eval.history.store import open_store
+from eval.metrics.settings import PerQueryResults
 from support.postgres import free_port
 from tests.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
 
@@ -91,11 +92,11 @@ def test_search_track_records_the_primary_run_with_its_human_values(
     info = store.get("dense@v3")
     assert (info.run_name, info.note, info.k, info.queries) == ("dense", "new index", 10, 35)
     assert store.systems() == ["dense"]  # the --compare run is not recorded
-    per_query = json.loads((out / "per_query.json").read_text())["dense"]
+    per_query = PerQueryResults.read(out / "per_query.json").runs["dense"]
     human = json.loads((out / "human_per_query.json").read_text())["values"]["dense"]
     values = store.query_values(info.id, "ndcg@10")
     assert {q: v for q, (v, _) in values.items()} == {
-        q: r["metrics"]["ndcg@10"] for q, r in per_query.items()
+        q: r.metrics["ndcg@10"] for q, r in per_query.items()
     }
     assert {q: h for q, (_, h) in values.items() if h is not None} == human["ndcg@10"]
     assert len(human["ndcg@10"]) == JUDGED
