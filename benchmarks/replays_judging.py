@@ -467,22 +467,36 @@ def replay_report_corpus_without_the_documents(root: Path) -> None:
 def replay_grader_that_does_not_beat_its_baselines(root: Path) -> None:
     """Round 4 item 11: a grader at chance against its baselines still labelled the runs, and
     the report's table under its labels read as if it could be believed."""
-    from eval.classification.crossval import held_out_warning
+    from eval.classification.crossval import (
+        CrossValidationRecord,
+        DifferenceRecord,
+        PooledRecord,
+        held_out_warning,
+    )
 
-    cross = {
-        "beats_every_baseline": {"grader": False},
-        "differences": [
-            {
-                "model": "grader",
-                "baseline": "cosine",
-                "mean": -0.3,
-                "low": -0.4,
-                "high": -0.2,
-                "beats": False,
-            },
-        ],
-        "pooled": {"grader": {"query_roc_auc": 0.437}, "cosine": {"query_roc_auc": 0.74}},
-    }
+    def pooled(query_roc_auc: float) -> PooledRecord:
+        return PooledRecord(
+            pairs=100,
+            queries=10,
+            roc_auc=None,
+            query_roc_auc=query_roc_auc,
+            pr_auc=None,
+            f1=None,
+            kappa=None,
+            precision=None,
+            recall=None,
+        )
+
+    difference = DifferenceRecord(
+        model="grader", baseline="cosine", queries=10, mean=-0.3, low=-0.4, high=-0.2, beats=False
+    )
+    cross = CrossValidationRecord(
+        folds=2,
+        source="human",
+        pooled={"grader": pooled(0.437), "cosine": pooled(0.74)},
+        differences=[difference],
+        beats_every_baseline={"grader": False},
+    )
     words = held_out_warning(cross, {"grader": "grader (ours)", "cosine": "MiniLM cosine"})
     assert words and words.startswith("Not trustworthy"), words
     assert "The best labeler there was MiniLM cosine" in words, words

@@ -667,7 +667,7 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
         name: {(qid, doc): score for qid, doc, score in rows}
         for name, rows in carried["scores"].items()
     }
-    summary = runner.run()
+    summary = runner.run().dump()  # study.json's object, into this benchmark's JSON
     return {
         "folds": summary["folds"],
         "queries_per_fold": summary["queries_per_fold"],

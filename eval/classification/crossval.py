@@ -18,9 +18,9 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict
 
 from core.metrics import label_metrics, per_query_roc_auc
 
@@ -143,6 +143,10 @@ class CrossValidation:
         mine = [d for d in self.differences if d.model == model]
         return all(d.beats for d in mine) if mine else None
 
+    def record(self) -> CrossValidationRecord:
+        """The result as the study's and the main job's files hold it."""
+        return CrossValidationRecord.model_validate(self.to_dict())
+
     def to_dict(self) -> dict[str, object]:
         return {
             "folds": self.folds,
@@ -157,27 +161,65 @@ class CrossValidation:
         }
 
 
+class PooledRecord(BaseModel):
+    """One model's pooled out-of-fold metrics (:class:`PooledMetrics`) as files hold them."""
+
+    model_config = ConfigDict(extra="forbid")
+    pairs: int
+    queries: int
+    roc_auc: float | None
+    query_roc_auc: float | None
+    pr_auc: float | None
+    f1: float | None
+    kappa: float | None
+    precision: float | None
+    recall: float | None
+
+
+class DifferenceRecord(BaseModel):
+    """A :class:`PairedDifference` as files hold it, with its verdict."""
+
+    model_config = ConfigDict(extra="forbid")
+    model: str
+    baseline: str
+    queries: int
+    mean: float | None
+    low: float | None
+    high: float | None
+    beats: bool
+
+
+class CrossValidationRecord(BaseModel):
+    """The cross-validation's result in ``study.json`` and the main job's ``summary.json``."""
+
+    model_config = ConfigDict(extra="forbid")
+    folds: int
+    source: str  # the rows' reference: "human" or "teacher"
+    pooled: dict[str, PooledRecord]
+    differences: list[DifferenceRecord]
+    beats_every_baseline: dict[str, bool]  # the graders' verdicts (baselines have none)
+
+
 def held_out_warning(
-    cross: Mapping[str, Any], names: Mapping[str, str], labeler: str = "grader"
+    cross: CrossValidationRecord, names: Mapping[str, str], labeler: str = "grader"
 ) -> str | None:
     """The report's first words when the grader that labels the runs (``labeler``, the row the
-    main job exports) does not beat every baseline on held-out queries (``cross``:
-    :meth:`CrossValidation.to_dict`): which baselines it does not beat, with their paired
-    intervals, which labeler did best, and that the runs' metrics under its labels are not to be
-    trusted; None when it beats them (or is not in the study)."""
-    if (cross.get("beats_every_baseline") or {}).get(labeler, True):
+    main job exports) does not beat every baseline on held-out queries: which baselines it does
+    not beat, with their paired intervals, which labeler did best, and that the runs' metrics
+    under its labels are not to be trusted; None when it beats them (or is not in the study)."""
+    if cross.beats_every_baseline.get(labeler, True):
         return None
     name = names.get(labeler, labeler)
     unbeaten = "; ".join(
-        f"{names.get(d['baseline'], d['baseline'])}: Δ {_signed(d['mean'])} "
-        f"[{_signed(d['low'])}, {_signed(d['high'])}]"
-        for d in cross["differences"]
-        if d["model"] == labeler and not d["beats"]
+        f"{names.get(d.baseline, d.baseline)}: Δ {_signed(d.mean)} "
+        f"[{_signed(d.low)}, {_signed(d.high)}]"
+        for d in cross.differences
+        if d.model == labeler and not d.beats
     )
     scores = {
-        model: metrics["query_roc_auc"]
-        for model, metrics in cross["pooled"].items()
-        if metrics.get("query_roc_auc") is not None
+        model: metrics.query_roc_auc
+        for model, metrics in cross.pooled.items()
+        if metrics.query_roc_auc is not None
     }
     best = max(scores, key=scores.__getitem__) if scores else None
     shown = "; ".join(f"{names.get(m, m)} {v:.3f}" for m, v in scores.items())
@@ -230,33 +272,33 @@ def _signed(value: float | None) -> str:
     return "–" if value is None else f"{value:+.3f}"
 
 
-def difference_cell(difference: Mapping[str, object]) -> str:
+def difference_cell(difference: DifferenceRecord) -> str:
     """``+0.012 [-0.030, +0.054]``: the mean paired difference and its 95% interval."""
-    mean, low, high = (difference.get(k) for k in ("mean", "low", "high"))
-    interval = "" if low is None else f" [{_signed(low)}, {_signed(high)}]"  # type: ignore[arg-type]
-    return _signed(mean) + interval  # type: ignore[arg-type]
+    low, high = difference.low, difference.high
+    interval = "" if low is None else f" [{_signed(low)}, {_signed(high)}]"
+    return _signed(difference.mean) + interval
 
 
-def pooled_table(cross: Mapping[str, Any], names: Mapping[str, str] | None = None) -> str:
+def pooled_table(cross: CrossValidationRecord, names: Mapping[str, str] | None = None) -> str:
     """The cross-validation's pooled metrics, one row per model, with each grader's paired
-    difference to every baseline and the verdict (from ``CrossValidation.to_dict()``)."""
+    difference to every baseline and the verdict."""
     from core.io import markdown_table
 
     names = names or {}
-    differences = cross["differences"]
-    baselines = list(dict.fromkeys(d["baseline"] for d in differences))
+    differences = cross.differences
+    baselines = list(dict.fromkeys(d.baseline for d in differences))
     header = ["labeler", "pairs", *(title for _, title in POOLED_COLUMNS)]
     header += [f"Δ per-query ROC-AUC vs {names.get(b, b)} (95% CI)" for b in baselines]
     header.append("beats both baselines" if len(baselines) == 2 else "beats the baselines")
     rows = []
-    for model, metrics in cross["pooled"].items():
-        mine = {d["baseline"]: d for d in differences if d["model"] == model}
-        verdict = cross["beats_every_baseline"].get(model)
+    for model, metrics in cross.pooled.items():
+        mine = {d.baseline: d for d in differences if d.model == model}
+        verdict = cross.beats_every_baseline.get(model)
         rows.append(
             [
                 names.get(model, model) + (" (baseline)" if model in baselines else ""),
-                metrics["pairs"],
-                *(_number(metrics[key]) for key, _ in POOLED_COLUMNS),
+                metrics.pairs,
+                *(_number(getattr(metrics, key)) for key, _ in POOLED_COLUMNS),
                 *(difference_cell(mine[b]) if b in mine else "–" for b in baselines),
                 "(baseline)"
                 if model in baselines

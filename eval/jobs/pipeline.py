@@ -44,7 +44,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
 
 from core.cli import (
     bounded,
@@ -63,6 +62,7 @@ from data.candidates import POOL_FILE, RETRIEVERS
 from data.judges.backends import BACKENDS
 from eval.classification.baselines import BASELINES
 from eval.classification.crossval import pooled_table
+from eval.classification.summaries import JobSummary, StudySummary
 from eval.metrics.ranking_agreement import RankingAgreement, left_out_note, scores_table
 from eval.metrics.retrieval import metrics_table
 from eval.metrics.settings import SearchMetrics
@@ -435,7 +435,7 @@ class Pipeline:
         human = bool(c.qrels) and not c.grade_map
         return Stage(
             "cross-validation",
-            self.path("cv", "study.json"),
+            self.path("cv", StudySummary.FILE),
             "eval.study",
             cli_args(
                 dataset=self.dataset,
@@ -580,7 +580,7 @@ class Pipeline:
         human = human_metrics(self.config.qrels, runs, self.config.k)
         return {name: mean_metrics(per_metric) for name, per_metric in human.items()}
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> JobSummary:
         self.root.mkdir(parents=True, exist_ok=True)
         write_json(self.path("config.json"), asdict(self.config))
         start = time.perf_counter()
@@ -589,7 +589,7 @@ class Pipeline:
             if stage.module == "eval.search" and self.config.track:
                 self.record_history(stage)
         summary = self.summarise(time.perf_counter() - start)
-        write_json(self.path("summary.json"), summary)
+        summary.write(self.path(JobSummary.FILE))
         with atomic_writer(self.path("report.md")) as handle:
             handle.write(report_markdown(summary))
         from eval.report.page import write_report
@@ -616,27 +616,27 @@ class Pipeline:
             store.close()
         write_json(stamp, {"recorded": mark})
 
-    def summarise(self, seconds: float) -> dict[str, Any]:
-        study = json.loads(self.path("cv", "study.json").read_text())
+    def summarise(self, seconds: float) -> JobSummary:
+        study = StudySummary.read(self.path("cv", StudySummary.FILE))
         search = SearchMetrics.read(self.path("search", SearchMetrics.FILE))
         agreement = RankingAgreement.read(self.path("agreement", RankingAgreement.FILE))
-        return {
-            "run_dir": str(self.root),
-            "seconds": round(seconds, 1),
-            "stage_seconds": self.timings,
-            "scoring_dtype": search.scoring_dtype,  # as its stages scored
-            "folds": study["folds"],
-            "queries_per_fold": study["queries_per_fold"],
-            "names": self.row_names(),
-            "cross_validation": study["cross_validation"],
-            "per_fold": study["per_fold"],
-            "export_fold": 0,
-            "search": search.mean,
-            "agreement": agreement.dump(),
-            "ppi": search.ppi,
-            "human_all_queries": self.human_all_queries() if search.ppi else None,
-            "export": str(self.path("export")),
-        }
+        return JobSummary(
+            run_dir=str(self.root),
+            seconds=round(seconds, 1),
+            stage_seconds=self.timings,
+            scoring_dtype=search.scoring_dtype,  # as its stages scored
+            folds=study.folds,
+            queries_per_fold=study.queries_per_fold,
+            names=self.row_names(),
+            cross_validation=study.cross_validation,
+            per_fold=study.per_fold,
+            export_fold=0,
+            search=search.mean,
+            agreement=agreement,
+            ppi=search.ppi,
+            human_all_queries=self.human_all_queries() if search.ppi else None,
+            export=str(self.path("export")),
+        )
 
     def row_names(self) -> dict[str, str]:
         """How the report and the README name the study's rows."""
@@ -670,21 +670,21 @@ def _run_logged(command: list[str], log: Path) -> int:
         return process.wait()
 
 
-def cross_validation_markdown(summary: dict[str, Any]) -> list[str]:
+def cross_validation_markdown(summary: JobSummary) -> list[str]:
     """The held-out quality: the pooled table with its paired intervals, then ROC-AUC per fold."""
-    cross, names = summary["cross_validation"], summary["names"]
-    source = "human judgments" if cross["source"] == "human" else "teacher labels"
-    models = list(cross["pooled"])
-    by_fold = {(r["fold"], r["model"]): r["roc_auc"] for r in summary["per_fold"]}
+    cross, names = summary.cross_validation, summary.names
+    source = "human judgments" if cross.source == "human" else "teacher labels"
+    models = list(cross.pooled)
+    by_fold = {(r.fold, r.model): r.roc_auc for r in summary.per_fold}
     per_fold = markdown_table(
         ["fold", "test queries", *(names.get(m, m) for m in models)],
         [
             [fold, queries, *(_number(by_fold.get((fold, m))) for m in models)]
-            for fold, queries in enumerate(summary["queries_per_fold"])
+            for fold, queries in enumerate(summary.queries_per_fold)
         ],
     )
     return [
-        f"{summary['folds']}-fold cross-validation by query against the {source}: every judged "
+        f"{summary.folds}-fold cross-validation by query against the {source}: every judged "
         "query tests in one fold, thresholds and calibrations are fitted on validation queries "
         "inside each fold's training side, and the folds' test predictions are pooled. Δ is the "
         "per-query ROC-AUC difference, grader minus baseline, with its 95% interval over "
@@ -694,7 +694,7 @@ def cross_validation_markdown(summary: dict[str, Any]) -> list[str]:
         "ROC-AUC per fold:",
         "",
         per_fold,
-        f"The grader of fold {summary['export_fold']} is exported and labels the retrieval runs "
+        f"The grader of fold {summary.export_fold} is exported and labels the retrieval runs "
         "below.",
         "",
     ]
@@ -704,16 +704,16 @@ def _number(value: float | None) -> str:
     return "–" if value is None else f"{value:.3f}"
 
 
-def report_markdown(summary: dict[str, Any]) -> str:
+def report_markdown(summary: JobSummary) -> str:
     from eval.classification.crossval import held_out_warning
 
-    warning = held_out_warning(summary["cross_validation"], summary["names"])
+    warning = held_out_warning(summary.cross_validation, summary.names)
     lines = [
         "# Main job report",
         "",
         *([f"**{warning}**", ""] if warning else []),
-        f"Run directory `{summary['run_dir']}`; total {summary['seconds']} s; models scored in "
-        f"{summary.get('scoring_dtype') or 'an unrecorded dtype'}.",
+        f"Run directory `{summary.run_dir}`; total {summary.seconds} s; models scored in "
+        f"{summary.scoring_dtype or 'an unrecorded dtype'}.",
         "",
         "## Held-out quality",
         "",
@@ -721,9 +721,9 @@ def report_markdown(summary: dict[str, Any]) -> str:
         "## Retrieval runs labelled by the grader",
         "",
     ]
-    agreement = RankingAgreement.from_data(summary["agreement"], "summary.json: agreement")
+    agreement = summary.agreement
     lines += [
-        metrics_table(summary["search"], digits=3),
+        metrics_table(summary.search, digits=3),
         f"## System ranking agreement ({agreement.metric})",
         "",
         scores_table(agreement, digits=3).rstrip("\n"),
@@ -733,11 +733,12 @@ def report_markdown(summary: dict[str, Any]) -> str:
     note = left_out_note(agreement.left_out)
     if note:
         lines.append(f"\nLeft out: {note}.")
-    if summary.get("ppi"):
-        ppi = summary["ppi"]
+    if summary.ppi:
+        ppi = summary.ppi  # metrics.json's PPI++ record, its own open shape
         metric = agreement.metric
         truth = ", ".join(
-            f"{run} {values[metric]:.3f}" for run, values in summary["human_all_queries"].items()
+            f"{run} {values[metric]:.3f}"
+            for run, values in (summary.human_all_queries or {}).items()
         )
         lines += [
             "",
@@ -751,7 +752,7 @@ def report_markdown(summary: dict[str, Any]) -> str:
             ppi_table(ppi).rstrip("\n"),
         ]
     lines += ["", "## Stage times (s)", ""]
-    lines += [f"- {name}: {seconds}" for name, seconds in summary["stage_seconds"].items()]
+    lines += [f"- {name}: {seconds}" for name, seconds in summary.stage_seconds.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -12,19 +12,17 @@ against the human judgments. It lands between the README's ``results`` markers.
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from core.cli import bounded, parse_config, run_main
 from core.errors import InputError
 from core.io import atomic_writer
 from eval.classification.crossval import pooled_table
-from eval.metrics.ranking_agreement import RankingAgreement
+from eval.classification.summaries import JobSummary
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 # Float noise between CPUs: the README's run is float32; another CPU sums in another order, which
@@ -54,25 +52,25 @@ class ReadmeConfig:
     )
 
 
-def results_table(summary: dict[str, Any]) -> str:
+def results_table(summary: JobSummary) -> str:
     """The headline of a main job's ``summary.json``: the cross-validated quality table, then
     the retrieval runs' NDCG and the system ranking's agreement with the reference."""
-    cross = summary["cross_validation"]
-    source = "human judgments" if cross["source"] == "human" else "teacher labels"
-    queries = sum(summary["queries_per_fold"])
-    ndcg = next(m for m in next(iter(summary["search"].values())) if m.startswith("ndcg@"))
-    runs = ", ".join(f"{run} {values[ndcg]:.3f}" for run, values in summary["search"].items())
-    agreement = RankingAgreement.from_data(summary["agreement"], "summary.json: agreement")
+    cross = summary.cross_validation
+    source = "human judgments" if cross.source == "human" else "teacher labels"
+    queries = sum(summary.queries_per_fold)
+    ndcg = next(m for m in next(iter(summary.search.values())) if m.startswith("ndcg@"))
+    runs = ", ".join(f"{run} {values[ndcg]:.3f}" for run, values in summary.search.items())
+    agreement = summary.agreement
     truth = ", ".join(f"{run} {v:.3f}" for run, v in agreement.scores[agreement.reference].items())
     taus = "; ".join(
         f"{spec.split(':')[0]} {entry.tau_text(2)}" for spec, entry in agreement.agreement.items()
     )
     return (
-        f"{summary['folds']}-fold cross-validation by query over {queries} judged queries, "
+        f"{summary.folds}-fold cross-validation by query over {queries} judged queries, "
         f"against the {source}; thresholds fitted on validation queries inside each fold; Δ is "
         "the per-query ROC-AUC difference to each baseline with its 95% interval:\n\n"
-        + pooled_table(cross, summary["names"])
-        + f"\n{ndcg} of the retrieval runs (the grader of fold {summary['export_fold']} labels "
+        + pooled_table(cross, summary.names)
+        + f"\n{ndcg} of the retrieval runs (the grader of fold {summary.export_fold} labels "
         f"them), against the labels of the runs' pooled top k (not trec_eval on the full qrels), "
         f"under the grader's labels: {runs}; under `{agreement.reference.split(':')[0]}` (all queries): "
         f"{truth}. Kendall's τ between the two system rankings: {taus}.\n"
@@ -109,10 +107,10 @@ def replace_between_markers(text: str, block: str) -> str:
 
 def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([ReadmeConfig], args)
-    path = Path(config.run_dir) / "summary.json"
+    path = Path(config.run_dir) / JobSummary.FILE
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no summary (run `python -m eval.pipeline` first)")
-    block = results_table(json.loads(path.read_text()))
+    block = results_table(JobSummary.read(path))
     if config.check:
         written = block_of(Path(config.check).read_text(encoding="utf-8"))
         found = differences(written, block, config.tolerance)

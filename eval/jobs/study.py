@@ -58,12 +58,19 @@ from data.splits import cap_per_query, held_out_queries, queries_for_share, rele
 from eval.classification.baselines import BASELINES
 from eval.classification.checkpoint import LABEL_SOURCES, CheckpointEvalConfig, Scorer, evaluate
 from eval.classification.crossval import CrossValidation, cross_validate, pooled_table
+from eval.classification.summaries import (
+    METRICS,
+    CurvePoint,
+    FoldResult,
+    MeanSd,
+    ModelSummary,
+    StudySummary,
+)
 from models.builder import GraderModelConfig
 from models.state_cache import default_state_cache
 from train.recipes import recipe_for
 
 logger = logging.getLogger(__name__)
-METRICS = ("roc_auc", "query_roc_auc", "pr_auc", "f1", "kappa", "precision", "recall")
 
 
 @dataclass
@@ -416,15 +423,15 @@ class Study:
             return fold_folders(Path(c.dataset))
         return self.build_folds() if c.real_training_queries else self.other_source_fold()
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> StudySummary:
         c = self.config
         self.root.mkdir(parents=True, exist_ok=True)
         write_json(self.root / "config.json", asdict(c))
         folders = self.folders = self.folds()
         trained = c.trained_models()
         curve_model = c.learning_curve_model or (list(trained)[-1] if trained else None)
-        per_fold: list[dict[str, Any]] = []
-        curve: list[dict[str, Any]] = []
+        per_fold: list[FoldResult] = []
+        curve: list[CurvePoint] = []
         outputs: list[dict[str, Path]] = []
         for fold, data in enumerate(folders):
             outputs.append({})
@@ -433,12 +440,12 @@ class Study:
                 logger.info("fold %d/%d: %s", fold + 1, len(folders), name)
                 outputs[-1][name] = self.root / f"fold-{fold}" / name
                 result = self.run_model(spec, data, outputs[-1][name])
-                per_fold.append({"fold": fold, "model": name, **row_metrics(result, c.labels)})
+                per_fold.append(FoldResult(fold=fold, model=name, **row_metrics(result, c.labels)))
             if self.curve_wanted(curve_model, fold):
                 curve += self.learning_curve(curve_model, data, fold, per_fold)
         cross = cross_validate(outputs, list(trained), _baselines(c.models), row_source(c.labels))
         summary = summarise(per_fold, curve, c, folders, cross)
-        write_json(self.root / "study.json", summary)
+        summary.write(self.root / StudySummary.FILE)
         with atomic_writer(self.root / "study.md") as handle:
             handle.write(study_markdown(summary))
         write_plots(summary, self.root)
@@ -454,32 +461,31 @@ class Study:
         )
 
     def learning_curve(
-        self, model: str, data: Path, fold: int, per_fold: list[dict[str, Any]]
-    ) -> list[dict[str, Any]]:
+        self, model: str, data: Path, fold: int, per_fold: list[FoldResult]
+    ) -> list[CurvePoint]:
         spec = f"{model}={self.config.trained_models()[model]}"
         points = []
         for share in self.config.learning_curve:
             subset = self.curve_fold(data, fold, share)
             out = self.root / f"fold-{fold}" / f"{model}-share-{share:g}"
             result = self.run_model(spec, subset, out)
-            points.append(self.curve_point(fold, share, subset, row_metrics(result)))
-        full = next(r for r in per_fold if r["fold"] == fold and r["model"] == model)
-        return [*points, self.curve_point(fold, 1.0, data, full)]
+            roc_auc = row_metrics(result)["roc_auc"]
+            points.append(self.curve_point(fold, share, subset, roc_auc))
+        full = next(r for r in per_fold if r.fold == fold and r.model == model)
+        return [*points, self.curve_point(fold, 1.0, data, full.roc_auc)]
 
-    def curve_point(
-        self, fold: int, share: float, data: Path, metrics: dict[str, Any]
-    ) -> dict[str, Any]:
+    def curve_point(self, fold: int, share: float, data: Path, roc_auc: float | None) -> CurvePoint:
         train_rows = read_jsonl_rows(data / "train.jsonl")
         extra_queries = {r["qid"] for r in self.extra_train}
         own = [r for r in train_rows if r["qid"] not in extra_queries]
-        return {
-            "fold": fold,
-            "share": share,
-            "train_queries": len({r["qid"] for r in own}),
-            "train_pairs": len(train_rows),
-            "other_collection_pairs": len(train_rows) - len(own),
-            "roc_auc": metrics["roc_auc"],
-        }
+        return CurvePoint(
+            fold=fold,
+            share=share,
+            train_queries=len({r["qid"] for r in own}),
+            train_pairs=len(train_rows),
+            other_collection_pairs=len(train_rows) - len(own),
+            roc_auc=roc_auc,
+        )
 
 
 def _collection_qrels(collection: str) -> str:
@@ -513,70 +519,71 @@ def row_metrics(result: dict[str, Any], labels: str = "teacher") -> dict[str, An
 
 
 def summarise(
-    per_fold: list[dict[str, Any]],
-    curve: list[dict[str, Any]],
+    per_fold: list[FoldResult],
+    curve: list[CurvePoint],
     config: StudyConfig,
     folders: Sequence[Path],
     cross: CrossValidation,
-) -> dict[str, Any]:
-    models = list(dict.fromkeys(r["model"] for r in per_fold))
+) -> StudySummary:
+    models = list(dict.fromkeys(r.model for r in per_fold))
     baselines = [m for m in models if m in BASELINES]
-    mean: dict[str, dict[str, Any]] = {}
+    mean: dict[str, ModelSummary] = {}
     for model in models:
-        rows = [r for r in per_fold if r["model"] == model]
+        rows = [r for r in per_fold if r.model == model]
         entry: dict[str, Any] = {}
         for metric in METRICS:
-            values = [r[metric] for r in rows if r[metric] is not None]
-            entry[metric] = {
-                "mean": float(np.mean(values)) if values else None,
-                "sd": float(np.std(values, ddof=1)) if len(values) > 1 else None,
-            }
-        entry["seconds"] = float(np.sum([r["seconds"] or 0 for r in rows]))
+            values = [r.metric(metric) for r in rows if r.metric(metric) is not None]
+            entry[metric] = MeanSd(
+                mean=float(np.mean(values)) if values else None,
+                sd=float(np.std(values, ddof=1)) if len(values) > 1 else None,
+            )
+        entry["seconds"] = float(np.sum([r.seconds or 0 for r in rows]))
         if model not in BASELINES and baselines:
-            wins = []
-            for row in rows:
-                others = [
-                    r["roc_auc"]
-                    for r in per_fold
-                    if r["fold"] == row["fold"] and r["model"] in baselines
-                ]
-                if row["roc_auc"] is not None and None not in others:  # a one-class sample
-                    wins.append(row["roc_auc"] > max(others))
-            entry["beats_baselines_in_folds"] = f"{sum(wins)}/{len(wins)}"
-        mean[model] = entry
+            entry["beats_baselines_in_folds"] = _wins(rows, per_fold, baselines)
+        mean[model] = ModelSummary(**entry)
     manifests = [json.loads((folder / "manifest.json").read_text()) for folder in folders]
     test_queries = [len(manifest["queries"]["test"]) for manifest in manifests]
     manifest = manifests[0]  # the folds' build settings (data.build's, where it built them)
-    return {
-        "collection": config.collection,
-        "folds": len(folders),
-        "queries_per_fold": test_queries,
-        "max_pairs_per_query": manifest.get("config", {}).get(
+    return StudySummary(
+        collection=config.collection,
+        folds=len(folders),
+        queries_per_fold=test_queries,
+        max_pairs_per_query=manifest.get("config", {}).get(
             "max_pairs_per_query", config.max_pairs_per_query
         ),
-        "models": mean,
-        "per_fold": per_fold,
-        "cross_validation": cross.to_dict(),
-        "learning_curve": curve,
-    }
+        models=mean,
+        per_fold=per_fold,
+        cross_validation=cross.record(),
+        learning_curve=curve,
+    )
 
 
-def _cell(entry: dict[str, Any]) -> str:
-    if entry["mean"] is None:
+def _wins(rows: list[FoldResult], per_fold: list[FoldResult], baselines: list[str]) -> str:
+    """In how many folds a model's ROC-AUC beats every baseline's: "3/5"."""
+    wins = []
+    for row in rows:
+        others = [r.roc_auc for r in per_fold if r.fold == row.fold and r.model in baselines]
+        if row.roc_auc is not None and None not in others:  # a one-class sample
+            wins.append(row.roc_auc > max(others))  # type: ignore[type-var]
+    return f"{sum(wins)}/{len(wins)}"
+
+
+def _cell(entry: MeanSd) -> str:
+    if entry.mean is None:
         return "–"
-    return f"{entry['mean']:.3f}" + (f" ± {entry['sd']:.3f}" if entry["sd"] is not None else "")
+    return f"{entry.mean:.3f}" + (f" ± {entry.sd:.3f}" if entry.sd is not None else "")
 
 
 def _number(value: float | None) -> str:
     return "–" if value is None else f"{value:.3f}"
 
 
-def study_markdown(summary: dict[str, Any]) -> str:
+def study_markdown(summary: StudySummary) -> str:
     lines = [
-        f"# Quality study: {summary['collection']}",
+        f"# Quality study: {summary.collection}",
         "",
-        f"{summary['folds']} query-grouped folds (test queries per fold: "
-        f"{summary['queries_per_fold']}), at most {summary['max_pairs_per_query'] or 'all'} "
+        f"{summary.folds} query-grouped folds (test queries per fold: "
+        f"{summary.queries_per_fold}), at most {summary.max_pairs_per_query or 'all'} "
         "judged pairs per query; human judgments, relevant = grade ≥ 2. Thresholds, temperatures "
         "and model selection were fitted on validation queries inside each fold's training "
         "queries.",
@@ -587,7 +594,7 @@ def study_markdown(summary: dict[str, Any]) -> str:
         "per-query ROC-AUC difference of each grader to each baseline with its 95% interval "
         "(a grader beats a baseline only when the interval lies above zero).",
         "",
-        pooled_table(summary["cross_validation"]),
+        pooled_table(summary.cross_validation),
         "## Mean ± sd over folds",
         "",
         markdown_table(
@@ -595,59 +602,64 @@ def study_markdown(summary: dict[str, Any]) -> str:
             [
                 [
                     model,
-                    *(_cell(entry[m]) for m in METRICS),
-                    entry.get("beats_baselines_in_folds", "(baseline)"),
-                    f"{entry['seconds']:.0f}",
+                    *(_cell(entry.metric(m)) for m in METRICS),
+                    entry.beats_baselines_in_folds or "(baseline)",
+                    f"{entry.seconds:.0f}",
                 ]
-                for model, entry in summary["models"].items()
+                for model, entry in summary.models.items()
             ],
         ),
         "## Per fold (ROC-AUC)",
         "",
     ]
-    models = list(summary["models"])
-    by_fold = {(r["fold"], r["model"]): r["roc_auc"] for r in summary["per_fold"]}
+    models = list(summary.models)
+    by_fold = {(r.fold, r.model): r.roc_auc for r in summary.per_fold}
     lines.append(
         markdown_table(
             ["fold", *models],
             [
                 [fold, *(_number(by_fold.get((fold, model))) for model in models)]
-                for fold in range(summary["folds"])
+                for fold in range(summary.folds)
             ],
         )
     )
-    if summary["learning_curve"]:
-        rows = []
-        for share in sorted({p["share"] for p in summary["learning_curve"]}):
-            points = [p for p in summary["learning_curve"] if p["share"] == share]
-            aucs = [p["roc_auc"] for p in points]
-            rows.append(
-                [
-                    f"{share:g}",
-                    f"{np.mean([p['train_queries'] for p in points]):.1f}",
-                    f"{np.mean([p['train_pairs'] for p in points]):.0f}",
-                    f"{np.mean(aucs):.3f} ± {np.std(aucs, ddof=1) if len(aucs) > 1 else 0:.3f}",
-                ]
-            )
+    if summary.learning_curve:
         lines += [
             "## Learning curve (held-out ROC-AUC by training share)",
             "",
             markdown_table(
-                ["share", "training queries (mean)", "training pairs (mean)", "ROC-AUC"], rows
+                ["share", "training queries (mean)", "training pairs (mean)", "ROC-AUC"],
+                _curve_rows(summary.learning_curve),
             ),
         ]
     return "\n".join(lines)
 
 
-def write_plots(summary: dict[str, Any], out: Path) -> None:
+def _curve_rows(curve: list[CurvePoint]) -> list[list[str]]:
+    rows = []
+    for share in sorted({p.share for p in curve}):
+        points = [p for p in curve if p.share == share]
+        aucs = [p.roc_auc for p in points if p.roc_auc is not None]
+        rows.append(
+            [
+                f"{share:g}",
+                f"{np.mean([p.train_queries for p in points]):.1f}",
+                f"{np.mean([p.train_pairs for p in points]):.0f}",
+                f"{np.mean(aucs):.3f} ± {np.std(aucs, ddof=1) if len(aucs) > 1 else 0:.3f}",
+            ]
+        )
+    return rows
+
+
+def write_plots(summary: StudySummary, out: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    models = list(summary["models"])
-    means = [summary["models"][m]["roc_auc"]["mean"] or 0 for m in models]
-    sds = [summary["models"][m]["roc_auc"]["sd"] or 0 for m in models]
+    models = list(summary.models)
+    means = [summary.models[m].roc_auc.mean or 0 for m in models]
+    sds = [summary.models[m].roc_auc.sd or 0 for m in models]
     fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(models)), 3.5))
     ax.bar(
         models,
@@ -662,10 +674,10 @@ def write_plots(summary: dict[str, Any], out: Path) -> None:
     fig.tight_layout()
     fig.savefig(out / "study_auc.png", dpi=120)
     plt.close(fig)
-    if summary["learning_curve"]:
+    if summary.learning_curve:
         fig, ax = plt.subplots(figsize=(4.5, 3.5))
-        points = summary["learning_curve"]
-        ax.scatter([p["train_pairs"] for p in points], [p["roc_auc"] for p in points])
+        points = summary.learning_curve
+        ax.scatter([p.train_pairs for p in points], [p.roc_auc for p in points])
         ax.set_xlabel("training pairs")
         ax.set_ylabel("held-out ROC-AUC")
         fig.tight_layout()

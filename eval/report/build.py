@@ -76,7 +76,7 @@ def _labeler_difference(
 def _cells(inputs: Inputs, runs: list[str], metrics: list[str], max_p: float) -> dict:
     report = inputs.metrics
     ppi = report.ppi or {}
-    truth = (inputs.summary or {}).get("human_all_queries") or {}
+    truth = (inputs.summary.human_all_queries if inputs.summary else None) or {}
     cells: dict[str, dict[str, Cell]] = {}
     for run in runs:
         cells[run] = {}
@@ -401,10 +401,10 @@ def _held_out_warning(inputs: Inputs) -> str | None:
     """A main job's grader that does not beat its baselines on held-out queries, in words."""
     from eval.classification.crossval import held_out_warning
 
-    summary = inputs.summary or {}
-    if "cross_validation" not in summary:
+    summary = inputs.summary
+    if summary is None:
         return None
-    return held_out_warning(summary["cross_validation"], summary.get("names") or {})
+    return held_out_warning(summary.cross_validation, summary.names)
 
 
 def build_report(folder: str | Path, options: ReportOptions | None = None) -> Report:

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from eval.classification.crossval import POOLED_COLUMNS, PREDICTIONS, OutOfFold
+from eval.classification.crossval import (
+    POOLED_COLUMNS,
+    PREDICTIONS,
+    CrossValidationRecord,
+    OutOfFold,
+)
+from eval.classification.summaries import JobSummary, StudySummary
 from eval.human.samples import human_qrels
 from eval.report.inputs import CV_DIR, Inputs
 from eval.report.model import (
@@ -19,23 +25,6 @@ from eval.report.model import (
 from eval.report.sections import Labelled, agreement_of
 
 SOURCES = {"human": "human judgments", "teacher": "teacher labels"}
-# summary.json keys the page shows elsewhere; any other table it holds appears as it is.
-SHOWN_ELSEWHERE = {
-    "run_dir",
-    "seconds",
-    "stage_seconds",
-    "folds",
-    "queries_per_fold",
-    "names",
-    "cross_validation",
-    "per_fold",
-    "export_fold",
-    "search",
-    "agreement",
-    "ppi",
-    "human_all_queries",
-    "export",
-}
 
 
 def _row_tables(name: str, value: Any) -> dict[str, list[dict[str, Any]]]:
@@ -56,44 +45,40 @@ def _row_tables(name: str, value: Any) -> dict[str, list[dict[str, Any]]]:
     return {}
 
 
-def _pooled_rows(cross: dict[str, Any], names: dict[str, str]) -> list[PooledRow]:
-    differences = cross["differences"]
-    baselines = set(d["baseline"] for d in differences)
-    verdicts = cross.get("beats_every_baseline") or {}
+def _pooled_rows(cross: CrossValidationRecord, names: dict[str, str]) -> list[PooledRow]:
+    baselines = {d.baseline for d in cross.differences}
     return [
         PooledRow(
             model=model,
             name=names.get(model, model),
             baseline=model in baselines,
-            pairs=int(metrics["pairs"]),
-            queries=int(metrics["queries"]),
-            metrics={key: metrics.get(key) for key, _ in POOLED_COLUMNS},
+            pairs=metrics.pairs,
+            queries=metrics.queries,
+            metrics={key: getattr(metrics, key) for key, _ in POOLED_COLUMNS},
             differences=[
-                AucDifference(
-                    d["baseline"], int(d["queries"]), d["mean"], d["low"], d["high"], d["beats"]
-                )
-                for d in differences
-                if d["model"] == model
+                AucDifference(d.baseline, d.queries, d.mean, d.low, d.high, d.beats)
+                for d in cross.differences
+                if d.model == model
             ],
-            beats_every_baseline=verdicts.get(model),
+            beats_every_baseline=cross.beats_every_baseline.get(model),
         )
-        for model, metrics in cross["pooled"].items()
+        for model, metrics in cross.pooled.items()
     ]
 
 
-def _per_fold(study: dict[str, Any], manifest: dict[str, Any] | None) -> list[FoldRow]:
+def _per_fold(study: JobSummary | StudySummary, manifest: dict[str, Any] | None) -> list[FoldRow]:
     """ROC-AUC per fold and model, with each fold's split sizes (dataset/manifest.json)."""
     aucs: dict[int, dict[str, float | None]] = {}
-    for row in study.get("per_fold") or []:
-        aucs.setdefault(int(row["fold"]), {})[row["model"]] = row.get("roc_auc")
+    for row in study.per_fold:
+        aucs.setdefault(row.fold, {})[row.model] = row.roc_auc
     folds = (manifest or {}).get("folds") or []
-    tested = study.get("queries_per_fold") or []
+    tested = study.queries_per_fold
     rows = []
-    for fold in range(int(study["folds"])):
+    for fold in range(study.folds):
         counts = (folds[fold].get("counts") or {}) if fold < len(folds) else {}
         queries = {split: int(c["queries"]) for split, c in counts.items()}
         if not queries and fold < len(tested):
-            queries = {"test": int(tested[fold])}
+            queries = {"test": tested[fold]}
         test_pairs = counts.get("test", {}).get("pairs")
         rows.append(FoldRow(fold, aucs.get(fold, {}), queries, test_pairs))
     return rows
@@ -103,25 +88,21 @@ def held_out(inputs: Inputs) -> HeldOut | None:
     """The cross-validation's pooled table and its folds (None outside a main-job folder)."""
     if inputs.kind != "main job":
         return None
-    summary = inputs.summary or {}
+    summary = inputs.summary
     extra: dict[str, list[dict[str, Any]]] = {}
-    for key, value in summary.items():
-        if key not in SHOWN_ELSEWHERE:
-            extra.update(_row_tables(key, value))
-    study = next(
-        (found for found in (summary, inputs.study) if found and found.get("cross_validation")),
-        None,
-    )
+    for key, value in (summary.extra_tables() if summary else {}).items():
+        extra.update(_row_tables(key, value))
+    study = summary or inputs.study  # the study's own file while the job still runs
     if study is None:
         return HeldOut(extra=extra) if extra else None
-    cross = study["cross_validation"]
+    cross = study.cross_validation
     return HeldOut(
-        folds=int(cross["folds"]),
-        source=SOURCES.get(cross["source"], cross["source"]),
+        folds=cross.folds,
+        source=SOURCES.get(cross.source, cross.source),
         columns=[list(column) for column in POOLED_COLUMNS],
-        rows=_pooled_rows(cross, summary.get("names") or {}),
+        rows=_pooled_rows(cross, summary.names if summary else {}),
         per_fold=_per_fold(study, inputs.manifest),
-        export_fold=summary.get("export_fold"),
+        export_fold=summary.export_fold if summary else None,
         extra=extra,
     )
 
@@ -171,7 +152,7 @@ def out_of_fold_agreement(inputs: Inputs, held: HeldOut | None) -> LabelAgreemen
 def learned_queries_note(inputs: Inputs, evaluated: set[str], judged: set[str]) -> str | None:
     """A note when the exported grader learned from queries the runs are evaluated on (its
     fold's training and validation queries): there its labels are better than on new ones."""
-    export = (inputs.summary or {}).get("export_fold")
+    export = inputs.summary.export_fold if inputs.summary else None
     folds = (inputs.manifest or {}).get("folds") or []
     if export is None or export >= len(folds):
         return None

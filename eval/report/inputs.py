@@ -8,16 +8,19 @@ import json
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+from core.artifacts import Artifact
 from core.errors import InputError
 from core.provenance import PROVENANCE_FILE
 from core.records import label_from_grade
 from data.beir import Qrels
+from eval.classification.summaries import JobSummary, StudySummary
 from eval.metrics.ranking_agreement import RankingAgreement
 from eval.metrics.settings import PerQueryResults, RunResults, SearchEvalConfig, SearchMetrics
 
-SEARCH_STAGE = "metric-pipeline"  # the main job's eval.search stage (stages/NAME.json)
+SEARCH_STAGE = "metric-pipeline"  # the main job's eval.search stage (stages/NAME.json, .yaml)
+A = TypeVar("A", bound=Artifact)
 CV_DIR = "cv"  # the main job's cross-validation: study.json, fold-K/MODEL/predictions.jsonl
 
 
@@ -37,6 +40,11 @@ def read_per_query(path: Path) -> dict[str, RunResults] | None:
     return PerQueryResults.read(path).runs if path.is_file() else None
 
 
+def read_artifact(path: Path, kind: type[A]) -> A | None:
+    """A typed file of the folder, None when absent (a job that has not written it yet)."""
+    return kind.read(path) if path.is_file() else None
+
+
 @dataclass
 class Inputs:
     """The files of one evaluation folder."""
@@ -50,8 +58,8 @@ class Inputs:
     search_command: str | None
     evaluated: dict[str, Any] | None  # eval.search's provenance.json
     base: Path  # the folder that the recorded relative paths are relative to
-    summary: dict[str, Any] | None = None  # the main job's summary.json
-    study: dict[str, Any] | None = None  # its cross-validation (cv/study.json)
+    summary: JobSummary | None = None  # the main job's summary.json
+    study: StudySummary | None = None  # its cross-validation (cv/study.json)
     manifest: dict[str, Any] | None = None  # its folds (dataset/manifest.json)
     job_config: dict[str, Any] | None = None
     agreement: RankingAgreement | None = None
@@ -80,26 +88,32 @@ def locate(folder: Path) -> tuple[str, Path]:
     )
 
 
-def _search_config(
-    evaluated: dict[str, Any] | None, command: str | None
-) -> SearchEvalConfig | None:
-    """eval.search's settings: as its provenance.json records them, else parsed from its command
-    (the main job's stage record); None when neither can be read."""
+def _search_config(recorded: Any) -> SearchEvalConfig | None:
+    """eval.search's settings from a recorded config (its provenance.json's, or the config file
+    the main job ran its stage with); None when there is none or it does not fit this release's
+    settings (the page then leaves out what needs them)."""
     from dataclasses import fields
 
-    from core.cli import parse_config
-
-    recorded = (evaluated or {}).get("config")
+    if not isinstance(recorded, dict):
+        return None
+    names = {f.name for f in fields(SearchEvalConfig)}
     try:
-        if isinstance(recorded, dict):
-            names = {f.name for f in fields(SearchEvalConfig)}
-            return SearchEvalConfig(**{k: v for k, v in recorded.items() if k in names})
-        if command:
-            (config,) = parse_config([SearchEvalConfig], shlex.split(command)[3:])
-            return config
-    except (SystemExit, ValueError, TypeError):
-        pass
-    return None
+        return SearchEvalConfig(**{k: v for k, v in recorded.items() if k in names})
+    except (ValueError, TypeError):
+        return None
+
+
+def _stage_config(root: Path, stage: str) -> Any:
+    """The settings the main job ran a stage with (``stages/NAME.yaml``), as recorded."""
+    import yaml
+
+    path = root / "stages" / f"{stage}.yaml"
+    if not path.is_file():
+        return None
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise InputError(f"{path}: not YAML ({str(exc).splitlines()[0]})") from None
 
 
 def _stage_commands(root: Path) -> dict[str, str]:
@@ -145,8 +159,8 @@ def read_inputs(folder: str | Path) -> Inputs:
         base=Path((evaluated or {}).get("cwd") or Path.cwd()),
     )
     if kind == "main job":
-        inputs.summary = read_optional(root / "summary.json")
-        inputs.study = read_optional(root / CV_DIR / "study.json")
+        inputs.summary = read_artifact(root / JobSummary.FILE, JobSummary)
+        inputs.study = read_artifact(root / CV_DIR / StudySummary.FILE, StudySummary)
         inputs.manifest = read_optional(root / "dataset" / "manifest.json")
         inputs.job_config = read_optional(root / "config.json")
         path = root / "agreement" / RankingAgreement.FILE
@@ -155,7 +169,10 @@ def read_inputs(folder: str | Path) -> Inputs:
         if evaluated is None:
             inputs.base = _job_base(root, inputs.job_config)
             inputs.search_command = inputs.stage_commands.get(SEARCH_STAGE)
-    inputs.search_config = _search_config(evaluated, inputs.search_command)
+    recorded = (evaluated or {}).get("config")
+    if recorded is None and kind == "main job":
+        recorded = _stage_config(root, SEARCH_STAGE)
+    inputs.search_config = _search_config(recorded)
     return inputs
 
 

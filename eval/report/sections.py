@@ -214,7 +214,7 @@ def provenance(inputs: Inputs) -> Provenance:
     settings = inputs.job_config or (
         asdict(inputs.search_config) if is_dataclass(inputs.search_config) else None
     )
-    summary = inputs.summary or {}
+    summary = inputs.summary
     return Provenance(
         folder=str(inputs.root),
         labeler=inputs.metrics.labeler,
@@ -228,6 +228,6 @@ def provenance(inputs: Inputs) -> Provenance:
         else None,
         page=environment(),
         settings=settings,
-        seconds=summary.get("seconds"),
-        stage_seconds=summary.get("stage_seconds"),
+        seconds=summary.seconds if summary else None,
+        stage_seconds=summary.stage_seconds if summary else None,
     )

@@ -12,6 +12,14 @@ from pathlib import Path
 from core.io import write_json, write_jsonl
 from core.records import Judgment, label_from_grade
 from data.beir import Collection, ranked, write_trec_qrels, write_trec_run
+from eval.classification.summaries import (
+    METRICS,
+    FoldResult,
+    JobSummary,
+    MeanSd,
+    ModelSummary,
+    StudySummary,
+)
 from eval.search.command import main as search_main
 
 K = 5
@@ -173,22 +181,34 @@ def _cross_validation(collection: Collection, run: Path, rng: random.Random) -> 
             write_jsonl(folder / "predictions.jsonl", rows)
             outputs[k][model] = folder
     cross = cross_validate(outputs, ["grader"], ["bm25", "cosine"], "human")
-    per_fold = [
-        {"fold": k, "model": model, **PooledMetrics.of(OutOfFold.read([folder], "human")).to_dict()}
-        for k, models in enumerate(outputs)
-        for model, folder in models.items()
-    ]
+    per_fold = []
+    for k, models in enumerate(outputs):
+        for model, folder in models.items():
+            metrics = PooledMetrics.of(OutOfFold.read([folder], "human")).to_dict()
+            metrics.pop("queries")
+            per_fold.append(FoldResult(fold=k, model=model, **metrics))
     write_json(run / "dataset" / "manifest.json", {"folds": folds})
-    write_json(
-        run / "cv" / "study.json",
-        {
-            "folds": FOLDS,
-            "queries_per_fold": [len(test) for test in tests],
-            "per_fold": per_fold,
-            "cross_validation": cross.to_dict(),
-        },
-    )
+    StudySummary(
+        collection=str(collection.root),
+        folds=FOLDS,
+        queries_per_fold=[len(test) for test in tests],
+        max_pairs_per_query=None,
+        models={m: _model_summary([r for r in per_fold if r.model == m]) for m in SEPARATION},
+        per_fold=per_fold,
+        cross_validation=cross.record(),
+        learning_curve=[],
+    ).write(run / "cv" / StudySummary.FILE)
     return qrels
+
+
+def _model_summary(rows: list[FoldResult]) -> ModelSummary:
+    """A model's means over the folds, as eval.study's summary has them (sd left out)."""
+
+    def mean(name: str) -> MeanSd:
+        values = [v for v in (row.metric(name) for row in rows) if v is not None]
+        return MeanSd(mean=sum(values) / len(values) if values else None, sd=None)
+
+    return ModelSummary(**{name: mean(name) for name in METRICS}, seconds=0.0)
 
 
 def make_main_job_folder(search: Path, adi: Path, root: Path) -> Path:
@@ -200,20 +220,6 @@ def make_main_job_folder(search: Path, adi: Path, root: Path) -> Path:
     (run / "search" / "report.html").unlink(missing_ok=True)
     mean = json.loads((search / "metrics.json").read_text())["mean"]
     qrels = _cross_validation(Collection.load(adi), run, random.Random(1))
-    study = json.loads((run / "cv" / "study.json").read_text())
-    write_json(
-        run / "summary.json",
-        {
-            "run_dir": str(run),
-            "seconds": 12.5,
-            "stage_seconds": {"metric pipeline": 3.0},
-            **study,
-            "names": {"bm25": "BM25 score", "cosine": "MiniLM cosine", "grader": "grader (ours)"},
-            "export_fold": 0,
-            "calibration_check": [{"fold": i, "ece": 0.05 + i / 100} for i in range(FOLDS)],
-            "human_all_queries": {r: {"ndcg@5": 0.5 + i / 10} for i, r in enumerate(mean)},
-        },
-    )
     write_json(run / "config.json", {"run_dir": str(run), "k": K, "qrels": str(qrels)})
     scores = {
         "qrels:HUMAN": {r: 0.4 + i / 10 for i, r in enumerate(mean)},
@@ -222,7 +228,7 @@ def make_main_job_folder(search: Path, adi: Path, root: Path) -> Path:
     from eval.metrics.ranking_agreement import LabelerAgreement, LeftOut, RankingAgreement
 
     ranking = sorted(scores["judgments:LABELER"], key=lambda r: -scores["judgments:LABELER"][r])
-    RankingAgreement(
+    agreement = RankingAgreement(
         metric=f"ndcg@{K}",
         reference="qrels:HUMAN",
         scores=scores,
@@ -239,5 +245,24 @@ def make_main_job_folder(search: Path, adi: Path, root: Path) -> Path:
             of_queries=8,
         ),
         reference_ranking=sorted(scores["qrels:HUMAN"], key=lambda r: -scores["qrels:HUMAN"][r]),
-    ).write(run / "agreement" / RankingAgreement.FILE)
+    )
+    agreement.write(run / "agreement" / RankingAgreement.FILE)
+    study = StudySummary.read(run / "cv" / StudySummary.FILE)
+    JobSummary(
+        run_dir=str(run),
+        seconds=12.5,
+        stage_seconds={"metric pipeline": 3.0},
+        folds=study.folds,
+        queries_per_fold=study.queries_per_fold,
+        names={"bm25": "BM25 score", "cosine": "MiniLM cosine", "grader": "grader (ours)"},
+        cross_validation=study.cross_validation,
+        per_fold=study.per_fold,
+        export_fold=0,
+        search=mean,
+        agreement=agreement,
+        human_all_queries={r: {"ndcg@5": 0.5 + i / 10} for i, r in enumerate(mean)},
+        export=str(run / "export"),
+        # A table this release does not know: the page shows it as it is.
+        calibration_check=[{"fold": i, "ece": 0.05 + i / 100} for i in range(FOLDS)],
+    ).write(run / JobSummary.FILE)
     return run

@@ -76,7 +76,7 @@ def test_main_job_end_to_end_reduced(
     log = tmp_path / "run" / "logs" / "cross-validation.log"
     assert str(log) in str(failure.value) and "mode" in log.read_text()
     first = Pipeline(config)
-    summary = first.run()
+    summary = first.run().dump()  # summary.json as written
     assert first.timings["teacher labels"] == first.timings["dataset"] == 0.0  # done before
     assert first.timings["cross-validation"] > 0
     fold0 = json.loads((tmp_path / "run" / "cv" / "fold-0" / "grader" / "metrics.json").read_text())
@@ -133,9 +133,10 @@ def test_main_job_end_to_end_reduced(
     assert "corrected by 4 human-judged queries" in report
     # The README's results block comes from this summary, between its markers, and the check
     # finds a README that says something else.
+    from eval.classification.summaries import JobSummary
     from eval.jobs.readme import END, START, differences, replace_between_markers, results_table
 
-    table = results_table(summary)
+    table = results_table(JobSummary.read(run / JobSummary.FILE))
     assert f"| {tiny_model_dir.name} grader (ours) | " in table and "BM25 score (baseline)" in table
     readme = replace_between_markers(f"intro\n{START}\nold\n{END}\nrest\n", table)
     assert readme == f"intro\n{START}\n{table}{END}\nrest\n"
@@ -242,7 +243,7 @@ def test_main_job_on_a_corpus_without_qrels(
         )
         pipeline = Pipeline(config)
         assert [s.name for s in pipeline.stages()][:2] == ["retrieval runs", "teacher labels"]
-        summary = pipeline.run()
+        summary = pipeline.run().dump()
     pool = list(read_records(run / "candidates" / "pool.pairs.jsonl", Pair))
     judgments = list(read_records(run / "labels" / "teacher.jsonl", Judgment))
     assert len(judgments) == len(pool) > 0  # every retrieved pair, labelled once

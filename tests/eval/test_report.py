@@ -297,29 +297,29 @@ def test_a_folder_without_its_optional_files_still_gives_a_page(folders, tmp_pat
     assert "<!doctype html>" in render(report, {})
 
 
-def test_the_corpus_is_found_from_the_stage_command_when_provenance_is_missing(
+def test_the_corpus_is_found_from_the_stage_config_when_provenance_is_missing(
     folders, tmp_path: Path, adi_dir: Path
 ):
+    """A main job's eval.search settings are read from the config file its stage ran with
+    (stages/metric-pipeline.yaml), never parsed back out of the recorded command line."""
     import shutil
+
+    import yaml
 
     run = tmp_path / "older"
     shutil.copytree(folders["main_job"], run)
     (run / "search" / "provenance.json").unlink()
-    command = [
-        sys.executable,
-        "-m",
-        "eval.search",
-        "--run",
-        "x.trec",
-        "--corpus",
-        str(adi_dir),
-        "--labeler",
-        "judgments:x",
-        "--human",
-        str(folders["human_qrels"]),
-    ]
-    (run / "stages").mkdir()
-    (run / "stages" / "metric-pipeline.json").write_text(json.dumps({"command": command}))
+    stages = run / "stages"
+    stages.mkdir()
+    settings = {
+        "run": "x.trec",
+        "corpus": str(adi_dir),
+        "labeler": "judgments:x",
+        "human": str(folders["human_qrels"]),
+    }
+    (stages / "metric-pipeline.yaml").write_text(yaml.safe_dump(settings))
+    command = [sys.executable, "-m", "eval.search", "--config", str(stages / "x.yaml")]
+    (stages / "metric-pipeline.json").write_text(json.dumps({"command": command}))
     report = build_report(run)
     assert not [
         note
@@ -327,7 +327,9 @@ def test_the_corpus_is_found_from_the_stage_command_when_provenance_is_missing(
         if "learned from" not in note and not note.startswith("Not trustworthy")
     ]
     assert report.documents and any(row.judged for row in report.queries)
-    assert report.provenance.commands[0].command.startswith("python -m eval.search --run x.trec")
+    assert report.provenance.commands[0].command.startswith("python -m eval.search --config")
+    (stages / "metric-pipeline.yaml").unlink()  # no settings: the page it can, no documents
+    assert not build_report(run).documents
 
 
 def test_a_missing_corpus_is_a_note_not_a_failure(folders, tmp_path: Path):
@@ -503,6 +505,7 @@ def test_a_grader_that_does_not_beat_its_baselines_is_said_first(folders):
     """The fixture's grader ties the cosine on held-out queries: the page's first note and the
     headline say the runs' metrics under its labels are not to be trusted, naming the best."""
     from eval.classification.crossval import held_out_warning
+    from eval.classification.summaries import JobSummary
 
     summary = read(folders["main_job"], "summary.json")
     assert summary["cross_validation"]["beats_every_baseline"]["grader"] is False
@@ -510,6 +513,7 @@ def test_a_grader_that_does_not_beat_its_baselines_is_said_first(folders):
     assert report.notes[0].startswith("Not trustworthy: the grader")
     assert "per-query ROC-AUC" in report.notes[0] and "MiniLM cosine" in report.notes[0]
     assert report.headline.untrusted and report.headline.notice.startswith("Not trustworthy")
-    winning = summary["cross_validation"] | {"beats_every_baseline": {"grader": True}}
-    assert held_out_warning(winning, summary["names"]) is None
+    typed = JobSummary.read(folders["main_job"] / JobSummary.FILE)
+    winning = typed.cross_validation.model_copy(update={"beats_every_baseline": {"grader": True}})
+    assert held_out_warning(winning, typed.names) is None
     assert not build_report(folders["human"]).headline.untrusted  # no held-out study: no verdict

@@ -94,7 +94,7 @@ def test_a_study_on_other_sources_alone_tests_every_judged_query(trec_dl_dir: Pa
         max_pairs_per_query=8,
         models=["bm25", "cosine"],
     )
-    summary = Study(config).run()
+    summary = Study(config).run().dump()  # study.json as written
     queries = json.loads((tmp_path / "study/fold-0/data-all/manifest.json").read_text())["queries"]
     assert len(queries["test"]) == 6 and summary["folds"] == 1
     assert all(q.startswith("synthetic:") for q in queries["train"] + queries["validation"])
@@ -133,7 +133,7 @@ def test_study_end_to_end_on_a_tiny_model(tiny_model_dir: Path, trec_dl_dir: Pat
             for row in pool[::2]
         )
     )
-    summary = Study(config).run()
+    summary = Study(config).run().dump()
     root = tmp_path / "study"
     test_pairs = 0
     for fold in range(2):
