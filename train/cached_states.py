@@ -6,120 +6,50 @@ network never changes, so its output is computed once per pair (:func:`compute_s
 same ``Trainer`` as every other mode trains :class:`GraderTop` on it: resume, logging, evaluation,
 checkpoints and early stopping behave alike. :class:`GraderTop` holds the model's own parameter
 objects, so training it trains the full model in place, which is then saved as usual.
+
+The tops, the states and scoring from them live with the models (``models.cached_states``); this
+module adds what training needs beside them (the dataset, its collation, the cache a run uses)
+and keeps their old import paths.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import torch
-from tqdm.auto import tqdm
-from transformers import PreTrainedModel
-from transformers.modeling_outputs import SequenceClassifierOutput
 
-from models.backbone import decoder, run_layers
-from models.scoring import last_token, length_sorted_batches, pad_right
+from models.cached_states import (
+    DecoderTop,
+    GraderTop,
+    StoredStates,
+    TrainedStates,
+    compute_states,
+    pad_states,
+    resolve_state_dtype,
+    top_probabilities,
+)
 from models.state_cache import StateCache, default_state_cache, state_cache_key
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
-class DecoderTop(torch.nn.Module):
-    """Decoder layers ``first_layer..`` and the final norm of ``model`` (its own parameter
-    objects), run on cached states of the layers below."""
+    from train.recipes import TrainingSettings
 
-    def __init__(self, model: PreTrainedModel, first_layer: int) -> None:
-        super().__init__()
-        stack = decoder(model)
-        self.config = stack.config
-        self.layers = torch.nn.ModuleList(list(stack.layers)[first_layer:])
-        self.rotary_emb = stack.rotary_emb
-        self.norm = stack.norm
-        # The full model's own switch (a bound method, so the model is not a submodule here):
-        # it reaches the same layer objects that this top holds. transformers before 5.2x names
-        # it gradient_checkpointing_enable.
-        self._enable_checkpointing = (
-            getattr(model, "activation_checkpointing_enable", None)
-            or model.gradient_checkpointing_enable
-        )
-
-    def activation_checkpointing_enable(self, **kwargs: Any) -> None:
-        """What Trainer calls for ``activation_checkpointing: true``: the top's layers recompute
-        their activations in the backward pass (``every_n_layers``, ``offload`` as the model's)."""
-        self._enable_checkpointing(**kwargs)
-
-    gradient_checkpointing_enable = activation_checkpointing_enable  # Trainer before 5.2x
-
-    def normed_states(
-        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor, dtype: torch.dtype
-    ) -> torch.Tensor:
-        """The top layers and the final norm over right-padded cached states."""
-        hidden = run_layers(
-            self.config, self.rotary_emb, hidden_states.to(dtype), attention_mask, self.layers
-        )
-        return self.norm(hidden)
-
-
-class GraderTop(DecoderTop):
-    """Decoder layers ``first_layer..`` + final norm + head of ``model``, fed with cached states.
-
-    With ``first_layer`` equal to the layer count (frozen mode), each cached state is the last
-    real token's vector only, and the module is norm + head.
-    """
-
-    def __init__(self, model: PreTrainedModel, first_layer: int) -> None:
-        super().__init__(model, first_layer)
-        self.score = model.score
-
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor,
-        labels: torch.Tensor | None = None,  # named so that Trainer finds the label column
-    ) -> SequenceClassifierOutput:
-        """Logits of the head; the loss is the Trainer's (``GraderTrainer.compute_loss``)."""
-        hidden = self.normed_states(hidden_states, attention_mask, self.score.weight.dtype)
-        pooled = last_token(hidden, attention_mask)
-        return SequenceClassifierOutput(logits=self.score(pooled))
-
-
-def resolve_state_dtype(name: str, device: torch.device | str) -> torch.dtype:
-    """``auto``: the inference dtype (bf16 on a GPU, float32 on a CPU unless
-    ``RELEVANCE_GRADER_CPU_DTYPE`` says otherwise); or a dtype by name."""
-    from models.resolve import inference_dtype
-
-    return inference_dtype(device) if name == "auto" else getattr(torch, name)
-
-
-class StoredStates(Sequence[torch.Tensor]):
-    """States in a :class:`StateCache`, read from disk when indexed: host memory holds the batch
-    being trained on, not every position of every pair (at Llama-3.2-1B width, 8 KB per token
-    in float32, in every process of a DDP run)."""
-
-    def __init__(
-        self,
-        cache: StateCache,
-        input_ids: Sequence[Sequence[int]],
-        first_layer: int | str,
-        dtype: torch.dtype,
-    ) -> None:
-        self.cache, self.first_layer, self.dtype = cache, first_layer, dtype
-        self.input_ids = [list(ids) for ids in input_ids]
-
-    def __len__(self) -> int:
-        return len(self.input_ids)
-
-    def __getitem__(self, index):  # type: ignore[override]
-        if isinstance(index, slice):
-            return StoredStates(self.cache, self.input_ids[index], self.first_layer, self.dtype)
-        state = self.cache.get(self.input_ids[index], self.first_layer, self.dtype)
-        if state is None:
-            raise FileNotFoundError(
-                f"state cache {self.cache.folder}: the state of pair {index} is gone "
-                "(the folder was cleaned while training); run again to recompute it"
-            )
-        return state
+__all__ = [
+    "CachedStates",
+    "DecoderTop",
+    "GraderTop",
+    "StoredStates",
+    "TrainedStates",
+    "collate_states",
+    "compute_states",
+    "pad_states",
+    "resolve_state_dtype",
+    "state_cache_for",
+    "top_probabilities",
+    "trained_states",
+]
 
 
 def state_cache_for(
@@ -135,110 +65,19 @@ def state_cache_for(
     return StateCache(folder, state_cache_key(model_name_or_path)) if folder else None
 
 
-@torch.inference_mode()
-def compute_states(
-    model: PreTrainedModel,
-    input_ids: Sequence[Sequence[int]],
-    first_layer: int,
-    *,
-    batch_size: int = 16,
-    max_batch_tokens: int = 16384,
-    dtype: torch.dtype = torch.float32,
-    cache: StateCache | None = None,
-    full_sequences: bool = False,
-) -> Sequence[torch.Tensor]:
-    """Per pair, the hidden states entering layer ``first_layer`` (float32, on the CPU).
-
-    Full sequences (length, hidden) when layers above train or ``full_sequences`` is set (query
-    likelihood reads every query position); otherwise, above the last layer (frozen mode, where
-    nothing but the norm and head reads them), the last real token only (1, hidden). With
-    ``cache``, pairs computed before are read from it, new ones are stored in it, and the states
-    come back as :class:`StoredStates` (read from disk when indexed).
-    """
-    stack = decoder(model)
-    device = next(model.parameters()).device
-    pad_id = model.config.pad_token_id if model.config.pad_token_id is not None else 0
-    last_only = first_layer == len(stack.layers) and not full_sequences
-    bottom = list(stack.layers)[:first_layer]
-    # The cache names the last-token states of the frozen mode and full sequences apart.
-    key: int | str = (
-        f"{first_layer}:full"
-        if first_layer == len(stack.layers) and full_sequences
-        else first_layer
+def trained_states(grader: str | Path, settings: TrainingSettings) -> TrainedStates:
+    """The grader a training run (``settings``: its parsed configs) wrote, with the state cache
+    that run filled."""
+    model_config, args = settings.model, settings.args
+    return TrainedStates(
+        grader,
+        trained_layers=model_config.trained_layers,
+        backbone=model_config.model_name_or_path,
+        state_cache=args.state_cache,
+        state_dtype=args.state_dtype,
+        device=args.device,
+        batch_size=args.per_device_eval_batch_size,
     )
-    out: list[torch.Tensor] = [torch.empty(0)] * len(input_ids)
-    todo = list(range(len(input_ids)))
-    if cache is not None:
-        todo = [i for i, ids in enumerate(input_ids) if not cache.path(ids, key, dtype).exists()]
-    lengths = [len(input_ids[i]) for i in todo]
-    batches = [
-        [todo[j] for j in batch]
-        for batch in length_sorted_batches(lengths, batch_size, max_batch_tokens, device)
-    ]
-    with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
-        for batch in tqdm(batches, desc="backbone states", unit="batch"):
-            ids, mask = pad_right([input_ids[i] for i in batch], pad_id, device)
-            hidden = run_layers(
-                stack.config, stack.rotary_emb, stack.embed_tokens(ids), mask, bottom
-            )
-            if last_only:
-                hidden = last_token(hidden, mask).unsqueeze(1)
-            hidden = hidden.float().cpu()
-            for row, index in enumerate(batch):
-                state = hidden[row, : 1 if last_only else len(input_ids[index])].clone()
-                if cache is None:
-                    out[index] = state
-                else:
-                    cache.put(input_ids[index], key, dtype, state)
-    return out if cache is None else StoredStates(cache, input_ids, key, dtype)
-
-
-class TrainedStates:
-    """A grader trained on cached states, loaded with what reads its frozen bottom from the
-    state cache its training filled (``settings``: the training run's parsed configs)."""
-
-    def __init__(self, grader: str | Path, settings: Any) -> None:
-        from models.backbone import split_index
-        from models.builder import load_trained, read_grader_config
-        from models.grader_config import GraderDescription
-        from models.input_format import GraderInputFormat
-
-        model_config, args = settings.model, settings.args
-        self.model, self.tokenizer = load_trained(grader)
-        self.model.eval()
-        self.info = read_grader_config(grader) or GraderDescription()
-        self.fmt = GraderInputFormat.from_dict(self.info.input_format or {})
-        self.first = split_index(self.model, model_config.trained_layers)
-        self.cache = StateCache(
-            args.state_cache or default_state_cache(),
-            state_cache_key(model_config.model_name_or_path),
-        )
-        self.dtype = resolve_state_dtype(args.state_dtype, args.device)
-        self.batch_size = args.per_device_eval_batch_size
-
-    def input_ids(self, records: Sequence[Any]) -> list[list[int]]:
-        """The grader's token ids of records with ``query``, ``text`` and ``title``."""
-        from models.input_format import format_pairs
-
-        return format_pairs(
-            self.tokenizer,
-            self.fmt,
-            [r.query for r in records],
-            [r.text for r in records],
-            [r.title for r in records],
-        ).input_ids
-
-    def compute(self, input_ids: Sequence[Sequence[int]], **options: Any) -> Sequence[torch.Tensor]:
-        """The bottom's states of ``input_ids``: from the cache where stored, else computed."""
-        return compute_states(
-            self.model,
-            input_ids,
-            self.first,
-            batch_size=self.batch_size,
-            dtype=self.dtype,
-            cache=self.cache,
-            **options,
-        )
 
 
 class CachedStates(torch.utils.data.Dataset):
@@ -267,18 +106,6 @@ class CachedStates(torch.utils.data.Dataset):
         }
 
 
-def pad_states(sequences: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pads cached states (length, hidden) with zeros into (batch, width, hidden), and the
-    attention mask (1 = real position)."""
-    width = max(state.shape[0] for state in sequences)
-    states = torch.zeros((len(sequences), width, sequences[0].shape[1]), dtype=sequences[0].dtype)
-    mask = torch.zeros((len(sequences), width), dtype=torch.long)
-    for row, state in enumerate(sequences):
-        states[row, : state.shape[0]] = state
-        mask[row, : state.shape[0]] = 1
-    return states, mask
-
-
 def collate_states(features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
     """Right-pads cached states (zeros; masked out) into one batch."""
     states, mask = pad_states([f["hidden_states"] for f in features])
@@ -288,24 +115,3 @@ def collate_states(features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
         "labels": torch.tensor([int(f["labels"]) for f in features], dtype=torch.long),
         "soft_targets": torch.tensor([float(f["soft_targets"]) for f in features]),
     }
-
-
-@torch.inference_mode()
-def top_probabilities(
-    model: PreTrainedModel, first_layer: int, states: Sequence[torch.Tensor], batch_size: int = 32
-) -> np.ndarray:
-    """Class probabilities (n, classes) from cached states through the model's top (equal to a
-    full forward pass); ``models.scoring.relevant_probability`` reads P(relevant) off them."""
-    top = GraderTop(model, first_layer).eval()
-    out = np.zeros((len(states), model.config.num_labels), dtype=np.float32)
-    for batch in length_sorted_batches([s.shape[0] for s in states], batch_size):
-        features = collate_states(
-            [{"hidden_states": states[i], "labels": 0, "soft_targets": 0.0} for i in batch]
-        )
-        # The cached states sit on the CPU; the model is wherever it was loaded (a GPU).
-        device = next(top.parameters()).device
-        logits = top(
-            features["hidden_states"].to(device), features["attention_mask"].to(device)
-        ).logits
-        out[batch] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
-    return out

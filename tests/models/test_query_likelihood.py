@@ -125,7 +125,13 @@ def test_a_query_likelihood_grader_trains_on_cached_states_and_scores_the_same_r
         trainable_layers=trainable_layers,
         max_length=256,
     )
-    args = args_for(tmp_path, num_train_epochs=4, learning_rate=1e-2, head_learning_rate=1e-2)
+    args = args_for(
+        tmp_path,
+        num_train_epochs=4,
+        learning_rate=1e-2,
+        head_learning_rate=1e-2,
+        state_cache=str(tmp_path / "states"),
+    )
     metrics = train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args)
     assert metrics["eval_roc_auc"] >= 0.8, metrics
     if trainable_layers:
@@ -158,6 +164,17 @@ def test_a_query_likelihood_grader_trains_on_cached_states_and_scores_the_same_r
     assert stored is not None
     # The cached-state pass and the full forward sum in different orders: float32 noise only.
     np.testing.assert_allclose(stored, reloaded, atol=1e-4)
+    # Cross-validation's path: the states from the cache, the trained top (models.cached_states).
+    from types import SimpleNamespace
+
+    from train.recipes import TrainingSettings, recipe_for
+
+    settings = TrainingSettings(
+        model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args
+    )
+    scorer = recipe_for(model_config.family).state_scorer(Path(args.output_dir), settings)
+    records = [SimpleNamespace(query=r["query"], text=r["text"], title=None) for r in validation]
+    np.testing.assert_allclose(scorer(records), reloaded, atol=1e-4)
 
     base, _ = load_model(str(tiny_model_dir), task="causal-lm", dtype=torch.float32)
     trained = grader.model.model.layers

@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -166,8 +167,11 @@ def test_top_layers_trains_only_the_top(tiny_model_dir: Path, tiny_dataset: Path
         max_length=256,
     )
     before, _ = build_grader(model_config)
-    args = args_for(tmp_path, num_train_epochs=2, learning_rate=1e-2)
-    train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args)
+    args = args_for(
+        tmp_path, num_train_epochs=2, learning_rate=1e-2, state_cache=str(tmp_path / "states")
+    )
+    data = DataConfig(dataset=str(tiny_dataset))
+    train(model_config, data, LossConfig(), args)
     after = load_file(str(Path(args.output_dir) / "model.safetensors"))
     changed = {
         name
@@ -179,12 +183,28 @@ def test_top_layers_trains_only_the_top(tiny_model_dir: Path, tiny_dataset: Path
     assert any(name.startswith("model.layers.1.") for name in changed)
     info = json.loads((Path(args.output_dir) / "grader_config.json").read_text())
     assert info["model"]["trainable_layers"] == 1
+    # Scored from the cached states through the trained top (models.cached_states, what
+    # cross-validation uses), the grader gives its full forward pass's P(relevant).
+    from types import SimpleNamespace
+
+    from models.grader import Grader
+    from train.recipes import TrainingSettings, recipe_for
+
+    settings = TrainingSettings(model_config, data, LossConfig(), args)
+    scorer = recipe_for(model_config.family).state_scorer(Path(args.output_dir), settings)
+    assert scorer is not None
+    rows = [json.loads(line) for line in (tiny_dataset / "validation.jsonl").open()][:12]
+    cached = scorer([SimpleNamespace(query=r["query"], text=r["text"], title=None) for r in rows])
+    grader = Grader.from_pretrained(args.output_dir, dtype="float32", device="cpu")
+    full = grader.raw_probabilities([r["query"] for r in rows], [r["text"] for r in rows])
+    np.testing.assert_allclose(cached, full, atol=1e-4)
+    assert len(set(np.round(full, 4))) > 1  # the pairs differ: the comparison can fail
 
 
 def test_state_cache_reads_back_what_it_stored_and_computes_only_new_pairs(
     tiny_model_dir: Path, tmp_path: Path, monkeypatch
 ):
-    import train.cached_states as cached_states
+    import models.cached_states as cached_states
     from models.state_cache import StateCache
 
     model, tokenizer = build_grader(

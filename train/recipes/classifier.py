@@ -5,12 +5,10 @@ trains on the grades and is evaluated on P(relevant)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from datasets import Dataset
 from transformers import Trainer
@@ -31,19 +29,12 @@ class ClassifierRecipe(TrainingRecipe):
     def state_scorer(self, grader: Path, settings: TrainingSettings) -> StateScorer | None:
         """Frozen / top_layers graders: the bottom layers' states from the cache, the top's
         class probabilities on them."""
-        from models.scoring import relevant_probability
-        from train.cached_states import TrainedStates, top_probabilities
+        from models.cached_states import classifier_state_scorer
+        from train.cached_states import trained_states
 
         if not (settings.model.training_mode.cached_states and settings.args.cache_states):
             return None
-        trained = TrainedStates(grader, settings)
-
-        def scorer(records: Sequence[Any]) -> np.ndarray:
-            states = trained.compute(trained.input_ids(records))
-            probabilities = top_probabilities(trained.model, trained.first, states)
-            return relevant_probability(probabilities, trained.info.relevant_from)
-
-        return scorer
+        return classifier_state_scorer(trained_states(grader, settings))
 
 
 def classifier_trainer(job: TrainingJob) -> Trainer:

@@ -4,7 +4,7 @@ With ``trainable_layers`` 0 the whole model is the frozen bottom: each pair's an
 prior's query log-likelihood is computed once (``pmi_scores`` with the state cache, so
 cross-validation folds and the study share it) and :class:`PMIReadOut` trains scale and bias on
 the PMI. With top layers training, the bottom of the causal LM runs once per pair and once per
-query's empty-passage prior (``train.cached_states.compute_states``); :class:`QueryLikelihoodTop`
+query's empty-passage prior (``models.cached_states.compute_states``); :class:`QueryLikelihoodTop`
 runs the trained top layers, reads PMI = log P(query | document) - log P(query) off the frozen LM
 head and turns it into the logits (0, scale * PMI + bias). Either way the classifier's loss,
 metrics, best-checkpoint choice and resume apply unchanged. ``scale`` and ``bias`` (a ``score``
@@ -26,38 +26,24 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 
 from core.errors import InputError
 from models.backbone import decoder
+from models.cached_states import (
+    QueryLikelihoodStates,
+    QueryLikelihoodTop,
+    ScaleAndBias,
+    collate_query_likelihood,
+    pmi_of_states,
+    query_likelihood_state_scorer,
+    query_likelihood_states,
+)
 from models.grader_config import GraderDescription
 from models.input_format import GraderInputFormat
 from models.losses import build_loss
 from models.query_likelihood import (
     MARKER,
-    QueryLikelihoodInputs,
     fit_scale_and_bias,
     pmi_scores,
-    split_inputs,
-    target_log_likelihood,
 )
-from train.cached_states import DecoderTop, compute_states, pad_states
 from train.recipes import StateScorer, TrainingJob, TrainingRecipe, TrainingSettings
-
-
-class ScaleAndBias:
-    """The read-out sigmoid(scale * PMI + bias): a ``score`` layer of one weight and one bias."""
-
-    score: torch.nn.Linear
-
-    @property
-    def scale_and_bias(self) -> tuple[float, float]:
-        return float(self.score.weight.item()), float(self.score.bias.item())
-
-    @torch.no_grad()
-    def set_scale_and_bias(self, scale: float, bias: float) -> None:
-        self.score.weight.fill_(scale)
-        self.score.bias.fill_(bias)
-
-    def logits(self, pmi: torch.Tensor) -> SequenceClassifierOutput:
-        z = self.score(pmi.unsqueeze(1))
-        return SequenceClassifierOutput(logits=torch.cat([torch.zeros_like(z), z], dim=1))
 
 
 class PMIReadOut(ScaleAndBias, torch.nn.Module):
@@ -80,96 +66,6 @@ class PMIReadOut(ScaleAndBias, torch.nn.Module):
     gradient_checkpointing_enable = activation_checkpointing_enable  # Trainer before 5.2x
 
 
-class QueryLikelihoodTop(ScaleAndBias, DecoderTop):
-    """Decoder layers ``first_layer..`` + final norm + the frozen LM head, fed with cached states
-    of each pair and of its query's prior; logits (0, scale * PMI + bias)."""
-
-    def __init__(self, model: PreTrainedModel, first_layer: int) -> None:
-        super().__init__(model, first_layer)
-        self._lm_head = [model.get_output_embeddings()]  # frozen and tied: not a submodule
-        self.score = torch.nn.Linear(1, 1)
-        self.set_scale_and_bias(1.0, 0.0)
-
-    def log_likelihood(
-        self,
-        states: torch.Tensor,
-        mask: torch.Tensor,
-        input_ids: torch.Tensor,
-        target_starts: torch.Tensor,
-    ) -> torch.Tensor:
-        """log P(query tokens | what precedes them) through the top, per row."""
-        hidden = self.normed_states(states, mask, torch.float32)
-        return target_log_likelihood(
-            hidden, self._lm_head[0], input_ids, target_starts.tolist(), mask.sum(dim=1).tolist()
-        )
-
-    def pmi(self, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-        conditioned, prior = (
-            self.log_likelihood(
-                inputs[f"{side}hidden_states"],
-                inputs[f"{side}attention_mask"],
-                inputs[f"{side}input_ids"],
-                inputs[f"{side}target_starts"],
-            )
-            for side in ("", "prior_")
-        )
-        return conditioned - prior
-
-    def forward(
-        self, labels: torch.Tensor | None = None, **inputs: torch.Tensor
-    ) -> SequenceClassifierOutput:
-        return self.logits(self.pmi(inputs))
-
-
-class QueryLikelihoodStates(torch.utils.data.Dataset):
-    """Per pair: its cached states and token ids, its query's prior states and ids, its label."""
-
-    def __init__(
-        self,
-        input_ids: Sequence[Sequence[int]],
-        states: Sequence[torch.Tensor],
-        prior_ids: Sequence[Sequence[int]],
-        prior_states: Sequence[torch.Tensor],
-        split: QueryLikelihoodInputs,
-        labels: Sequence[int],
-    ) -> None:
-        self.input_ids, self.states = input_ids, states
-        self.prior_ids, self.prior_states = prior_ids, prior_states
-        self.split, self.labels = split, list(labels)
-
-    def __len__(self) -> int:
-        return len(self.states)
-
-    def __getitem__(self, index: int) -> dict[str, Any]:
-        prior = self.split.prior_of[index]
-        return {
-            "input_ids": list(self.input_ids[index]),
-            "hidden_states": self.states[index],
-            "target_starts": self.split.target_starts[index],
-            "prior_input_ids": list(self.prior_ids[prior]),
-            "prior_hidden_states": self.prior_states[prior],
-            "prior_target_starts": self.split.prior_target_starts[prior],
-            "labels": self.labels[index],
-        }
-
-
-def collate_query_likelihood(features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-    from models.scoring import pad_right
-
-    batch: dict[str, torch.Tensor] = {}
-    for prefix in ("", "prior_"):
-        states, mask = pad_states([f[f"{prefix}hidden_states"] for f in features])
-        ids, _ = pad_right([f[f"{prefix}input_ids"] for f in features], 0)
-        batch[f"{prefix}hidden_states"] = states
-        batch[f"{prefix}attention_mask"] = mask
-        batch[f"{prefix}input_ids"] = ids
-        batch[f"{prefix}target_starts"] = torch.tensor(
-            [f[f"{prefix}target_starts"] for f in features]
-        )
-    batch["labels"] = torch.tensor([int(f["labels"]) for f in features], dtype=torch.long)
-    return batch
-
-
 def query_likelihood_datasets(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
@@ -182,50 +78,22 @@ def query_likelihood_datasets(
     cache: Any = None,
 ) -> list[QueryLikelihoodStates | None]:
     """Cached states of every pair and prior of each tokenized split (``train.grader_data.tokenize``)."""
-    out: list[QueryLikelihoodStates | None] = []
-    for ds in splits:
-        if ds is None:
-            out.append(None)
-            continue
-        input_ids = list(ds["input_ids"])
-        split = split_inputs(tokenizer, fmt, input_ids)
-        states = compute_states(
+    return [
+        None
+        if ds is None
+        else query_likelihood_states(
             model,
-            input_ids + split.prior_ids,
+            tokenizer,
+            fmt,
             first_layer,
+            list(ds["input_ids"]),
+            list(ds["labels"]),
             batch_size=batch_size,
             dtype=dtype,
             cache=cache,
-            full_sequences=True,
         )
-        out.append(
-            QueryLikelihoodStates(
-                input_ids,
-                states[: len(input_ids)],
-                split.prior_ids,
-                states[len(input_ids) :],
-                split,
-                list(ds["labels"]),
-            )
-        )
-    return out
-
-
-@torch.no_grad()
-def pmi_of_states(
-    top: QueryLikelihoodTop, data: QueryLikelihoodStates, batch_size: int = 32
-) -> np.ndarray:
-    """PMI of every pair of ``data`` through ``top``."""
-    pmi = []
-    for start in range(0, len(data), batch_size):
-        batch = collate_query_likelihood(
-            [data[i] for i in range(start, min(start + batch_size, len(data)))]
-        )
-        batch.pop("labels")
-        # The cached states sit on the CPU; the top is wherever training put it (a GPU).
-        device = next(top.parameters()).device
-        pmi.append(top.pmi({key: value.to(device) for key, value in batch.items()}).cpu())
-    return torch.cat(pmi).numpy()
+        for ds in splits
+    ]
 
 
 def initial_scale_and_bias(
@@ -360,40 +228,6 @@ class QueryLikelihoodRecipe(TrainingRecipe):
     def state_scorer(self, grader: Path, settings: TrainingSettings) -> StateScorer:
         """sigmoid(scale * PMI + bias) with each pair's and each query prior's states read from
         the cache (or computed into it) and the trained top above them."""
-        from models.families.query_likelihood import scale_and_bias
-        from models.query_likelihood import pmi_probabilities
-        from train.cached_states import TrainedStates
+        from train.cached_states import trained_states
 
-        trained = TrainedStates(grader, settings)
-        top = QueryLikelihoodTop(trained.model, trained.first).eval()
-        top.set_scale_and_bias(*scale_and_bias(trained.info))
-        whole_model = trained.first == len(decoder(trained.model).layers)
-
-        def scorer(records: Sequence[Any]) -> np.ndarray:
-            ids = trained.input_ids(records)
-            if whole_model:
-                pmi = pmi_scores(
-                    trained.model,
-                    trained.tokenizer,
-                    trained.fmt,
-                    ids,
-                    batch_size=trained.batch_size,
-                    show_progress=True,
-                    cache=trained.cache,
-                    dtype=trained.dtype,
-                )
-                return pmi_probabilities(pmi, *top.scale_and_bias)[:, 1].astype(np.float64)
-            (data,) = query_likelihood_datasets(
-                trained.model,
-                trained.tokenizer,
-                trained.fmt,
-                trained.first,
-                [{"input_ids": ids, "labels": [0] * len(ids)}],
-                batch_size=trained.batch_size,
-                dtype=trained.dtype,
-                cache=trained.cache,
-            )
-            probabilities = pmi_probabilities(pmi_of_states(top, data), *top.scale_and_bias)
-            return probabilities[:, 1].astype(np.float64)
-
-        return scorer
+        return query_likelihood_state_scorer(trained_states(grader, settings))
