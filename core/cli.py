@@ -32,13 +32,6 @@ def split_flags(values: Sequence[str]) -> list[str]:
     return [part for value in values for part in shlex.split(value)]
 
 
-def passed_flags(flags: Sequence[str]) -> list[str] | None:
-    """The one quoted value that carries ``flags`` to a command whose option takes other flags
-    (read back by :func:`split_flags`); the trailing space keeps argparse from reading a single
-    flag as an option of its own. None when there are none."""
-    return [shlex.join(flags) + " "] if flags else None
-
-
 def bounded(
     default: Any,
     low: float | None = None,

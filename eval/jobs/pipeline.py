@@ -3,7 +3,9 @@
     python -m eval.pipeline --config eval/configs/main.yaml
     python -m eval.pipeline --config eval/configs/main.yaml --run_dir runs/main-2 --max_pairs_per_query 60
 
-Each stage writes a fingerprint of its command and of the files it reads beside its output
+Each stage is its public command run in a subprocess (its memory and its log its own) with
+``--config run_dir/stages/NAME.yaml``: the config objects the command parses, built here. A
+fingerprint of those settings and of the files the stage reads is written beside its output
 (``run_dir/stages/NAME.json``); a stage is skipped only when its output exists and that
 fingerprint matches, so an interrupted run resumes and a changed config, student, dataset or
 upstream output re-runs what depends on it. Each stage's output goes to ``run_dir/logs/``.
@@ -34,6 +36,7 @@ were unusable).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -41,31 +44,29 @@ import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterator, Sequence
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
-from core.cli import (
-    bounded,
-    check_choices,
-    choice,
-    cli_args,
-    parse_config,
-    passed_flags,
-    run_main,
-    split_flags,
-)
+from core.cli import bounded, check_choices, choice, parse_config, run_main, split_flags
 from core.errors import InputError
 from core.io import atomic_writer, fingerprint, markdown_table, sha256_path, write_json
-from data.build import BALANCE_MODES, TESTED_FILE
-from data.candidates import POOL_FILE, RETRIEVERS
+from core.job_stages import StageRecord, read_stage_record
+from data.build import BALANCE_MODES, TESTED_FILE, BuildConfig
+from data.candidates import POOL_FILE, RETRIEVERS, CandidatesConfig
 from data.judges.backends import BACKENDS
 from eval.classification.baselines import BASELINES
 from eval.classification.crossval import pooled_table
 from eval.classification.summaries import JobSummary, StudySummary
-from eval.metrics.ranking_agreement import RankingAgreement, left_out_note, scores_table
+from eval.metrics.ranking_agreement import (
+    RankingAgreement,
+    SystemAgreementConfig,
+    left_out_note,
+    scores_table,
+)
 from eval.metrics.retrieval import metrics_table
-from eval.metrics.settings import SearchMetrics
+from eval.metrics.settings import SearchEvalConfig, SearchMetrics
 from eval.search.ppi_report import ppi_table
 
 logger = logging.getLogger(__name__)
@@ -231,27 +232,132 @@ class StageFailed(Exception):
     pass
 
 
+def stage_configs(types: Sequence[type], **options: Any) -> list[Any]:
+    """A stage's config objects, the dataclasses its command parses: each option goes to the
+    one that has the field, as the command's parser hands out its flags; None leaves a field at
+    its default and paths are written as strings."""
+    values: list[dict[str, Any]] = [{} for _ in types]
+    for name, value in options.items():
+        if value is None:
+            continue
+        owners = [i for i, kind in enumerate(types) if name in {f.name for f in fields(kind)}]
+        if not owners:  # a bug of this module, not the user's input
+            raise TypeError(f"{name}: a field of none of {[kind.__name__ for kind in types]}")
+        values[owners[0]][name] = _plain(value)
+    return [kind(**kwargs) for kind, kwargs in zip(types, values, strict=True)]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def with_flags(configs: list[Any], flags: Sequence[str], where: str) -> list[Any]:
+    """``configs`` with the user's pass-through flags (``--teacher_args``) applied by the
+    command's own parser, checked before any stage runs."""
+    import tempfile
+
+    import yaml
+
+    if not flags:
+        return configs
+    types = [type(config) for config in configs]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "settings.yaml"
+        path.write_text(yaml.safe_dump(settings_mapping(configs)), encoding="utf-8")
+        try:
+            with _as_stage():
+                return list(parse_config(types, ["--config", str(path), *flags]))
+        except SystemExit:  # argparse has printed what it could not read
+            raise InputError(f"{where}: {shlex.join(flags)}: not flags of this stage") from None
+        except ValueError as exc:  # an unknown flag, or a value out of its field's bounds
+            reason = str(exc).splitlines()[0]
+            raise InputError(f"{where}: {shlex.join(flags)}: {reason}") from None
+
+
+def settings_mapping(configs: Sequence[Any]) -> dict[str, Any]:
+    """The config file of a stage: every config's fields in one mapping, as ``--config`` reads
+    it (a command's dataclasses share no field name)."""
+    values: dict[str, Any] = {}
+    for config in configs:
+        values.update(asdict(config))
+    return values
+
+
+@contextlib.contextmanager
+def _as_stage() -> Iterator[None]:
+    """Parse as the job's stage: its --out is the job's to write (core.job_stages)."""
+    from core.job_stages import STAGE_ENV
+
+    before = os.environ.get(STAGE_ENV)
+    os.environ[STAGE_ENV] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(STAGE_ENV, None)
+        else:
+            os.environ[STAGE_ENV] = before
+
+
 @dataclass
 class Stage:
-    """One step of the main job: a public command, the file that marks it done and what it reads."""
+    """One step of the main job: a public command, the settings it runs with (the config
+    objects its command parses, written to ``stages/NAME.yaml`` and read with ``--config``),
+    the file that marks it done and what it reads."""
 
     name: str
     output: Path
     module: str
-    args: list[str]
+    configs: list[Any]
     inputs: list[str] = field(default_factory=list)
     launcher: list[str] | None = None
 
     @property
-    def command(self) -> list[str]:
-        return [*(self.launcher or [sys.executable]), "-m", self.module, *self.args]
+    def slug(self) -> str:
+        return self.name.replace(" ", "-")
 
-    def fingerprint(self) -> str:
-        """Digest of the command and of every input file's content (folders: all their files)."""
-        contents = [
+    def command(self, config_file: Path) -> list[str]:
+        return [
+            *(self.launcher or [sys.executable]),
+            "-m",
+            self.module,
+            "--config",
+            str(config_file),
+        ]
+
+    def outs(self) -> list[str]:
+        return [config.out for config in self.configs if getattr(config, "out", None)]
+
+    def _contents(self) -> list[str]:
+        return [
             f"{path}={sha256_path(path) if Path(path).exists() else '-'}" for path in self.inputs
         ]
-        return fingerprint(self.module, *self.args, *contents)
+
+    def fingerprint(self) -> str:
+        """Digest of the settings and of every input file's content (folders: all their files)."""
+        settings = json.dumps(settings_mapping(self.configs), sort_keys=True)
+        return fingerprint(self.module, settings, *self._contents())
+
+    def done_by_flags(self, record: StageRecord) -> bool:
+        """Whether a stamp of an earlier release, whose command carried the settings as flags,
+        records this stage: its digest still matches the inputs, and the flags, read by the
+        command's own dataclasses, give today's settings."""
+        command = record.command
+        if record.config is not None or "-m" not in command:
+            return False
+        flags = command[command.index("-m") + 2 :]
+        if fingerprint(self.module, *flags, *self._contents()) != record.fingerprint:
+            return False
+        try:
+            with _as_stage():
+                parsed = parse_config([type(config) for config in self.configs], flags)
+        except (InputError, SystemExit, ValueError, TypeError):
+            return False
+        return list(parsed) == self.configs
 
 
 class Pipeline:
@@ -269,27 +375,35 @@ class Pipeline:
         return self.root.joinpath(*parts)
 
     def stamp(self, stage: Stage) -> Path:
-        return self.path("stages", stage.name.replace(" ", "-") + ".json")
+        return self.path("stages", stage.slug + ".json")
+
+    def config_file(self, stage: Stage) -> Path:
+        return self.path("stages", stage.slug + ".yaml")
 
     def is_done(self, stage: Stage, digest: str) -> bool:
         stamp = self.stamp(stage)
-        return (
-            stage.output.exists()
-            and stamp.exists()
-            and json.loads(stamp.read_text()).get("fingerprint") == digest
-        )
+        record = read_stage_record(stamp) if stamp.exists() else None
+        if record is None or not stage.output.exists():
+            return False
+        return record.fingerprint == digest or stage.done_by_flags(record)
 
     def run_stage(self, stage: Stage) -> None:
+        import yaml
+
         digest = stage.fingerprint()
         if self.is_done(stage, digest):
             logger.info("stage %s: done already (%s)", stage.name, stage.output)
             self.timings.setdefault(stage.name, 0.0)
             return
-        log = self.path("logs", stage.name.replace(" ", "-") + ".log")
+        log = self.path("logs", stage.slug + ".log")
         log.parent.mkdir(parents=True, exist_ok=True)
-        print(f"\n==> {stage.name}: {shlex.join(stage.command)}", flush=True)
+        config_file = self.config_file(stage)
+        with atomic_writer(config_file) as handle:
+            yaml.safe_dump(settings_mapping(stage.configs), handle, sort_keys=False)
+        command = stage.command(config_file)
+        print(f"\n==> {stage.name}: {shlex.join(command)}", flush=True)
         start = time.perf_counter()
-        returncode = _run_logged(stage.command, log)
+        returncode = _run_logged(command, log)
         if returncode != 0:
             raise StageFailed(
                 f"stage {stage.name!r} failed (exit {returncode}); its output is in {log}; "
@@ -300,7 +414,10 @@ class Pipeline:
                 f"stage {stage.name!r} finished without writing {stage.output}; see {log}"
             )
         self.timings[stage.name] = round(time.perf_counter() - start, 1)
-        write_json(self.stamp(stage), {"fingerprint": digest, "command": stage.command})
+        record = StageRecord(
+            fingerprint=digest, command=command, config=str(config_file), outs=stage.outs()
+        )
+        record.write(self.stamp(stage))
 
     # Where each stage writes.
     @property
@@ -348,7 +465,8 @@ class Pipeline:
             "retrieval runs",
             self.candidates / "candidates.json",
             "data.candidates",
-            cli_args(
+            stage_configs(
+                [CandidatesConfig],
                 collection=c.collection,
                 retrievers=c.retrievers,
                 k=c.k,
@@ -359,23 +477,28 @@ class Pipeline:
         )
 
     def teacher_stage(self) -> Stage:
+        from data.judges.backends import JudgeConfig
+        from data.label import LabelConfig
+
         c = self.config
         if c.teacher_backend == "qrels":
-            teacher = cli_args(backend="qrels", qrels=c.qrels, grade_map=c.grade_map)
+            teacher = {"backend": "qrels", "qrels": c.qrels, "grade_map": c.grade_map}
         else:
-            teacher = cli_args(
-                backend=c.teacher_backend, model=c.teacher_model, prompt=c.teacher_prompt
-            )
+            teacher = {"backend": c.teacher_backend, "model": c.teacher_model}
+            teacher["prompt"] = c.teacher_prompt
         if c.qrels:  # the judged pool
-            pool, pool_inputs = cli_args(collection=c.collection, pool_from_qrels=True), [c.qrels]
+            pool, pool_inputs = {"collection": c.collection, "pool_from_qrels": True}, [c.qrels]
         else:  # the pairs the candidate retrievers return, each once
             pool_file = self.candidates / POOL_FILE
-            pool, pool_inputs = cli_args(pairs=pool_file), [str(pool_file)]
+            pool, pool_inputs = {"pairs": pool_file}, [str(pool_file)]
+        configs = stage_configs(
+            [LabelConfig, JudgeConfig], **pool, **teacher, out=self.teacher_file
+        )
         return Stage(
             "teacher labels",
             self.teacher_file,
             "data.label",
-            pool + teacher + [*c.teacher_args, "--out", str(self.teacher_file)],
+            with_flags(configs, c.teacher_args, "teacher_args"),
             inputs=[c.collection, *pool_inputs],
         )
 
@@ -385,8 +508,9 @@ class Pipeline:
             "dataset",
             self.dataset / "manifest.json",
             "data.build",
-            cli_args(
-                judgments=self.teacher_file,
+            stage_configs(
+                [BuildConfig],
+                judgments=[self.teacher_file],
                 out=self.dataset,
                 seed=c.seed,
                 folds=c.folds,
@@ -402,13 +526,17 @@ class Pipeline:
     def judge_stage(self) -> Stage:
         """The embedded LLM judge on a sample of the pairs the folds test (each fold reads its
         own share)."""
+        from data.judges.backends import JudgeConfig
+        from data.label import LabelConfig
+
         c = self.config
         tested = self.dataset / TESTED_FILE
         return Stage(
             "LLM judge labels",
             self.judge_file,
             "data.label",
-            cli_args(
+            stage_configs(
+                [LabelConfig, JudgeConfig],
                 pairs=tested,
                 sample=c.judge_sample,
                 seed=c.seed,
@@ -422,6 +550,8 @@ class Pipeline:
 
     def cross_validation_stage(self) -> Stage:
         """Every fold's grader trained and evaluated beside the baselines (``eval.study``)."""
+        from eval.jobs.study import StudyConfig
+
         c = self.config
         student = [c.student] if Path(c.student).exists() else []  # its weights may change
         models = [*BASELINES, *(["zero-shot"] if c.zero_shot else [])]
@@ -437,14 +567,15 @@ class Pipeline:
             "cross-validation",
             self.path("cv", StudySummary.FILE),
             "eval.study",
-            cli_args(
+            stage_configs(
+                [StudyConfig],
                 dataset=self.dataset,
                 out=self.path("cv"),
                 collection=c.collection,
                 models=models,
                 student=c.student,
                 max_length=c.max_length,
-                train_args=passed_flags(c.train_args),
+                train_args=c.train_args,
                 train_launcher=c.train_launcher,
                 state_cache=self.state_cache or "none",
                 labels="both" if human else "teacher",
@@ -464,6 +595,8 @@ class Pipeline:
         )
 
     def export_stage(self) -> Stage:
+        from models.export import ExportConfig
+
         evaluation = self.export_fold / "grader"  # the grader row of fold 0: metrics.json, grader/
         metrics, grader = evaluation / "metrics.json", evaluation / "grader"
         test = str(self.dataset / "fold-0" / "test.jsonl")
@@ -471,18 +604,27 @@ class Pipeline:
             "export",
             self.path("export", "export_check.json"),
             "models.export",
-            cli_args(checkpoint=grader, out=self.path("export"), metrics=metrics, pairs=test),
+            stage_configs(
+                [ExportConfig],
+                checkpoint=grader,
+                out=self.path("export"),
+                metrics=metrics,
+                pairs=test,
+            ),
             inputs=[str(grader), str(metrics), test],
         )
 
     def rerank_stage(self) -> Stage:
+        from eval.labelers.rerank import RerankConfig
+
         c = self.config
         run, reranked = self.candidates / f"{c.rerank}.trec", self.runs()[-1]
         return Stage(
             "grader rerank",
             Path(reranked),
             "eval.rerank",
-            cli_args(
+            stage_configs(
+                [RerankConfig],
                 run=run,
                 corpus=c.collection,
                 grader=self.path("export"),
@@ -501,7 +643,8 @@ class Pipeline:
             "metric pipeline",
             self.path("search", "metrics.json"),
             "eval.search",
-            cli_args(
+            stage_configs(
+                [SearchEvalConfig],
                 run=runs[0],
                 compare=runs[1:] or None,
                 corpus=c.collection,
@@ -527,7 +670,8 @@ class Pipeline:
             "ranking agreement",
             self.path("agreement", "agreement.json"),
             "eval.ranking_agreement",
-            cli_args(
+            stage_configs(
+                [SystemAgreementConfig],
                 runs=runs,
                 corpus=c.collection,
                 labelers=[f"grader:{self.path('export')}", *teacher_labeler],

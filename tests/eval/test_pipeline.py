@@ -281,4 +281,4 @@ def test_the_teacher_labels_the_pooled_top_k_the_flag_names(tmp_path: Path):
     args += ["--teacher_backend", "openai", "--k", "3", "--run_dir", str(tmp_path / "run")]
     (config,) = parse_config([PipelineConfig], args)
     retrieval = next(s for s in Pipeline(config).stages() if s.name == "retrieval runs")
-    assert retrieval.args[retrieval.args.index("--k") + 1] == "3"
+    assert retrieval.configs[0].k == 3
