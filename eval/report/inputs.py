@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 from core.artifacts import Artifact
 from core.errors import InputError
+from core.job_stages import read_stage_record
 from core.provenance import PROVENANCE_FILE
 from core.records import label_from_grade
 from data.beir import Qrels
@@ -121,8 +122,9 @@ def _stage_commands(root: Path) -> dict[str, str]:
     commands = {}
     # In the order they ran: each stage record is written when its stage finishes.
     for path in sorted((root / "stages").glob("*.json"), key=lambda p: p.stat().st_mtime):
-        command = (read_optional(path) or {}).get("command")
-        if isinstance(command, list) and "-m" in command:
+        record = read_stage_record(path)
+        command = record.command if record else []
+        if "-m" in command:
             start = command.index("-m")
             commands[path.stem] = shlex.join(["python", *command[start:]])
     return commands
