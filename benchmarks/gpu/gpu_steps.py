@@ -667,15 +667,15 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
         name: {(qid, doc): score for qid, doc, score in rows}
         for name, rows in carried["scores"].items()
     }
-    summary = runner.run().dump()  # study.json's object, into this benchmark's JSON
+    summary = runner.run()
     return {
-        "folds": summary["folds"],
-        "queries_per_fold": summary["queries_per_fold"],
+        "folds": summary.folds,
+        "queries_per_fold": summary.queries_per_fold,
         "student_layers": layers,
         "trainable_layers_ql": layers,
         "baseline_scores": {name: len(rows) for name, rows in carried["scores"].items()},
-        "pooled": summary["cross_validation"],
-        "mean_over_folds": summary["models"],
+        "pooled": summary.cross_validation.model_dump(mode="json"),
+        "mean_over_folds": {m: e.model_dump(mode="json") for m, e in summary.models.items()},
     }
 
 
