@@ -6,6 +6,7 @@ from pathlib import Path
 
 from data.beir import read_qrels
 from eval.labelers import CachedLabeler, Hit, HitLabel, QrelsLabeler
+from eval.metrics.settings import HitResult, QueryResult
 from tests.eval.doubles import DictLabeler
 
 
@@ -103,15 +104,10 @@ def test_an_unusable_reply_is_left_out_counted_and_never_cached(tmp_path: Path, 
     again.label_many([("q1", "query", hits)])
     assert Flaky.calls == 3  # the good hit came from the cache, the bad one was asked again
     again.close()
-    results = {
-        "run": {
-            "q1": {
-                "hits": [
-                    {"id": "good", "relevant": True},
-                    {"id": "bad", "relevant": False, "unusable": "no digit"},
-                ]
-            }
-        }
-    }
+    hits = [
+        HitResult(id="good", relevant=True),
+        HitResult(id="bad", relevant=False, unusable="no digit"),
+    ]
+    results = {"run": {"q1": QueryResult(hits=hits)}}
     assert count_unusable(results)["counts"] == {"run": 1}
     assert "1 hit(s) got an unusable reply" in caplog.text

@@ -222,12 +222,14 @@ def test_the_history_command_runs_its_subcommands(tmp_path: Path):
 @pytest.mark.slow
 def test_the_main_job_records_its_metric_stage_once(folder: Path, tmp_path: Path):
     from eval.jobs.pipeline import Pipeline, PipelineConfig, Stage
+    from eval.metrics.settings import SearchEvalConfig
 
     store = str(tmp_path / "h.sqlite")
     job = Pipeline(PipelineConfig(run_dir=str(tmp_path / "job"), track=store, version="v1"))
-    stage = Stage("metric pipeline", folder / "metrics.json", "eval.search", ["--k", "10"])
+    output = folder / "metrics.json"
+    stage = Stage("metric pipeline", output, "eval.search", [SearchEvalConfig(k=10)])
     job.record_history(stage)
     job.record_history(stage)  # resumed: the same stage result
     assert [e.ref for e in open_store(store).list_evaluations()] == ["dense@v1"]
-    job.record_history(Stage("metric pipeline", stage.output, "eval.search", ["--k", "5"]))
+    job.record_history(Stage("metric pipeline", output, "eval.search", [SearchEvalConfig(k=5)]))
     assert len(open_store(store).list_evaluations()) == 2  # a new result is a new evaluation
