@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.cli import bounded, parse_config
+from eval.history.compare import compare_stored
 from eval.history.record import t_estimate
 from eval.history.store import EvaluationRecord, HistoryStore, open_store
 
@@ -45,7 +46,12 @@ class BenchConfig:
 
 
 def make_record(
-    version: str, qids: list[str], metrics: Sequence[str], rng: np.random.Generator, judged: int = 0
+    version: str,
+    qids: list[str],
+    metrics: Sequence[str],
+    rng: np.random.Generator,
+    judged: int = 0,
+    hits: int = 1,
 ) -> EvaluationRecord:
     values = {m: dict(zip(qids, rng.random(len(qids)).tolist(), strict=True)) for m in metrics}
     judged_qids = qids[:judged]
@@ -64,10 +70,15 @@ def make_record(
         run_fingerprint=f"{version:0>64}"[-64:],
         run_name=SYSTEM,
         search_metrics="{}",
-        run_text="".join(f"{q} Q0 d1 1 1.0 {SYSTEM}\n" for q in qids),
+        run_text="".join(
+            f"{q} Q0 d{rng.integers(10**6)}-{rank} {rank} {1 / rank} {SYSTEM}\n"
+            for q in qids
+            for rank in range(1, hits + 1)
+        ),
         labeler_values=values,
         human_values=human if judged else None,
         estimates=[t_estimate(m, list(v.values()), 0.05) for m, v in values.items()],
+        hit_labels=None if hits == 1 else {q: {f"d{rng.integers(10**6)}": 1.0} for q in qids},
     )
 
 
@@ -104,7 +115,7 @@ def bench(target: str, config: BenchConfig) -> None:
     print(f"filling {config.evaluations} evaluations x {config.queries} queries x "
           f"{config.fill_metrics} metric(s) = {rows:,} per-query rows", flush=True)  # fmt: skip
     fill_seconds = fill(store, config, qids)
-    record = make_record("new", qids, METRICS, np.random.default_rng(1), judged=100)
+    record = make_record("new", qids, METRICS, np.random.default_rng(1), judged=100, hits=10)
     record_s, new_id = timed(lambda: store.record(record))
     trend_s, trend = timed(lambda: store.estimates(SYSTEM, "ndcg@10"))
     first = store.list_evaluations(SYSTEM)[0].id
@@ -112,6 +123,13 @@ def bench(target: str, config: BenchConfig) -> None:
         lambda: (store.query_values(first, "ndcg@10"), store.query_values(new_id, "ndcg@10"))
     )
     assert len(trend) == config.evaluations + 1 and all(len(v) == config.queries for v in pair)
+    # The whole of `history compare` but its printing: every metric paired, the moved queries
+    # with the hits that entered or left (two stored runs of 10 hits a query read back).
+    newer = store.record(
+        make_record("newer", qids, METRICS, np.random.default_rng(2), judged=100, hits=10)
+    )
+    a, b = store.get(str(newer)), store.get(str(new_id))
+    full_s, full = timed(lambda: compare_stored(store, a, b, list(METRICS), 0.05, moved=5))
     print(f"\nbackend {store.engine.dialect.name}; store {size_mib(store):,.0f} MiB")
     print("| step | seconds | target |\n|---|---|---|")
     print(f"| fill: {rows:,} rows ({rows / fill_seconds:,.0f} rows/s) | {fill_seconds:.1f} | – |")
@@ -120,6 +138,10 @@ def bench(target: str, config: BenchConfig) -> None:
     )
     print(f"| trend over {len(trend)} evaluations (estimates) | {trend_s:.3f} | ≤ 1 |")
     print(f"| two evaluations' per-query values | {compare_s:.3f} | ≤ 2 |")
+    print(
+        f"| history compare: {len(full.metrics)} metrics, {len(full.moved)} moved queries "
+        f"(runs of {config.queries:,} x 10 hits) | {full_s:.3f} | ≤ 2 |"
+    )
     store.close()
 
 

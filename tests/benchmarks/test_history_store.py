@@ -14,6 +14,7 @@ def test_the_benchmark_fills_the_store_and_prints_its_timings(tmp_path: Path, ca
     out = capsys.readouterr().out
     assert "| fill: 120 rows" in out and "| trend over 4 evaluations (estimates) |" in out
     opened = open_store(store)
-    assert len(opened.list_evaluations("dense")) == 4
+    assert len(opened.list_evaluations("dense")) == 5  # and the two that history compare pairs
+    assert "| history compare: 6 metrics, 5 moved queries" in out
     assert len(opened.query_values(opened.get("dense@new").id, "hit@10")) == 20
     opened.close()
