@@ -20,7 +20,15 @@ from dataclasses import dataclass, field
 
 from core.cli import bounded, choice, parse_config
 from core.errors import InputError
-from eval.history.compare import common_metrics, compare_stored, refusal
+from core.io import markdown_table
+from eval.history.compare import (
+    EvaluationComparison,
+    common_metrics,
+    compare_stored,
+    hits_text,
+    refusal,
+    signed,
+)
 from eval.history.stats import MODES, GateDecision, gate
 from eval.history.store import EvaluationInfo, HistoryStore, open_store
 
@@ -68,6 +76,13 @@ class GateConfig:
             "help": "Compare versions evaluated on different query sets on those they share."
         },
     )
+    markdown: str | None = field(
+        default=None,
+        metadata={
+            "help": "Also append the decision, every metric's comparison and the queries that "
+            "moved most to this file as markdown (in GitHub Actions: $GITHUB_STEP_SUMMARY)."
+        },
+    )
 
 
 CONFIG = GateConfig
@@ -95,6 +110,13 @@ def baseline_of(store: HistoryStore, config: GateConfig, candidate: EvaluationIn
 
 
 def decide(store: HistoryStore, config: GateConfig) -> GateDecision:
+    return judge(store, config)[0]
+
+
+def judge(
+    store: HistoryStore, config: GateConfig
+) -> tuple[GateDecision, EvaluationComparison | None]:
+    """The decision, and the comparison of every metric both record (None without a baseline)."""
     if not config.store or not config.system or not config.candidate:
         raise InputError("give --store, --system and --candidate")
     candidate = find(store, config.system, config.candidate)
@@ -105,7 +127,7 @@ def decide(store: HistoryStore, config: GateConfig) -> GateDecision:
             f"{candidate.ref} (evaluation {candidate.id})"
         )
         if config.without_baseline == "pass":
-            return GateDecision(True, f"PASS {line}; passed as --without_baseline pass asks")
+            return GateDecision(True, f"PASS {line}; passed as --without_baseline pass asks"), None
         raise InputError(f"{line}; give --without_baseline pass to let a first version through")
     if baseline.id == candidate.id:
         raise InputError(f"the candidate and the baseline are one evaluation ({candidate.id})")
@@ -116,8 +138,44 @@ def decide(store: HistoryStore, config: GateConfig) -> GateDecision:
             f"metric: {config.metric} is not recorded for both {candidate.ref} and "
             f"{baseline.ref} (both record: {', '.join(common_metrics(store, candidate, baseline))})"
         )
-    result = compare_stored(store, candidate, baseline, [config.metric], config.alpha, moved=0)
-    return gate(result.metrics[config.metric], config.margin, config.mode)
+    metrics = [
+        config.metric,
+        *(m for m in common_metrics(store, candidate, baseline) if m != config.metric),
+    ]
+    moved = 5 if config.markdown else 0
+    result = compare_stored(store, candidate, baseline, metrics, config.alpha, moved=moved)
+    return gate(result.metrics[config.metric], config.margin, config.mode), result
+
+
+def markdown_summary(decision: GateDecision, result: EvaluationComparison | None) -> str:
+    """The decision and the comparison as markdown, for a CI job's summary page."""
+    verdict = "PASS" if decision.passed else "FAIL"
+    lines = [f"### Search quality gate: {verdict}", "", decision.reason, ""]
+    if result is None:
+        return "\n".join(lines) + "\n"
+    level = f"{1 - next(iter(result.metrics.values())).alpha:.0%}"
+    rows = [
+        [metric, signed(c.estimate), f"[{signed(c.low)}, {signed(c.high)}]", c.method]
+        for metric, c in result.metrics.items()
+    ]
+    header = ["metric", f"{result.a.ref} − {result.b.ref}", f"{level} interval", "method"]
+    lines += [markdown_table(header, rows), ""]
+    if result.moved:
+        first = next(iter(result.metrics))
+        moved = [
+            [
+                q.qid,
+                f"{q.a:.3f}",
+                f"{q.b:.3f}",
+                signed(q.diff),
+                hits_text(q.entered),
+                hits_text(q.left),
+            ]
+            for q in result.moved
+        ]
+        header = ["query", result.a.ref, result.b.ref, "Δ", "entered top k (label)", "left it"]
+        lines += [f"Queries that moved most in {first}:", "", markdown_table(header, moved), ""]
+    return "\n".join(lines)
 
 
 def main(args: Sequence[str] | None = None) -> None:
@@ -126,9 +184,12 @@ def main(args: Sequence[str] | None = None) -> None:
         raise InputError("give --store")
     store = open_store(config.store, create=False)
     try:
-        decision = decide(store, config)
+        decision, result = judge(store, config)
     finally:
         store.close()
     print(decision.reason)
+    if config.markdown:
+        with open(config.markdown, "a", encoding="utf-8") as summary:
+            summary.write(markdown_summary(decision, result))
     if not decision.passed:
         sys.exit(1)

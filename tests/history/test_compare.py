@@ -4,6 +4,7 @@ follows the data, and the monitor raises an alarm on a real drop but not on nois
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -164,3 +165,24 @@ def test_the_gate_command_exits_1_with_one_line_and_0_when_unchanged(tmp_path: P
         [*command, "--candidate", "v9"], capture_output=True, text=True, cwd=REPO
     )
     assert missing.returncode == 2 and "no evaluation dense@v9" in missing.stderr
+
+
+def test_the_gate_appends_its_decision_and_comparison_as_markdown(tmp_path: Path):
+    from eval.history.gate import main as gate_main
+
+    path = tmp_path / "history.sqlite"
+    store = open_store(str(path))
+    record(store, "v1", values(1), 1)
+    record(store, "v2", values(1, shift=0.2), 2)
+    store.close()
+    summary = tmp_path / "summary.md"
+    summary.write_text("earlier steps' summary\n")
+    flags = ["--store", str(path), "--system", "dense", "--candidate", "v2", "--margin", "0.02"]
+    with pytest.raises(SystemExit) as exit_:
+        gate_main([*flags, "--markdown", str(summary)])
+    assert exit_.value.code == 1
+    text = summary.read_text()
+    assert text.startswith("earlier steps' summary\n### Search quality gate: FAIL\n")
+    assert "| ndcg@10 | −0.1" in text  # the candidate is 0.2 worse, less where clipped at 0
+    assert "Queries that moved most in ndcg@10:" in text
+    assert len(re.findall(r"^\| q\d+ \|", text, re.M)) == 5
