@@ -469,13 +469,13 @@ def replay_grader_that_does_not_beat_its_baselines(root: Path) -> None:
     the report's table under its labels read as if it could be believed."""
     from eval.classification.crossval import (
         CrossValidationRecord,
-        DifferenceRecord,
-        PooledRecord,
+        PairedDifference,
+        PooledMetrics,
         held_out_warning,
     )
 
-    def pooled(query_roc_auc: float) -> PooledRecord:
-        return PooledRecord(
+    def pooled(query_roc_auc: float) -> PooledMetrics:
+        return PooledMetrics(
             pairs=100,
             queries=10,
             roc_auc=None,
@@ -487,7 +487,7 @@ def replay_grader_that_does_not_beat_its_baselines(root: Path) -> None:
             recall=None,
         )
 
-    difference = DifferenceRecord(
+    difference = PairedDifference(
         model="grader", baseline="cosine", queries=10, mean=-0.3, low=-0.4, high=-0.2, beats=False
     )
     cross = CrossValidationRecord(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -57,17 +57,20 @@ class OutOfFold:
         return per_query_roc_auc(self.probabilities, self.labels, self.qids)
 
 
-@dataclass
-class PooledMetrics:
+class PooledMetrics(BaseModel):
+    """One model's pooled out-of-fold metrics, as the study's and the main job's files hold
+    them."""
+
+    model_config = ConfigDict(extra="forbid")
     pairs: int
     queries: int
     roc_auc: float | None
     query_roc_auc: float | None
     pr_auc: float | None
-    f1: float
-    kappa: float
-    precision: float
-    recall: float
+    f1: float | None
+    kappa: float | None
+    precision: float | None
+    recall: float | None
 
     @classmethod
     def of(cls, oof: OutOfFold) -> PooledMetrics:
@@ -89,23 +92,21 @@ class PooledMetrics:
         )
 
     def to_dict(self) -> dict[str, float | int | None]:
-        return asdict(self)
+        return self.model_dump()
 
 
-@dataclass
-class PairedDifference:
-    """Per-query ROC-AUC of ``model`` minus that of ``baseline`` over the queries both label."""
+class PairedDifference(BaseModel):
+    """Per-query ROC-AUC of ``model`` minus that of ``baseline`` over the queries both label,
+    with its 95% interval and the verdict (``beats``: the interval lies above zero)."""
 
+    model_config = ConfigDict(extra="forbid")
     model: str
     baseline: str
     queries: int
     mean: float | None
     low: float | None
     high: float | None
-
-    @property
-    def beats(self) -> bool:
-        return self.low is not None and self.low > 0
+    beats: bool
 
     @classmethod
     def of(cls, model: str, baseline: str, ours: OutOfFold, theirs: OutOfFold) -> PairedDifference:
@@ -113,10 +114,16 @@ class PairedDifference:
         shared = sorted(set(mine) & set(other))
         differences = np.array([mine[q] - other[q] for q in shared])
         mean, low, high = mean_interval(differences)
-        return cls(model, baseline, len(shared), mean, low, high)
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self) | {"beats": self.beats}
+        beats = low is not None and low > 0
+        return cls(
+            model=model,
+            baseline=baseline,
+            queries=len(shared),
+            mean=mean,
+            low=low,
+            high=high,
+            beats=beats,
+        )
 
 
 def mean_interval(
@@ -132,71 +139,14 @@ def mean_interval(
     return mean, mean - half, mean + half
 
 
-@dataclass
-class CrossValidation:
-    folds: int
-    source: str
-    pooled: dict[str, PooledMetrics]
-    differences: list[PairedDifference]
-
-    def beats_every_baseline(self, model: str) -> bool | None:
-        mine = [d for d in self.differences if d.model == model]
-        return all(d.beats for d in mine) if mine else None
-
-    def record(self) -> CrossValidationRecord:
-        """The result as the study's and the main job's files hold it."""
-        return CrossValidationRecord.model_validate(self.to_dict())
-
-    def to_dict(self) -> dict[str, object]:
-        return {
-            "folds": self.folds,
-            "source": self.source,
-            "pooled": {model: metrics.to_dict() for model, metrics in self.pooled.items()},
-            "differences": [d.to_dict() for d in self.differences],
-            "beats_every_baseline": {
-                model: self.beats_every_baseline(model)
-                for model in self.pooled
-                if any(d.model == model for d in self.differences)
-            },
-        }
-
-
-class PooledRecord(BaseModel):
-    """One model's pooled out-of-fold metrics (:class:`PooledMetrics`) as files hold them."""
-
-    model_config = ConfigDict(extra="forbid")
-    pairs: int
-    queries: int
-    roc_auc: float | None
-    query_roc_auc: float | None
-    pr_auc: float | None
-    f1: float | None
-    kappa: float | None
-    precision: float | None
-    recall: float | None
-
-
-class DifferenceRecord(BaseModel):
-    """A :class:`PairedDifference` as files hold it, with its verdict."""
-
-    model_config = ConfigDict(extra="forbid")
-    model: str
-    baseline: str
-    queries: int
-    mean: float | None
-    low: float | None
-    high: float | None
-    beats: bool
-
-
 class CrossValidationRecord(BaseModel):
     """The cross-validation's result in ``study.json`` and the main job's ``summary.json``."""
 
     model_config = ConfigDict(extra="forbid")
     folds: int
     source: str  # the rows' reference: "human" or "teacher"
-    pooled: dict[str, PooledRecord]
-    differences: list[DifferenceRecord]
+    pooled: dict[str, PooledMetrics]
+    differences: list[PairedDifference]
     beats_every_baseline: dict[str, bool]  # the graders' verdicts (baselines have none)
 
 
@@ -243,7 +193,7 @@ def cross_validate(
     graders: Sequence[str],
     baselines: Sequence[str],
     source: str,
-) -> CrossValidation:
+) -> CrossValidationRecord:
     """Pooled metrics of every model and the graders' paired differences to each baseline.
 
     ``fold_outputs[k][model]`` is the folder of ``model``'s evaluation on fold k's test queries.
@@ -256,7 +206,18 @@ def cross_validate(
         for baseline in baselines
     ]
     pooled = {model: PooledMetrics.of(oof[model]) for model in models}
-    return CrossValidation(len(fold_outputs), source, pooled, differences)
+    verdicts = {
+        model: all(d.beats for d in differences if d.model == model)
+        for model in pooled
+        if any(d.model == model for d in differences)
+    }
+    return CrossValidationRecord(
+        folds=len(fold_outputs),
+        source=source,
+        pooled=pooled,
+        differences=differences,
+        beats_every_baseline=verdicts,
+    )
 
 
 POOLED_COLUMNS = (
@@ -272,7 +233,7 @@ def _signed(value: float | None) -> str:
     return "–" if value is None else f"{value:+.3f}"
 
 
-def difference_cell(difference: DifferenceRecord) -> str:
+def difference_cell(difference: PairedDifference) -> str:
     """``+0.012 [-0.030, +0.054]``: the mean paired difference and its 95% interval."""
     low, high = difference.low, difference.high
     interval = "" if low is None else f" [{_signed(low)}, {_signed(high)}]"

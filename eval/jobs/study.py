@@ -57,7 +57,7 @@ from core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment
 from data.splits import cap_per_query, held_out_queries, queries_for_share, relevant_share
 from eval.classification.baselines import BASELINES
 from eval.classification.checkpoint import LABEL_SOURCES, CheckpointEvalConfig, Scorer, evaluate
-from eval.classification.crossval import CrossValidation, cross_validate, pooled_table
+from eval.classification.crossval import CrossValidationRecord, cross_validate, pooled_table
 from eval.classification.summaries import (
     METRICS,
     CurvePoint,
@@ -523,7 +523,7 @@ def summarise(
     curve: list[CurvePoint],
     config: StudyConfig,
     folders: Sequence[Path],
-    cross: CrossValidation,
+    cross: CrossValidationRecord,
 ) -> StudySummary:
     models = list(dict.fromkeys(r.model for r in per_fold))
     baselines = [m for m in models if m in BASELINES]
@@ -553,7 +553,7 @@ def summarise(
         ),
         models=mean,
         per_fold=per_fold,
-        cross_validation=cross.record(),
+        cross_validation=cross,
         learning_curve=curve,
     )
 

@@ -195,7 +195,7 @@ def _cross_validation(collection: Collection, run: Path, rng: random.Random) -> 
         max_pairs_per_query=None,
         models={m: _model_summary([r for r in per_fold if r.model == m]) for m in SEPARATION},
         per_fold=per_fold,
-        cross_validation=cross.record(),
+        cross_validation=cross,
         learning_curve=[],
     ).write(run / "cv" / StudySummary.FILE)
     return qrels
