@@ -63,16 +63,7 @@ def label_runs(
             for (qid, _, hits), labels in zip(batch, labelled, strict=True):
                 per_query[qid] = QueryResult(
                     hits=[
-                        HitResult(
-                            index=i,
-                            id=h.doc_id,
-                            relevant=lab.relevant,
-                            score=lab.score,
-                            grade=lab.grade,
-                            justification=lab.justification,
-                            judged=lab.has_judgment,
-                            unusable=lab.unusable or None,
-                        )
+                        HitResult.of(i, h.doc_id, lab)
                         for i, (h, lab) in enumerate(zip(hits, labels, strict=True))
                     ],
                     usage=QueryUsage(

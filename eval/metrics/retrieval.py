@@ -168,15 +168,7 @@ def evaluate_query(
     per_metric |= judged_at({qid: [h.doc_id for h in hits[:k]]}, {qid: judged}, extra)
     return QueryEvaluation(
         hits=[
-            HitResult(
-                index=i,
-                id=hit.doc_id,
-                relevant=label.relevant,
-                score=label.score,
-                grade=label.grade,
-                justification=label.justification,
-                judged=label.has_judgment,
-            )
+            HitResult.of(i, hit.doc_id, label)
             for i, (hit, label) in enumerate(zip(hits, labels, strict=True))
         ],
         metrics={name: values[qid] for name, values in per_metric.items()},

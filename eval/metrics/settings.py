@@ -12,6 +12,7 @@ from core.artifacts import Artifact
 from core.cli import bounded, check_choices, choice
 from core.errors import InputError
 from core.io import atomic_writer
+from eval.labelers import HitLabel
 from eval.metrics.names import MetricName, parse_metrics, standard_metric_names
 
 PRIMARY_METRIC = "ndcg@{k}"
@@ -214,6 +215,20 @@ class HitResult(BaseModel):
     judged: bool = True
     # The judge's reply that held no verdict (the hit counts as not relevant); left out when none.
     unusable: str | None = Field(default=None, exclude_if=lambda why: why is None)
+
+    @classmethod
+    def of(cls, index: int, doc_id: str, label: HitLabel) -> HitResult:
+        """The labeler's verdict on the hit at ``index`` of a top k."""
+        return cls(
+            index=index,
+            id=doc_id,
+            relevant=label.relevant,
+            score=label.score,
+            grade=label.grade,
+            justification=label.justification,
+            judged=label.has_judgment,
+            unusable=label.unusable or None,
+        )
 
     @property
     def probability(self) -> float:
