@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pydantic import BaseModel, ConfigDict
+
 from core.cli import bounded, parse_config
 from core.errors import InputError
 from data.beir import Run, ranked, read_trec_run
@@ -75,20 +77,50 @@ class CompareConfig:
 CONFIG = CompareConfig
 
 
-@dataclass(frozen=True)
-class HitChange:
+class HitChange(BaseModel):
+    model_config = ConfigDict(frozen=True)
     doc_id: str
-    label: float | None  # the labeler's grade in the evaluation whose top k holds the hit
+    label: float | None = None  # the labeler's grade in the evaluation whose top k holds the hit
 
 
-@dataclass(frozen=True)
-class MovedQuery:
+class MovedQuery(BaseModel):
+    """A query whose value moved between B and A, with the hits that made it move (the command
+    prints these; the history page shows them)."""
+
+    model_config = ConfigDict(frozen=True)
     qid: str
     a: float
     b: float
     diff: float
-    entered: tuple[HitChange, ...]  # in A's top k, not in B's
-    left: tuple[HitChange, ...]  # in B's top k, not in A's
+    entered: tuple[HitChange, ...] = ()  # in A's top k, not in B's
+    left: tuple[HitChange, ...] = ()  # in B's top k, not in A's
+
+
+Labels = Mapping[str, Mapping[str, float]]  # qid -> doc -> the labeler's label
+
+
+@dataclass(frozen=True)
+class TopHits:
+    """Both evaluations' stored runs and hit labels, read once for any number of metrics."""
+
+    runs: tuple[Run, Run]
+    labels: tuple[Labels, Labels]
+    k: int
+
+    @classmethod
+    def read(cls, store: HistoryStore, a: EvaluationInfo, b: EvaluationInfo) -> TopHits:
+        runs = (stored_run(store, a), stored_run(store, b))
+        return cls(runs, (store.hit_labels(a.id), store.hit_labels(b.id)), min(a.k, b.k))
+
+    def moved(self, comparison: PairedComparison, n: int) -> tuple[MovedQuery, ...]:
+        """The ``n`` queries that moved most in ``comparison``, with their entering and leaving
+        hits."""
+        return tuple(
+            MovedQuery(
+                qid=qid, a=va, b=vb, diff=diff, **hit_changes(self.runs, self.labels, qid, self.k)
+            )
+            for qid, va, vb, diff in comparison.moved(n)
+        )
 
 
 @dataclass(frozen=True)
@@ -131,20 +163,23 @@ def top_k(run: Run, qid: str, k: int) -> list[str]:
 
 
 def hit_changes(
-    runs: tuple[Run, Run],
-    labels: tuple[Mapping[str, Mapping[str, float]], Mapping[str, Mapping[str, float]]],
-    qid: str,
-    k: int,
-) -> tuple[tuple[HitChange, ...], tuple[HitChange, ...]]:
-    """(hits in A's top k and not B's, hits in B's top k and not A's), each with its label."""
+    runs: tuple[Run, Run], labels: tuple[Labels, Labels], qid: str, k: int
+) -> dict[str, tuple[HitChange, ...]]:
+    """{entered: hits in A's top k and not B's, left: hits in B's top k and not A's}, each with
+    its label."""
     top_a, top_b = top_k(runs[0], qid, k), top_k(runs[1], qid, k)
-    entered = tuple(
-        HitChange(doc, labels[0].get(qid, {}).get(doc)) for doc in top_a if doc not in top_b
-    )
-    left = tuple(
-        HitChange(doc, labels[1].get(qid, {}).get(doc)) for doc in top_b if doc not in top_a
-    )
-    return entered, left
+    return {
+        "entered": tuple(
+            HitChange(doc_id=doc, label=labels[0].get(qid, {}).get(doc))
+            for doc in top_a
+            if doc not in top_b
+        ),
+        "left": tuple(
+            HitChange(doc_id=doc, label=labels[1].get(qid, {}).get(doc))
+            for doc in top_b
+            if doc not in top_a
+        ),
+    }
 
 
 def common_metrics(store: HistoryStore, a: EvaluationInfo, b: EvaluationInfo) -> list[str]:
@@ -180,27 +215,9 @@ def compare_stored(
         results[metric] = compare(
             metric, a_labeler, b_labeler, a_human, b_human, alpha, a_name=a.ref, b_name=b.ref
         )
-    return EvaluationComparison(a, b, results, moved_queries(store, a, b, results, moved))
-
-
-def moved_queries(
-    store: HistoryStore,
-    a: EvaluationInfo,
-    b: EvaluationInfo,
-    results: Mapping[str, PairedComparison],
-    n: int,
-    labels: tuple[Mapping, Mapping] | None = None,
-) -> tuple[MovedQuery, ...]:
-    if not results or n == 0:
-        return ()
-    first = next(iter(results.values()))
-    runs = (stored_run(store, a), stored_run(store, b))
-    labels = labels or (store.hit_labels(a.id), store.hit_labels(b.id))
-    k = min(a.k, b.k)
-    return tuple(
-        MovedQuery(qid, va, vb, diff, *hit_changes(runs, labels, qid, k))
-        for qid, va, vb, diff in first.moved(n)
-    )
+    first = next(iter(results.values()), None)
+    shown = TopHits.read(store, a, b).moved(first, moved) if first and moved else ()
+    return EvaluationComparison(a, b, results, shown)
 
 
 def resolve(store: HistoryStore, config: CompareConfig) -> tuple[EvaluationInfo, EvaluationInfo]:

@@ -20,7 +20,7 @@ from pydantic import BaseModel
 from core.cli import bounded, parse_config
 from core.errors import InputError
 from core.io import atomic_writer, check_writable_file
-from eval.history.compare import common_metrics, compare_stored, refusal
+from eval.history.compare import MovedQuery, TopHits, common_metrics, compare_stored, refusal
 from eval.history.store import EvaluationInfo, HistoryStore, open_store
 from eval.report.figures import _pyplot, _svg
 from eval.report.page import embedded_json, refuse_foreign_file
@@ -51,20 +51,6 @@ class PagePoint(BaseModel):
     queries: int
     report: str | None = None  # a link to the evaluation's report page, relative to the page
     estimates: dict[str, PointEstimate]
-
-
-class HitChange(BaseModel):
-    doc_id: str
-    label: float | None = None  # the labeler's grade of the hit in the evaluation it is in
-
-
-class MovedQuery(BaseModel):
-    qid: str
-    a: float
-    b: float
-    diff: float
-    entered: list[HitChange] = []  # in A's top k, not in B's
-    left: list[HitChange] = []  # in B's top k, not in A's
 
 
 class PairMetric(BaseModel):
@@ -233,29 +219,20 @@ def pair_view(
     if why := refusal(a, b, common_queries=False):
         return PairView(a=a.id, b=b.id, refused=why)
     shared = [m for m in metrics if m in common_metrics(store, a, b)]
-    views = {}
-    for metric in shared:
-        result = compare_stored(store, a, b, [metric], config.alpha, config.moved)
-        c = result.metrics[metric]
-        views[metric] = PairMetric(
+    result = compare_stored(store, a, b, shared, config.alpha, moved=0)
+    hits = TopHits.read(store, a, b) if config.moved else None  # both runs read once
+    views = {
+        metric: PairMetric(
             estimate=c.estimate,
             low=c.low,
             high=c.high,
             method=c.method,
             queries=c.queries,
             human_queries=c.human_queries,
-            moved=[
-                MovedQuery(
-                    qid=q.qid,
-                    a=q.a,
-                    b=q.b,
-                    diff=q.diff,
-                    entered=[HitChange(doc_id=h.doc_id, label=h.label) for h in q.entered],
-                    left=[HitChange(doc_id=h.doc_id, label=h.label) for h in q.left],
-                )
-                for q in result.moved
-            ],
+            moved=list(hits.moved(c, config.moved)) if hits else [],
         )
+        for metric, c in result.metrics.items()
+    }
     return PairView(a=a.id, b=b.id, metrics=views)
 
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 def compare_relabelled(
     store: HistoryStore, a: EvaluationInfo, b: EvaluationInfo, config: CompareConfig
 ) -> EvaluationComparison:
-    from eval.history.compare import EvaluationComparison, moved_queries, stored_run
+    from eval.history.compare import EvaluationComparison, TopHits, stored_run
 
     if not config.corpus:
         raise InputError("relabel: give --corpus, the corpus holding both runs' documents")
@@ -56,5 +56,7 @@ def compare_relabelled(
     labels = {
         qid: {doc: float(grade) for doc, grade in docs.items()} for qid, docs in graded.items()
     }
-    moved = moved_queries(store, a, b, compared, config.moved, labels=(labels, labels))
+    hits = TopHits((runs["A"], runs["B"]), (labels, labels), k)
+    first = next(iter(compared.values()))
+    moved = hits.moved(first, config.moved) if config.moved else ()
     return EvaluationComparison(a, b, compared, moved, relabelled_by=config.relabel)
