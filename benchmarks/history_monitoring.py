@@ -7,7 +7,7 @@ fixed-level test repeated at every check against the confidence sequences of
 Data: BM25 and the dense MiniLM retriever (``data.candidates``, judged queries only, top 10;
 made once under ``--out`` and reused) on TREC DL 2019 passage (43 queries, NIST graded qrels) and
 SciFact (300 test claims, binary qrels read as grade 3); per-query NDCG@10 with ranx
-(:func:`eval.metrics.retrieval.ranx_metrics`). d_q = dense_q − BM25_q is the real per-query
+(:func:`measure.metrics.retrieval.ranx_metrics`). d_q = dense_q − BM25_q is the real per-query
 paired difference between two real systems, m its mean.
 
 Each check draws ``--per_check`` queries with replacement from the collection's queries and sees
@@ -77,7 +77,7 @@ def per_query_ndcg(name: str, folder: str, out: Path) -> dict[str, np.ndarray]:
     """{"bm25": values, "dense": values} on the collection's judged queries, same order."""
     from data.beir import graded_qrels, read_qrels, read_trec_run
     from data.candidates import CandidatesConfig, generate_candidates
-    from eval.metrics.retrieval import ranx_metrics
+    from measure.metrics.retrieval import ranx_metrics
 
     runs = out / name
     if not all((runs / f"{r}.trec").exists() for r in ("bm25", "dense")):

@@ -19,7 +19,7 @@ from benchmarks.common import machine, print_table
 from benchmarks.downstream.experiment import chunk_corpus
 from core.cli import bounded, parse_config, run_main
 from data.beir import Collection
-from eval.labelers import GraderLabeler, Hit, JudgeLabeler
+from measure.labelers import GraderLabeler, Hit, JudgeLabeler
 
 
 @dataclass

@@ -14,7 +14,7 @@ coverage of both intervals, their mean widths, the width ratio, the effective nu
 queries, and the bias of the labeler's plain mean.
 
 With ``--designs uniform proportional neyman`` the study also compares sampling designs
-(:mod:`eval.human.design`): for each n, ``draws`` samples under each design (strata by the labeler's
+(:mod:`judgments.design`): for each n, ``draws`` samples under each design (strata by the labeler's
 per-query uncertainty or score, from the same ``per_query.json``), each with the estimator valid
 under its design, against uniform PPI++ on the uniform draws (the same seeds):
 
@@ -26,7 +26,7 @@ bounds ((0, 1) for a system, (-1, 1) for a paired difference), read from its ``t
 ``eval.search`` writes them to metrics.json; the same uniform draws serve every system, metric and
 labeler. Where the human-judged sample is a large share of the population (TREC DL 2019: 20 of
 43 queries), ``--finite_population true`` replaces them by the design-based estimator of a
-one-stratum uniform :class:`eval.human.design.Design` with the finite-population correction (human
+one-stratum uniform :class:`judgments.design.Design` with the finite-population correction (human
 only: λ = 0; PPI++: λ tuned), within the same bounds. ``--max_queries N`` studies a seeded sample
 of N queries of the population (``--population_seed``). Each row also gives the share of
 zero-width intervals. ``--out`` is strict JSON: a non-finite number is written as null.
@@ -46,7 +46,7 @@ import numpy as np
 from core.cli import bounded, choice, parse_config, run_main
 from core.io import markdown_table, write_json
 from data.beir import read_named_runs
-from eval.human.design import (
+from judgments.design import (
     DESIGNS,
     STRATA_BY,
     Design,
@@ -55,9 +55,9 @@ from eval.human.design import (
     draw_design,
     unit_signals,
 )
-from eval.human.ppi import INTERVALS, estimate_metric, paired_difference
-from eval.human.samples import human_metrics
-from eval.metrics.settings import PerQueryResults, RunResults
+from judgments.ppi import INTERVALS, estimate_metric, paired_difference
+from judgments.samples import human_metrics
+from measure.metrics.settings import PerQueryResults, RunResults
 
 # eval.search's names of the five metrics at k = 10.
 METRICS = ["ndcg@10", "map", "mrr", "precision@10", "hit@10"]

@@ -1,7 +1,7 @@
 """The lowest PPI++ coverage per metric and n over coverage studies, as one small JSON file.
 
     python -m benchmarks.ppi_coverage_summary --inputs runs/coverage/scifact.json \\
-        runs/coverage/squad.json --source "docs/results.md 2026-11-26" --out eval/human/coverage.json
+        runs/coverage/squad.json --source "docs/results.md 2026-11-26" --out judgments/coverage.json
 
 Each input is an ``benchmarks.ppi_coverage --out`` file; a cell is the lowest PPI++ coverage over
 every labeler and system (each run and paired difference) of every input at that n. The output
@@ -31,7 +31,7 @@ class SummaryConfig:
     command: str = field(
         default="", metadata={"help": "The commands of the study (default: this command)."}
     )
-    out: str = field(default="eval/human/coverage.json")
+    out: str = field(default="judgments/coverage.json")
 
 
 def summary(config: SummaryConfig, argv: Sequence[str]) -> dict[str, Any]:

@@ -595,7 +595,7 @@ def replay_api_messages(root: Path) -> None:
     from fastapi.testclient import TestClient
 
     from eval.api import create_app
-    from eval.labelers import HitLabel, Labeler
+    from measure.labelers import HitLabel, Labeler
 
     class Fixed(Labeler):
         name = "fixed"
@@ -738,7 +738,7 @@ class _SlowingLabeler:
         self.fast, self.slow, self.slow_from = fast, slow, time.monotonic() + slow_after
 
     def label_many(self, requests: list) -> list:
-        from eval.labelers import HitLabel
+        from measure.labelers import HitLabel
 
         per_pair = self.fast if time.monotonic() < self.slow_from else self.slow
         time.sleep(per_pair * sum(len(hits) for _, _, hits in requests))
@@ -750,7 +750,7 @@ async def _offered_load(batcher: Any, seconds: float, every: float) -> list[tupl
     import asyncio
 
     from eval.api import QueueFull
-    from eval.labelers import Hit
+    from measure.labelers import Hit
 
     start, answered = time.monotonic(), []
 
@@ -799,7 +799,7 @@ def replay_agreement_unjudged_pairs(root: Path) -> None:
     """Item 18: the own-corpus main job's last stage, the ranking agreement against the teacher,
     stopped at the first pair whose reply was unusable; it now leaves such pairs out and counts."""
     from data.beir import read_corpus, write_trec_run
-    from eval.metrics.ranking_agreement import SystemAgreementConfig, agreement
+    from measure.metrics.ranking_agreement import SystemAgreementConfig, agreement
 
     docs = sorted(read_corpus(ADI / "corpus.jsonl"))
     runs = {"a": {}, "b": {}}
@@ -835,7 +835,7 @@ def replay_agreement_unjudged_pairs(root: Path) -> None:
 def replay_compare_leaves_out_loudly(root: Path) -> None:
     """Item 21: eval.compare --labels human over a grader evaluated with --labels both and a
     baseline evaluated as the docs show (teacher labels only) dropped the baseline silently."""
-    from eval.classification.compare import main as compare
+    from measure.classification.compare import main as compare
 
     metrics = {"at_0.5": {"pairs": 10, "roc_auc": 0.8}}
     for name, labels, baseline in (

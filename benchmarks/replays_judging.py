@@ -130,7 +130,7 @@ def replay_pairs_outside_top_k(root: Path) -> None:
 def replay_conflicting_duplicates(root: Path) -> None:
     """Item 7: a human qrels file giving one pair 3, then 0: the last line won without a word
     (one query's NDCG 0.589 -> 0.301), while data.build warned on the same conflict."""
-    from eval.human.samples import human_qrels
+    from judgments.samples import human_qrels
 
     (root / "human.qrels").write_text("1 0 17 3\n1 0 46 2\n1 0 17 0\n")
     with _warnings() as warned:
@@ -167,7 +167,7 @@ def replay_recalibrate_own_validation(root: Path) -> None:
     from core.io import read_records
     from core.records import Judgment
     from data.build import BuildConfig, build_dataset
-    from eval.human.recalibrate import data_overlap
+    from judgments.recalibrate import data_overlap
     from models.grader_config import GraderDescription
 
     rows = [
@@ -191,8 +191,8 @@ def replay_rerank_keeps_tail_and_link(root: Path) -> None:
     """Item 10: eval.rerank --k 2 on a run of depth 5 dropped three hits, and an --out that is a
     link to a file was replaced by a plain file (the target kept its old run)."""
     from data.beir import Collection, ranked, read_trec_run, write_trec_run
-    from eval.labelers import HitLabel, Labeler
-    from eval.labelers.rerank import rerank
+    from measure.labelers import HitLabel, Labeler
+    from measure.labelers.rerank import rerank
 
     class Reversed(Labeler):
         name = "reversed"
@@ -229,9 +229,9 @@ def _session(root: Path) -> tuple[Any, Path]:
     its app's test client as alice sees it: (client, session folder)."""
     from fastapi.testclient import TestClient
 
-    from eval.annotate.__main__ import AnnotateConfig, labeler_labels, resolve
-    from eval.annotate.app import Judging, create_app
-    from eval.human.store import JudgmentStore, session_secret, write_session
+    from judgments.annotate.__main__ import AnnotateConfig, labeler_labels, resolve
+    from judgments.annotate.app import Judging, create_app
+    from judgments.store import JudgmentStore, session_secret, write_session
 
     run = _adi_run(root / "run.trec")
     labels = {
@@ -320,8 +320,8 @@ def replay_an_order_per_assessor(root: Path) -> None:
 def replay_highlight_and_answers_without_a_grade(root: Path) -> None:
     """Review 4: "us" was highlighted; a hit left on screen for a day could not be graded (422);
     "I can't tell" had no place but a grade."""
-    from eval.annotate.app import highlight_terms
-    from eval.human.store import JudgingSession, read_judgments
+    from judgments.annotate.app import highlight_terms
+    from judgments.store import JudgingSession, read_judgments
 
     assert "us" not in highlight_terms("can you tell us about titles"), "a stop word is marked"
     client, out = _session(root)
@@ -340,7 +340,7 @@ def replay_highlight_and_answers_without_a_grade(root: Path) -> None:
 def replay_one_server_and_undo_appended(root: Path) -> None:
     """Review 5: two servers could judge into one folder, and undo rewrote judgments.jsonl from
     memory (a second server's judgments were lost)."""
-    from eval.human.store import hold_session
+    from judgments.store import hold_session
 
     client, out = _session(root)
     release = hold_session(out, "http://127.0.0.1:8765/")
@@ -363,7 +363,7 @@ def replay_newline_less_records_kept(root: Path) -> None:
     session deleted a judgment, the label cache a paid label); two data.label on one cache both
     wrote."""
     from core.io import CacheLocked, KeyedCache
-    from eval.human.store import JudgmentStore
+    from judgments.store import JudgmentStore
 
     judgment = {"qid": "1", "query": "q", "doc_id": "17", "text": "t", "grade": 3}
     (root / "judgments.jsonl").write_text(json.dumps(judgment | {"assessor": "alice"}))
@@ -391,8 +391,8 @@ def replay_newline_less_records_kept(root: Path) -> None:
 def replay_session_errors_in_one_line(root: Path) -> None:
     """Review 7: a damaged session.json said "Expecting value: line 2 column 1", a bad assessor
     name "Unprocessable Entity", and --out alone forgot --assessor and --labels."""
-    from eval.annotate.__main__ import AnnotateConfig, resolve
-    from eval.annotate.app import valid_assessor
+    from judgments.annotate.__main__ import AnnotateConfig, resolve
+    from judgments.annotate.app import valid_assessor
 
     _, out = _session(root)
     remembered, _, _ = resolve(AnnotateConfig(out=str(out)))
@@ -467,7 +467,7 @@ def replay_report_corpus_without_the_documents(root: Path) -> None:
 def replay_grader_that_does_not_beat_its_baselines(root: Path) -> None:
     """Round 4 item 11: a grader at chance against its baselines still labelled the runs, and
     the report's table under its labels read as if it could be believed."""
-    from eval.classification.crossval import (
+    from measure.classification.crossval import (
         CrossValidationRecord,
         PairedDifference,
         PooledMetrics,

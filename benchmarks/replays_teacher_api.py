@@ -23,7 +23,7 @@ def replay_first_request_within_the_wait(root: Path) -> None:
     import time
 
     from eval.api import MicroBatcher, QueueFull
-    from eval.labelers import Hit, HitLabel
+    from measure.labelers import Hit, HitLabel
 
     class Grader:
         name = "slow"
@@ -82,7 +82,7 @@ def replay_unclear_errors_named(root: Path) -> None:
     from fastapi.testclient import TestClient
 
     from eval.api import create_app
-    from eval.labelers import HitLabel, Labeler
+    from measure.labelers import HitLabel, Labeler
     from models.llm_client import ChatClient, ChatRequest, ChatSettings
     from support.fake_openai import FakeOpenAI
 

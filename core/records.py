@@ -25,7 +25,7 @@ V = TypeVar("V")
 DEFAULT_RELEVANCE_THRESHOLD = 2
 MAX_GRADE = 3
 # The 0-3 scale in words: what the graded prompt (data/prompts/trec-graded.yaml) asks a judge and
-# the judging page (eval.annotate) shows a person, so people and judges grade on one scale.
+# the judging page (judgments.annotate) shows a person, so people and judges grade on one scale.
 GRADE_SCALE: dict[int, tuple[str, str]] = {
     0: ("Not relevant", "the passage has nothing to do with the query"),
     1: ("Related", "the passage is on the query's topic but does not answer it"),

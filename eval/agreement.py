@@ -2,7 +2,7 @@
 that ``python -m eval.agreement`` goes on working."""
 
 from core.cli import run_main
-from eval.metrics.ranking_agreement import SystemAgreementConfig, agreement, main
+from measure.metrics.ranking_agreement import SystemAgreementConfig, agreement, main
 
 __all__ = ["SystemAgreementConfig", "agreement", "main"]
 

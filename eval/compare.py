@@ -1,7 +1,7 @@
-"""``python -m eval.compare``: the command's name; it lives in :mod:`eval.classification.compare`."""
+"""``python -m eval.compare``: the command's name; it lives in :mod:`measure.classification.compare`."""
 
 from core.cli import run_main
-from eval.classification.compare import main
+from measure.classification.compare import main
 
 if __name__ == "__main__":
     run_main(main)

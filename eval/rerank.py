@@ -1,7 +1,7 @@
-"""``python -m eval.rerank``: the command's name; it lives in :mod:`eval.labelers.rerank`."""
+"""``python -m eval.rerank``: the command's name; it lives in :mod:`measure.labelers.rerank`."""
 
 from core.cli import run_main
-from eval.labelers.rerank import main
+from measure.labelers.rerank import main
 
 if __name__ == "__main__":
     run_main(main)

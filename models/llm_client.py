@@ -1,5 +1,5 @@
 """The project's one way to an LLM: the teacher's judge (``data.judges``), the synthetic-query
-writer (``data.synthesize``) and the RAG reader (``eval.labelers.reader``) are each a prompt
+writer (``data.synthesize``) and the RAG reader (``measure.labelers.reader``) are each a prompt
 and a parser on top of :class:`ChatClient`.
 
 - Backend names are declared here once (:data:`CHAT_BACKENDS`, :data:`BATCH_BACKENDS`).

@@ -15,20 +15,23 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-STAGES = ("core", "data", "models", "train", "eval")
+STAGES = ("core", "data", "models", "train", "measure", "judgments", "eval")
 # docs/design.md, "Layout": each layer imports only the layers below it, so there is no import
-# cycle between them. core (records, I/O, the cache, the command line, processes, metrics)
-# is the bottom; models builds on it; data's stages (collections, teacher labels, datasets) on
-# both; train on those; eval on all. Beside the product, run from a checkout and not installed:
-# the benchmarks (benchmarks/: any product layer and the doubles), the doubles they share with the
-# tests (support/: the bottom layer at most) and the tests; no product layer imports any of them,
-# and the benchmarks and the tests do not import each other (but tests/benchmarks/ tests them).
-LAYERS = ("core", "models", "data", "train", "eval")
+# cycle between them. core (records, I/O, the cache, the command line, processes, classification
+# metrics) is the bottom; models builds on it; data's stages (collections, teacher labels,
+# datasets) on both; train on those; measure (the labelers, the retrieval-metric library,
+# held-out classification evaluation) and judgments (people's judgments: PPI++, designs, the
+# judging page, recalibration) above; eval (the commands and services: search, report, history,
+# API, jobs) on all. Beside the product, run from a checkout and not installed: the benchmarks
+# (benchmarks/: any product layer and the doubles), the doubles they share with the tests
+# (support/: the bottom layer at most) and the tests; no product layer imports any of them, and
+# the benchmarks and the tests do not import each other (but tests/benchmarks/ tests them).
+LAYERS = ("core", "models", "data", "train", "measure", "judgments", "eval")
 MAY_IMPORT = {layer: set(LAYERS[: i + 1]) for i, layer in enumerate(LAYERS)}
 MAY_IMPORT["benchmarks"] = {*LAYERS, "benchmarks", "support"}
 MAY_IMPORT["support"] = {"core", "support"}
 BESIDE = ("benchmarks", "support")
-# Inside eval, only the jobs that train import train.
+# Above train, only eval's jobs that train import train.
 EVAL_MAY_TRAIN = ("eval/jobs/",)
 
 
@@ -86,14 +89,14 @@ def test_every_import_points_down_the_layers(stage: str):
         ("models/grader.py", "data.beir", False),
         ("data/label.py", "models.llm_client", True),
         ("data/label.py", "eval.search", False),
-        ("train/train.py", "eval.classification.checkpoint", False),
+        ("train/train.py", "measure.classification.checkpoint", False),
         ("eval/search/command.py", "support.fake_openai", False),
         ("eval/search/command.py", "benchmarks.common", False),
-        ("eval/labelers/__init__.py", "tests.eval.doubles", False),
+        ("measure/labelers/__init__.py", "tests.doubles", False),
         ("benchmarks/reliability.py", "support.fake_openai", True),
         ("benchmarks/reliability.py", "eval.api", True),
         ("benchmarks/training.py", "train.trainer", True),
-        ("benchmarks/reliability.py", "tests.eval.doubles", False),
+        ("benchmarks/reliability.py", "tests.doubles", False),
         ("support/fake_openai.py", "core.io", True),
         ("support/fake_openai.py", "eval.api", False),
         ("support/fake_openai.py", "benchmarks.common", False),
@@ -111,63 +114,96 @@ def test_the_layer_check_catches_an_import_against_the_design(
 def test_only_the_jobs_that_train_import_train():
     offenders = sorted(
         str(path.relative_to(REPO))
-        for path in stage_files("eval")
+        for layer in ("measure", "judgments", "eval")
+        for path in stage_files(layer)
         if "train" in imported_stages(path)
         and not str(path.relative_to(REPO)).startswith(EVAL_MAY_TRAIN)
     )
     assert offenders == []
 
 
-# docs/design.md, "Inside eval": eval's parts by role, each importing only the parts before it.
-# The commands (eval/*.py, thin names such as eval.ppi for eval.human.draw) and the jobs sit on top.
-EVAL_PARTS = (
-    "labelers",  # the labelers, the RAG reader of the eRAG ones, the grader rerank
-    "metrics",  # the retrieval-metric library, labelling runs, ranking agreement, the settings
-    "classification",  # held-out classification evaluation: baselines, checkpoints, folds, plots
-    "human",  # human judgments: PPI++ estimators, designs and the draw, records, recalibration
-    "annotate",  # the judging page
-    "report",  # the HTML report
-    "history",  # the evaluation history store (eval.search records into it)
-    "search",  # the eval.search command
-    "api",  # the REST service
-    "jobs",  # the main job and the study
-)
+# docs/design.md, "Inside the layers": the upper layers' parts by role, each importing only the
+# parts before it in its layer. "*" stands for the modules at the layer's top (judgments' PPI++
+# estimators, designs, draw, records and recalibration). eval's top modules are commands' names
+# (thin, such as eval.ppi for judgments.draw) and may import any part.
+PARTS = {
+    "measure": (
+        "labelers",  # the labelers, the RAG reader of the eRAG ones, the grader rerank
+        "metrics",  # the retrieval-metric library, labelling runs, ranking agreement, settings
+        "classification",  # held-out classification evaluation: baselines, checkpoints, plots
+    ),
+    "judgments": (
+        "*",  # PPI++ estimators, designs and the draw, records and the store, recalibration
+        "annotate",  # the judging page
+    ),
+    "eval": (
+        "report",  # the HTML report
+        "history",  # the evaluation history store (eval.search records into it)
+        "search",  # the eval.search command
+        "api",  # the REST service
+        "jobs",  # the main job and the study
+    ),
+}
+# eval's folders that only keep former command names (each module a few lines).
+FORMER_NAMES = ("annotate", "bench", "downstream")
 
 
-def eval_part(module: str) -> str | None:
-    """The part of eval a dotted module belongs to (eval.human.ppi -> human); None for the
-    commands at eval's top (eval.ppi, eval.pipeline)."""
-    bits = module.split(".")
-    return bits[1] if len(bits) > 1 and bits[0] == "eval" and bits[1] in EVAL_PARTS else None
+def part_of(module: str) -> str | None:
+    """The part of its layer a dotted module belongs to (judgments.annotate.app -> annotate,
+    judgments.ppi -> *); None for a layer without parts and for eval's commands (eval.ppi)."""
+    layer, *rest = module.split(".")
+    parts = PARTS.get(layer, ())
+    if rest and rest[0] in parts:
+        return rest[0]
+    return "*" if "*" in parts else None
 
 
-def test_eval_parts_import_one_way():
+def test_parts_import_one_way():
     offenders = {}
-    for path in stage_files("eval"):
-        relative = path.relative_to(REPO)
-        own = eval_part(".".join(relative.with_suffix("").parts))
-        if own is None:
-            if len(relative.parts) > 2 and relative.parts[1] not in ("bench", "downstream"):
-                offenders[str(relative)] = ["in no part of EVAL_PARTS"]
-            continue
-        allowed = set(EVAL_PARTS[: EVAL_PARTS.index(own) + 1])
-        found = sorted(
-            name
-            for name in imported_modules(path)
-            if name.startswith("eval.") and eval_part(name) not in allowed
-        )
-        if found:
-            offenders[str(relative)] = found
+    for layer, parts in PARTS.items():
+        for path in stage_files(layer):
+            relative = path.relative_to(REPO)
+            own = part_of(".".join(relative.with_suffix("").parts))
+            if own is None:
+                if len(relative.parts) > 2 and relative.parts[1] not in FORMER_NAMES:
+                    offenders[str(relative)] = [f"in no part of PARTS[{layer!r}]"]
+                continue
+            allowed = set(parts[: parts.index(own) + 1])
+            found = sorted(
+                name
+                for name in imported_modules(path)
+                if name.split(".")[0] == layer and part_of(name) not in allowed
+            )
+            if found:
+                offenders[str(relative)] = found
     assert offenders == {}
 
 
+@pytest.mark.parametrize(
+    ("module", "part"),
+    [
+        ("judgments.annotate.app", "annotate"),
+        ("judgments.ppi", "*"),
+        ("measure.metrics.retrieval", "metrics"),
+        ("eval.history.store", "history"),
+        ("eval.ppi", None),
+        ("core.io", None),
+    ],
+)
+def test_part_of(module: str, part: str | None):
+    assert part_of(module) == part
+
+
 def test_eval_top_holds_only_thin_commands():
-    """Each module at eval's top is a command's name that runs a part's main (at most a few
-    lines), so that every piece of the product lives in the one folder of its role."""
+    """Each module at eval's top, or in a folder of former names, is a command's name that runs a
+    part's main (at most a few lines), so that every piece of the product lives in the one
+    folder of its role."""
+    thin = [*(REPO / "eval").glob("*.py")]
+    thin += [path for name in FORMER_NAMES for path in (REPO / "eval" / name).glob("*.py")]
     fat = {
-        path.name: len(path.read_text(encoding="utf-8").splitlines())
-        for path in (REPO / "eval").glob("*.py")
-        if path.name != "__init__.py" and len(path.read_text(encoding="utf-8").splitlines()) > 12
+        str(path.relative_to(REPO)): len(path.read_text(encoding="utf-8").splitlines())
+        for path in thin
+        if path.name != "__init__.py" and len(path.read_text(encoding="utf-8").splitlines()) > 15
     }
     assert fat == {}
 
@@ -223,7 +259,7 @@ def test_every_step_imports_in_process_with_its_entry_point():
     import importlib
 
     from data.judge_agreement import main as judge_agreement
-    from eval.metrics.ranking_agreement import main as ranking_agreement
+    from measure.metrics.ranking_agreement import main as ranking_agreement
 
     for module in step_modules():
         imported = importlib.import_module(module)

@@ -44,7 +44,7 @@ from core.cli import bounded, parse_config, run_main
 from core.io import markdown_table, write_json, write_jsonl
 from data.beir import Collection, Document, ranked, write_trec_run
 from data.qa import chunk_spans, exact_match, read_answers, token_f1
-from eval.labelers import (
+from measure.labelers import (
     AnswersLabeler,
     ERAGLabeler,
     GoldDocLabeler,
@@ -54,8 +54,8 @@ from eval.labelers import (
     Labeler,
     make_labeler,
 )
-from eval.labelers.reader import CachedReader, ReaderConfig, ReaderOutput
-from eval.metrics.retrieval import label_list_metrics
+from measure.labelers.reader import CachedReader, ReaderConfig, ReaderOutput
+from measure.metrics.retrieval import label_list_metrics
 
 logger = logging.getLogger(__name__)
 RETRIEVERS = ("bm25", "dense")
@@ -217,7 +217,7 @@ class DownstreamRun:
                     f"grader: no grader at {path}; train one with `python -m eval.pipeline --config "
                     "eval/configs/main.yaml`, or drop `grader` from --labelers and use --rerank_depth 0"
                 )
-            from eval.labelers import CachedLabeler
+            from measure.labelers import CachedLabeler
 
             inner = GraderLabeler(str(path))
             # A query's chunks share the grader's prompt and the query: computed once per query
@@ -263,7 +263,7 @@ class DownstreamRun:
             self.seconds[f"retrieve {name}"] = time.perf_counter() - start
             systems[name] = {qid: hits for qid, hits in zip(self.qids, found, strict=True)}
         if config.rerank_depth:
-            from eval.labelers.rerank import rerank
+            from measure.labelers.rerank import rerank
 
             start = time.perf_counter()
             dense = {qid: dict(hits) for qid, hits in systems["dense"].items()}

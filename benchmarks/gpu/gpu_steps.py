@@ -194,8 +194,8 @@ def checkpoint(args: argparse.Namespace) -> dict[str, Any]:
     """A checkpoint trained by ``python -m train``: its speed and losses (train_results.json),
     whether it loads and scores (``eval.checkpoint`` on the test split, calibrated on validation)
     and whether its export passes the plain-transformers round trip (``models.export``)."""
-    from eval.classification.checkpoint import CheckpointEvalConfig, evaluate
     from eval.jobs.study import row_metrics
+    from measure.classification.checkpoint import CheckpointEvalConfig, evaluate
     from models.builder import read_grader_config
     from models.export import ExportConfig, RoundTripError, export
     from models.input_format import GraderInputFormat, format_pairs

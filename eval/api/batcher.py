@@ -9,7 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from eval.labelers import Hit, HitLabel, Labeler
+from measure.labelers import Hit, HitLabel, Labeler
 
 # The rate's half-life as a share of max_wait_s (5 s of grading for 30 s): short enough that
 # the estimate follows a slower machine well within one promised wait.

@@ -16,8 +16,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from eval.api.batcher import MicroBatcher, QueueFull
 from eval.api.schemas import HitOut, SearchEvalRequest, SearchEvalResponse, Usage, limit_problems
 from eval.api.settings import ApiSettings
-from eval.labelers import Hit, Labeler
-from eval.metrics.retrieval import QueryEvaluation, evaluate_query
+from measure.labelers import Hit, Labeler
+from measure.metrics.retrieval import QueryEvaluation, evaluate_query
 
 
 def _printable(value: Any) -> Any:
@@ -92,7 +92,7 @@ def _lifespan(settings: ApiSettings, labeler: Labeler | None):
     async def lifespan(app: FastAPI):
         nonlocal labeler
         if labeler is None:
-            from eval.labelers import GraderLabeler
+            from measure.labelers import GraderLabeler
 
             if not settings.model:
                 raise RuntimeError("set GRADER_MODEL (or ApiSettings.model) to an exported grader")

@@ -22,8 +22,8 @@ from core.errors import InputError
 from core.io import sha256_file, sha256_path
 from core.provenance import PROVENANCE_FILE
 from eval.history.store import Estimate, EvaluationRecord, HistoryStore, open_store
-from eval.human.ppi import classical_mean
-from eval.metrics.settings import HumanPerQuery, PerQueryResults, RunResults, SearchMetrics
+from judgments.ppi import classical_mean
+from measure.metrics.settings import HumanPerQuery, PerQueryResults, RunResults, SearchMetrics
 
 METRIC_RANGE = (0.0, 1.0)  # every metric eval.search reports is a share or a mean of shares
 
@@ -34,7 +34,7 @@ def default_version() -> str:
 
 
 def t_estimate(metric: str, values: list[float], alpha: float) -> Estimate:
-    """The labeler's mean over the queries with its (1 - alpha) interval, as eval.human.ppi makes
+    """The labeler's mean over the queries with its (1 - alpha) interval, as judgments.ppi makes
     a classical one: a Student's t within the metric's range [0, 1] (Wilson's at the bounds,
     Hoeffding's when every value is alike), never of zero width. One query says nothing of the
     spread: its interval is the whole range (method "none")."""

@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 from core.errors import InputError
 from eval.history.stats import compare
 from eval.history.store import EvaluationInfo, HistoryStore
-from eval.labelers import make_labeler
-from eval.metrics.labelling import label_runs
-from eval.metrics.retrieval import inferred_qrels, pooled_metrics
-from eval.metrics.settings import SearchEvalConfig
+from measure.labelers import make_labeler
+from measure.metrics.labelling import label_runs
+from measure.metrics.retrieval import inferred_qrels, pooled_metrics
+from measure.metrics.settings import SearchEvalConfig
 
 if TYPE_CHECKING:
     from eval.history.compare import CompareConfig, EvaluationComparison

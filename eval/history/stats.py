@@ -5,7 +5,7 @@ for the queries a person judged, the human value. Nothing here reads a store.
 
 * :func:`compare` — candidate A against baseline B on the queries both have, paired (A − B per
   query). Where at least :data:`MIN_HUMAN` common queries were judged by a person in both
-  evaluations, the interval is PPI++ on the paired differences (:func:`eval.human.ppi.
+  evaluations, the interval is PPI++ on the paired differences (:func:`judgments.ppi.
   estimate_metric`: the labeler's differences on the other common queries, the human
   differences on the judged ones); otherwise the paired t interval over the labeler's
   differences. ``method`` says which, in words.
@@ -38,7 +38,7 @@ import numpy as np
 from scipy import stats
 
 from core.errors import InputError
-from eval.human.ppi import classical_mean, estimate_metric, no_spread
+from judgments.ppi import classical_mean, estimate_metric, no_spread
 
 # Fewer judged queries than this in both evaluations: the paired t over the labeler's values.
 MIN_HUMAN = 2

@@ -56,18 +56,18 @@ from core.job_stages import StageRecord, read_stage_record
 from data.build import BALANCE_MODES, TESTED_FILE, BuildConfig
 from data.candidates import POOL_FILE, RETRIEVERS, CandidatesConfig
 from data.judges.backends import BACKENDS
-from eval.classification.baselines import BASELINES
-from eval.classification.crossval import pooled_table
-from eval.classification.summaries import JobSummary, StudySummary
-from eval.metrics.ranking_agreement import (
+from eval.search.ppi_report import ppi_table
+from measure.classification.baselines import BASELINES
+from measure.classification.crossval import pooled_table
+from measure.classification.summaries import JobSummary, StudySummary
+from measure.metrics.ranking_agreement import (
     RankingAgreement,
     SystemAgreementConfig,
     left_out_note,
     scores_table,
 )
-from eval.metrics.retrieval import metrics_table
-from eval.metrics.settings import SearchEvalConfig, SearchMetrics
-from eval.search.ppi_report import ppi_table
+from measure.metrics.retrieval import metrics_table
+from measure.metrics.settings import SearchEvalConfig, SearchMetrics
 
 logger = logging.getLogger(__name__)
 
@@ -615,7 +615,7 @@ class Pipeline:
         )
 
     def rerank_stage(self) -> Stage:
-        from eval.labelers.rerank import RerankConfig
+        from measure.labelers.rerank import RerankConfig
 
         c = self.config
         run, reranked = self.candidates / f"{c.rerank}.trec", self.runs()[-1]
@@ -698,7 +698,7 @@ class Pipeline:
         if not c.qrels or not c.human_queries:
             return None
         from data.beir import read_qrels, write_trec_qrels
-        from eval.human.draw import draw_queries
+        from judgments.draw import draw_queries
 
         qrels = read_qrels(c.qrels)  # as judged: eval.search reads the sample like the original
         if len(qrels) < c.human_queries + 2:
@@ -716,8 +716,8 @@ class Pipeline:
         """Each run's mean metrics under all of the human judgments: what the PPI estimates of
         the report, made from a sample of them, estimate."""
         from data.beir import read_trec_run
-        from eval.human.samples import human_metrics
-        from eval.metrics.retrieval import mean_metrics
+        from judgments.samples import human_metrics
+        from measure.metrics.retrieval import mean_metrics
 
         assert self.config.qrels is not None
         runs = {Path(p).stem: read_trec_run(p) for p in self.search_runs}
@@ -849,7 +849,7 @@ def _number(value: float | None) -> str:
 
 
 def report_markdown(summary: JobSummary) -> str:
-    from eval.classification.crossval import held_out_warning
+    from measure.classification.crossval import held_out_warning
 
     warning = held_out_warning(summary.cross_validation, summary.names)
     lines = [

@@ -21,8 +21,8 @@ from pathlib import Path
 from core.cli import bounded, parse_config, run_main
 from core.errors import InputError
 from core.io import atomic_writer
-from eval.classification.crossval import pooled_table
-from eval.classification.summaries import JobSummary
+from measure.classification.crossval import pooled_table
+from measure.classification.summaries import JobSummary
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 # Float noise between CPUs: the README's run is float32; another CPU sums in another order, which

@@ -55,10 +55,10 @@ from core.io import (
 )
 from core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment
 from data.splits import cap_per_query, held_out_queries, queries_for_share, relevant_share
-from eval.classification.baselines import BASELINES
-from eval.classification.checkpoint import LABEL_SOURCES, CheckpointEvalConfig, Scorer, evaluate
-from eval.classification.crossval import CrossValidationRecord, cross_validate, pooled_table
-from eval.classification.summaries import (
+from measure.classification.baselines import BASELINES
+from measure.classification.checkpoint import LABEL_SOURCES, CheckpointEvalConfig, Scorer, evaluate
+from measure.classification.crossval import CrossValidationRecord, cross_validate, pooled_table
+from measure.classification.summaries import (
     METRICS,
     CurvePoint,
     FoldResult,
@@ -358,8 +358,8 @@ class Study:
         test pairs (a pair validates in one fold and tests in another; the corpus statistics
         and the embedder load once)."""
         if name not in self.baseline_tables:
-            from eval.classification.baselines import baseline_scores
-            from eval.classification.checkpoint import corpus_texts
+            from measure.classification.baselines import baseline_scores
+            from measure.classification.checkpoint import corpus_texts
 
             pairs = {
                 (r["qid"], r["doc_id"]): r

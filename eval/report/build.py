@@ -8,9 +8,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from eval.human.samples import human_qrels
-from eval.metrics.names import ranx_name
-from eval.metrics.settings import HitResult, RunResults
 from eval.report.held_out import held_out, learned_queries_note, out_of_fold_agreement
 from eval.report.inputs import HumanLabels, Inputs, read_human_pairs, read_inputs
 from eval.report.model import (
@@ -24,6 +21,9 @@ from eval.report.model import (
     Report,
 )
 from eval.report.sections import label_agreement, provenance, ranking
+from judgments.samples import human_qrels
+from measure.metrics.names import ranx_name
+from measure.metrics.settings import HitResult, RunResults
 
 # The order a reader expects; metrics the file has beyond these follow in its own order.
 METRIC_ORDER = ("ndcg@{k}", "map", "mrr", "precision@{k}", "recall@{k}", "hit@{k}")
@@ -248,7 +248,7 @@ def human_per_query(
 ) -> dict[str, dict[str, dict[str, float]]]:
     """run -> qid -> metric under the human qrels, for the judged queries (eval.search's
     ``human_metrics`` on each run's top k as per_query.json lists it)."""
-    from eval.human.samples import human_metrics
+    from judgments.samples import human_metrics
 
     if human is None or not human.qrels:
         return {}
@@ -280,8 +280,8 @@ def load_texts(
     they cannot be found."""
     from dataclasses import replace
 
-    from eval.metrics.labelling import load_texts
-    from eval.metrics.settings import SearchEvalConfig
+    from measure.metrics.labelling import load_texts
+    from measure.metrics.settings import SearchEvalConfig
 
     config = inputs.search_config or SearchEvalConfig()
     corpus = options.corpus or config.corpus
@@ -399,7 +399,7 @@ def _title(inputs: Inputs) -> str:
 
 def _held_out_warning(inputs: Inputs) -> str | None:
     """A main job's grader that does not beat its baselines on held-out queries, in words."""
-    from eval.classification.crossval import held_out_warning
+    from measure.classification.crossval import held_out_warning
 
     summary = inputs.summary
     if summary is None:

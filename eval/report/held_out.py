@@ -6,14 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from eval.classification.crossval import (
-    POOLED_COLUMNS,
-    PREDICTIONS,
-    CrossValidationRecord,
-    OutOfFold,
-)
-from eval.classification.summaries import JobSummary, StudySummary
-from eval.human.samples import human_qrels
 from eval.report.inputs import CV_DIR, Inputs
 from eval.report.model import (
     AucDifference,
@@ -23,6 +15,14 @@ from eval.report.model import (
     PooledRow,
 )
 from eval.report.sections import Labelled, agreement_of
+from judgments.samples import human_qrels
+from measure.classification.crossval import (
+    POOLED_COLUMNS,
+    PREDICTIONS,
+    CrossValidationRecord,
+    OutOfFold,
+)
+from measure.classification.summaries import JobSummary, StudySummary
 
 SOURCES = {"human": "human judgments", "teacher": "teacher labels"}
 

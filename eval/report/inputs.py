@@ -16,9 +16,9 @@ from core.job_stages import read_stage_record
 from core.provenance import PROVENANCE_FILE
 from core.records import label_from_grade
 from data.beir import Qrels
-from eval.classification.summaries import JobSummary, StudySummary
-from eval.metrics.ranking_agreement import RankingAgreement
-from eval.metrics.settings import PerQueryResults, RunResults, SearchEvalConfig, SearchMetrics
+from measure.classification.summaries import JobSummary, StudySummary
+from measure.metrics.ranking_agreement import RankingAgreement
+from measure.metrics.settings import PerQueryResults, RunResults, SearchEvalConfig, SearchMetrics
 
 SEARCH_STAGE = "metric-pipeline"  # the main job's eval.search stage (stages/NAME.json, .yaml)
 A = TypeVar("A", bound=Artifact)
@@ -206,7 +206,7 @@ class HumanLabels:
 def read_human_pairs(path: Path) -> dict[tuple[str, str], tuple[int | None, bool]]:
     """{(qid, doc_id): (grade or None, relevant)} as eval.search reads ``--human_pairs``: a
     judgments JSONL or an eval.annotate session folder, several assessors folded into one."""
-    from eval.human.store import fold, read_judgments
+    from judgments.store import fold, read_judgments
 
     records = read_judgments(path)
     labels = fold(records, "label")

@@ -87,7 +87,7 @@ class Headline:
     max_p: float = 0.01
     multiplicity: str | None = None  # the rule that calls a difference significant, in words
     untrusted: bool = False  # the grader did not beat its baselines on held-out queries
-    # metric -> the coverage the study measured for its intervals at this n (eval.human.coverage)
+    # metric -> the coverage the study measured for its intervals at this n (judgments.coverage)
     coverage: dict[str, dict[str, Any] | None] = field(default_factory=dict)
 
 

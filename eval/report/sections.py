@@ -11,8 +11,6 @@ from typing import Any
 import numpy as np
 
 from core.provenance import environment
-from eval.metrics.ranking_agreement import RankingAgreement, left_out_note
-from eval.metrics.settings import RunResults
 from eval.report.inputs import HumanLabels, Inputs, read_optional
 from eval.report.model import (
     Command,
@@ -23,6 +21,8 @@ from eval.report.model import (
     ReliabilityBin,
     Tau,
 )
+from measure.metrics.ranking_agreement import RankingAgreement, left_out_note
+from measure.metrics.settings import RunResults
 from models.grader_config import GraderDescription
 
 BINARY = ["not relevant", "relevant"]
@@ -75,7 +75,7 @@ def agreement_of(pairs: list[Labelled], source: str, scope: str) -> LabelAgreeme
     from sklearn.metrics import cohen_kappa_score
 
     from core.metrics import label_metrics
-    from eval.classification.plots import reliability_bins
+    from measure.classification.plots import reliability_bins
 
     if len(pairs) < 2:
         return None

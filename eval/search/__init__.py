@@ -1,20 +1,20 @@
 """eval.search: the grader as labeler in the retrieval-metric pipeline (``python -m eval.search``).
 
-- :mod:`eval.metrics.settings` (the metric library's): the command's settings and the files it
+- :mod:`measure.metrics.settings` (the metric library's): the command's settings and the files it
   reads and writes, which the report reads back;
-- :mod:`eval.metrics.labelling`: every run's top-k hits through one labeler;
-- :mod:`eval.metrics.retrieval`: retrieval metrics through ranx (one query, pooled runs, paired
+- :mod:`measure.metrics.labelling`: every run's top-k hits through one labeler;
+- :mod:`measure.metrics.retrieval`: retrieval metrics through ranx (one query, pooled runs, paired
   tests);
 - :mod:`eval.search.human`: people's judgments as the flags give them, the draw's design and the
-  random-sample check (reading a sample is :mod:`eval.human.samples`);
+  random-sample check (reading a sample is :mod:`judgments.samples`);
 - :mod:`eval.search.ppi_report`: the metrics corrected by those judgments (PPI++);
 - :mod:`eval.search.command`: the command.
 
 The library's entry points are :func:`evaluate_query` (one query's ranked hits) and :func:`main`.
 """
 
-from eval.metrics.retrieval import evaluate_query
-from eval.metrics.settings import SearchEvalConfig
 from eval.search.command import main
+from measure.metrics.retrieval import evaluate_query
+from measure.metrics.settings import SearchEvalConfig
 
 __all__ = ["SearchEvalConfig", "evaluate_query", "main"]

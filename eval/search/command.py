@@ -29,9 +29,11 @@ from data.beir import (
     read_named_runs,
     write_trec_qrels,
 )
-from eval.labelers import QrelsLabeler, make_labeler
-from eval.metrics.labelling import label_runs
-from eval.metrics.retrieval import (
+from eval.search.human import read_human
+from eval.search.ppi_report import ppi_heading, ppi_table, report_ppi
+from measure.labelers import QrelsLabeler, make_labeler
+from measure.metrics.labelling import label_runs
+from measure.metrics.retrieval import (
     compare_runs,
     inferred_qrels,
     mean_metrics,
@@ -39,7 +41,7 @@ from eval.metrics.retrieval import (
     pooled_metrics,
     with_unretrieved,
 )
-from eval.metrics.settings import (
+from measure.metrics.settings import (
     SEARCH_OUTPUTS,
     HumanPerQuery,
     PerQueryResults,
@@ -48,8 +50,6 @@ from eval.metrics.settings import (
     SearchMetrics,
     search_inputs,
 )
-from eval.search.human import read_human
-from eval.search.ppi_report import ppi_heading, ppi_table, report_ppi
 
 logger = logging.getLogger(__name__)
 

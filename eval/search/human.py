@@ -1,6 +1,6 @@
 """People's judgments as eval.search takes them (--human, --human_pairs, --draw): the design they
 were drawn under, the check that a sample not drawn by eval.ppi looks random, and the reading of
-both files. Reading a sample itself is :mod:`eval.human.samples`."""
+both files. Reading a sample itself is :mod:`judgments.samples`."""
 
 from __future__ import annotations
 
@@ -11,25 +11,25 @@ from core.errors import InputError
 from data.beir import (
     Run,
 )
-from eval.human.samples import (
+from judgments.samples import (
     fully_judged,
     human_metrics,
     judged_queries,
     read_human_pairs,
     realised_sample,
 )
-from eval.metrics.settings import PRIMARY_METRIC, SearchEvalConfig
+from measure.metrics.settings import PRIMARY_METRIC, SearchEvalConfig
 
 logger = logging.getLogger(__name__)
 RANDOM_SAMPLE_P = 0.01
 
 
 def human_design(config: SearchEvalConfig):
-    """The design the human sample was drawn under (:class:`eval.human.design.Design`): --draw, or the
-    draw recorded by the eval.annotate session that holds the judgments; None for a sample of
+    """The design the human sample was drawn under (:class:`judgments.design.Design`): --draw, or the
+    draw recorded by the judgments.annotate session that holds the judgments; None for a sample of
     unknown design (read as a uniform draw)."""
-    from eval.human.design import design_from_dict, read_design
-    from eval.human.store import JudgingSession, session_folder
+    from judgments.design import design_from_dict, read_design
+    from judgments.store import JudgingSession, session_folder
 
     if config.draw:
         return read_design(config.draw)

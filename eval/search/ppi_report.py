@@ -8,10 +8,10 @@ from typing import Any
 
 from core.errors import InputError
 from core.io import markdown_table
-from eval.human.coverage import coverage_note, measured_coverage
-from eval.human.samples import describe_sample, judged_queries
-from eval.metrics.settings import PRIMARY_METRIC, RunResults, SearchEvalConfig
 from eval.search.human import check_random_sample
+from judgments.coverage import coverage_note, measured_coverage
+from judgments.samples import describe_sample, judged_queries
+from measure.metrics.settings import PRIMARY_METRIC, RunResults, SearchEvalConfig
 
 logger = logging.getLogger(__name__)
 
@@ -39,10 +39,10 @@ def ppi_estimates(
 ) -> dict[str, Any]:
     """For every run and metric, and every compared run's paired difference with the first: the
     labeler's mean over all queries, the human-only interval and the PPI++ interval (``human``:
-    :func:`human_metrics`); under ``design`` (an :class:`eval.human.design.Design` of queries) the
+    :func:`human_metrics`); under ``design`` (an :class:`judgments.design.Design` of queries) the
     estimates valid under it."""
-    from eval.human.design import design_estimate
-    from eval.human.ppi import estimate_metric, paired_difference
+    from judgments.design import design_estimate
+    from judgments.ppi import estimate_metric, paired_difference
 
     def estimates(
         labeler: dict[str, dict[str, float]],
@@ -118,7 +118,7 @@ def holm(differences: dict[str, dict[str, Any]], primary: str, alpha: float) -> 
 def _p_value(interval: dict[str, Any]) -> float:
     """The paired difference's p-value of "no difference" from its interval's statistic; where
     the interval has none (Hoeffding's), 1 unless the interval excludes 0, then its alpha."""
-    from eval.human.ppi import Interval
+    from judgments.ppi import Interval
 
     fields = {k: interval[k] for k in Interval.__dataclass_fields__ if k in interval}
     p = Interval(**fields).p_value()
@@ -136,8 +136,8 @@ def pair_estimates(
     """Each run's share of relevant hits in its top k, from the labeler's label of every hit and
     the human labels of a random sample of hits (PPI++ over pairs; under ``design``, a draw of
     hits, the estimate valid under it)."""
-    from eval.human.design import design_estimate
-    from eval.human.ppi import estimate_metric
+    from judgments.design import design_estimate
+    from judgments.ppi import estimate_metric
 
     out = {}
     for name, per_query in results.items():

@@ -17,7 +17,7 @@ from benchmarks.downstream.experiment import (
     dual_label_probabilities,
     main,
 )
-from eval.labelers.reader import ReaderConfig
+from measure.labelers.reader import ReaderConfig
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -133,8 +133,8 @@ def test_downstream_end_to_end_on_tiny_models(
     def no_model(*args, **kwargs):
         raise AssertionError("a cached run loaded a model")
 
-    monkeypatch.setattr("eval.labelers.reader.make_reader", no_model)
-    monkeypatch.setattr("eval.labelers.GraderLabeler.label_many", no_model)
+    monkeypatch.setattr("measure.labelers.reader.make_reader", no_model)
+    monkeypatch.setattr("measure.labelers.GraderLabeler.label_many", no_model)
     monkeypatch.setattr("data.judges.backends.make_backend", no_model)
     main(args)
     assert json.loads((out / "results.json").read_text())["correlation"] == results["correlation"]
@@ -166,7 +166,7 @@ def test_squad_config_parses():
     assert config.k == 5 and config.queries >= 200 and set(config.retrievers) == {"bm25", "dense"}
     reader = ReaderConfig.from_yaml(REPO / config.reader)
     assert reader.backend == "hf" and reader.model == "smollm2-135m"
-    from eval.labelers import JudgeLabeler
+    from measure.labelers import JudgeLabeler
 
     judge = next(s for s in config.labelers if s.startswith("judge:"))
     labeler = JudgeLabeler(str(REPO / judge.removeprefix("judge:")))  # a local model loads lazily

@@ -20,8 +20,8 @@ from benchmarks.ppi_coverage import (
 from benchmarks.ppi_coverage import main as coverage_study
 from benchmarks.ppi_coverage_summary import main as summarize
 from data.beir import read_trec_run, write_trec_qrels, write_trec_run
-from eval.human.samples import human_metrics
-from eval.metrics.settings import PerQueryResults
+from judgments.samples import human_metrics
+from measure.metrics.settings import PerQueryResults
 
 
 def _strict_json(path: Path):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import InputError
-from eval.metrics.ranking_agreement import LabelerAgreement, RankingAgreement
+from measure.metrics.ranking_agreement import LabelerAgreement, RankingAgreement
 
 
 def _agreement() -> RankingAgreement:
@@ -77,7 +77,7 @@ def test_an_undefined_tau_is_written_read_and_shown_as_such(tmp_path: Path):
     back as None and printed as undefined, never a crash after the labelling was paid for."""
     import math
 
-    from eval.metrics.ranking_agreement import _defined
+    from measure.metrics.ranking_agreement import _defined
 
     tied = _agreement().model_copy(
         update={

@@ -47,7 +47,7 @@ def test_a_stage_output_is_refused_by_every_command(tmp_path, monkeypatch, modul
 
 def test_the_job_itself_may_write_its_stage(tmp_path, monkeypatch):
     from core.cli import parse_config
-    from eval.labelers.rerank import RerankConfig
+    from measure.labelers.rerank import RerankConfig
 
     outs = _job_with_stamps(tmp_path / "main")
     monkeypatch.setenv(STAGE_ENV, "1")

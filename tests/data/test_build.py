@@ -348,7 +348,7 @@ def test_inconsistent_judgments_are_named_by_file_and_line(tmp_path: Path, bad: 
 
 
 def test_a_pair_judged_twice_keeps_its_last_judgment_as_the_judgments_labeler_does(tmp_path: Path):
-    from eval.labelers import Hit, JudgmentsLabeler
+    from measure.labelers import Hit, JudgmentsLabeler
 
     rows = [_row(q, d, 3 if d < 2 else 0) for q in range(30) for d in range(6)]
     rows.append(_row(0, 5, 3))  # re-judged later: relevant after all

@@ -93,7 +93,7 @@ def test_one_bm25_for_retrieval_and_the_baseline(adi_dir: Path, tmp_path: Path):
     the same numbers: both come from data.candidates.BM25Index."""
     from core.records import document_text
     from data.candidates import make_retriever
-    from eval.classification.baselines import bm25_scores
+    from measure.classification.baselines import bm25_scores
 
     collection = Collection.load(adi_dir)
     retriever = make_retriever("bm25", collection, tmp_path / "indexes")
@@ -120,7 +120,7 @@ def test_the_cosine_baseline_reads_the_dense_index_embeddings(
 
     import data.candidates
     from data.candidates import corpus_texts, make_retriever
-    from eval.classification.baselines import cosine_scores
+    from measure.classification.baselines import cosine_scores
     from models.embedder import Embedder
 
     collection = Collection.load(adi_dir)

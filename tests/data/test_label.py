@@ -596,7 +596,7 @@ def test_the_judge_labeler_answers_every_query_not_only_the_first(tmp_path: Path
 
     import yaml
 
-    from eval.labelers import Hit, JudgeLabeler
+    from measure.labelers import Hit, JudgeLabeler
 
     with FakeOpenAI() as server:
         config = tmp_path / "judge.yaml"

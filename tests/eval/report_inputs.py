@@ -12,7 +12,8 @@ from pathlib import Path
 from core.io import write_json, write_jsonl
 from core.records import Judgment, label_from_grade
 from data.beir import Collection, ranked, write_trec_qrels, write_trec_run
-from eval.classification.summaries import (
+from eval.search.command import main as search_main
+from measure.classification.summaries import (
     METRICS,
     FoldResult,
     JobSummary,
@@ -20,7 +21,6 @@ from eval.classification.summaries import (
     ModelSummary,
     StudySummary,
 )
-from eval.search.command import main as search_main
 
 K = 5
 JUDGED = 8  # queries people judged
@@ -120,7 +120,7 @@ def _cross_validation(collection: Collection, run: Path, rng: random.Random) -> 
     (dataset/manifest.json), each model's test predictions per fold
     (cv/fold-K/MODEL/predictions.jsonl; the judge scores a sample) and cv/study.json, pooled by
     eval.crossval; returns the human qrels the folds are judged against."""
-    from eval.classification.crossval import OutOfFold, PooledMetrics, cross_validate
+    from measure.classification.crossval import OutOfFold, PooledMetrics, cross_validate
 
     qids = sorted(collection.qrels)
     rng.shuffle(qids)
@@ -225,7 +225,7 @@ def make_main_job_folder(search: Path, adi: Path, root: Path) -> Path:
         "qrels:HUMAN": {r: 0.4 + i / 10 for i, r in enumerate(mean)},
         "judgments:LABELER": {r: 0.9 - i / 10 for i, r in enumerate(mean)},
     }
-    from eval.metrics.ranking_agreement import LabelerAgreement, LeftOut, RankingAgreement
+    from measure.metrics.ranking_agreement import LabelerAgreement, LeftOut, RankingAgreement
 
     ranking = sorted(scores["judgments:LABELER"], key=lambda r: -scores["judgments:LABELER"][r])
     agreement = RankingAgreement(

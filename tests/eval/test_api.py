@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from eval.labelers import Hit
-from tests.eval.doubles import DictLabeler, PoisonLabeler
+from measure.labelers import Hit
+from tests.doubles import DictLabeler, PoisonLabeler
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -444,7 +444,7 @@ def test_an_over_long_query_is_graded_with_a_warning_not_a_500(tiny_grader_dir: 
     from fastapi.testclient import TestClient
 
     from eval.api import ApiSettings, create_app
-    from eval.labelers import GraderLabeler
+    from measure.labelers import GraderLabeler
 
     settings = ApiSettings(model=None, token=None)
     app = create_app(labeler=GraderLabeler(str(tiny_grader_dir)), settings=settings)

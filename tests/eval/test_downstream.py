@@ -1,4 +1,4 @@
-"""The RAG reader (eval.labelers.reader) and the downstream-grounded labelers (eRAG, answers,
+"""The RAG reader (measure.labelers.reader) and the downstream-grounded labelers (eRAG, answers,
 gold document), on hand-made data; the experiment that compares them is tested beside it, in
 tests/benchmarks/test_downstream.py."""
 
@@ -11,9 +11,9 @@ from typing import ClassVar
 import numpy as np
 import pytest
 
-from eval.labelers import AnswersLabeler, ERAGLabeler, GoldDocLabeler, Hit, make_labeler
-from eval.labelers.reader import CachedReader, Reader, ReaderConfig, ReaderOutput
-from eval.metrics.retrieval import label_list_metrics
+from measure.labelers import AnswersLabeler, ERAGLabeler, GoldDocLabeler, Hit, make_labeler
+from measure.labelers.reader import CachedReader, Reader, ReaderConfig, ReaderOutput
+from measure.metrics.retrieval import label_list_metrics
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -52,7 +52,9 @@ class ScriptedReader(Reader):
 
 
 def test_erag_answers_and_gold_doc_labels(tmp_path: Path, monkeypatch):
-    monkeypatch.setattr("eval.labelers.reader.make_reader", lambda config: ScriptedReader(config))
+    monkeypatch.setattr(
+        "measure.labelers.reader.make_reader", lambda config: ScriptedReader(config)
+    )
     ScriptedReader.calls = []
     reader = CachedReader(ReaderConfig(batch_size=2), tmp_path / "reader.jsonl")
     answers = {"q": ["Denver Broncos", "Broncos"]}
@@ -87,12 +89,16 @@ def test_reader_cache_resumes_after_a_kill_without_asking_again(tmp_path: Path, 
     items = [(f"question {i}", [f"answer{i} passage"]) for i in range(7)]
     path = tmp_path / "reader.jsonl"
     ScriptedReader.calls = []
-    monkeypatch.setattr("eval.labelers.reader.make_reader", lambda config: DiesOnThirdBatch(config))
+    monkeypatch.setattr(
+        "measure.labelers.reader.make_reader", lambda config: DiesOnThirdBatch(config)
+    )
     with pytest.raises(KeyboardInterrupt):
         CachedReader(ReaderConfig(batch_size=3), path).answer(items)
     assert len(path.read_text().splitlines()) == 6  # two finished batches kept
     ScriptedReader.calls = []
-    monkeypatch.setattr("eval.labelers.reader.make_reader", lambda config: ScriptedReader(config))
+    monkeypatch.setattr(
+        "measure.labelers.reader.make_reader", lambda config: ScriptedReader(config)
+    )
     outputs = CachedReader(ReaderConfig(batch_size=3), path).answer(items)
     assert ScriptedReader.calls == [1]  # only the missing item was asked
     assert [o.answer for o in outputs] == [f"answer{i}" for i in range(7)]
@@ -184,7 +190,7 @@ def test_a_vllm_reader_passes_its_engine_options(tmp_path: Path, monkeypatch):
 
 def test_reader_and_judge_configs_load():
     """The committed reader and judge configs (the downstream experiment's defaults among them)."""
-    from eval.labelers import JudgeLabeler
+    from measure.labelers import JudgeLabeler
 
     readers = sorted((REPO / "eval/configs").glob("reader-*.yaml"))
     judges = sorted((REPO / "eval/configs").glob("judge-*.yaml"))

@@ -133,8 +133,8 @@ def test_main_job_end_to_end_reduced(
     assert "corrected by 4 human-judged queries" in report
     # The README's results block comes from this summary, between its markers, and the check
     # finds a README that says something else.
-    from eval.classification.summaries import JobSummary
     from eval.jobs.readme import END, START, differences, replace_between_markers, results_table
+    from measure.classification.summaries import JobSummary
 
     table = results_table(JobSummary.read(run / JobSummary.FILE))
     assert f"| {tiny_model_dir.name} grader (ours) | " in table and "BM25 score (baseline)" in table

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from data.beir import graded_qrels, read_qrels
-from eval.metrics.settings import PerQueryResults
 from eval.report.build import ReportOptions, build_report
 from eval.report.page import render, write_report
+from measure.metrics.settings import PerQueryResults
 from tests.eval.report_inputs import JUDGED, K, make_main_job_folder, make_search_folders
 
 REPO = Path(__file__).resolve().parents[2]
@@ -504,8 +504,8 @@ def test_a_corpus_without_the_evaluated_documents_is_said(folders, tmp_path: Pat
 def test_a_grader_that_does_not_beat_its_baselines_is_said_first(folders):
     """The fixture's grader ties the cosine on held-out queries: the page's first note and the
     headline say the runs' metrics under its labels are not to be trusted, naming the best."""
-    from eval.classification.crossval import held_out_warning
-    from eval.classification.summaries import JobSummary
+    from measure.classification.crossval import held_out_warning
+    from measure.classification.summaries import JobSummary
 
     summary = read(folders["main_job"], "summary.json")
     assert summary["cross_validation"]["beats_every_baseline"]["grader"] is False

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from data.beir import graded_qrels, read_qrels, read_trec_run, write_trec_run
-from eval.labelers import Hit
-from eval.metrics.retrieval import evaluate_query, ranx_metrics
-from eval.metrics.settings import PerQueryResults
-from tests.eval.doubles import DictLabeler
+from measure.labelers import Hit
+from measure.metrics.retrieval import evaluate_query, ranx_metrics
+from measure.metrics.settings import PerQueryResults
+from tests.doubles import DictLabeler
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -201,7 +201,7 @@ def test_bulk_run_compare_and_inferred_qrels(adi_dir: Path, tmp_path: Path):
 
 def test_system_ranking_agreement_is_perfect_for_identical_labels(adi_dir: Path, tmp_path: Path):
     from data.candidates import CandidatesConfig, generate_candidates
-    from eval.metrics.ranking_agreement import SystemAgreementConfig, agreement
+    from measure.metrics.ranking_agreement import SystemAgreementConfig, agreement
 
     generate_candidates(
         CandidatesConfig(
@@ -247,7 +247,7 @@ def test_system_ranking_agreement_is_perfect_for_identical_labels(adi_dir: Path,
 
 
 def test_an_unknown_stat_test_is_refused_before_any_labelling(tmp_path: Path):
-    from eval.metrics.settings import SearchEvalConfig
+    from measure.metrics.settings import SearchEvalConfig
 
     with pytest.raises(ValueError, match="stat_test"):
         SearchEvalConfig(stat_test="bogus")  # as a YAML value reaches it
@@ -308,7 +308,7 @@ def test_judged_hits_outside_the_top_k_are_counted_and_named_as_ignored(
 def test_a_human_file_giving_a_pair_twice_keeps_the_last_line_with_a_warning(
     tmp_path: Path, caplog
 ):
-    from eval.human.samples import human_qrels, read_human_pairs
+    from judgments.samples import human_qrels, read_human_pairs
 
     rows = [
         {"qid": "q1", "query": "q", "doc_id": "d1", "text": "t", "grade": grade} for grade in (0, 3)
@@ -344,8 +344,8 @@ def _graded_adi_run(adi_dir: Path, path: Path) -> tuple[dict, dict[str, int]]:
 def test_a_judged_subset_unlike_a_random_draw_is_warned_about_and_the_draw_recorded(
     adi_dir: Path, tmp_path: Path, caplog
 ):
-    from eval.human.design import write_design
-    from eval.human.draw import DrawConfig, draw
+    from judgments.design import write_design
+    from judgments.draw import DrawConfig, draw
 
     _, ranks = _graded_adi_run(adi_dir, tmp_path / "run.trec")
     qrels = read_qrels(adi_dir / "qrels.tsv")
@@ -376,7 +376,7 @@ def test_a_judged_subset_unlike_a_random_draw_is_warned_about_and_the_draw_recor
 
 
 def test_human_qrels_off_the_0_to_3_scale_are_refused_not_taken_as_gains(tmp_path: Path):
-    from eval.human.samples import human_qrels
+    from judgments.samples import human_qrels
 
     path = tmp_path / "human.qrels"
     path.write_text("q1 0 d1 4\nq1 0 d2 2\nq2 0 d3 -1\n")
@@ -459,9 +459,9 @@ def test_out_at_a_jobs_stage_folder_is_refused(adi_dir: Path, tmp_path: Path):
 def test_a_draw_file_that_is_not_there_is_one_error_naming_the_flag(adi_dir: Path, tmp_path: Path):
     """--draw naming a missing file (a typo, the wrong folder) is refused in one line naming
     --draw and the path, exit 2, before any labelling: never read as no draw (uniform), which
-    would estimate a stratified sample with the wrong estimator. eval.annotate's --draw too."""
-    from eval.annotate.pool import read_sample
-    from eval.human.design import read_design
+    would estimate a stratified sample with the wrong estimator. judgments.annotate's --draw too."""
+    from judgments.annotate.pool import read_sample
+    from judgments.design import read_design
 
     _adi_run(adi_dir, tmp_path / "run.trec", 5)
     missing = tmp_path / "draws" / "strata.json"
@@ -533,7 +533,7 @@ def test_more_metrics_by_name_with_their_own_cut_offs(adi_dir: Path, tmp_path: P
     ],
 )
 def test_a_metric_this_tool_does_not_compute_is_refused_before_labelling(names, problem):
-    from eval.metrics.settings import SearchEvalConfig
+    from measure.metrics.settings import SearchEvalConfig
 
     with pytest.raises(ValueError, match=r"^--metrics: ") as refused:
         SearchEvalConfig(metrics=names, k=10)
@@ -543,9 +543,9 @@ def test_a_metric_this_tool_does_not_compute_is_refused_before_labelling(names, 
 def test_a_qrels_labelers_unjudged_hits_are_marked_for_judged_at_k(tmp_path: Path):
     """A hit the qrels do not list is read as not relevant and marked unjudged; the library's
     evaluate_query gives judged@c from the marks."""
-    from eval.labelers import Hit, QrelsLabeler
-    from eval.metrics.names import parse_metric
-    from eval.metrics.retrieval import evaluate_query
+    from measure.labelers import Hit, QrelsLabeler
+    from measure.metrics.names import parse_metric
+    from measure.metrics.retrieval import evaluate_query
 
     qrels = tmp_path / "qrels.txt"
     qrels.write_text("q 0 a 2\nq 0 b 0\n")

@@ -170,7 +170,7 @@ def test_study_end_to_end_on_a_tiny_model(tiny_model_dir: Path, trec_dl_dir: Pat
     }
     assert "Pooled over the folds" in (root / "study.md").read_text()
     # The study scored the cached-state graders from its state cache; the plain Grader agrees.
-    from eval.classification.checkpoint import CheckpointEvalConfig, evaluate
+    from measure.classification.checkpoint import CheckpointEvalConfig, evaluate
 
     data = root / "dataset" / "fold-0"
     for model in ("top", "ql"):

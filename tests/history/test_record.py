@@ -18,7 +18,7 @@ from core.errors import InputError
 from data.beir import read_corpus, read_qrels, read_queries, write_trec_qrels, write_trec_run
 from eval.history import listing, record_command, show
 from eval.history.store import open_store
-from eval.metrics.settings import PerQueryResults
+from measure.metrics.settings import PerQueryResults
 from support.postgres import free_port
 from tests.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
 
@@ -154,7 +154,7 @@ def test_a_folder_whose_run_is_gone_is_one_line(folder: Path, tmp_path: Path):
 @pytest.mark.parametrize("flag", ["system", "version", "note"])
 def test_a_name_version_or_note_without_a_store_is_refused(flag: str):
     from eval.jobs.pipeline import PipelineConfig
-    from eval.metrics.settings import SearchEvalConfig
+    from measure.metrics.settings import SearchEvalConfig
 
     for config in (SearchEvalConfig, PipelineConfig):
         with pytest.raises(InputError, match=f"{flag}: give --track STORE"):
@@ -222,7 +222,7 @@ def test_the_history_command_runs_its_subcommands(tmp_path: Path):
 @pytest.mark.slow
 def test_the_main_job_records_its_metric_stage_once(folder: Path, tmp_path: Path):
     from eval.jobs.pipeline import Pipeline, PipelineConfig, Stage
-    from eval.metrics.settings import SearchEvalConfig
+    from measure.metrics.settings import SearchEvalConfig
 
     store = str(tmp_path / "h.sqlite")
     job = Pipeline(PipelineConfig(run_dir=str(tmp_path / "job"), track=store, version="v1"))

@@ -71,7 +71,7 @@ def test_a_failed_request_is_a_reply_with_an_error_and_no_text():
 def test_backend_names_are_declared_once():
     from data.judges.backends import BACKENDS, JudgeConfig
     from eval.jobs.pipeline import PipelineConfig
-    from eval.labelers.reader import ReaderConfig
+    from measure.labelers.reader import ReaderConfig
 
     def choices(cls: type, name: str) -> list[str]:
         return cls.__dataclass_fields__[name].metadata["choices"]

@@ -60,7 +60,7 @@ def test_shared_prefix_scores_equal_the_plain_forward_pass(classifier, batch_siz
 
 def test_the_grader_and_its_labeler_use_the_shared_prefix(tiny_grader_dir: Path, monkeypatch):
     import models.scoring as scoring_module
-    from eval.labelers import GraderLabeler, Hit
+    from measure.labelers import GraderLabeler, Hit
 
     calls = []
     real = scoring_module.shared_prefix_classifier_probabilities

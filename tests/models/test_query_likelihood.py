@@ -231,7 +231,7 @@ def test_evaluation_reuses_the_validation_scores_training_stored_for_exactly_the
 ):
     """eval.checkpoint fits its threshold on the scores training stored (no second pass) and
     gets what scoring the pairs again gives; once the grader's files change, it scores again."""
-    from eval.classification.checkpoint import CheckpointEvalConfig, evaluate
+    from measure.classification.checkpoint import CheckpointEvalConfig, evaluate
 
     model_config = GraderModelConfig(
         model_name_or_path=str(tiny_model_dir), mode="query_likelihood", max_length=256

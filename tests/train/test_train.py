@@ -311,7 +311,7 @@ def test_a_graded_grader_learns_the_grades_and_labels_with_them(
     of its binary label, which the metric pipeline uses as its NDCG gain."""
     from scipy.stats import spearmanr
 
-    from eval.labelers import GraderLabeler, Hit
+    from measure.labelers import GraderLabeler, Hit
 
     model_config = GraderModelConfig(
         model_name_or_path=str(tiny_model_dir),

@@ -1,0 +1,139 @@
+"""The quality study's ``study.json`` and the main job's ``summary.json``: one typed model each,
+used by the study and the main job to write them and by the README block, the main job's
+report.md and the HTML report to read them.
+
+Both hold the cross-validation (:class:`~measure.classification.crossval.CrossValidationRecord`)
+and each fold's row per model; files written before they carried a format version have today's
+shape and read as version 0. The PPI++ record inside ``summary.json`` is ``metrics.json``'s own
+open shape (:class:`~measure.metrics.settings.SearchMetrics`), kept as it is."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, field_validator
+
+from core.artifacts import Artifact
+from measure.classification.crossval import CrossValidationRecord
+from measure.metrics.ranking_agreement import RankingAgreement
+
+# The per-fold metrics of each model (eval.checkpoint's, at the validation threshold).
+METRICS = ("roc_auc", "query_roc_auc", "pr_auc", "f1", "kappa", "precision", "recall")
+
+
+class MeanSd(BaseModel):
+    """A metric's mean and standard deviation over the folds (None where undefined)."""
+
+    model_config = ConfigDict(extra="forbid")
+    mean: float | None
+    sd: float | None
+
+
+class ModelSummary(BaseModel):
+    """One model of the study over its folds."""
+
+    model_config = ConfigDict(extra="forbid")
+    roc_auc: MeanSd
+    query_roc_auc: MeanSd
+    pr_auc: MeanSd
+    f1: MeanSd
+    kappa: MeanSd
+    precision: MeanSd
+    recall: MeanSd
+    seconds: float
+    beats_baselines_in_folds: str | None = None  # "3/5"; None for a baseline
+
+    def metric(self, name: str) -> MeanSd:
+        """The mean ± sd of one of :data:`METRICS`."""
+        if name not in METRICS:
+            raise KeyError(name)
+        return getattr(self, name)
+
+
+class FoldResult(BaseModel):
+    """One model on one fold's test pairs."""
+
+    model_config = ConfigDict(extra="forbid")
+    fold: int
+    model: str
+    pairs: int | None
+    roc_auc: float | None
+    query_roc_auc: float | None
+    pr_auc: float | None
+    f1: float | None
+    kappa: float | None
+    precision: float | None
+    recall: float | None
+    seconds: float | None = None  # its training and scoring time
+
+    def metric(self, name: str) -> float | None:
+        if name not in METRICS:
+            raise KeyError(name)
+        return getattr(self, name)
+
+
+class CurvePoint(BaseModel):
+    """The learning curve's model trained on a share of one fold's training queries."""
+
+    model_config = ConfigDict(extra="forbid")
+    fold: int
+    share: float
+    train_queries: int
+    train_pairs: int
+    other_collection_pairs: int
+    roc_auc: float | None
+
+
+class StudySummary(Artifact):
+    """study.json, eval.study's result: each model's means over the folds, its row per fold, the
+    pooled cross-validation and the learning curve."""
+
+    FILE = "study.json"
+    FORMAT_VERSION = 1
+    SAME_SHAPE_SINCE = 0  # files without a format_version had this shape
+    collection: str
+    folds: int
+    queries_per_fold: list[int]  # test queries of each fold
+    max_pairs_per_query: int | None  # the folds' cap (0 or None: all)
+    models: dict[str, ModelSummary]
+    per_fold: list[FoldResult]
+    cross_validation: CrossValidationRecord
+    learning_curve: list[CurvePoint]  # empty without one
+
+
+class JobSummary(Artifact):
+    """summary.json, the main job's result: the cross-validation of ``cv/study.json``, the runs'
+    mean metrics under the exported grader's labels, the ranking agreement, the PPI++ estimates
+    and the stage times. Tables a later job adds beside them are kept (``model_extra``)."""
+
+    model_config = ConfigDict(extra="allow")
+    FILE = "summary.json"
+    FORMAT_VERSION = 1
+    SAME_SHAPE_SINCE = 0  # files without a format_version had this shape
+    run_dir: str
+    seconds: float
+    stage_seconds: dict[str, float]
+    scoring_dtype: str | None = None  # the arithmetic the stages scored in
+    folds: int
+    queries_per_fold: list[int]
+    names: dict[str, str]  # how the report names the study's rows
+    cross_validation: CrossValidationRecord
+    per_fold: list[FoldResult]
+    export_fold: int  # the fold whose grader is exported and labels the runs
+    search: dict[str, dict[str, float | None]]  # run -> metric -> mean (metrics.json's mean)
+    agreement: RankingAgreement
+    ppi: dict[str, Any] | None = None  # metrics.json's PPI++ record (its own open shape)
+    human_all_queries: dict[str, dict[str, float | None]] | None = None  # run -> metric -> mean
+    export: str  # the exported grader's folder
+
+    @field_validator("agreement", mode="before")
+    @classmethod
+    def _agreement(cls, value: Any) -> Any:
+        # agreement.json's own versions: read (or refused) as that file is.
+        if isinstance(value, RankingAgreement):
+            return value
+        return RankingAgreement.from_data(value, "summary.json: agreement")
+
+    def extra_tables(self) -> dict[str, Any]:
+        """The fields this release does not know, as the file holds them."""
+        return dict(self.model_extra or {})

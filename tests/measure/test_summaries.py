@@ -1,0 +1,184 @@
+"""study.json and the main job's summary.json are typed: written and read by one model each, a
+file of an earlier release (no format_version) read as version 0, a newer one refused in one
+line, and the README block and report.md made from the typed summary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from core.errors import InputError
+from measure.classification.crossval import CrossValidationRecord
+from measure.classification.summaries import (
+    METRICS,
+    FoldResult,
+    JobSummary,
+    MeanSd,
+    ModelSummary,
+    StudySummary,
+)
+from measure.metrics.ranking_agreement import LabelerAgreement, LeftOut, RankingAgreement
+
+MODELS = {"bm25": 0.6, "cosine": 0.7, "grader": 0.8}
+
+
+def _cross() -> CrossValidationRecord:
+    metrics = {name: None for name in METRICS}
+    pooled = {
+        m: {"pairs": 40, "queries": 4, **metrics, "roc_auc": auc} for m, auc in MODELS.items()
+    }
+    differences = [
+        {"model": "grader", "baseline": b, "queries": 4, "mean": 0.1, "low": low, "high": 0.2}
+        | {"beats": low > 0}
+        for b, low in (("bm25", 0.05), ("cosine", -0.01))
+    ]
+    return CrossValidationRecord(
+        folds=2,
+        source="human",
+        pooled=pooled,
+        differences=differences,
+        beats_every_baseline={"grader": False},
+    )
+
+
+def _per_fold() -> list[FoldResult]:
+    rows = []
+    for fold in range(2):
+        for model, auc in MODELS.items():
+            values = dict.fromkeys(METRICS, 0.5) | {"roc_auc": auc + fold / 100}
+            rows.append(FoldResult(fold=fold, model=model, pairs=20, seconds=1.5, **values))
+    return rows
+
+
+def study() -> StudySummary:
+    means = {
+        m: ModelSummary(**{n: MeanSd(mean=auc, sd=0.01) for n in METRICS}, seconds=3.0)
+        for m, auc in MODELS.items()
+    }
+    means["grader"].beats_baselines_in_folds = "1/2"
+    return StudySummary(
+        collection="data/collections/adi",
+        folds=2,
+        queries_per_fold=[2, 2],
+        max_pairs_per_query=20,
+        models=means,
+        per_fold=_per_fold(),
+        cross_validation=_cross(),
+        learning_curve=[],
+    )
+
+
+def summary() -> JobSummary:
+    runs = {"bm25": {"ndcg@10": 0.4}, "dense": {"ndcg@10": 0.5}}
+    agreement = RankingAgreement(
+        metric="ndcg@10",
+        reference="qrels:HUMAN",
+        scores={
+            "qrels:HUMAN": {"bm25": 0.3, "dense": 0.6},
+            "grader:G": {"bm25": 0.4, "dense": 0.5},
+        },
+        agreement={
+            "grader:G": LabelerAgreement(
+                kendall_tau=1.0, kendall_p=1.0, spearman_rho=1.0, ranking=["dense", "bm25"]
+            )
+        },
+        left_out=LeftOut(pairs=0, of_pairs=10, reasons={}, queries=[], of_queries=2),
+        reference_ranking=["dense", "bm25"],
+    )
+    cv = study()
+    return JobSummary(
+        run_dir="runs/x",
+        seconds=10.0,
+        stage_seconds={"dataset": 1.0},
+        folds=cv.folds,
+        queries_per_fold=cv.queries_per_fold,
+        names={"grader": "grader (ours)"},
+        cross_validation=cv.cross_validation,
+        per_fold=cv.per_fold,
+        export_fold=0,
+        search=runs,
+        agreement=agreement,
+        export="runs/x/export",
+    )
+
+
+@pytest.mark.parametrize("make", [study, summary])
+def test_a_file_reads_back_as_written(make, tmp_path: Path):
+    written = make()
+    path = tmp_path / written.FILE
+    written.write(path)
+    again = type(written).read(path)
+    assert again == written and again.format_version == type(written).FORMAT_VERSION
+
+
+@pytest.mark.parametrize("make", [study, summary])
+def test_a_file_of_an_earlier_release_reads_as_version_0(make, tmp_path: Path):
+    """Files the study and the main job wrote before they were typed had today's shape and no
+    format_version; they read, and write back as they were with the version added."""
+    written = make()
+    data = written.dump()
+    data.pop("format_version")
+    if isinstance(written, JobSummary):
+        data["agreement"].pop("format_version")  # agreement.json of that release too
+    path = tmp_path / written.FILE
+    path.write_text(json.dumps(data))
+    old = type(written).read(path)
+    assert old == written
+    assert old.dump() == data | {"format_version": type(written).FORMAT_VERSION} | (
+        {"agreement": written.agreement.dump()} if isinstance(written, JobSummary) else {}
+    )
+
+
+@pytest.mark.parametrize("make", [study, summary])
+def test_a_newer_or_misshapen_file_is_refused_in_one_line(make, tmp_path: Path):
+    written = make()
+    path = tmp_path / written.FILE
+    path.write_text(json.dumps(written.dump() | {"format_version": 99}))
+    with pytest.raises(InputError, match="format version 99 is newer") as newer:
+        type(written).read(path)
+    broken = written.dump()
+    broken["per_fold"][0]["roc_auc"] = "high"
+    path.write_text(json.dumps(broken))
+    with pytest.raises(InputError, match=r"per_fold\.0\.roc_auc") as misshapen:
+        type(written).read(path)
+    for error in (newer, misshapen):
+        assert str(path) in str(error.value) and "\n" not in str(error.value)
+
+
+def test_a_table_a_later_job_adds_to_summary_json_is_kept(tmp_path: Path):
+    path = tmp_path / JobSummary.FILE
+    data = summary().dump() | {"calibration_check": [{"fold": 0, "ece": 0.05}]}
+    path.write_text(json.dumps(data))
+    read = JobSummary.read(path)
+    assert read.extra_tables() == {"calibration_check": [{"fold": 0, "ece": 0.05}]}
+    assert read.dump() == data
+
+
+def test_the_readme_block_and_report_md_read_the_typed_summary():
+    from eval.jobs.pipeline import report_markdown
+    from eval.jobs.readme import results_table
+    from eval.jobs.study import study_markdown
+
+    typed = summary()
+    block = results_table(typed)
+    assert "2-fold cross-validation by query over 4 judged queries" in block
+    assert "bm25 0.400, dense 0.500" in block and "| grader (ours) |" in block
+    report = report_markdown(typed)
+    assert report.startswith("# Main job report\n\n**Not trustworthy")  # cosine not beaten
+    assert "- dataset: 1.0" in report
+    assert "| 1 | 0.610 | 0.710 | 0.810 |" in study_markdown(study())  # ROC-AUC per fold
+
+
+RUN = Path("runs/final-main")
+
+
+@pytest.mark.skipif(not (RUN / JobSummary.FILE).is_file(), reason="no main-job run here")
+def test_the_existing_main_job_run_reads_and_gives_its_report_again():
+    """The run the README's block comes from (written before the files were typed)."""
+    from eval.jobs.pipeline import report_markdown
+
+    assert StudySummary.read(RUN / "cv" / StudySummary.FILE).folds >= 2
+    typed = JobSummary.read(RUN / JobSummary.FILE)
+    assert report_markdown(typed) == (RUN / "report.md").read_text(encoding="utf-8")
