@@ -6,9 +6,11 @@ resume would skip it and the job's report would mix two runs. The main job runs 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from core.artifacts import Artifact
 from core.errors import InputError
@@ -34,6 +36,53 @@ class StageRecord(Artifact):
         """What the stage writes: its recorded outs, else its command's --out flags."""
         flags = self.command
         return self.outs or [flags[i + 1] for i, arg in enumerate(flags[:-1]) if arg == "--out"]
+
+
+class JobConfig(Artifact):
+    """``JOB/config.json``: the settings a job ran with, its config's fields as they were (flat,
+    every one kept for the report's settings table). The report reads two of them: ``run_dir``
+    (recorded relative to the folder the job ran in) and ``qrels``. Files of earlier releases
+    (no format_version) are the same object."""
+
+    model_config = ConfigDict(extra="allow")  # the rest of the job's settings, shown as they are
+    FILE = "config.json"
+    FORMAT_VERSION = 1
+    SAME_SHAPE_SINCE = 0
+    run_dir: str | None = None  # the main job's; the cross-validation's config has none
+    qrels: str | None = None  # the human judgments (None: a corpus without them)
+
+    @classmethod
+    def of(cls, settings: Mapping[str, Any]) -> JobConfig:
+        """The file of a job's settings (its config dataclass, ``asdict``)."""
+        return cls.from_data(dict(settings), cls.FILE)
+
+    def settings(self) -> dict[str, Any]:
+        """Every setting the file holds (an open mapping: each job's config has its own)."""
+        return self.model_dump(mode="json", exclude={"format_version"}, exclude_unset=True)
+
+    def dump(self) -> dict[str, Any]:
+        # exclude_unset, not exclude_defaults: a setting that is None (qrels: none) stays, as
+        # null, and a job config without run_dir gets none.
+        return {"format_version": self.format_version, **self.settings()}
+
+
+class HistoryRecorded(BaseModel):
+    """Where the metric stage's evaluation was recorded, and from which stage result."""
+
+    model_config = ConfigDict(extra="forbid")
+    store: str
+    fingerprint: str
+
+
+class HistoryMark(Artifact):
+    """``JOB/stages/history.json``: the --track store the main job recorded its evaluation in,
+    with the fingerprint of the metric stage it came from (a resumed job records it once).
+    Marks of earlier releases (no format_version) are the same object."""
+
+    FILE = "history.json"
+    FORMAT_VERSION = 1
+    SAME_SHAPE_SINCE = 0
+    recorded: HistoryRecorded
 
 
 def read_stage_record(path: Path) -> StageRecord | None:

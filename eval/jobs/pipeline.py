@@ -51,8 +51,8 @@ from typing import Any
 
 from core.cli import bounded, check_choices, choice, parse_config, run_main, split_flags
 from core.errors import InputError
-from core.io import atomic_writer, fingerprint, markdown_table, sha256_path, write_json
-from core.job_stages import StageRecord, read_stage_record
+from core.io import atomic_writer, fingerprint, markdown_table, sha256_path
+from core.job_stages import HistoryMark, HistoryRecorded, JobConfig, StageRecord, read_stage_record
 from data.build import BALANCE_MODES, TESTED_FILE, BuildConfig
 from data.candidates import POOL_FILE, RETRIEVERS, CandidatesConfig
 from data.judges.backends import BACKENDS
@@ -726,7 +726,7 @@ class Pipeline:
 
     def run(self) -> JobSummary:
         self.root.mkdir(parents=True, exist_ok=True)
-        write_json(self.path("config.json"), asdict(self.config))
+        JobConfig.of(asdict(self.config)).write(self.path(JobConfig.FILE))
         start = time.perf_counter()
         for stage in self.stages():
             self.run_stage(stage)
@@ -749,16 +749,16 @@ class Pipeline:
 
         c = self.config
         store = open_store(c.track or "")
-        mark = {"store": store.name, "fingerprint": stage.fingerprint()}
-        stamp = self.path("stages", "history.json")
+        mark = HistoryRecorded(store=store.name, fingerprint=stage.fingerprint())
+        stamp = self.path("stages", HistoryMark.FILE)
         try:
-            if stamp.exists() and json.loads(stamp.read_text()).get("recorded") == mark:
+            if stamp.exists() and HistoryMark.read(stamp).recorded == mark:
                 logger.info("history: this evaluation is in %s already", store.name)
                 return
             print(record_folder(store, stage.output.parent, c.system, c.version, c.note))
         finally:
             store.close()
-        write_json(stamp, {"recorded": mark})
+        HistoryMark(recorded=mark).write(stamp)
 
     def summarise(self, seconds: float) -> JobSummary:
         study = StudySummary.read(self.path("cv", StudySummary.FILE))

@@ -53,6 +53,7 @@ from core.io import (
     write_json,
     write_jsonl,
 )
+from core.job_stages import JobConfig
 from core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment
 from data.splits import cap_per_query, held_out_queries, queries_for_share, relevant_share
 from measure.classification.baselines import BASELINES
@@ -426,7 +427,7 @@ class Study:
     def run(self) -> StudySummary:
         c = self.config
         self.root.mkdir(parents=True, exist_ok=True)
-        write_json(self.root / "config.json", asdict(c))
+        JobConfig.of(asdict(c)).write(self.root / JobConfig.FILE)
         folders = self.folders = self.folds()
         trained = c.trained_models()
         curve_model = c.learning_curve_model or (list(trained)[-1] if trained else None)

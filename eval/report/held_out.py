@@ -109,7 +109,7 @@ def held_out(inputs: Inputs) -> HeldOut | None:
 
 def _human_grades(inputs: Inputs) -> dict[str, dict[str, int]]:
     """The job's human qrels as 0-3 grades (empty when they cannot be read as such)."""
-    path = inputs.resolve((inputs.job_config or {}).get("qrels"))
+    path = inputs.resolve(inputs.job_config.qrels if inputs.job_config else None)
     if path is None:
         return {}
     try:
@@ -145,7 +145,7 @@ def out_of_fold_agreement(inputs: Inputs, held: HeldOut | None) -> LabelAgreemen
         "queries), so no pair was seen in training: the pooled predictions behind the held-out "
         "table below"
     )
-    source = str((inputs.job_config or {}).get("qrels") or "the human qrels")
+    source = (inputs.job_config.qrels if inputs.job_config else None) or "the human qrels"
     return agreement_of(pairs, source, scope)
 
 

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from core.artifacts import Artifact
 from core.errors import InputError
-from core.job_stages import read_stage_record
+from core.job_stages import JobConfig, read_stage_record
 from core.provenance import PROVENANCE_FILE
 from core.records import label_from_grade
 from data.beir import Qrels
@@ -62,7 +62,7 @@ class Inputs:
     summary: JobSummary | None = None  # the main job's summary.json
     study: StudySummary | None = None  # its cross-validation (cv/study.json)
     manifest: dict[str, Any] | None = None  # its folds (dataset/manifest.json)
-    job_config: dict[str, Any] | None = None
+    job_config: JobConfig | None = None  # the main job's config.json
     agreement: RankingAgreement | None = None
     stage_commands: dict[str, str] = field(default_factory=dict)
 
@@ -130,9 +130,9 @@ def _stage_commands(root: Path) -> dict[str, str]:
     return commands
 
 
-def _job_base(root: Path, job_config: dict[str, Any] | None) -> Path:
+def _job_base(root: Path, job_config: JobConfig | None) -> Path:
     """The folder the main job ran in: ``run_dir`` is recorded relative to it."""
-    run_dir = Path((job_config or {}).get("run_dir") or root.name)
+    run_dir = Path((job_config.run_dir if job_config else None) or root.name)
     resolved = root.resolve()
     if not run_dir.is_absolute() and resolved.parts[-len(run_dir.parts) :] == run_dir.parts:
         return Path(*resolved.parts[: -len(run_dir.parts)])
@@ -164,7 +164,7 @@ def read_inputs(folder: str | Path) -> Inputs:
         inputs.summary = read_artifact(root / JobSummary.FILE, JobSummary)
         inputs.study = read_artifact(root / CV_DIR / StudySummary.FILE, StudySummary)
         inputs.manifest = read_optional(root / "dataset" / "manifest.json")
-        inputs.job_config = read_optional(root / "config.json")
+        inputs.job_config = read_artifact(root / JobConfig.FILE, JobConfig)
         path = root / "agreement" / RankingAgreement.FILE
         inputs.agreement = RankingAgreement.read(path) if path.is_file() else None
         inputs.stage_commands = _stage_commands(root)

@@ -211,7 +211,7 @@ def provenance(inputs: Inputs) -> Provenance:
     else:
         commands = [Command("eval.search", inputs.search_command)] if inputs.search_command else []
     evaluated = inputs.evaluated
-    settings = inputs.job_config or (
+    settings = (inputs.job_config.settings() if inputs.job_config else None) or (
         asdict(inputs.search_config) if is_dataclass(inputs.search_config) else None
     )
     summary = inputs.summary

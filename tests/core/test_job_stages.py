@@ -53,3 +53,34 @@ def test_the_job_itself_may_write_its_stage(tmp_path, monkeypatch):
     monkeypatch.setenv(STAGE_ENV, "1")
     (config,) = parse_config([RerankConfig], ["--out", str(outs["rerank"])])
     assert config.out == str(outs["rerank"])
+
+
+def test_a_job_config_keeps_every_setting_and_reads_earlier_files(tmp_path):
+    """config.json holds the job's settings flat, as before it was typed (None kept as null, no
+    run_dir added to a config without one), plus its format version."""
+    from core.job_stages import JobConfig
+
+    settings = {"run_dir": "runs/main", "collection": "c", "qrels": None, "models": ["a"]}
+    JobConfig.of(settings).write(tmp_path / JobConfig.FILE)
+    written = json.loads((tmp_path / JobConfig.FILE).read_text())
+    assert written == {"format_version": JobConfig.FORMAT_VERSION, **settings}
+    read = JobConfig.read(tmp_path / JobConfig.FILE)
+    assert read.run_dir == "runs/main" and read.qrels is None and read.settings() == settings
+    study = JobConfig.of({"collection": "c", "qrels": "q.tsv"})
+    assert "run_dir" not in study.dump() and study.qrels == "q.tsv"
+    (tmp_path / "old.json").write_text(json.dumps(settings))  # an earlier release's
+    assert JobConfig.read(tmp_path / "old.json").settings() == settings
+    (tmp_path / "bad.json").write_text("[1]")
+    with pytest.raises(ValueError, match=r"bad\.json: expected a JSON object, got list"):
+        JobConfig.read(tmp_path / "bad.json")
+
+
+def test_the_history_mark_reads_earlier_marks_and_is_no_stage_record(tmp_path):
+    from core.job_stages import HistoryMark, HistoryRecorded, read_stage_record
+
+    mark = HistoryRecorded(store="history.sqlite", fingerprint="abc")
+    (tmp_path / HistoryMark.FILE).write_text(json.dumps({"recorded": mark.model_dump()}))
+    assert HistoryMark.read(tmp_path / HistoryMark.FILE).recorded == mark  # no format_version
+    HistoryMark(recorded=mark).write(tmp_path / HistoryMark.FILE)
+    assert read_stage_record(tmp_path / HistoryMark.FILE) is None
+    assert HistoryMark.read(tmp_path / HistoryMark.FILE).recorded == mark

@@ -517,3 +517,24 @@ def test_a_grader_that_does_not_beat_its_baselines_is_said_first(folders):
     winning = typed.cross_validation.model_copy(update={"beats_every_baseline": {"grader": True}})
     assert held_out_warning(winning, typed.names) is None
     assert not build_report(folders["human"]).headline.untrusted  # no held-out study: no verdict
+
+
+def test_the_job_config_of_this_release_and_of_earlier_ones_is_read(folders, tmp_path: Path):
+    """config.json: the fixture's has no format_version (an earlier release's); this release's
+    adds it and keeps every setting for the page; one of another shape is one line."""
+    import shutil
+
+    from core.job_stages import JobConfig
+
+    older = build_report(folders["main_job"]).provenance.settings
+    assert older and older["k"] == K and "format_version" not in older
+    run = tmp_path / "typed"
+    shutil.copytree(folders["main_job"], run)
+    JobConfig.of(read(run, "config.json")).write(run / JobConfig.FILE)
+    assert read(run, "config.json")["format_version"] == JobConfig.FORMAT_VERSION
+    report = build_report(run)
+    assert report.provenance.settings == older
+    assert report.held_out is not None
+    (run / "config.json").write_text(json.dumps({"run_dir": 3, "qrels": None}))
+    with pytest.raises(ValueError, match=r"config\.json: run_dir: Input should be a valid string"):
+        build_report(run)
