@@ -71,27 +71,65 @@ def query_roc_auc(
     return float(np.mean(list(aucs.values()))) if aucs else None
 
 
+@dataclass
+class LabelMetrics:
+    """:func:`label_metrics`: how hard predictions agree with labels."""
+
+    accuracy: float
+    precision: float
+    recall: float
+    f1: float
+    kappa: float
+    confusion_matrix: list[list[int]]  # [[TN, FP], [FN, TP]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class BinaryMetrics:
+    """:func:`binary_metrics`; ``to_dict`` is the object the metrics files hold, keys in this
+    order."""
+
+    pairs: int
+    positive_rate: float
+    threshold: float
+    accuracy: float
+    precision: float
+    recall: float
+    f1: float
+    kappa: float
+    confusion_matrix: list[list[int]]
+    roc_auc: float | None  # None with one class
+    query_roc_auc: float | None  # None without queries, or no query with both classes
+    pr_auc: float | None
+    ece: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
 def binary_metrics(
     probabilities: np.ndarray,
     labels: np.ndarray,
     threshold: float = 0.5,
     queries: np.ndarray | None = None,
-) -> dict[str, Any]:
+) -> BinaryMetrics:
     """:func:`label_metrics` at ``threshold``, plus ROC-AUC, PR-AUC and ECE of the probabilities,
     and with each pair's query given, the per-query ROC-AUC (:func:`query_roc_auc`)."""
     labels = np.asarray(labels).astype(int)
     probabilities = np.asarray(probabilities, dtype=np.float64)
     both = len(np.unique(labels)) > 1
-    return {
-        "pairs": len(labels),
-        "positive_rate": float(labels.mean()),
-        "threshold": float(threshold),
-        **label_metrics(labels, (probabilities >= threshold).astype(int)),
-        "roc_auc": float(roc_auc_score(labels, probabilities)) if both else None,
-        "query_roc_auc": None if queries is None else query_roc_auc(probabilities, labels, queries),
-        "pr_auc": float(average_precision_score(labels, probabilities)) if both else None,
-        "ece": expected_calibration_error(probabilities, labels),
-    }
+    return BinaryMetrics(
+        pairs=len(labels),
+        positive_rate=float(labels.mean()),
+        threshold=float(threshold),
+        **label_metrics(labels, (probabilities >= threshold).astype(int)).to_dict(),
+        roc_auc=float(roc_auc_score(labels, probabilities)) if both else None,
+        query_roc_auc=None if queries is None else query_roc_auc(probabilities, labels, queries),
+        pr_auc=float(average_precision_score(labels, probabilities)) if both else None,
+        ece=expected_calibration_error(probabilities, labels),
+    )
 
 
 def expected_calibration_error(
@@ -110,7 +148,7 @@ def expected_calibration_error(
     return float(total)
 
 
-def label_metrics(labels: np.ndarray, predictions: np.ndarray) -> dict[str, Any]:
+def label_metrics(labels: np.ndarray, predictions: np.ndarray) -> LabelMetrics:
     """Accuracy, precision, recall, F1, Cohen's κ and the confusion matrix of hard predictions."""
     labels = np.asarray(labels).astype(int)
     predictions = np.asarray(predictions).astype(int)
@@ -118,21 +156,21 @@ def label_metrics(labels: np.ndarray, predictions: np.ndarray) -> dict[str, Any]
         labels, predictions, average="binary", zero_division=0
     )
     varied = len(np.unique(labels)) > 1 or len(np.unique(predictions)) > 1
-    return {
-        "accuracy": float(accuracy_score(labels, predictions)),
-        "precision": float(precision),
-        "recall": float(recall),
-        "f1": float(f1),
-        "kappa": float(cohen_kappa_score(labels, predictions)) if varied else 0.0,
-        "confusion_matrix": confusion_matrix(labels, predictions, labels=[0, 1]).tolist(),
-    }
+    return LabelMetrics(
+        accuracy=float(accuracy_score(labels, predictions)),
+        precision=float(precision),
+        recall=float(recall),
+        f1=float(f1),
+        kappa=float(cohen_kappa_score(labels, predictions)) if varied else 0.0,
+        confusion_matrix=confusion_matrix(labels, predictions, labels=[0, 1]).tolist(),
+    )
 
 
 def classification_metrics(
     probabilities: np.ndarray, labels: np.ndarray, threshold: float = 0.5
 ) -> dict[str, float]:
     """The scalar entries of :func:`binary_metrics` (what training logs each evaluation)."""
-    metrics = binary_metrics(probabilities, labels, threshold)
+    metrics = binary_metrics(probabilities, labels, threshold).to_dict()
     return {k: metrics[k] for k in SCALAR_METRICS if metrics[k] is not None}
 
 

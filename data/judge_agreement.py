@@ -72,7 +72,7 @@ def agreement(
         "skipped_errors": sum(1 for j in judged if j.error is not None),
         "reference_positive_rate": float(y_true.mean()),
         "judge_positive_rate": float(y_pred.mean()),
-        **label_metrics(y_true, y_pred),
+        **label_metrics(y_true, y_pred).to_dict(),
     }
     graded = [(r[0].grade, r[1]) for r in rows if r[0].grade is not None]
     if reference_grades and graded:

@@ -93,7 +93,8 @@ def fit_and_held_out(records: Sequence[Judgment], fit_share: float, seed: int) -
 
 def _metrics(probabilities: np.ndarray, labels: np.ndarray, threshold: float) -> dict[str, Any]:
     m = binary_metrics(probabilities, labels, threshold)
-    return {k: m[k] for k in ("pairs", "f1", "kappa", "precision", "recall")} | {
+    return {"pairs": m.pairs, "f1": m.f1, "kappa": m.kappa, "precision": m.precision} | {
+        "recall": m.recall,
         "threshold": threshold,
         "predicted_relevant": float(np.mean(probabilities >= threshold)),
     }

@@ -100,7 +100,11 @@ def agreement_of(pairs: list[Labelled], source: str, scope: str) -> LabelAgreeme
         human_scale=human_scale,
         labeler_scale=labeler_scale,
         confusion=confusion.tolist(),
-        **{name: metrics[name] for name in ("kappa", "accuracy", "precision", "recall", "f1")},
+        kappa=metrics.kappa,
+        accuracy=metrics.accuracy,
+        precision=metrics.precision,
+        recall=metrics.recall,
+        f1=metrics.f1,
     )
     if rows_graded and columns_graded:
         result.weighted_kappa = float(

@@ -387,16 +387,20 @@ def metrics_against(
     mask = ~np.isnan(labels) & ~np.isnan(probabilities)
     y, queries = labels[mask].astype(int), qids[mask]
     oracle = best_f1_threshold(probabilities[mask], y) if len(np.unique(y)) > 1 else None
-    entry = {
-        "at_0.5": binary_metrics(probabilities[mask], y, 0.5, queries),
+    at_half = binary_metrics(probabilities[mask], y, 0.5, queries)
+    entry: dict[str, Any] = {
+        "at_0.5": at_half.to_dict(),
         "oracle_best_f1_threshold": oracle,
         "missing": int((~mask).sum()),
     }
     if config.calibration_data:
-        entry["at_validation_threshold"] = binary_metrics(calibrated[mask], y, threshold, queries)
-        entry["ece_uncalibrated"] = entry["at_0.5"]["ece"]
+        validated = binary_metrics(calibrated[mask], y, threshold, queries)
+        entry["at_validation_threshold"] = validated.to_dict()
+        entry["ece_uncalibrated"] = at_half.ece
     if oracle is not None:
-        entry["at_oracle_threshold"] = binary_metrics(probabilities[mask], y, oracle, queries)
+        entry["at_oracle_threshold"] = binary_metrics(
+            probabilities[mask], y, oracle, queries
+        ).to_dict()
     return entry
 
 

@@ -85,10 +85,10 @@ class PooledMetrics(BaseModel):
             roc_auc=float(roc_auc_score(oof.labels, oof.probabilities)) if both else None,
             query_roc_auc=float(np.mean(list(per_query.values()))) if per_query else None,
             pr_auc=float(average_precision_score(oof.labels, oof.probabilities)) if both else None,
-            f1=decided["f1"],
-            kappa=decided["kappa"],
-            precision=decided["precision"],
-            recall=decided["recall"],
+            f1=decided.f1,
+            kappa=decided.kappa,
+            precision=decided.precision,
+            recall=decided.recall,
         )
 
     def to_dict(self) -> dict[str, float | int | None]:

@@ -18,11 +18,11 @@ def test_metrics_equal_scikit_learn_on_random_data():
     probabilities = np.clip(labels * 0.3 + rng.random(500) * 0.7, 0, 1)
     metrics = binary_metrics(probabilities, labels, 0.5)
     predictions = (probabilities >= 0.5).astype(int)
-    assert metrics["accuracy"] == pytest.approx(accuracy_score(labels, predictions))
-    assert metrics["precision"] == pytest.approx(precision_score(labels, predictions))
-    assert metrics["recall"] == pytest.approx(recall_score(labels, predictions))
-    assert metrics["f1"] == pytest.approx(f1_score(labels, predictions))
-    assert metrics["roc_auc"] == pytest.approx(roc_auc_score(labels, probabilities))
+    assert metrics.accuracy == pytest.approx(accuracy_score(labels, predictions))
+    assert metrics.precision == pytest.approx(precision_score(labels, predictions))
+    assert metrics.recall == pytest.approx(recall_score(labels, predictions))
+    assert metrics.f1 == pytest.approx(f1_score(labels, predictions))
+    assert metrics.roc_auc == pytest.approx(roc_auc_score(labels, probabilities))
 
 
 def test_per_query_auc_orders_documents_within_each_query_apart_from_the_offsets_between_queries():
@@ -32,14 +32,14 @@ def test_per_query_auc_orders_documents_within_each_query_apart_from_the_offsets
     labels = np.array([0, 0, 1, 1, 0, 0, 1, 1, 0, 0])
     probabilities = np.array([0.7, 0.8, 0.9, 0.95, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
     metrics = binary_metrics(probabilities, labels, 0.5, queries)
-    assert metrics["query_roc_auc"] == 1.0
-    assert metrics["roc_auc"] == pytest.approx(roc_auc_score(labels, probabilities))
-    assert metrics["roc_auc"] < 0.8
+    assert metrics.query_roc_auc == 1.0
+    assert metrics.roc_auc == pytest.approx(roc_auc_score(labels, probabilities))
+    assert metrics.roc_auc < 0.8
     flipped = probabilities.copy()
     flipped[4:8] = flipped[4:8][::-1]  # query b now ordered exactly wrong
-    assert binary_metrics(flipped, labels, 0.5, queries)["query_roc_auc"] == 0.5
-    assert binary_metrics(probabilities, labels, 0.5)["query_roc_auc"] is None
-    assert binary_metrics(probabilities[8:], labels[8:], 0.5, queries[8:])["query_roc_auc"] is None
+    assert binary_metrics(flipped, labels, 0.5, queries).query_roc_auc == 0.5
+    assert binary_metrics(probabilities, labels, 0.5).query_roc_auc is None
+    assert binary_metrics(probabilities[8:], labels[8:], 0.5, queries[8:]).query_roc_auc is None
 
 
 def test_known_confusion_gives_known_numbers():
@@ -47,11 +47,11 @@ def test_known_confusion_gives_known_numbers():
     labels = np.array([1, 1, 1, 0, 1, 1, 0, 0, 0, 0])
     probabilities = np.array([0.9, 0.8, 0.7, 0.6, 0.4, 0.3, 0.2, 0.1, 0.1, 0.1])
     metrics = binary_metrics(probabilities, labels, 0.5)
-    assert metrics["confusion_matrix"] == [[4, 1], [2, 3]]
-    assert metrics["accuracy"] == pytest.approx(0.7)
-    assert metrics["precision"] == pytest.approx(0.75)
-    assert metrics["recall"] == pytest.approx(0.6)
-    assert metrics["f1"] == pytest.approx(2 * 0.75 * 0.6 / 1.35)
+    assert metrics.confusion_matrix == [[4, 1], [2, 3]]
+    assert metrics.accuracy == pytest.approx(0.7)
+    assert metrics.precision == pytest.approx(0.75)
+    assert metrics.recall == pytest.approx(0.6)
+    assert metrics.f1 == pytest.approx(2 * 0.75 * 0.6 / 1.35)
 
 
 def test_ece_of_a_perfectly_calibrated_and_a_miscalibrated_case():
@@ -80,7 +80,7 @@ def test_best_f1_threshold_beats_half_on_shifted_scores():
     probabilities = np.concatenate([np.full(10, 0.3), np.linspace(0.0, 0.25, 90)])
     threshold = best_f1_threshold(probabilities, labels)
     assert 0.25 < threshold <= 0.3
-    assert binary_metrics(probabilities, labels, threshold)["f1"] == pytest.approx(1.0)
+    assert binary_metrics(probabilities, labels, threshold).f1 == pytest.approx(1.0)
 
 
 @pytest.mark.parametrize("fit", [best_f1_threshold, fit_temperature])
