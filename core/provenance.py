@@ -16,7 +16,9 @@ from dataclasses import asdict, is_dataclass
 from pathlib import Path
 from typing import Any
 
-from core.io import write_json
+from pydantic import BaseModel, ConfigDict
+
+from core.artifacts import Artifact
 
 PROVENANCE_FILE = "provenance.json"
 # The packages whose versions decide the numbers (scoring, metrics, intervals).
@@ -44,26 +46,68 @@ def package_versions(packages: tuple[str, ...] = PACKAGES) -> dict[str, str]:
     return versions
 
 
-def machine() -> dict[str, Any]:
+class Machine(BaseModel):
     """The machine in words: operating system, architecture, CPU count, GPU when torch sees one."""
-    info: dict[str, Any] = {
-        "system": f"{platform.system()} {platform.release()}",
-        "architecture": platform.machine(),
-        "cpus": os.cpu_count(),
-    }
+
+    model_config = ConfigDict(extra="forbid")
+    system: str
+    architecture: str
+    cpus: int | None  # os.cpu_count(): None where it cannot tell
+    gpu: str | None = None
+
+
+class Environment(BaseModel):
+    """Versions, machine and date of a process."""
+
+    model_config = ConfigDict(extra="forbid")
+    date: str
+    versions: dict[str, str]  # package -> version (absent packages left out)
+    machine: Machine
+
+    def to_json(self) -> dict[str, Any]:
+        """As provenance.json holds it (no gpu key without one), for the report's page."""
+        return self.model_dump(mode="json", exclude_defaults=True)
+
+
+class ProvenanceRecord(Artifact):
+    """``OUT/provenance.json``: the command, its settings, the folder its relative paths are
+    relative to, and the :class:`Environment` it ran in. Files of earlier releases (no
+    format_version) are the same object."""
+
+    FILE = PROVENANCE_FILE
+    FORMAT_VERSION = 1
+    SAME_SHAPE_SINCE = 0
+    command: str
+    config: dict[str, Any]  # the command's settings: each command's own fields
+    cwd: str
+    date: str
+    versions: dict[str, str]
+    machine: Machine
+
+    def environment(self) -> Environment:
+        return Environment(date=self.date, versions=self.versions, machine=self.machine)
+
+
+def machine() -> Machine:
+    """This machine."""
     torch = sys.modules.get("torch")  # only when the command already uses it: no import cost
-    if torch is not None and torch.cuda.is_available():
-        info["gpu"] = torch.cuda.get_device_name(0)
-    return info
+    return Machine(
+        system=f"{platform.system()} {platform.release()}",
+        architecture=platform.machine(),
+        cpus=os.cpu_count(),
+        gpu=torch.cuda.get_device_name(0)
+        if torch is not None and torch.cuda.is_available()
+        else None,
+    )
 
 
 def now() -> str:
     return dt.datetime.now(dt.timezone.utc).astimezone().isoformat(timespec="seconds")
 
 
-def environment() -> dict[str, Any]:
+def environment() -> Environment:
     """Versions, machine and date of this process."""
-    return {"date": now(), "versions": package_versions(), "machine": machine()}
+    return Environment(date=now(), versions=package_versions(), machine=machine())
 
 
 def command_line(module: str, args: list[str] | None = None) -> str:
@@ -74,14 +118,17 @@ def command_line(module: str, args: list[str] | None = None) -> str:
 
 def write_provenance(
     out: str | os.PathLike[str], module: str, config: Any, args: list[str] | None = None
-) -> dict[str, Any]:
+) -> ProvenanceRecord:
     """Write ``OUT/provenance.json``: the command, its settings (a dataclass), the working folder
     its relative paths are relative to, and :func:`environment`."""
-    record = {
-        "command": command_line(module, args),
-        "config": asdict(config) if is_dataclass(config) else dict(config),
-        "cwd": str(Path.cwd()),
-        **environment(),
-    }
-    write_json(Path(out) / PROVENANCE_FILE, record)
+    here = environment()
+    record = ProvenanceRecord(
+        command=command_line(module, args),
+        config=asdict(config) if is_dataclass(config) else dict(config),
+        cwd=str(Path.cwd()),
+        date=here.date,
+        versions=here.versions,
+        machine=here.machine,
+    )
+    record.write(Path(out) / PROVENANCE_FILE)
     return record

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any
 
 from core.errors import InputError
 from core.io import sha256_file, sha256_path
-from core.provenance import PROVENANCE_FILE
+from core.provenance import PROVENANCE_FILE, ProvenanceRecord
 from eval.history.store import Estimate, EvaluationRecord, HistoryStore, open_store
 from judgments.ppi import classical_mean
 from measure.metrics.settings import HumanPerQuery, PerQueryResults, RunResults, SearchMetrics
@@ -137,8 +136,8 @@ def build_record(
         if not (folder / name).exists():
             raise InputError(f"{folder}: no {name}; give an eval.search output folder")
     metrics = SearchMetrics.read(folder / SearchMetrics.FILE)
-    provenance = json.loads((folder / PROVENANCE_FILE).read_text(encoding="utf-8"))
-    config, cwd = provenance.get("config") or {}, Path(provenance.get("cwd") or ".")
+    provenance = ProvenanceRecord.read(folder / PROVENANCE_FILE)
+    config, cwd = provenance.config, Path(provenance.cwd)
     run_name = next(iter(metrics.mean))  # the --run: eval.search writes it first
     per_query = PerQueryResults.read(folder / PerQueryResults.FILE).runs
     if run_name not in per_query:

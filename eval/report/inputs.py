@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 from core.artifacts import Artifact
 from core.errors import InputError
 from core.job_stages import JobConfig, read_stage_record
-from core.provenance import PROVENANCE_FILE
+from core.provenance import ProvenanceRecord
 from core.records import label_from_grade
 from data.beir import Qrels
 from measure.classification.summaries import JobSummary, StudySummary
@@ -57,7 +57,7 @@ class Inputs:
     per_query: dict[str, RunResults] | None  # per_query.json's runs
     search_config: SearchEvalConfig | None  # the settings eval.search ran with, where recorded
     search_command: str | None
-    evaluated: dict[str, Any] | None  # eval.search's provenance.json
+    evaluated: ProvenanceRecord | None  # eval.search's provenance.json
     base: Path  # the folder that the recorded relative paths are relative to
     summary: JobSummary | None = None  # the main job's summary.json
     study: StudySummary | None = None  # its cross-validation (cv/study.json)
@@ -148,7 +148,7 @@ def checked_metrics(path: Path) -> SearchMetrics:
 def read_inputs(folder: str | Path) -> Inputs:
     root = Path(folder)
     kind, search_dir = locate(root)
-    evaluated = read_optional(search_dir / PROVENANCE_FILE)
+    evaluated = read_artifact(search_dir / ProvenanceRecord.FILE, ProvenanceRecord)
     inputs = Inputs(
         kind=kind,
         root=root,
@@ -156,9 +156,9 @@ def read_inputs(folder: str | Path) -> Inputs:
         metrics=checked_metrics(search_dir / "metrics.json"),
         per_query=read_per_query(search_dir / PerQueryResults.FILE),
         search_config=None,
-        search_command=(evaluated or {}).get("command"),
+        search_command=evaluated.command if evaluated else None,
         evaluated=evaluated,
-        base=Path((evaluated or {}).get("cwd") or Path.cwd()),
+        base=Path(evaluated.cwd) if evaluated else Path.cwd(),
     )
     if kind == "main job":
         inputs.summary = read_artifact(root / JobSummary.FILE, JobSummary)
@@ -171,7 +171,7 @@ def read_inputs(folder: str | Path) -> Inputs:
         if evaluated is None:
             inputs.base = _job_base(root, inputs.job_config)
             inputs.search_command = inputs.stage_commands.get(SEARCH_STAGE)
-    recorded = (evaluated or {}).get("config")
+    recorded: Any = evaluated.config if evaluated else None
     if recorded is None and kind == "main job":
         recorded = _stage_config(root, SEARCH_STAGE)
     inputs.search_config = _search_config(recorded)

@@ -225,12 +225,8 @@ def provenance(inputs: Inputs) -> Provenance:
         k=inputs.metrics.k,
         export=_export(inputs),
         commands=commands,
-        evaluated={
-            key: evaluated[key] for key in ("date", "versions", "machine") if key in evaluated
-        }
-        if evaluated
-        else None,
-        page=environment(),
+        evaluated=evaluated.environment().to_json() if evaluated else None,
+        page=environment().to_json(),
         settings=settings,
         seconds=summary.seconds if summary else None,
         stage_seconds=summary.stage_seconds if summary else None,

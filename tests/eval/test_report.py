@@ -538,3 +538,24 @@ def test_the_job_config_of_this_release_and_of_earlier_ones_is_read(folders, tmp
     (run / "config.json").write_text(json.dumps({"run_dir": 3, "qrels": None}))
     with pytest.raises(ValueError, match=r"config\.json: run_dir: Input should be a valid string"):
         build_report(run)
+
+
+def test_provenance_of_an_earlier_release_is_read_and_another_shape_refused(
+    folders, tmp_path: Path
+):
+    """provenance.json is a typed file: one written before it had a format_version gives the
+    same page; one of another shape is one line naming the file and the field."""
+    import shutil
+
+    folder = tmp_path / "search"
+    shutil.copytree(folders["human"], folder)
+    provenance = read(folder, "provenance.json")
+    assert provenance["format_version"] == 1
+    del provenance["format_version"]
+    (folder / "provenance.json").write_text(json.dumps(provenance))
+    report = build_report(folder)
+    assert report.provenance.evaluated["versions"] == provenance["versions"]
+    assert report.provenance.commands[0].command == provenance["command"]
+    (folder / "provenance.json").write_text(json.dumps({**provenance, "cwd": None}))
+    with pytest.raises(ValueError, match=r"provenance\.json: cwd: Input should be a valid string"):
+        build_report(folder)
