@@ -48,6 +48,7 @@ from measure.metrics.settings import (
     RunResults,
     SearchEvalConfig,
     SearchMetrics,
+    Unusable,
     search_inputs,
 )
 
@@ -67,8 +68,8 @@ def scoring_dtype() -> str:
     return dtype_name(device)
 
 
-def count_unusable(results: dict[str, RunResults]) -> dict[str, Any]:
-    """{run: hits with an unusable reply} (empty when none): each such hit counts as not
+def count_unusable(results: dict[str, RunResults]) -> Unusable | None:
+    """The hits with an unusable reply by run (None when none): each such hit counts as not
     relevant, as an unjudged hit does; a warning names how many and the first."""
     found = [
         (name, qid, hit.id, hit.unusable)
@@ -79,7 +80,7 @@ def count_unusable(results: dict[str, RunResults]) -> dict[str, Any]:
     ]
     counts = {name: sum(1 for found_in, *_ in found if found_in == name) for name in results}
     if not found:
-        return {}
+        return None
     name, qid, doc_id, why = found[0]
     logger.warning(
         "labeler: %d hit(s) got an unusable reply and count as not relevant (first: %s %s/%s: "
@@ -90,7 +91,7 @@ def count_unusable(results: dict[str, RunResults]) -> dict[str, Any]:
         doc_id,
         why,
     )
-    return {"counts": counts, "rule": "counted as not relevant, as an unjudged hit"}
+    return Unusable(counts=counts, rule="counted as not relevant, as an unjudged hit")
 
 
 def warn_shallow_runs(runs: dict[str, Any], k: int) -> None:
@@ -178,7 +179,7 @@ def main(args: Sequence[str] | None = None) -> None:
         # The labeler's scores depend on it: a figure says which arithmetic produced it.
         scoring_dtype=scoring_dtype(),
         mean=summary,
-        unusable=unusable or None,
+        unusable=unusable,
         comparison=comparison,
         ppi=report_ppi(config, per_run, results, human, human_pairs, (query_design, pair_design)),
     )

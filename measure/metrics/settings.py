@@ -163,6 +163,14 @@ def search_inputs(config: SearchEvalConfig) -> list[tuple[str, str | None]]:
     ]
 
 
+class Unusable(BaseModel):
+    """metrics.json's ``unusable``: the hits whose judge reply gave no verdict, by run."""
+
+    model_config = ConfigDict(extra="forbid")
+    counts: dict[str, int]  # run -> hits with an unusable reply (every run, 0 included)
+    rule: str  # how they were counted, in words
+
+
 class SearchMetrics(Artifact):
     """metrics.json, eval.search's result: each run's mean metrics, the paired tests and the
     PPI++ estimates. The tests (ranx's report) and the PPI++ record keep their own open shapes."""
@@ -176,7 +184,7 @@ class SearchMetrics(Artifact):
     k: int
     scoring_dtype: str | None = None  # the arithmetic the labeler's scores were made in
     mean: dict[str, dict[str, float | None]]  # run -> metric -> mean over its queries
-    unusable: dict[str, Any] | None = None  # judge replies with no verdict, by run
+    unusable: Unusable | None = None  # judge replies with no verdict, by run
     comparison: dict[str, Any] | None = None  # ranx's paired tests, by metric
     ppi: dict[str, Any] | None = None  # PPI++ estimates with human judgments
 
