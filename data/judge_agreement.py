@@ -16,7 +16,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
@@ -45,12 +45,43 @@ class AgreementConfig:
     )
 
 
+class QueryAgreement(TypedDict):
+    pairs: int
+    accuracy: float
+    reference_relevant: int
+    judge_relevant: int
+
+
+class _Agreement(TypedDict):
+    pairs: int
+    skipped_errors: int
+    reference_positive_rate: float
+    judge_positive_rate: float
+    accuracy: float
+    precision: float
+    recall: float
+    f1: float
+    kappa: float
+    confusion_matrix: list[list[int]]
+
+
+class JudgeAgreement(_Agreement, total=False):
+    """:func:`agreement`'s result, OUT.json as written (keys in the order written)."""
+
+    quadratic_weighted_kappa: float  # with reference grades and judge grades
+    grade_confusion_matrix: list[list[int]]
+    roc_auc: float  # when every pair has a P(relevant) and the reference both classes
+    per_query: dict[str, QueryAgreement]  # always, after the optional measures
+    judgments: str  # set by run_agreement
+    reference: str | None
+
+
 def agreement(
     judged: list[Judgment],
     reference: dict[tuple[str, str], int | None],
     label_threshold: int,
     reference_grades: bool,
-) -> dict[str, Any]:
+) -> JudgeAgreement:
     """Compare judge labels with reference grades (or labels when ``reference_grades`` is false)."""
     from sklearn.metrics import cohen_kappa_score, confusion_matrix, roc_auc_score
 
@@ -67,12 +98,18 @@ def agreement(
         raise InputError("no judged pair has a reference judgment")
     y_true = np.array([r[2] for r in rows])
     y_pred = np.array([r[0].label for r in rows])
-    result: dict[str, Any] = {
+    decided = label_metrics(y_true, y_pred)
+    result: JudgeAgreement = {
         "pairs": len(rows),
         "skipped_errors": sum(1 for j in judged if j.error is not None),
         "reference_positive_rate": float(y_true.mean()),
         "judge_positive_rate": float(y_pred.mean()),
-        **label_metrics(y_true, y_pred).to_dict(),
+        "accuracy": decided.accuracy,
+        "precision": decided.precision,
+        "recall": decided.recall,
+        "f1": decided.f1,
+        "kappa": decided.kappa,
+        "confusion_matrix": decided.confusion_matrix,
     }
     graded = [(r[0].grade, r[1]) for r in rows if r[0].grade is not None]
     if reference_grades and graded:
@@ -101,7 +138,7 @@ def agreement(
     return result
 
 
-def to_markdown(result: dict[str, Any], title: str) -> str:
+def to_markdown(result: JudgeAgreement, title: str) -> str:
     lines = [
         f"# Agreement: {title}",
         "",
@@ -159,11 +196,12 @@ def to_markdown(result: dict[str, Any], title: str) -> str:
     return "\n".join(lines)
 
 
-def _optional(result: dict[str, Any], key: str) -> str:
-    return f"{result[key]:.3f}" if key in result else "–"
+def _optional(result: JudgeAgreement, key: str) -> str:
+    value = result.get(key)
+    return "–" if value is None else f"{value:.3f}"
 
 
-def run_agreement(config: AgreementConfig) -> dict[str, Any]:
+def run_agreement(config: AgreementConfig) -> JudgeAgreement:
     if not config.judgments:
         raise InputError("judgments: give the judge's judgments JSONL")
     judged = list(read_records(config.judgments, Judgment))

@@ -11,9 +11,19 @@ import json
 import re
 from functools import cache
 from importlib import resources
-from typing import Any
+from typing import Any, TypedDict
 
 COVERAGE_TARGET = 0.93
+
+
+class MeasuredCoverage(TypedDict):
+    """A metric's measured coverage at a number of judged queries (metrics.json's ppi holds it)."""
+
+    coverage: float
+    at_n: int  # the studied size it was lowest at
+    below_target: bool
+    target: float
+    source: str
 
 
 @cache
@@ -35,7 +45,7 @@ def _studied_name(metric: str) -> str:
     return bare if bare in table else metric
 
 
-def measured_coverage(metric: str, n: int) -> dict[str, Any] | None:
+def measured_coverage(metric: str, n: int) -> MeasuredCoverage | None:
     """The lowest coverage the study measured for ``metric`` at the studied sizes around ``n``
     (the largest not above it and the smallest not below it: coverage need not grow with n),
     with the size it was lowest at and whether it is below the target; None where the metric or

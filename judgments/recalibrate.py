@@ -22,7 +22,7 @@ import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -91,9 +91,54 @@ def fit_and_held_out(records: Sequence[Judgment], fit_share: float, seed: int) -
     return fit, held_out
 
 
-def _metrics(probabilities: np.ndarray, labels: np.ndarray, threshold: float) -> dict[str, Any]:
+class HeldOutMetrics(TypedDict):
+    """The held-out queries' figures at one threshold (``before``: the stored one)."""
+
+    pairs: int
+    f1: float
+    kappa: float
+    precision: float
+    recall: float
+    threshold: float
+    predicted_relevant: float  # the share called relevant
+
+
+class _Overlap(TypedDict):
+    dataset: str | None
+    checked: bool  # False where the dataset is not here
+
+
+class DataOverlap(_Overlap, total=False):
+    """How many judged pairs are the export's own validation or training pairs."""
+
+    validation_pairs: int
+    train_pairs: int
+
+
+class _Recalibration(TypedDict):
+    export: str
+    judgments: str
+    export_data_overlap: DataOverlap
+    fit_queries: list[str]
+    held_out_queries: list[str]
+    before: HeldOutMetrics
+    after: HeldOutMetrics
+    calibration: dict[str, Any]  # Calibration.to_dict()
+
+
+class Recalibration(_Recalibration, total=False):
+    """The recalibrated copy's RECALIBRATED file (its description keeps it, less ``export``)."""
+
+    round_trip_max_abs_difference: float
+
+
+def _metrics(probabilities: np.ndarray, labels: np.ndarray, threshold: float) -> HeldOutMetrics:
     m = binary_metrics(probabilities, labels, threshold)
-    return {"pairs": m.pairs, "f1": m.f1, "kappa": m.kappa, "precision": m.precision} | {
+    return {
+        "pairs": m.pairs,
+        "f1": m.f1,
+        "kappa": m.kappa,
+        "precision": m.precision,
         "recall": m.recall,
         "threshold": threshold,
         "predicted_relevant": float(np.mean(probabilities >= threshold)),
@@ -104,22 +149,25 @@ def _pair_keys(records: Iterable[Judgment]) -> set[tuple[str, str, str]]:
     return {(r.qid, r.doc_id, r.query) for r in records}
 
 
-def data_overlap(description: GraderDescription, records: list[Judgment]) -> dict[str, Any]:
+def data_overlap(description: GraderDescription, records: list[Judgment]) -> DataOverlap:
     """How many judged pairs (query id, document id and query text) are the export's own
     validation or training pairs, read from the dataset its description names; a warning when
     any are (the stored threshold was fitted on the validation split, so its figures flatter
     it there)."""
     dataset = description.data.dataset if description.data else None
-    out: dict[str, Any] = {"dataset": dataset, "checked": False}
+    out: DataOverlap = {"dataset": dataset, "checked": False}
     if not dataset or not Path(dataset).is_dir():
         logger.info("export: its dataset (%s) is not here; the overlap is not checked", dataset)
         return out
     judged = _pair_keys(records)
     out["checked"] = True
-    for split in ("validation", "train"):
+
+    def shared(split: str) -> int:
         file = Path(dataset) / f"{split}.jsonl"
         split_pairs = _pair_keys(read_records(file, Judgment)) if file.is_file() else set()
-        out[f"{split}_pairs"] = len(judged & split_pairs)
+        return len(judged & split_pairs)
+
+    out["validation_pairs"], out["train_pairs"] = shared("validation"), shared("train")
     if out["validation_pairs"] or out["train_pairs"]:
         logger.warning(
             "judgments: %d of the %d judged pairs are the export's validation pairs and %d its "
@@ -133,7 +181,7 @@ def data_overlap(description: GraderDescription, records: list[Judgment]) -> dic
     return out
 
 
-def recalibrate(config: RecalibrateConfig) -> dict[str, Any]:
+def recalibrate(config: RecalibrateConfig) -> Recalibration:
     from models.builder import GRADER_CONFIG_FILE, read_grader_config
     from models.card import model_card
     from models.export import EXPORT_MARKER, check_round_trip
@@ -175,7 +223,7 @@ def recalibrate(config: RecalibrateConfig) -> dict[str, Any]:
     before = _metrics(grader.calibrate(raw)[~in_fit], labels[~in_fit], grader.threshold)
     after = _metrics(calibration.apply(raw)[~in_fit], labels[~in_fit], threshold)
 
-    report = {
+    report: Recalibration = {
         "export": str(export),
         "judgments": config.judgments,
         "export_data_overlap": overlap,

@@ -5,7 +5,7 @@ give, how the sample was drawn. The search command's use of them is :mod:`eval.s
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, TypedDict
 
 from core.errors import InputError
 from data.beir import (
@@ -150,7 +150,20 @@ def human_metrics(
     return out
 
 
-def describe_sample(design: Any) -> dict[str, Any]:
+class _Sample(TypedDict):
+    drawn_by: str | None  # "eval.ppi", or None: unknown
+    design: str
+
+
+class SampleDescription(_Sample, total=False):
+    """How a human sample was drawn (metrics.json's ppi holds it)."""
+
+    seed: int
+    sources: dict[str, Any]  # the draw's inputs (judgments.design.Design.sources)
+    check: Any  # eval.search's check of a sample of unknown design (eval.search.human)
+
+
+def describe_sample(design: Any) -> SampleDescription:
     """How the human sample was drawn, for metrics.json: eval.ppi's draw (its design, seed and
     sources), or unknown (read as a simple random sample, which PPI++ needs)."""
     if design is None:

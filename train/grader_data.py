@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import torch
@@ -136,7 +136,15 @@ def label_threshold(dataset_dir: str) -> int:
     return int(config.get("label_threshold", DEFAULT_RELEVANCE_THRESHOLD))
 
 
-def manifest_summary(dataset_dir: str) -> dict[str, Any]:
+class ManifestSummary(TypedDict, total=False):
+    """What a grader's description records of its dataset's manifest.json (empty without one)."""
+
+    counts: dict[str, Any] | None  # per split, data.build's counts
+    sources: list[dict[str, str]] | None  # each judgments file and its digest
+    seed: int | None
+
+
+def manifest_summary(dataset_dir: str) -> ManifestSummary:
     path = Path(dataset_dir) / "manifest.json"
     if not path.exists():
         return {}

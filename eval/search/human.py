@@ -5,7 +5,7 @@ both files. Reading a sample itself is :mod:`judgments.samples`."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, TypedDict
 
 from core.errors import InputError
 from data.beir import (
@@ -53,12 +53,20 @@ def sample_designs(config: SearchEvalConfig) -> tuple[Any, Any]:
     return (design, None) if design.unit == "queries" else (None, design)
 
 
+class RandomSampleCheck(TypedDict):
+    """Whether judged queries of unknown design look like a random sample of the queries."""
+
+    test: str
+    p: float
+    random_plausible: bool
+
+
 def check_random_sample(
     config: SearchEvalConfig,
     per_run: dict[str, dict[str, dict[str, float]]],
     judged: set[str],
     design: Any,
-) -> dict[str, Any] | None:
+) -> RandomSampleCheck | None:
     """A sample of unknown design, checked against what a random draw would give: the first
     run's labeler NDCG@k of the judged and of the other queries, compared by a two-sided
     Mann-Whitney (rank-sum) test, with a warning below p = RANDOM_SAMPLE_P. None for an

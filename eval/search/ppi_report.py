@@ -4,7 +4,7 @@ intervals, and the relevant share of hits from a sample of judged hits."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, TypedDict
 
 from core.errors import InputError
 from core.io import markdown_table
@@ -92,7 +92,16 @@ def ppi_estimates(
     return report
 
 
-def holm(differences: dict[str, dict[str, Any]], primary: str, alpha: float) -> dict[str, Any]:
+class Multiplicity(TypedDict):
+    """metrics.json's ppi ``multiplicity``: how the differences are called significant."""
+
+    primary: str
+    method: str
+    alpha: float
+    rule: str  # in words, for the table's and the report's legend
+
+
+def holm(differences: dict[str, dict[str, Any]], primary: str, alpha: float) -> Multiplicity:
     """Holm's step-down adjustment of the PPI++ differences' p-values on the primary metric, over
     the compared runs (written into each entry as ``p_holm``); the other metrics' intervals stay
     marginal, and the rule is returned in words for the table's and the report's legend."""

@@ -15,7 +15,7 @@ import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from core.cli import parse_config, run_main
 from core.errors import InputError
@@ -46,7 +46,27 @@ def by_assessor(records: Sequence[Judgment]) -> dict[str, dict[tuple[str, str], 
     return out
 
 
-def pair_agreement(first: dict, second: dict) -> dict[str, Any] | None:
+class PairAgreement(TypedDict):
+    """Two assessors on the hits both judged."""
+
+    hits: int
+    same_grade: float
+    same_relevance: float
+    kappa: float
+    weighted_kappa: float | None
+    grade_confusion_matrix: list[list[int]] | None
+
+
+class AssessorAgreement(TypedDict):
+    """OUT.json of the assessors' agreement."""
+
+    judgments: str
+    assessors: dict[str, int]  # assessor -> hits judged
+    pairs: dict[str, PairAgreement | None]  # "a vs b" -> None when they share no hit
+    disagreements: list[dict[str, Any]]
+
+
+def pair_agreement(first: dict, second: dict) -> PairAgreement | None:
     """κ and shares on the hits both judged (None when they share no hit)."""
     common = sorted(set(first) & set(second))
     if not common:
@@ -80,7 +100,7 @@ def disagreements(judged: dict[str, dict[tuple[str, str], Judgment]]) -> list[di
     return sorted(rows, key=lambda row: -row["gap"])
 
 
-def assessor_agreement(config: AgreementConfig) -> dict[str, Any]:
+def assessor_agreement(config: AgreementConfig) -> AssessorAgreement:
     judged = by_assessor(read_judgments(config.judgments))
     names = config.assessors or sorted(judged)
     unknown = sorted(set(names) - set(judged))
@@ -100,7 +120,7 @@ def assessor_agreement(config: AgreementConfig) -> dict[str, Any]:
     }
 
 
-def to_markdown(result: dict[str, Any]) -> str:
+def to_markdown(result: AssessorAgreement) -> str:
     def number(value: float | None) -> str:
         return "–" if value is None else f"{value:.3f}"
 

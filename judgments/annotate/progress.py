@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TypedDict
 
 from judgments.ppi import classical_mean, queries_for_width
 
@@ -39,18 +39,33 @@ def ndcg_at_k(
     return {q: float(v) for q, v in zip(run.keys(), np.atleast_1d(scores), strict=True)}
 
 
+class _Progress(TypedDict):
+    metric: str
+    judged: int
+    width: float | None  # None below two fully judged queries
+    target_width: float
+    needed: int | None
+    reachable: bool | None
+
+
+class IntervalProgress(_Progress, total=False):
+    """The judging page's progress towards the target interval width."""
+
+    width_at_all: float | None  # from two judged queries: the width with all drawn judged
+
+
 def interval_progress(
     rankings: Mapping[str, Sequence[str]],
     grades: Mapping[str, Mapping[str, int]],
     k: int,
     queries: int,
     target_width: float = TARGET_WIDTH,
-) -> dict[str, Any]:
+) -> IntervalProgress:
     """{metric, judged, width, target_width, needed, reachable}: the human-only interval's width
     over the ``grades`` of fully judged queries (None below two), the judged queries about needed
     for ``target_width`` (widths scale as 1/sqrt(n)) and whether the draw's ``queries`` reach it."""
     done = {q: g for q, g in grades.items() if q in rankings}
-    progress: dict[str, Any] = {
+    progress: IntervalProgress = {
         "metric": f"ndcg@{k}",
         "judged": len(done),
         "width": None,
@@ -64,9 +79,6 @@ def interval_progress(
     interval = classical_mean([values[q] for q in sorted(values)], bounds=(0.0, 1.0))
     needed = queries_for_width(interval, target_width)
     reach = interval.width * math.sqrt(interval.n / queries) if queries else None
-    return progress | {
-        "width": interval.width,
-        "needed": needed,
-        "reachable": needed <= queries,
-        "width_at_all": reach,
-    }
+    progress.update(width=interval.width, needed=needed, reachable=needed <= queries)
+    progress["width_at_all"] = reach
+    return progress

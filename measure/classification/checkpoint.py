@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -218,7 +218,24 @@ def _timed(scorer: Scorer, records: list[Judgment]) -> Scored:
     return Scored(scores, len(records) / max(time.perf_counter() - start, 1e-9))
 
 
-def grade_agreement(predicted: np.ndarray, reference: np.ndarray) -> dict[str, Any]:
+class GradeAgreement(TypedDict):
+    """A graded grader's 0-3 grades against reference grades (None without pairs or variety)."""
+
+    pairs: int
+    accuracy: float | None
+    mae: float | None
+    weighted_kappa: float | None
+
+
+class PrimaryMetric(TypedDict):
+    """The figure a checkpoint is judged by: F1 against one reference's labels."""
+
+    labels: str  # "teacher" or "human"
+    metric: str
+    value: float
+
+
+def grade_agreement(predicted: np.ndarray, reference: np.ndarray) -> GradeAgreement:
     """How a graded grader's 0-3 grades agree with reference grades: exact accuracy, mean
     absolute error and quadratic-weighted κ (the usual agreement measure for ordinal grades)."""
     from sklearn.metrics import cohen_kappa_score
@@ -404,7 +421,7 @@ def metrics_against(
     return entry
 
 
-def primary_metric(metrics: dict[str, Any], refs: dict[str, np.ndarray]) -> dict[str, Any]:
+def primary_metric(metrics: dict[str, Any], refs: dict[str, np.ndarray]) -> PrimaryMetric:
     """F1 against the teacher's labels where given, else the human ones; at the validation
     threshold where one was fitted."""
     source = "teacher" if "teacher" in refs else "human"
