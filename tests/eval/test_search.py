@@ -556,3 +556,26 @@ def test_a_qrels_labelers_unjudged_hits_are_marked_for_judged_at_k(tmp_path: Pat
     )  # fmt: skip
     assert [hit.judged for hit in result.hits] == [True, False, True, False]
     assert result.metrics["judged@2"] == 0.5 and result.metrics["judged@4"] == 0.5
+
+
+def test_unusable_replies_are_a_typed_entry_of_metrics_json(tmp_path):
+    """count_unusable's record is what metrics.json holds under ``unusable`` (keys as before);
+    None, and no entry, when every reply had a verdict."""
+    import json
+
+    from eval.search.command import count_unusable
+    from measure.metrics.settings import HitResult, QueryResult, SearchMetrics
+
+    def run(why: str | None) -> dict[str, QueryResult]:
+        hits = [HitResult(id="d1", relevant=False, unusable=why), HitResult(id="d2", relevant=True)]
+        return {"q1": QueryResult(hits=hits)}
+
+    assert count_unusable({"bm25": run(None)}) is None
+    unusable = count_unusable({"bm25": run("no digit"), "dense": run(None)})
+    assert unusable is not None and unusable.counts == {"bm25": 1, "dense": 0}
+    SearchMetrics(labeler="x", k=10, mean={"bm25": {}}, unusable=unusable).write(
+        tmp_path / "m.json"
+    )
+    written = json.loads((tmp_path / "m.json").read_text())["unusable"]
+    assert set(written) == {"counts", "rule"}
+    assert SearchMetrics.read(tmp_path / "m.json").unusable == unusable
