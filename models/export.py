@@ -29,12 +29,12 @@ import numpy as np
 import torch
 
 from core.cli import check_choices, choice, parse_config, run_main
-from core.io import check_replaceable, refuse_overlap, replace_folder, strict
+from core.io import check_replaceable, refuse_overlap, replace_folder
 from models.builder import GRADER_CONFIG_FILE, load_trained, read_grader_config
 from models.card import model_card, relevant_grade
 from models.families import family_of_description
 from models.families.base import PlainExport
-from models.grader_config import Calibration, GraderDescription
+from models.grader_config import Calibration, ExportCheck, GraderDescription
 from models.resolve import LABEL_NAMES
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ class ExportConfig:
         check_choices(self)
 
 
-EXPORT_MARKER = "export_check.json"  # written last: a folder holding it is a finished export
+EXPORT_MARKER = ExportCheck.FILE  # written last: a folder holding it is a finished export
 
 
 class RoundTripError(ValueError):
@@ -208,7 +208,7 @@ def exported_description(
     return GraderDescription.from_data(info.dump() | added, where)
 
 
-def export(config: ExportConfig) -> dict[str, Any]:
+def export(config: ExportConfig) -> ExportCheck:
     checkpoint = Path(config.checkpoint)
     out = Path(config.out)
     _check_out(config)
@@ -246,15 +246,13 @@ def export(config: ExportConfig) -> dict[str, Any]:
         pairs = _sample_pairs(config)
         reference = export_reference(checkpoint, dtype)
         difference = check_round_trip(reference, staging, pairs, config.tolerance, out)
-        report = {
-            "out": str(out),
-            "pairs_checked": len(pairs),
-            "max_abs_difference": difference,
-            "tolerance": config.tolerance,
-        }
-        (staging / EXPORT_MARKER).write_text(
-            json.dumps(strict(report), allow_nan=False, indent=2) + "\n"
+        report = ExportCheck(
+            out=str(out),
+            pairs_checked=len(pairs),
+            max_abs_difference=difference,
+            tolerance=config.tolerance,
         )
+        report.write(staging / EXPORT_MARKER)
     return report
 
 
@@ -262,8 +260,8 @@ def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([ExportConfig], args)
     report = export(config)
     print(
-        f"exported {config.checkpoint} -> {report['out']}; round trip with plain transformers on "
-        f"{report['pairs_checked']} pairs: max |ΔP| = {report['max_abs_difference']:.2e} (tolerance {report['tolerance']:.0e})"
+        f"exported {config.checkpoint} -> {report.out}; round trip with plain transformers on "
+        f"{report.pairs_checked} pairs: max |ΔP| = {report.max_abs_difference:.2e} (tolerance {report.tolerance:.0e})"
     )
 
 

@@ -131,3 +131,23 @@ def read_description(folder: str | Path) -> GraderDescription | None:
     if not isinstance(transformers_config, dict) or "grader" not in transformers_config:
         return None
     return GraderDescription.from_data(transformers_config["grader"], f"{config}: grader")
+
+
+class ExportCheck(Artifact):
+    """``export_check.json``: an export's round-trip check (plain transformers on the export
+    against the grader's own scoring of the checkpoint), written last by models.export, so a
+    folder holding it is a finished export; models.push pushes only one that passed, and the
+    report shows the difference. Files of earlier releases (no format_version) are the same
+    object."""
+
+    FILE = "export_check.json"
+    FORMAT_VERSION = 1
+    SAME_SHAPE_SINCE = 0
+    out: str
+    pairs_checked: int
+    max_abs_difference: float
+    tolerance: float
+
+    @property
+    def passed(self) -> bool:
+        return self.max_abs_difference <= self.tolerance

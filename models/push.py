@@ -9,17 +9,17 @@ files. Only exports that passed their round-trip check (``export_check.json``) a
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from core.cli import parse_config, run_main
 from core.errors import InputError
+from models.grader_config import ExportCheck
 
 REQUIRED_FILES = (
     "config.json",
@@ -72,20 +72,25 @@ def _with_card_for(folder: Path, repo_id: str) -> Path:
     return staging
 
 
-def read_export_check(folder: Path) -> dict[str, Any]:
+def read_export_check(folder: Path) -> ExportCheck:
     """The round-trip record of an export; a damaged one is named, never a KeyError."""
-    path = folder / "export_check.json"
+    path = folder / ExportCheck.FILE
     try:
-        check = json.loads(path.read_text(encoding="utf-8"))
-        float(check["max_abs_difference"]), float(check["tolerance"])
-    except (json.JSONDecodeError, UnicodeDecodeError, KeyError, TypeError, ValueError) as exc:
-        raise InputError(
-            f"{path}: not a round-trip record ({type(exc).__name__}: {exc}); re-run models.export"
-        ) from None
-    return check
+        return ExportCheck.read(path)
+    except (InputError, UnicodeDecodeError) as exc:
+        why = str(exc).removeprefix(f"{path}: ")
+        raise InputError(f"{path}: not a round-trip record ({why}); re-run models.export") from None
 
 
-def push(config: PushConfig, api: Any = None) -> dict[str, Any]:
+class Pushed(TypedDict):
+    """Where an export was pushed."""
+
+    repo: str  # the repository's URL
+    commit: str
+    files: list[str]
+
+
+def push(config: PushConfig, api: Any = None) -> Pushed:
     from huggingface_hub import HfApi, get_token
 
     folder = Path(config.export)
@@ -97,7 +102,7 @@ def push(config: PushConfig, api: Any = None) -> dict[str, Any]:
             f"{folder}: missing {', '.join(missing)}; run `python -m models.export` first"
         )
     check = read_export_check(folder)
-    if check["max_abs_difference"] > check["tolerance"]:
+    if not check.passed:
         raise InputError(f"{folder}: the export failed its round-trip check; not pushing")
     if api is None:
         token = get_token()

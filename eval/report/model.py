@@ -4,7 +4,7 @@ from an evaluation folder, :meth:`Report.to_dict` is the JSON the page embeds an
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 from core.io import strict
 
@@ -223,12 +223,30 @@ class Command:
     command: str
 
 
+class _Export(TypedDict):
+    path: str
+
+
+class ExportShown(_Export, total=False):
+    """The exported grader behind a ``grader:PATH`` labeler, as the page lists it (only its path
+    where its description is not here)."""
+
+    base_model: str | None
+    mode: str | None
+    input_format: str  # NAME@VERSION
+    max_length: int | None
+    threshold: float | None
+    calibration: dict[str, Any] | None
+    format_version: int
+    round_trip_max_abs_difference: float | None  # export_check.json's, where it is here
+
+
 @dataclass
 class Provenance:
     folder: str
     labeler: str | None
     k: int | None
-    export: dict[str, Any] | None
+    export: ExportShown | None
     commands: list[Command]
     evaluated: dict[str, Any] | None  # date, versions and machine of the evaluation, if recorded
     page: dict[str, Any]  # date, versions and machine of this page

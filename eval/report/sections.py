@@ -11,9 +11,10 @@ from typing import Any
 import numpy as np
 
 from core.provenance import environment
-from eval.report.inputs import HumanLabels, Inputs, read_optional
+from eval.report.inputs import HumanLabels, Inputs
 from eval.report.model import (
     Command,
+    ExportShown,
     Headline,
     LabelAgreement,
     Provenance,
@@ -23,7 +24,7 @@ from eval.report.model import (
 )
 from measure.metrics.ranking_agreement import RankingAgreement, left_out_note
 from measure.metrics.settings import RunResults
-from models.grader_config import GraderDescription
+from models.grader_config import ExportCheck, GraderDescription
 
 BINARY = ["not relevant", "relevant"]
 GRADES = ["0", "1", "2", "3"]
@@ -182,7 +183,7 @@ def ranking(inputs: Inputs, headline: Headline, agreement_path: str | None) -> R
     )
 
 
-def _export(inputs: Inputs) -> dict[str, Any] | None:
+def _export(inputs: Inputs) -> ExportShown | None:
     """The exported grader behind a ``grader:PATH`` labeler: what it is and how it decides."""
     labeler = inputs.metrics.labeler or ""
     if not labeler.startswith("grader:"):
@@ -194,7 +195,8 @@ def _export(inputs: Inputs) -> dict[str, Any] | None:
     description = GraderDescription.read(file)
     # The input format's own open shape (models.input_format), shown as it is stored.
     input_format = description.input_format or {}
-    check = read_optional(folder / "export_check.json") or {}
+    check_file = folder / ExportCheck.FILE
+    check = ExportCheck.read(check_file) if check_file.is_file() else None
     calibration = description.calibration
     return {
         "path": labeler.removeprefix("grader:"),
@@ -205,7 +207,7 @@ def _export(inputs: Inputs) -> dict[str, Any] | None:
         "threshold": description.threshold,
         "calibration": calibration.model_dump(mode="json") if calibration else None,
         "format_version": description.format_version,
-        "round_trip_max_abs_difference": check.get("max_abs_difference"),
+        "round_trip_max_abs_difference": check.max_abs_difference if check else None,
     }
 
 

@@ -103,3 +103,18 @@ def test_a_newer_or_damaged_description_is_one_line_naming_the_file_and_field(
     message = str(caught.value)
     assert message.startswith(f"{path}: ") and expected in message
     assert len(message.splitlines()) == 1
+
+
+def test_an_export_check_of_an_earlier_release_is_read(tmp_path):
+    """export_check.json written before it had a format_version is the same object."""
+    import json
+
+    from models.grader_config import ExportCheck
+
+    old = {"out": "export", "pairs_checked": 8, "max_abs_difference": 2e-5, "tolerance": 1e-4}
+    (tmp_path / ExportCheck.FILE).write_text(json.dumps(old))
+    check = ExportCheck.read(tmp_path / ExportCheck.FILE)
+    assert check.passed and check.pairs_checked == 8
+    check.write(tmp_path / "new.json")
+    assert json.loads((tmp_path / "new.json").read_text()) == {"format_version": 1, **old}
+    assert not ExportCheck(**{**old, "max_abs_difference": 1.0}).passed
