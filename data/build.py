@@ -40,7 +40,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
+from core.artifacts import Artifact
 from core.cli import bounded, check_choices, choice, parse_config, run_main
 from core.errors import InputError
 from core.io import (
@@ -49,7 +51,6 @@ from core.io import (
     read_numbered_records,
     refuse_overlap,
     replace_folder,
-    write_json,
     write_jsonl,
 )
 from core.records import (
@@ -278,6 +279,77 @@ def _resample(indices: np.ndarray, count: int, rng: np.random.Generator) -> np.n
     return np.concatenate([indices, extra])
 
 
+MANIFEST_FILE = "manifest.json"
+
+
+class SplitCounts(BaseModel):
+    """A split's pairs by label and its queries (data.build writes all four)."""
+
+    model_config = ConfigDict(extra="allow")
+    pairs: int | None = None
+    positive: int | None = None
+    negative: int | None = None
+    queries: int | None = None
+
+
+class FoldSplits(BaseModel):
+    """What one fold's splits (or the one split's) hold, before and after balancing, and the
+    query ids of its held-out splits (the train split's are the rest)."""
+
+    model_config = ConfigDict(extra="allow")
+    counts_before_balancing: dict[str, SplitCounts] = Field(default_factory=dict)
+    counts: dict[str, SplitCounts] = Field(default_factory=dict)
+    queries: dict[str, list[str]] = Field(default_factory=dict)  # "validation", "test"
+
+
+class DatasetManifest(Artifact):
+    """A dataset folder's ``manifest.json``, written last by data.build (its presence marks a
+    finished build): the cleaning, the sources and settings, and the splits, one
+    :class:`FoldSplits` per fold (``folds``; each ``fold-K/`` has its own manifest, with ``fold``)
+    or the one split's at the top. Every field may be absent: the cross-validation's folds of
+    another source hold only their ``queries``, and files of earlier releases (no format_version)
+    are the same object. Keys this release does not know are kept."""
+
+    model_config = ConfigDict(extra="allow")
+    FILE = MANIFEST_FILE
+    FORMAT_VERSION = 1
+    SAME_SHAPE_SINCE = 0
+    cleaning: dict[str, Any] = Field(default_factory=dict)  # load_judgments' counts, open
+    sources: list[dict[str, str]] = Field(default_factory=list)  # path and digest of each file
+    train_only_sources: list[dict[str, str]] = Field(default_factory=list)
+    seed: int | None = None
+    config: dict[str, Any] = Field(default_factory=dict)  # the BuildConfig it was built with
+    fold: int | None = None  # in fold-K/: K
+    folds: list[FoldSplits] | None = None
+    counts_before_balancing: dict[str, SplitCounts] = Field(default_factory=dict)
+    counts: dict[str, SplitCounts] = Field(default_factory=dict)
+    queries: dict[str, list[str]] = Field(default_factory=dict)
+
+    @classmethod
+    def of(cls, manifest: dict[str, Any]) -> DatasetManifest:
+        return cls.from_data(manifest, cls.FILE)
+
+    def dump(self) -> dict[str, Any]:
+        # exclude_unset: the keys written are the ones set, as before the file was typed.
+        rest = self.model_dump(mode="json", exclude={"format_version"}, exclude_unset=True)
+        return {"format_version": self.format_version, **rest}
+
+    def fold_splits(self, fold: int) -> FoldSplits | None:
+        """Fold ``fold``'s splits; None for a build without it."""
+        return self.folds[fold] if self.folds and fold < len(self.folds) else None
+
+    @property
+    def label_threshold(self) -> int:
+        """The grade from which its pairs are relevant (data.build's label_threshold)."""
+        return int(self.config.get("label_threshold", DEFAULT_RELEVANCE_THRESHOLD))
+
+
+def read_manifest(folder: str | Path) -> DatasetManifest | None:
+    """The manifest of a dataset folder; None for a folder without one."""
+    path = Path(folder) / MANIFEST_FILE
+    return DatasetManifest.read(path) if path.is_file() else None
+
+
 def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     labels = Counter(row["label"] for row in rows)
     return {
@@ -288,7 +360,7 @@ def _counts(rows: list[dict[str, Any]]) -> dict[str, int]:
     }
 
 
-def build_dataset(config: BuildConfig) -> dict[str, Any]:
+def build_dataset(config: BuildConfig) -> DatasetManifest:
     if not config.judgments:
         raise InputError("judgments: give at least one judgments JSONL file")
     # --out is replaced as a whole: an input inside it would be deleted.
@@ -320,14 +392,15 @@ def build_dataset(config: BuildConfig) -> dict[str, Any]:
         if config.folds:
             for number, fold in enumerate(folds):
                 _write_splits(out / f"fold-{number}", fold, {**manifest, "fold": number}, config)
-            manifest["folds"] = [fold.summary() for fold in folds]
+            manifest["folds"] = [fold.summary().model_dump() for fold in folds]
             # Every pair a fold tests, each once: what a judge labels to be compared on all folds.
             write_jsonl(out / TESTED_FILE, (_compact(row) for row in rows))
         else:
-            manifest |= folds[0].summary()
+            manifest |= folds[0].summary().model_dump()
             _write_splits(out, folds[0], manifest, config)
-        write_json(out / "manifest.json", manifest)  # last: its presence marks a finished build
-    return manifest
+        typed = DatasetManifest.of(manifest)
+        typed.write(out / MANIFEST_FILE)  # last: its presence marks a finished build
+    return typed
 
 
 def _source(path: str) -> dict[str, str]:
@@ -403,16 +476,18 @@ class Fold:
     split_rows: dict[str, list[dict[str, Any]]]
     before: dict[str, dict[str, int]]
 
-    def summary(self) -> dict[str, Any]:
-        return {
-            "counts_before_balancing": self.before,
-            "counts": {name: _counts(items) for name, items in self.split_rows.items()},
-            "queries": {
-                name: sorted({row["qid"] for row in items})
-                for name, items in self.split_rows.items()
-                if name != "train"
-            },
-        }
+    def summary(self) -> FoldSplits:
+        return FoldSplits.model_validate(
+            {
+                "counts_before_balancing": self.before,
+                "counts": {name: _counts(items) for name, items in self.split_rows.items()},
+                "queries": {
+                    name: sorted({row["qid"] for row in items})
+                    for name, items in self.split_rows.items()
+                    if name != "train"
+                },
+            }
+        )
 
 
 def _fold(
@@ -454,7 +529,7 @@ def _write_splits(folder: Path, fold: Fold, manifest: dict[str, Any], config: Bu
         write_jsonl(folder / f"{name}.jsonl", (_compact(row) for row in items))
     if config.save_dataset:
         _save_dataset_dict(fold.split_rows, folder / "dataset")
-    write_json(folder / "manifest.json", manifest | fold.summary())
+    DatasetManifest.of(manifest | fold.summary().model_dump()).write(folder / MANIFEST_FILE)
 
 
 def _save_dataset_dict(split_rows: dict[str, list[dict[str, Any]]], path: Path) -> None:
@@ -477,24 +552,22 @@ def _save_dataset_dict(split_rows: dict[str, list[dict[str, Any]]], path: Path) 
     dataset.save_to_disk(str(path))
 
 
-def summary_table(manifest: dict[str, Any]) -> str:
-    folds = manifest.get("folds") or [manifest]
+def summary_table(manifest: DatasetManifest) -> str:
+    folds: list[FoldSplits] | list[DatasetManifest] = manifest.folds or [manifest]
     lines = [
         f"{'split':<11} {'pairs':>9} {'pos':>8} {'neg':>9} {'pos %':>6} {'queries':>8}   (before balancing)",
     ]
     for number, fold in enumerate(folds):
-        for name, counts in fold["counts"].items():
-            before = fold["counts_before_balancing"][name]
-            share = 100 * counts["positive"] / max(counts["pairs"], 1)
-            note = (
-                "" if before == counts else f"   {before['pairs']} pairs, {before['positive']} pos"
-            )
-            label = f"{number}:{name}" if "folds" in manifest else name
+        for name, counts in fold.counts.items():
+            before = fold.counts_before_balancing[name]
+            share = 100 * (counts.positive or 0) / max(counts.pairs or 0, 1)
+            note = "" if before == counts else f"   {before.pairs} pairs, {before.positive} pos"
+            label = f"{number}:{name}" if manifest.folds else name
             lines.append(
-                f"{label:<11} {counts['pairs']:>9} {counts['positive']:>8} {counts['negative']:>9} "
-                f"{share:>5.1f}% {counts['queries']:>8}{note}"
+                f"{label:<11} {counts.pairs:>9} {counts.positive:>8} {counts.negative:>9} "
+                f"{share:>5.1f}% {counts.queries:>8}{note}"
             )
-    cleaning = manifest["cleaning"]
+    cleaning = manifest.cleaning
     lines.append(
         f"read {cleaning['read']}, kept {cleaning['kept']}; dropped {cleaning['errors_dropped']} error record(s), "
         f"{cleaning['duplicates_dropped']} duplicate(s), skipped {len(cleaning['skipped_lines'])} bad line(s)"

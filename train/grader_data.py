@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -14,6 +13,7 @@ from transformers import PreTrainedTokenizerBase
 from core.errors import InputError
 from core.metrics import classification_metrics
 from core.records import DEFAULT_RELEVANCE_THRESHOLD
+from data.build import read_manifest
 from models.input_format import GraderInputFormat, format_pairs
 from models.scoring import pad_right, relevant_probability
 
@@ -129,11 +129,8 @@ def compute_metrics(prediction, relevant_from: int = 1) -> dict[str, float]:
 
 def label_threshold(dataset_dir: str) -> int:
     """The grade from which the dataset's pairs are relevant (data.build's label_threshold)."""
-    path = Path(dataset_dir) / "manifest.json"
-    if not path.exists():
-        return DEFAULT_RELEVANCE_THRESHOLD
-    config = json.loads(path.read_text()).get("config") or {}
-    return int(config.get("label_threshold", DEFAULT_RELEVANCE_THRESHOLD))
+    manifest = read_manifest(dataset_dir)
+    return manifest.label_threshold if manifest else DEFAULT_RELEVANCE_THRESHOLD
 
 
 class ManifestSummary(TypedDict, total=False):
@@ -145,12 +142,13 @@ class ManifestSummary(TypedDict, total=False):
 
 
 def manifest_summary(dataset_dir: str) -> ManifestSummary:
-    path = Path(dataset_dir) / "manifest.json"
-    if not path.exists():
+    manifest = read_manifest(dataset_dir)
+    if manifest is None:
         return {}
-    manifest = json.loads(path.read_text())
+    # As the description held them before the manifest was typed (None where absent).
+    written = manifest.dump()
     return {
-        "counts": manifest.get("counts"),
-        "sources": manifest.get("sources"),
-        "seed": manifest.get("seed"),
+        "counts": written.get("counts"),
+        "sources": written.get("sources"),
+        "seed": manifest.seed,
     }

@@ -55,6 +55,7 @@ from core.io import (
 )
 from core.job_stages import JobConfig
 from core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment
+from data.build import DatasetManifest
 from data.splits import cap_per_query, held_out_queries, queries_for_share, relevant_share
 from measure.classification.baselines import BASELINES
 from measure.classification.checkpoint import LABEL_SOURCES, CheckpointEvalConfig, Scorer, evaluate
@@ -542,16 +543,14 @@ def summarise(
         if model not in BASELINES and baselines:
             entry["beats_baselines_in_folds"] = _wins(rows, per_fold, baselines)
         mean[model] = ModelSummary(**entry)
-    manifests = [json.loads((folder / "manifest.json").read_text()) for folder in folders]
-    test_queries = [len(manifest["queries"]["test"]) for manifest in manifests]
+    manifests = [DatasetManifest.read(folder / DatasetManifest.FILE) for folder in folders]
+    test_queries = [len(manifest.queries.get("test", [])) for manifest in manifests]
     manifest = manifests[0]  # the folds' build settings (data.build's, where it built them)
     return StudySummary(
         collection=config.collection,
         folds=len(folders),
         queries_per_fold=test_queries,
-        max_pairs_per_query=manifest.get("config", {}).get(
-            "max_pairs_per_query", config.max_pairs_per_query
-        ),
+        max_pairs_per_query=manifest.config.get("max_pairs_per_query", config.max_pairs_per_query),
         models=mean,
         per_fold=per_fold,
         cross_validation=cross,

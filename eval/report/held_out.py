@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from data.build import DatasetManifest
 from eval.report.inputs import CV_DIR, Inputs
 from eval.report.model import (
     AucDifference,
@@ -66,20 +67,21 @@ def _pooled_rows(cross: CrossValidationRecord, names: dict[str, str]) -> list[Po
     ]
 
 
-def _per_fold(study: JobSummary | StudySummary, manifest: dict[str, Any] | None) -> list[FoldRow]:
+def _per_fold(study: JobSummary | StudySummary, manifest: DatasetManifest | None) -> list[FoldRow]:
     """ROC-AUC per fold and model, with each fold's split sizes (dataset/manifest.json)."""
     aucs: dict[int, dict[str, float | None]] = {}
     for row in study.per_fold:
         aucs.setdefault(row.fold, {})[row.model] = row.roc_auc
-    folds = (manifest or {}).get("folds") or []
     tested = study.queries_per_fold
     rows = []
     for fold in range(study.folds):
-        counts = (folds[fold].get("counts") or {}) if fold < len(folds) else {}
-        queries = {split: int(c["queries"]) for split, c in counts.items()}
+        splits = manifest.fold_splits(fold) if manifest else None
+        counts = splits.counts if splits else {}
+        queries = {split: c.queries for split, c in counts.items() if c.queries is not None}
         if not queries and fold < len(tested):
             queries = {"test": tested[fold]}
-        test_pairs = counts.get("test", {}).get("pairs")
+        test = splits.counts.get("test") if splits else None
+        test_pairs = test.pairs if test else None
         rows.append(FoldRow(fold, aucs.get(fold, {}), queries, test_pairs))
     return rows
 
@@ -153,12 +155,12 @@ def learned_queries_note(inputs: Inputs, evaluated: set[str], judged: set[str]) 
     """A note when the exported grader learned from queries the runs are evaluated on (its
     fold's training and validation queries): there its labels are better than on new ones."""
     export = inputs.summary.export_fold if inputs.summary else None
-    folds = (inputs.manifest or {}).get("folds") or []
-    if export is None or export >= len(folds):
+    manifest = inputs.manifest
+    exported = manifest.fold_splits(export) if manifest and export is not None else None
+    if manifest is None or exported is None:
         return None
-    split = folds[export].get("queries") or {}
-    in_folds = {q for fold in folds for q in (fold.get("queries") or {}).get("test", [])}
-    learned = (evaluated & in_folds) - set(split.get("test", []))
+    in_folds = {q for fold in manifest.folds or [] for q in fold.queries.get("test", [])}
+    learned = (evaluated & in_folds) - set(exported.queries.get("test", []))
     if not learned:
         return None
     of_judged = (

@@ -16,6 +16,7 @@ from core.job_stages import JobConfig, read_stage_record
 from core.provenance import ProvenanceRecord
 from core.records import label_from_grade
 from data.beir import Qrels
+from data.build import DatasetManifest, read_manifest
 from measure.classification.summaries import JobSummary, StudySummary
 from measure.metrics.ranking_agreement import RankingAgreement
 from measure.metrics.settings import PerQueryResults, RunResults, SearchEvalConfig, SearchMetrics
@@ -61,7 +62,7 @@ class Inputs:
     base: Path  # the folder that the recorded relative paths are relative to
     summary: JobSummary | None = None  # the main job's summary.json
     study: StudySummary | None = None  # its cross-validation (cv/study.json)
-    manifest: dict[str, Any] | None = None  # its folds (dataset/manifest.json)
+    manifest: DatasetManifest | None = None  # its folds (dataset/manifest.json)
     job_config: JobConfig | None = None  # the main job's config.json
     agreement: RankingAgreement | None = None
     stage_commands: dict[str, str] = field(default_factory=dict)
@@ -163,7 +164,7 @@ def read_inputs(folder: str | Path) -> Inputs:
     if kind == "main job":
         inputs.summary = read_artifact(root / JobSummary.FILE, JobSummary)
         inputs.study = read_artifact(root / CV_DIR / StudySummary.FILE, StudySummary)
-        inputs.manifest = read_optional(root / "dataset" / "manifest.json")
+        inputs.manifest = read_manifest(root / "dataset")
         inputs.job_config = read_artifact(root / JobConfig.FILE, JobConfig)
         path = root / "agreement" / RankingAgreement.FILE
         inputs.agreement = RankingAgreement.read(path) if path.is_file() else None

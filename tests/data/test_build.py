@@ -59,12 +59,12 @@ def test_query_split_keeps_queries_on_one_side_and_similar_positive_ratios(
     assert not queries["train"] & queries["validation"]
     assert not queries["validation"] & queries["test"]
     assert sum(len(v) for v in queries.values()) == 40
-    counts = manifest["counts"]
-    ratios = [counts[s]["positive"] / counts[s]["pairs"] for s in ("train", "test")]
+    counts = manifest.counts
+    ratios = [counts[s].positive / counts[s].pairs for s in ("train", "test")]
     assert abs(ratios[0] - ratios[1]) < 0.1
-    assert manifest["cleaning"]["errors_dropped"] == 1
-    assert manifest["cleaning"]["duplicates_dropped"] == 1
-    assert manifest["cleaning"]["kept"] == 400
+    assert manifest.cleaning["errors_dropped"] == 1
+    assert manifest.cleaning["duplicates_dropped"] == 1
+    assert manifest.cleaning["kept"] == 400
     assert "dropped 1 error record(s), 1 duplicate(s)" in summary_table(manifest)
 
 
@@ -84,12 +84,12 @@ def test_balancing_hits_the_target_ratio_and_never_touches_test(
             save_dataset=False,
         )
     )
-    train = manifest["counts"]["train"]
-    assert train["positive"] / train["negative"] == pytest.approx(0.5, abs=0.01)
+    train = manifest.counts["train"]
+    assert train.positive / train.negative == pytest.approx(0.5, abs=0.01)
     assert split_ids(tmp_path / mode, "test") == split_ids(tmp_path / "plain", "test")
     assert split_ids(tmp_path / mode, "validation") == split_ids(tmp_path / "plain", "validation")
-    assert manifest["counts"]["test"] == base["counts"]["test"]
-    assert manifest["counts_before_balancing"]["train"] == base["counts"]["train"]
+    assert manifest.counts["test"] == base.counts["test"]
+    assert manifest.counts_before_balancing["train"] == base.counts["train"]
 
 
 def test_balance_indices_counts():
@@ -129,12 +129,9 @@ def test_pair_mode_is_stratified_80_20(judgments: Path, tmp_path: Path):
             save_dataset=False,
         )
     )
-    assert manifest["counts"]["test"]["pairs"] == 80
-    assert manifest["counts"]["train"]["pairs"] == 320
-    ratios = [
-        manifest["counts"][s]["positive"] / manifest["counts"][s]["pairs"]
-        for s in ("train", "test")
-    ]
+    assert manifest.counts["test"].pairs == 80
+    assert manifest.counts["train"].pairs == 320
+    ratios = [manifest.counts[s].positive / manifest.counts[s].pairs for s in ("train", "test")]
     assert abs(ratios[0] - ratios[1]) < 0.02
 
 
@@ -148,15 +145,15 @@ def test_strict_stops_and_lenient_lists_bad_lines(judgments: Path, tmp_path: Pat
     manifest = build_dataset(
         BuildConfig(judgments=[str(judgments)], out=str(tmp_path / "l"), strict=False)
     )
-    assert manifest["cleaning"]["skipped_lines"] == [
+    assert manifest.cleaning["skipped_lines"] == [
         f"{judgments}:403: grade: Input should be less than or equal to 3"
     ]
     from datasets import load_from_disk
 
     dataset = load_from_disk(str(tmp_path / "l" / "dataset"))
     assert set(dataset) == {"train", "validation", "test"}
-    assert dataset["test"].num_rows == manifest["counts"]["test"]["pairs"]
-    assert manifest["sources"][0]["sorted_lines_sha256"] and manifest["config"]["seed"] == 42
+    assert dataset["test"].num_rows == manifest.counts["test"].pairs
+    assert manifest.sources[0]["sorted_lines_sha256"] and manifest.config["seed"] == 42
 
 
 def test_train_only_judgments_reach_the_train_split_alone(tmp_path: Path):
@@ -195,7 +192,7 @@ def test_train_only_judgments_reach_the_train_split_alone(tmp_path: Path):
     extra_qids = {f"squad:{q}" for q in range(5)}
     assert extra_qids <= split_qids["train"]
     assert not extra_qids & (split_qids["validation"] | split_qids["test"])
-    assert manifest["train_only_sources"][0]["path"] == str(extra)
+    assert manifest.train_only_sources[0]["path"] == str(extra)
     with pytest.raises(ValueError, match="train_only"):
         build_dataset(
             BuildConfig(
@@ -356,7 +353,7 @@ def test_a_pair_judged_twice_keeps_its_last_judgment_as_the_judgments_labeler_do
     manifest = build_dataset(
         BuildConfig(judgments=[str(path)], out=str(tmp_path / "ds"), save_dataset=False)
     )
-    assert manifest["cleaning"]["conflicting_duplicates"] == 1
+    assert manifest.cleaning["conflicting_duplicates"] == 1
     built = {
         (r.qid, r.doc_id): r.label
         for name in ("train", "validation", "test")
@@ -411,17 +408,17 @@ def test_folds_test_every_query_once_and_validate_inside_the_training_side(
     manifest = build_dataset(
         BuildConfig(judgments=[str(judgments)], out=str(tmp_path / "ds"), folds=5)
     )
-    tested = [q for fold in manifest["folds"] for q in fold["queries"]["test"]]
+    tested = [q for fold in manifest.folds for q in fold.queries["test"]]
     assert sorted(tested) == sorted(f"q{i}" for i in range(40))  # each query tested once
-    for number, fold in enumerate(manifest["folds"]):
+    for number, fold in enumerate(manifest.folds):
         folder = tmp_path / "ds" / f"fold-{number}"
-        splits = {name: {q for q, _ in split_ids(folder, name)} for name in fold["counts"]}
-        assert splits["test"] == set(fold["queries"]["test"]) and len(splits["test"]) == 8
+        splits = {name: {q for q, _ in split_ids(folder, name)} for name in fold.counts}
+        assert splits["test"] == set(fold.queries["test"]) and len(splits["test"]) == 8
         assert not splits["test"] & (splits["train"] | splits["validation"])
         assert not splits["train"] & splits["validation"]
         assert len(splits["validation"]) == round(32 * 0.2)  # sized in queries
         assert json.loads((folder / "manifest.json").read_text())["fold"] == number
-    positive = [fold["counts"]["test"]["positive"] / 80 for fold in manifest["folds"]]
+    positive = [fold.counts["test"].positive / 80 for fold in manifest.folds]
     assert max(positive) - min(positive) < 0.1  # every fold spans easy and hard queries
 
 
@@ -437,10 +434,31 @@ def test_held_out_sizes_count_queries_and_few_validation_queries_are_warned(
             save_dataset=False,
         )
     )
-    assert manifest["counts"]["test"]["queries"] == 10
-    assert manifest["counts"]["validation"]["queries"] == 3
+    assert manifest.counts["test"].queries == 10
+    assert manifest.counts["validation"].queries == 3
     assert "3 validation queries" in caplog.text and "unstable" in caplog.text
     with pytest.raises(ValueError, match="whole"):
         BuildConfig(judgments=[str(judgments)], validation_size=2.5)
     with pytest.raises(ValueError, match="folds"):
         BuildConfig(judgments=[str(judgments)], folds=1)
+
+
+def test_the_manifest_is_typed_and_earlier_manifests_are_read(judgments: Path, tmp_path: Path):
+    """manifest.json keeps the keys it had, plus its format version; one of an earlier release
+    (no format_version) and the cross-validation's bare ``queries`` manifest read the same."""
+    from data.build import DatasetManifest, read_manifest
+
+    manifest = build_dataset(
+        BuildConfig(judgments=[str(judgments)], out=str(tmp_path / "d"), save_dataset=False)
+    )
+    written = json.loads((tmp_path / "d" / "manifest.json").read_text())
+    keys = {"cleaning", "sources", "train_only_sources", "seed", "config", "counts", "queries"}
+    assert set(written) == keys | {"counts_before_balancing", "format_version"}
+    del written["format_version"]
+    (tmp_path / "old.json").write_text(json.dumps(written))
+    assert DatasetManifest.read(tmp_path / "old.json") == manifest
+    assert manifest.label_threshold == 2 and manifest.fold_splits(0) is None
+    (tmp_path / "cv").mkdir()
+    (tmp_path / "cv" / "manifest.json").write_text(json.dumps({"queries": {"test": ["q1"]}}))
+    assert read_manifest(tmp_path / "cv").queries == {"test": ["q1"]}
+    assert read_manifest(tmp_path) is None
