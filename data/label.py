@@ -31,7 +31,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from tqdm.auto import tqdm
 
@@ -42,6 +42,9 @@ from core.records import Judgment, Pair
 from data.beir import Collection, read_trec_run
 from data.judges.backends import BATCH_BACKENDS, JudgeConfig, make_backend
 from data.judges.prompts import Prompt, load_prompt
+
+if TYPE_CHECKING:
+    from data.judges.batch import BatchRun
 
 logger = logging.getLogger(__name__)
 MIN_REPLIES_CHECKED = 20  # the share of unusable replies is judged from this many on
@@ -182,6 +185,32 @@ def output_paths(label_config: LabelConfig, judge_config: JudgeConfig) -> tuple[
     return out, cache_path
 
 
+class JudgeNamed(TypedDict):
+    backend: str
+    model: str
+    prompt: str
+
+
+class LabelSummary(TypedDict):
+    """OUT.summary.json: what one labelling did (keys in the order written)."""
+
+    pairs: int
+    judged_now: int
+    cached: int
+    failed: int
+    relevant: int
+    input_tokens: int
+    output_tokens: int
+    estimated_cost: float
+    seconds: float
+    pairs_per_second: float | None  # None when nothing was judged now
+    judge: JudgeNamed
+    out: str
+    cache: str
+    batches: BatchRun | None  # --batch true's record
+    config: dict[str, Any]  # {"label": LabelConfig, "judge": JudgeConfig}, as given
+
+
 def judge_pairs(
     todo: list[Pair],
     keys: list[str],
@@ -190,7 +219,7 @@ def judge_pairs(
     judge_config: JudgeConfig,
     prompt: Prompt,
     label_config: LabelConfig,
-) -> dict[str, Any] | None:
+) -> BatchRun | None:
     """Judge ``todo`` (cache ``keys``), each judgment cached as it arrives; the batch record of
     ``--batch true``, else None."""
     judge = None
@@ -249,7 +278,7 @@ def cost_of(judgments: list[dict[str, Any]], judge_config: JudgeConfig) -> float
     return cost
 
 
-def label(label_config: LabelConfig, judge_config: JudgeConfig) -> dict[str, Any]:
+def label(label_config: LabelConfig, judge_config: JudgeConfig) -> LabelSummary:
     out, cache_path = output_paths(label_config, judge_config)
     prompt = load_prompt(judge_config.prompt)
     pairs = load_pairs(label_config)
@@ -295,7 +324,7 @@ def label(label_config: LabelConfig, judge_config: JudgeConfig) -> dict[str, Any
             record.update(pair.pair_fields())
             judgments.append(record)
     write_jsonl(out, judgments)
-    summary = {
+    summary: LabelSummary = {
         "pairs": len(pairs),
         "judged_now": len(todo),
         "cached": len(pairs) - len(todo),

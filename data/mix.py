@@ -25,7 +25,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from core.cli import parse_config, run_main
 from core.errors import InputError
@@ -136,7 +136,14 @@ def wikiqa_judgments(root: Path, pairs: int, rng: random.Random) -> list[Judgmen
     return out
 
 
-def build_mix(config: MixConfig) -> dict[str, Any]:
+class MixManifest(TypedDict):
+    """OUT/manifest.json of a mix."""
+
+    config: dict[str, Any]  # the MixConfig, less the shared folder
+    counts: dict[str, dict[str, int]]  # source -> queries, pairs, relevant
+
+
+def build_mix(config: MixConfig) -> MixManifest:
     shared = Path(config.shared)
     refuse_overlap(
         "out", config.out, [("shared", shared)], writes=("judgments.jsonl", "manifest.json")
@@ -161,7 +168,7 @@ def build_mix(config: MixConfig) -> dict[str, Any]:
         counts[source]["queries"] = len(
             {j.qid for j in judgments if j.qid.startswith(source + ":")}
         )
-    manifest = {
+    manifest: MixManifest = {
         "config": {k: v for k, v in vars(config).items() if k != "shared"},
         "counts": counts,
     }

@@ -16,7 +16,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from core.cli import bounded, parse_config, run_main
 from core.errors import InputError
@@ -60,7 +60,16 @@ def training_questions(paths: Sequence[str]) -> set[str]:
     return ids
 
 
-def build_subset(config: SquadSubsetConfig) -> dict[str, Any]:
+class SquadSubset(TypedDict):
+    """OUT/manifest.json of a SQuAD subset."""
+
+    config: dict[str, Any]  # the SquadSubsetConfig, less --out
+    questions: int
+    excluded_training_questions: int
+    articles: int
+
+
+def build_subset(config: SquadSubsetConfig) -> SquadSubset:
     source = Path(config.source)
     inputs = [("source", config.source), *(("exclude", path) for path in config.exclude)]
     refuse_overlap("out", config.out, inputs)  # --out is replaced as a whole
@@ -84,7 +93,7 @@ def build_subset(config: SquadSubsetConfig) -> dict[str, Any]:
             handle.write("query-id\tcorpus-id\tscore\n")
             for row in sample:
                 handle.write(f"{row['_id']}\t{row['metadata']['gold_doc']}\t1\n")
-        manifest = {
+        manifest: SquadSubset = {
             "config": {k: v for k, v in vars(config).items() if k != "out"},
             "questions": len(sample),
             "excluded_training_questions": len(excluded),

@@ -25,7 +25,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from tqdm.auto import tqdm
 
@@ -259,6 +259,13 @@ class _Outcome:
     tries: int = 0
     problem: str = ""
     final: bool = False  # the model refused: not asked again
+
+
+class BatchRun(TypedDict):
+    """How a --batch true labelling went (data.label's summary keeps it as ``batches``)."""
+
+    batches: int  # submitted to the provider, over every round
+    rounds: int
 
 
 class BatchJudge:
@@ -510,9 +517,7 @@ class BatchJudge:
         return judgment.model_copy(update={"judge": info})
 
     # the whole run
-    def run(
-        self, pairs: Sequence[Pair], keys: Sequence[str], on_result: OnResult
-    ) -> dict[str, Any]:
+    def run(self, pairs: Sequence[Pair], keys: Sequence[str], on_result: OnResult) -> BatchRun:
         """Judge ``pairs`` (cache ``keys``), using every result already in the batch folder."""
         pairs_by_key = dict(zip(keys, pairs, strict=True))
         reported: set[str] = set()

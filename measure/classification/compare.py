@@ -21,7 +21,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from core.cli import check_choices, choice, parse_config, run_main
 from core.errors import InputError
@@ -149,7 +149,15 @@ def read_results(paths: Sequence[str]) -> list[dict[str, Any]]:
     return results
 
 
-def compare(config: CompareConfig) -> dict[str, Any]:
+class Comparison(TypedDict):
+    """OUT.json: the table's rows and the results left out of it."""
+
+    labels: str
+    rows: list[dict[str, Any]]  # one per result: model, baseline, pairs, the columns
+    left_out: list[dict[str, Any]]  # each result without a row, and why
+
+
+def compare(config: CompareConfig) -> Comparison:
     """The table's rows and the results left out of it (written to OUT.* when ``out`` is set)."""
     if not config.results:
         raise InputError("results: give one or more metrics.json files")
@@ -158,7 +166,7 @@ def compare(config: CompareConfig) -> dict[str, Any]:
     if len(left_out) == len(results):
         named = "; ".join(f"{r['result']}: {r['reason']}" for r in left_out)
         raise InputError(f"labels: no result has {config.labels} labels ({named})")
-    comparison = {
+    comparison: Comparison = {
         "labels": config.labels,
         "rows": comparison_rows(results, config.labels),
         "left_out": left_out,
@@ -168,7 +176,7 @@ def compare(config: CompareConfig) -> dict[str, Any]:
     return comparison
 
 
-def write_comparison(comparison: dict[str, Any], out: str) -> None:
+def write_comparison(comparison: Comparison, out: str) -> None:
     """OUT.md (the table and what was left out), OUT.csv (the rows) and OUT.json (both)."""
     with atomic_writer(f"{out}.md") as handle:
         handle.write(to_markdown(comparison["rows"], comparison["labels"], comparison["left_out"]))
