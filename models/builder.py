@@ -34,7 +34,7 @@ from models.grader_config import GraderDescription, read_description
 from models.resolve import LABEL_NAMES, label_names, load_model
 
 DTYPES = ("float32", "bfloat16", "float16")
-PROMPT_FORMATS = ("auto", "chat", "plain")
+PROMPT_FORMATS = ("auto", "chat", "plain", "query-likelihood")
 LABEL_SCHEMES = ("binary", "graded")
 GRADER_CONFIG_FILE = GraderDescription.FILE
 # Every linear layer of a Llama decoder block: LoRA's default targets.
@@ -74,7 +74,10 @@ class GraderModelConfig:
         "auto",
         PROMPT_FORMATS,
         "chat (the tokenizer's chat template), plain, or auto: chat, except for a hub base model "
-        "(e.g. meta-llama/Llama-3.2-1B), whose chat header tokens are untrained.",
+        "(e.g. meta-llama/Llama-3.2-1B), whose chat header tokens are untrained; query-likelihood "
+        "(classifier family only): the query-likelihood grader's prompt, so that a frozen head "
+        "beside that grader reads the states of its pass (the state cache) instead of a pass of "
+        "its own.",
     )
     labels: str = choice(
         "binary",

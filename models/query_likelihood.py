@@ -20,8 +20,9 @@ template followed by the same tokens, computed once per query.
 
 from __future__ import annotations
 
+import contextlib
 import copy
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -32,7 +33,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from core.errors import InputError
 from models.input_format import DEFAULT_MAX_LENGTH, GraderInputFormat
-from models.scoring import length_sorted_batches, pad_right
+from models.scoring import last_token, length_sorted_batches, pad_right
 
 if TYPE_CHECKING:
     from models.state_cache import StateCache
@@ -133,28 +134,71 @@ def sequence_log_likelihoods(
     batch_size: int = 16,
     max_batch_tokens: int | None = 16384,
     show_progress: bool = False,
+    last_states: list[torch.Tensor | None] | None = None,
 ) -> np.ndarray:
-    """log P(target tokens | what precedes them) for each input, length-sorted batches."""
+    """log P(target tokens | what precedes them) for each input, length-sorted batches.
+
+    With ``last_states`` (one slot per input), each input's last real token's output of the last
+    decoder layer (before the final norm; float32, (1, hidden), on the CPU) is put in its slot:
+    what a frozen classifier head reads, from the same pass."""
     out = np.zeros(len(input_ids), dtype=np.float64)
     decoder = model.get_decoder()
     lm_head = model.get_output_embeddings()
     lengths = [len(x) for x in input_ids]
     batches = list(length_sorted_batches(lengths, batch_size, max_batch_tokens, model.device))
-    for batch in tqdm(batches, desc="query likelihood", unit="batch", disable=not show_progress):
-        ids, mask = pad_right([input_ids[i] for i in batch], pad_token_id, model.device)
-        hidden = decoder(input_ids=ids, attention_mask=mask).last_hidden_state
-        log_p = target_log_likelihood(
-            hidden,
-            lm_head,
-            ids,
-            [target_starts[i] for i in batch],
-            [len(input_ids[i]) for i in batch],
-        )
-        out[batch] = log_p.cpu().numpy()
+    with _last_layer_output(model, last_states is not None) as last_layer:
+        for batch in tqdm(
+            batches, desc="query likelihood", unit="batch", disable=not show_progress
+        ):
+            ids, mask = pad_right([input_ids[i] for i in batch], pad_token_id, model.device)
+            hidden = decoder(input_ids=ids, attention_mask=mask).last_hidden_state
+            log_p = target_log_likelihood(
+                hidden,
+                lm_head,
+                ids,
+                [target_starts[i] for i in batch],
+                [len(input_ids[i]) for i in batch],
+            )
+            out[batch] = log_p.cpu().numpy()
+            if last_states is not None:
+                states = last_token(last_layer[0], mask).float().cpu()
+                for row, index in enumerate(batch):
+                    last_states[index] = states[row : row + 1].clone()
     return out
 
 
+@contextlib.contextmanager
+def _last_layer_output(model: PreTrainedModel, wanted: bool) -> Iterator[list[torch.Tensor]]:
+    """While open, slot 0 of the yielded list holds the last decoder layer's output of the latest
+    forward pass (nothing is hooked unless ``wanted``)."""
+    from models.backbone import decoder
+
+    seen: list[torch.Tensor] = [torch.empty(0)]
+
+    def keep(module: torch.nn.Module, inputs: object, output: object) -> None:
+        seen[0] = output[0] if isinstance(output, tuple) else output  # type: ignore[assignment]
+
+    handle = decoder(model).layers[-1].register_forward_hook(keep) if wanted else None
+    try:
+        yield seen
+    finally:
+        if handle is not None:
+            handle.remove()
+
+
 LOG_LIKELIHOOD = "log-likelihood"  # the state cache's name for a sequence's query log-likelihood
+
+
+def last_layer_key(model: PreTrainedModel) -> int | None:
+    """The state cache's name for a sequence's last-token output of the last decoder layer: the
+    layer count, as ``models.cached_states.compute_states`` stores the frozen mode's states
+    (None for a model without a Llama-style decoder, where no frozen classifier reads states)."""
+    from models.backbone import decoder
+
+    try:
+        return len(decoder(model).layers)
+    except InputError:
+        return None
 
 
 def pmi_scores(
@@ -188,6 +232,15 @@ def pmi_scores(
             if stored is not None:
                 values[i] = float(stored)
     todo = np.flatnonzero(np.isnan(values)).tolist()
+    # In float32 (the CPU's dtype) the pass also stores each pair's last-layer state where a
+    # frozen classifier head on the same token ids reads it (models.cached_states), so the
+    # classifier beside this grader runs no backbone pass of its own. Not in bf16: there the
+    # classifier's states come from autocast over float32 weights, and this pass runs bf16 weights.
+    wants_states = bool(todo) and cache is not None and dtype == torch.float32
+    state_key = last_layer_key(model) if wants_states else None
+    last_states: list[torch.Tensor | None] | None = (
+        [None] * len(todo) if state_key is not None else None
+    )
     if todo:
         # In ``dtype`` itself, as a grader loaded in it computes (autocast over float32 weights
         # rounds otherwise): the cache holds one value per sequence and dtype, whoever stored it.
@@ -200,10 +253,14 @@ def pmi_scores(
             batch_size=batch_size,
             max_batch_tokens=max_batch_tokens,
             show_progress=show_progress,
+            last_states=last_states,
         )
     if cache is not None:
-        for i in todo:
+        for slot, i in enumerate(todo):
             cache.put(sequences[i], LOG_LIKELIHOOD, dtype, torch.tensor(values[i]))
+            state = last_states[slot] if last_states is not None else None
+            if state is not None and state_key is not None and i < len(input_ids):  # not a prior
+                cache.put(sequences[i], state_key, dtype, state)
     return values[: len(input_ids)] - values[len(input_ids) :][split.prior_of]
 
 

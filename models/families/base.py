@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from core.errors import InputError
+
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -98,6 +100,11 @@ class ScoringFamily:
         """The prompt the family's grader reads (stored beside the weights)."""
         from models.input_format import GraderInputFormat, use_chat_template
 
+        if prompt_format == "query-likelihood":
+            raise InputError(
+                f"prompt_format: query-likelihood is the classifier family's only (the "
+                f"{self.name} family reads its own prompt)"
+            )
         return GraderInputFormat.from_tokenizer(
             tokenizer,
             max_length=max_length,

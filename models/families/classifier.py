@@ -17,10 +17,11 @@ from models.families.base import PairBatch, Pairs, PlainExport, ScoringFamily
 from models.families.plain import softmax_snippet, truncated_inputs
 
 if TYPE_CHECKING:
-    from transformers import PreTrainedModel
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
     from models.grader import Grader
     from models.grader_config import GraderDescription
+    from models.input_format import GraderInputFormat
 
 
 class ClassifierFamily(ScoringFamily):
@@ -36,6 +37,19 @@ class ClassifierFamily(ScoringFamily):
     def lora_modules_to_save(self) -> list[str] | None:
         # Without it the trained head is lost on reload (peft #310, #577, #876, #1070).
         return ["score"]
+
+    def input_format(
+        self, tokenizer: PreTrainedTokenizerBase, max_length: int, prompt_format: str, model: str
+    ) -> GraderInputFormat:
+        """The grader prompt, or with ``query-likelihood`` the query-likelihood grader's own: a
+        frozen head beside that grader then reads the last-layer states its pass stored for the
+        same token ids (``models.query_likelihood.pmi_scores``), so the backbone runs once per
+        pair for both rows of a cross-validation."""
+        if prompt_format == "query-likelihood":
+            from models.query_likelihood import query_likelihood_format
+
+            return query_likelihood_format(max_length)
+        return super().input_format(tokenizer, max_length, prompt_format, model)
 
     def class_probabilities(self, grader: Grader, batch: PairBatch) -> np.ndarray:
         from models.scoring import classifier_probabilities, shared_prefix_classifier_probabilities

@@ -74,3 +74,19 @@ def test_each_mode_builds_its_familys_model_with_the_right_parameters_trainable(
             assert "lm_head.weight" not in names  # the read-out stays the language model's
     else:
         assert names == {n for n, _ in model.named_parameters()}
+
+
+def test_only_the_classifier_reads_the_query_likelihood_prompt(tiny_model_dir):
+    """prompt_format query-likelihood gives a classifier the query-likelihood grader's prompt (so
+    a frozen head beside that grader shares its pass); the answer-token family refuses it."""
+    from transformers import AutoTokenizer
+
+    from core.errors import InputError
+    from models.families import family_of
+    from models.query_likelihood import query_likelihood_format
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    fmt = family_of("frozen").input_format(tokenizer, 192, "query-likelihood", "tiny")
+    assert fmt == query_likelihood_format(192)
+    with pytest.raises(InputError, match="query-likelihood"):
+        family_of("generative").input_format(tokenizer, 192, "query-likelihood", "tiny")

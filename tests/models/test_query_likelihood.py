@@ -77,7 +77,8 @@ def test_stored_pmi_is_the_graders_pmi_and_runs_the_model_once_per_sequence(
     first = pmi_scores(model, tokenizer, fmt, ids, **options)
     # Other batches, other float32 summation order: equal to ~1e-5.
     np.testing.assert_allclose(first, pmi_scores(model, tokenizer, fmt, ids), atol=2e-5)
-    assert len(list((tmp_path / "states").glob("*.pt"))) == 3 + 2  # pairs + query priors
+    # pairs + query priors, and each pair's last-layer state for a frozen head (below)
+    assert len(list((tmp_path / "states").glob("*.pt"))) == 3 + 2 + 3
 
     class Unreachable(torch.nn.Module):
         def parameters(self, recurse: bool = True):
@@ -89,6 +90,46 @@ def test_stored_pmi_is_the_graders_pmi_and_runs_the_model_once_per_sequence(
     np.testing.assert_array_equal(
         pmi_scores(Unreachable(), tokenizer, fmt, ids[1:], **options), first[1:]
     )
+
+
+def test_the_pass_stores_the_states_a_frozen_head_on_the_same_prompt_reads(
+    causal_lm, tmp_path: Path
+):
+    """In float32 the query-likelihood pass leaves each pair's last-token output of the last
+    layer in the state cache, where a frozen classifier on the same token ids looks: the
+    classifier's own pass finds every pair there and computes nothing, and the states equal what
+    that pass computes (to float32 summation order)."""
+    from models.backbone import decoder
+    from models.cached_states import compute_states
+    from models.state_cache import StateCache
+
+    model, tokenizer = causal_lm
+    fmt = query_likelihood_format(256)
+    ids = format_pairs(tokenizer, fmt, QUERIES, DOCUMENTS).input_ids
+    cache = StateCache(tmp_path / "states", "tiny")
+    layers = len(decoder(model).layers)
+    pmi_scores(model, tokenizer, fmt, ids, batch_size=2, dtype=torch.float32, cache=cache)
+    stored = len(list((tmp_path / "states").glob("*.pt")))
+
+    from_cache = compute_states(model, ids, layers, dtype=torch.float32, cache=cache)
+    assert len(list((tmp_path / "states").glob("*.pt"))) == stored  # nothing computed
+    computed = compute_states(model, ids, layers, batch_size=1, dtype=torch.float32)
+    for cached, fresh in zip(from_cache, computed, strict=True):
+        assert cached.shape == fresh.shape == (1, model.config.hidden_size)
+        torch.testing.assert_close(cached, fresh, atol=1e-5, rtol=1e-5)
+
+
+def test_no_states_are_stored_from_a_bf16_pass(causal_lm, tmp_path: Path):
+    """A bf16 pass runs bf16 weights where the frozen head's pass autocasts float32 ones: its
+    states would differ from the head's, so only the log-likelihoods are kept."""
+    from models.state_cache import StateCache
+
+    model, tokenizer = causal_lm
+    fmt = query_likelihood_format(256)
+    ids = format_pairs(tokenizer, fmt, QUERIES, DOCUMENTS).input_ids
+    cache = StateCache(tmp_path / "states", "tiny")
+    pmi_scores(model, tokenizer, fmt, ids, dtype=torch.bfloat16, cache=cache)
+    assert len(list((tmp_path / "states").glob("*.pt"))) == 3 + 2
 
 
 def test_the_query_is_found_after_the_last_marker_even_when_the_document_quotes_it(causal_lm):
@@ -183,6 +224,36 @@ def test_a_query_likelihood_grader_trains_on_cached_states_and_scores_the_same_r
         for a, b in zip(trained, base.model.layers, strict=True)
     ]
     assert changed == [False] * (len(changed) - trainable_layers) + [True] * trainable_layers
+
+
+@pytest.mark.slow
+def test_a_frozen_head_on_the_query_likelihood_prompt_trains_on_the_graders_states(
+    tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
+):
+    """The main job's held-out table: beside a query-likelihood grader, a frozen classifier head
+    reading the grader's prompt trains on the states the grader's pass left in the state cache,
+    running no backbone pass of its own."""
+    states = tmp_path / "states"
+    data = DataConfig(dataset=str(tiny_dataset))
+    grader = GraderModelConfig(
+        model_name_or_path=str(tiny_model_dir),
+        mode="query_likelihood",
+        trainable_layers=0,  # the main job's: only the scale and bias
+        max_length=256,
+    )
+    train(grader, data, LossConfig(), args_for(tmp_path / "ql", state_cache=str(states)))
+    stored = sorted(states.glob("*.pt"))
+    head = GraderModelConfig(
+        model_name_or_path=str(tiny_model_dir),
+        mode="frozen",
+        prompt_format="query-likelihood",
+        max_length=256,
+    )
+    metrics = train(head, data, LossConfig(), args_for(tmp_path / "head", state_cache=str(states)))
+    assert sorted(states.glob("*.pt")) == stored  # every state was there already
+    assert "eval_roc_auc" in metrics
+    info = read_grader_config(tmp_path / "head" / "out")
+    assert info is not None and info.input_format["name"] == "query-likelihood"
 
 
 @pytest.mark.parametrize(
