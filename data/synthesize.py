@@ -43,7 +43,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import yaml
 from tqdm.auto import tqdm
@@ -338,6 +338,51 @@ def collection_examples(collection: Collection, count: int, seed: int) -> list[d
     return random.Random(seed).sample(with_documents, min(count, len(with_documents)))
 
 
+class GeneratorSummary(TypedDict):
+    backend: str
+    model: str
+    prompt: str
+    examples: list[str]  # the example queries the prompt showed
+    input_tokens: int
+    output_tokens: int
+    tokens_this_run: dict[str, int]
+    estimated_cost: float
+
+
+class _Labels(TypedDict):
+    labels: str  # "source" or "teacher"
+    pairs: int
+    relevant: int
+
+
+class SynthesisLabels(_Labels, total=False):
+    """How the pairs were labelled; the teacher's adds data.label's counts and what it said of
+    the source passages and the negatives."""
+
+    judged_now: int
+    cached: int
+    failed: int
+    estimated_cost: float
+    seconds: float
+    source_judged_relevant: int
+    negatives_judged_relevant: int
+
+
+class Synthesis(TypedDict):
+    """OUT/synthesis.json: what one synthesis did."""
+
+    passages: int
+    replies: int
+    failed_requests: int
+    fates: dict[str, int]  # "kept" or the check a reply failed -> replies
+    queries: int
+    pairs: int
+    generator: GeneratorSummary
+    labels: SynthesisLabels
+    seconds: dict[str, float]  # writing, total
+    config: dict[str, Any]  # the SynthesisConfig, as given
+
+
 class Synthesizer:
     def __init__(self, config: SynthesisConfig, teacher: SyntheticTeacherConfig) -> None:
         self.config = config
@@ -484,7 +529,7 @@ class Synthesizer:
         )
         return make_retriever(name, self.collection, index_dir, settings)
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> Synthesis:
         c = self.config
         start = time.perf_counter()
         examples = self.examples()
@@ -500,7 +545,7 @@ class Synthesizer:
         self.write_outputs(generated, kept, pairs)
         label_summary = self.label(pairs, {r["qid"]: r["doc_id"] for r in kept})
         fates = Counter((r["error"].split(":")[0] if r.get("error") else "kept") for r in generated)
-        summary = {
+        summary: Synthesis = {
             "passages": len(doc_ids),
             "replies": len(replies),
             "failed_requests": failed_requests,
@@ -638,7 +683,7 @@ class Synthesizer:
         replies: dict[tuple[str, int], dict[str, Any]],
         example_queries: list[str],
         tokens: dict[str, int],
-    ) -> dict[str, Any]:
+    ) -> GeneratorSummary:
         input_tokens = sum(r["usage"]["input_tokens"] for r in replies.values())
         output_tokens = sum(r["usage"]["output_tokens"] for r in replies.values())
         return {
@@ -666,7 +711,7 @@ class Synthesizer:
             link.unlink()
         link.symlink_to(target)
 
-    def label(self, pairs: list[Pair], sources: dict[str, str]) -> dict[str, Any]:
+    def label(self, pairs: list[Pair], sources: dict[str, str]) -> SynthesisLabels:
         out = self.out / "judgments.jsonl"
         if self.config.labels == "source":
             judgments = [
@@ -689,15 +734,18 @@ class Synthesizer:
         negatives_relevant = sum(
             1 for j in judged if j.ok and j.label == 1 and sources[j.qid] != j.doc_id
         )
-        keep = ("pairs", "judged_now", "cached", "failed", "relevant", "estimated_cost", "seconds")
-        return (
-            {"labels": "teacher"}
-            | {k: summary[k] for k in keep}
-            | {
-                "source_judged_relevant": confirmed,
-                "negatives_judged_relevant": negatives_relevant,
-            }
-        )
+        return {
+            "labels": "teacher",
+            "pairs": summary["pairs"],
+            "judged_now": summary["judged_now"],
+            "cached": summary["cached"],
+            "failed": summary["failed"],
+            "relevant": summary["relevant"],
+            "estimated_cost": summary["estimated_cost"],
+            "seconds": summary["seconds"],
+            "source_judged_relevant": confirmed,
+            "negatives_judged_relevant": negatives_relevant,
+        }
 
 
 def main(args: Sequence[str] | None = None) -> None:
