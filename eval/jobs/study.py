@@ -58,7 +58,13 @@ from core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment
 from data.build import DatasetManifest
 from data.splits import cap_per_query, held_out_queries, queries_for_share, relevant_share
 from measure.classification.baselines import BASELINES
-from measure.classification.checkpoint import LABEL_SOURCES, CheckpointEvalConfig, Scorer, evaluate
+from measure.classification.checkpoint import (
+    LABEL_SOURCES,
+    CheckpointEvalConfig,
+    CheckpointMetrics,
+    Scorer,
+    evaluate,
+)
 from measure.classification.crossval import CrossValidationRecord, cross_validate, pooled_table
 from measure.classification.summaries import (
     METRICS,
@@ -299,7 +305,7 @@ class Study:
             shutil.copyfile(data / f"{name}{suffix}", folder / f"{name}{suffix}")
         return folder
 
-    def run_model(self, spec: str, data: Path, out: Path) -> dict[str, Any]:
+    def run_model(self, spec: str, data: Path, out: Path) -> CheckpointMetrics:
         """Train (if needed) and evaluate one model on one fold's data; skipped when done."""
         c = self.config
         name, _, source = spec.partition("=")
@@ -513,7 +519,8 @@ def row_source(labels: str) -> str:
     return "teacher" if labels == "teacher" else "human"
 
 
-def row_metrics(result: dict[str, Any], labels: str = "teacher") -> dict[str, Any]:
+def row_metrics(result: CheckpointMetrics, labels: str = "teacher") -> dict[str, float | None]:
+    """A fold's row (FoldResult's figures) from one model's metrics.json."""
     entry = result["metrics"][row_source(labels)]
     metrics = entry.get("at_validation_threshold", entry["at_0.5"])
     # .get: results written before a metric was added lack it (shown as –).

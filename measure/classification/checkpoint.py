@@ -235,6 +235,49 @@ class PrimaryMetric(TypedDict):
     value: float
 
 
+# One reference's metrics (its key ``at_0.5`` is no identifier: the functional form). Each
+# ``at_*`` entry is core.metrics.BinaryMetrics.to_dict(); the validation threshold and the
+# uncalibrated ECE with --calibration_data, the oracle one with both classes, grades for a
+# graded grader.
+SourceMetrics = TypedDict(
+    "SourceMetrics",
+    {
+        "at_0.5": dict[str, Any],
+        "oracle_best_f1_threshold": float | None,
+        "missing": int,  # pairs this reference has no label for
+        "at_validation_threshold": dict[str, Any],
+        "ece_uncalibrated": float,
+        "at_oracle_threshold": dict[str, Any],
+        "grades": GradeAgreement,
+    },
+    total=False,
+)
+
+
+class _Evaluation(TypedDict):
+    name: str
+    data: str
+    pairs: int
+    pairs_per_second: float | None
+    config: dict[str, Any]  # the CheckpointEvalConfig, as given
+
+
+class CheckpointMetrics(_Evaluation, total=False):
+    """OUT/metrics.json of eval.checkpoint (keys in the order written): what was evaluated, what
+    was fitted on --calibration_data, the metrics against each reference and the primary one.
+    eval.study adds its stamp and the time its model took."""
+
+    calibration_scores: str  # "scored" or "stored by training"
+    score_mapping: dict[str, Any]  # a baseline's Platt scaling (PlattScaling.to_dict())
+    calibration: dict[str, Any]  # Calibration.to_dict()
+    threshold: float
+    calibration_pairs: int
+    metrics: dict[str, SourceMetrics]  # "teacher" / "human" -> its metrics
+    primary: PrimaryMetric
+    study_fingerprint: str
+    seconds: float
+
+
 def grade_agreement(predicted: np.ndarray, reference: np.ndarray) -> GradeAgreement:
     """How a graded grader's 0-3 grades agree with reference grades: exact accuracy, mean
     absolute error and quadratic-weighted κ (the usual agreement measure for ordinal grades)."""
@@ -293,7 +336,7 @@ def reference_grades(
 Scorer = Callable[[list[Judgment]], np.ndarray]
 
 
-def evaluate(config: CheckpointEvalConfig, scorer: Scorer | None = None) -> dict[str, Any]:
+def evaluate(config: CheckpointEvalConfig, scorer: Scorer | None = None) -> CheckpointMetrics:
     """Metrics of ``config``'s model, judge or baseline; ``scorer`` (records -> P(relevant))
     replaces the model's own scoring where a caller has a cheaper exact path (eval.jobs.study)."""
     records = [r for r in read_records(config.data, Judgment) if r.error is None]
@@ -302,7 +345,7 @@ def evaluate(config: CheckpointEvalConfig, scorer: Scorer | None = None) -> dict
     scored = _timed(scorer, records) if scorer else _score(config, records)
     probabilities, rate = scored.probabilities, scored.rate
     refs = reference_labels(config, records)
-    result: dict[str, Any] = {
+    result: CheckpointMetrics = {
         "name": config.name
         or config.baseline
         or Path(config.judgments or config.model or "model").name,
@@ -352,7 +395,7 @@ def fit_on_calibration_data(
     records: list[Judgment],
     probabilities: np.ndarray,
     scorer: Scorer | None,
-    result: dict[str, Any],
+    result: CheckpointMetrics,
 ) -> tuple[np.ndarray, Calibration, float]:
     """(the evaluated pairs' P(relevant), a temperature, a threshold), fitted on the
     calibration pairs only (a baseline's raw scores first mapped by Platt scaling); what was
@@ -398,14 +441,14 @@ def metrics_against(
     threshold: float,
     qids: np.ndarray,
     config: CheckpointEvalConfig,
-) -> dict[str, Any]:
+) -> SourceMetrics:
     """Metrics against one reference's labels: at 0.5, at the validation threshold (with
     calibration data) and at the threshold best on these labels themselves (an oracle)."""
     mask = ~np.isnan(labels) & ~np.isnan(probabilities)
     y, queries = labels[mask].astype(int), qids[mask]
     oracle = best_f1_threshold(probabilities[mask], y) if len(np.unique(y)) > 1 else None
     at_half = binary_metrics(probabilities[mask], y, 0.5, queries)
-    entry: dict[str, Any] = {
+    entry: SourceMetrics = {
         "at_0.5": at_half.to_dict(),
         "oracle_best_f1_threshold": oracle,
         "missing": int((~mask).sum()),
@@ -421,7 +464,7 @@ def metrics_against(
     return entry
 
 
-def primary_metric(metrics: dict[str, Any], refs: dict[str, np.ndarray]) -> PrimaryMetric:
+def primary_metric(metrics: dict[str, SourceMetrics], refs: dict[str, np.ndarray]) -> PrimaryMetric:
     """F1 against the teacher's labels where given, else the human ones; at the validation
     threshold where one was fitted."""
     source = "teacher" if "teacher" in refs else "human"
