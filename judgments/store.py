@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -465,7 +465,15 @@ def hold_session(folder: Path, url: str) -> Callable[[], None]:
     return release
 
 
-def _lock_holder(path: Path) -> dict[str, Any]:
+class LockHolder(TypedDict, total=False):
+    """The judging server a session's lock file names (empty where it is unreadable)."""
+
+    url: str
+    pid: int
+    started: str
+
+
+def _lock_holder(path: Path) -> LockHolder:
     try:
         holder = json.loads(path.read_text(encoding="utf-8") or "{}")
     except (OSError, ValueError):
