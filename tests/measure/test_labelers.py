@@ -109,5 +109,6 @@ def test_an_unusable_reply_is_left_out_counted_and_never_cached(tmp_path: Path, 
         HitResult(id="bad", relevant=False, unusable="no digit"),
     ]
     results = {"run": {"q1": QueryResult(hits=hits)}}
-    assert count_unusable(results)["counts"] == {"run": 1}
+    unusable = count_unusable(results)
+    assert unusable is not None and unusable.counts == {"run": 1}
     assert "1 hit(s) got an unusable reply" in caplog.text
