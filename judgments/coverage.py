@@ -11,19 +11,11 @@ import json
 import re
 from functools import cache
 from importlib import resources
-from typing import Any, TypedDict
+from typing import Any
+
+from measure.metrics.ppi_record import MeasuredCoverage
 
 COVERAGE_TARGET = 0.93
-
-
-class MeasuredCoverage(TypedDict):
-    """A metric's measured coverage at a number of judged queries (metrics.json's ppi holds it)."""
-
-    coverage: float
-    at_n: int  # the studied size it was lowest at
-    below_target: bool
-    target: float
-    source: str
 
 
 @cache
@@ -60,13 +52,13 @@ def measured_coverage(metric: str, n: int) -> MeasuredCoverage | None:
     around = {below[-1], *[size for size in sizes if size >= n][:1]}
     at = min(around, key=lambda size: (float(by_n[str(size)]), size))
     value = float(by_n[str(at)])
-    return {
-        "coverage": value,
-        "at_n": at,
-        "below_target": value < COVERAGE_TARGET,
-        "target": COVERAGE_TARGET,
-        "source": coverage_table().get("source", ""),
-    }
+    return MeasuredCoverage(
+        coverage=value,
+        at_n=at,
+        below_target=value < COVERAGE_TARGET,
+        target=COVERAGE_TARGET,
+        source=coverage_table().get("source", ""),
+    )
 
 
 def coverage_note(metric: str, n: int) -> str:
@@ -74,5 +66,5 @@ def coverage_note(metric: str, n: int) -> str:
     found = measured_coverage(metric, n)
     if found is None:
         return f"coverage not measured for {metric} at n = {n}"
-    mark = " (below the 0.93 target)" if found["below_target"] else ""
-    return f"measured coverage {found['coverage']:.3f} at n = {found['at_n']}{mark}"
+    mark = " (below the 0.93 target)" if found.below_target else ""
+    return f"measured coverage {found.coverage:.3f} at n = {found.at_n}{mark}"

@@ -152,15 +152,14 @@ def _sized(config: DrawConfig, population: int) -> int:
 
 def _pilot_interval(path: str, metric: str) -> Interval:
     """The first run's PPI++ interval of ``metric`` in an eval.search metrics.json."""
-    import json
-    from pathlib import Path
+    from measure.metrics.settings import SearchMetrics
 
-    report = json.loads(Path(path).read_text())
-    first = next(iter(report.get("ppi", {}).get("runs", {}).values()), None)
+    report = SearchMetrics.read(path).ppi
+    first = next(iter(report.runs.values()), None) if report else None
     if first is None or metric not in first:
         raise InputError(f"pilot: {path} has no PPI estimate of {metric} (run with --human)")
-    ppi = first[metric]["ppi"]
-    return Interval(ppi["estimate"], ppi["low"], ppi["high"], ppi["n"], 0, ppi["lam"], "")
+    ppi = first[metric].ppi
+    return Interval(ppi.estimate, ppi.low, ppi.high, ppi.n, 0, ppi.lam, "")
 
 
 def draw(config: DrawConfig):

@@ -38,6 +38,7 @@ import numpy as np
 from scipy import stats
 
 from core.errors import InputError
+from measure.metrics.ppi_record import EstimateRecord, IntervalRecord
 
 INTERVALS = ("t", "normal")
 UNBOUNDED = (-math.inf, math.inf)
@@ -88,6 +89,10 @@ class Interval:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "width": self.width}
+
+    def record(self) -> IntervalRecord:
+        """As metrics.json's ``ppi`` section holds it."""
+        return IntervalRecord(**asdict(self), width=self.width)
 
 
 def _quantile(alpha: float, n: int, interval: str) -> float:
@@ -346,6 +351,16 @@ class MetricEstimates:
                 self.classical.n, self.classical, self.ppi
             ),
         }
+
+    def record(self) -> EstimateRecord:
+        """As metrics.json's ``ppi`` section holds it."""
+        return EstimateRecord(
+            labeler_mean=self.labeler_mean,
+            queries=self.queries,
+            human_only=self.classical.record(),
+            ppi=self.ppi.record(),
+            effective_human_queries=effective_queries(self.classical.n, self.classical, self.ppi),
+        )
 
 
 def estimate_metric(

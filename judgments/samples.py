@@ -5,7 +5,7 @@ give, how the sample was drawn. The search command's use of them is :mod:`eval.s
 from __future__ import annotations
 
 import logging
-from typing import Any, TypedDict
+from typing import Any
 
 from core.errors import InputError
 from data.beir import (
@@ -15,6 +15,7 @@ from data.beir import (
     ranked,
     read_qrels,
 )
+from measure.metrics.ppi_record import SampleDescription
 from measure.metrics.retrieval import ranx_metrics
 
 logger = logging.getLogger(__name__)
@@ -150,30 +151,14 @@ def human_metrics(
     return out
 
 
-class _Sample(TypedDict):
-    drawn_by: str | None  # "eval.ppi", or None: unknown
-    design: str
-
-
-class SampleDescription(_Sample, total=False):
-    """How a human sample was drawn (metrics.json's ppi holds it)."""
-
-    seed: int
-    sources: dict[str, Any]  # the draw's inputs (judgments.design.Design.sources)
-    check: Any  # eval.search's check of a sample of unknown design (eval.search.human)
-
-
 def describe_sample(design: Any) -> SampleDescription:
     """How the human sample was drawn, for metrics.json: eval.ppi's draw (its design, seed and
     sources), or unknown (read as a simple random sample, which PPI++ needs)."""
     if design is None:
-        return {"drawn_by": None, "design": "unknown: read as a simple random sample"}
-    return {
-        "drawn_by": "eval.ppi",
-        "design": design.describe(),
-        "seed": design.seed,
-        "sources": design.sources,
-    }
+        return SampleDescription(drawn_by=None, design="unknown: read as a simple random sample")
+    return SampleDescription(
+        drawn_by="eval.ppi", design=design.describe(), seed=design.seed, sources=design.sources
+    )
 
 
 def judged_queries(human: dict[str, dict[str, dict[str, float]]]) -> set[str]:

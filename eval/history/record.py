@@ -22,6 +22,7 @@ from core.io import sha256_file, sha256_path
 from core.provenance import PROVENANCE_FILE, ProvenanceRecord
 from eval.history.store import Estimate, EvaluationRecord, HistoryStore, open_store
 from judgments.ppi import classical_mean
+from measure.metrics.ppi_record import EstimateRecord
 from measure.metrics.settings import HumanPerQuery, PerQueryResults, RunResults, SearchMetrics
 
 METRIC_RANGE = (0.0, 1.0)  # every metric eval.search reports is a share or a mean of shares
@@ -44,18 +45,11 @@ def t_estimate(metric: str, values: list[float], alpha: float) -> Estimate:
     return Estimate(metric, "t", mean, interval.estimate, interval.low, interval.high, len(values))
 
 
-def ppi_estimate(metric: str, entry: Mapping[str, Any], queries: int) -> Estimate:
+def ppi_estimate(metric: str, entry: EstimateRecord, queries: int) -> Estimate:
     """metrics.json's PPI++ record of one metric as an :class:`Estimate`."""
-    ppi = entry["ppi"]
+    ppi = entry.ppi
     return Estimate(
-        metric,
-        "ppi++",
-        entry["labeler_mean"],
-        ppi["estimate"],
-        ppi["low"],
-        ppi["high"],
-        queries,
-        ppi.get("n"),
+        metric, "ppi++", entry.labeler_mean, ppi.estimate, ppi.low, ppi.high, queries, ppi.n
     )
 
 
@@ -177,7 +171,7 @@ def _estimates(
     alpha: float,
 ) -> list[Estimate]:
     """Each metric's PPI++ estimate where metrics.json has one, else the labeler's t interval."""
-    ppi = ((metrics.ppi or {}).get("runs") or {}).get(run_name) or {}
+    ppi = metrics.ppi.runs.get(run_name, {}) if metrics.ppi else {}
     return [
         ppi_estimate(metric, ppi[metric], len(values))
         if metric in ppi

@@ -878,7 +878,7 @@ def report_markdown(summary: JobSummary) -> str:
     if note:
         lines.append(f"\nLeft out: {note}.")
     if summary.ppi:
-        ppi = summary.ppi  # metrics.json's PPI++ record, its own open shape
+        ppi = summary.ppi
         metric = agreement.metric
         truth = ", ".join(
             f"{run} {values[metric]:.3f}"
@@ -886,10 +886,10 @@ def report_markdown(summary: JobSummary) -> str:
         )
         lines += [
             "",
-            f"## The grader's metrics corrected by {ppi['judged_queries']} human-judged queries",
+            f"## The grader's metrics corrected by {ppi.judged_queries} human-judged queries",
             "",
-            f"The grader labels every query; {ppi['judged_queries']} queries drawn at random also "
-            f"keep their human judgments ({ppi['estimator']}). What the estimates estimate, "
+            f"The grader labels every query; {ppi.judged_queries} queries drawn at random also "
+            f"keep their human judgments ({ppi.estimator}). What the estimates estimate, "
             f"{metric} under all of the human judgments (every judged passage in the ideal "
             f"ranking): {truth}.",
             "",

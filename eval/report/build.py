@@ -23,6 +23,7 @@ from eval.report.model import (
 from eval.report.sections import label_agreement, provenance, ranking
 from judgments.samples import human_qrels
 from measure.metrics.names import ranx_name
+from measure.metrics.ppi_record import PpiRecord
 from measure.metrics.settings import HitResult, RunResults
 
 # The order a reader expects; metrics the file has beyond these follow in its own order.
@@ -75,24 +76,26 @@ def _labeler_difference(
 
 def _cells(inputs: Inputs, runs: list[str], metrics: list[str], max_p: float) -> dict:
     report = inputs.metrics
-    ppi = report.ppi or {}
+    ppi = report.ppi
     truth = (inputs.summary.human_all_queries if inputs.summary else None) or {}
     cells: dict[str, dict[str, Cell]] = {}
     for run in runs:
         cells[run] = {}
         for metric in metrics:
-            entry = (ppi.get("runs", {}).get(run) or {}).get(metric) or (
-                ppi.get("pairs", {}).get(run) or {}
-            ).get(metric)
+            entry = (
+                ppi.runs.get(run, {}).get(metric) or ppi.pairs.get(run, {}).get(metric)
+                if ppi
+                else None
+            )
             mean = report.mean[run].get(metric)
             # The run's mean as metrics.json's "mean" has it (the PPI record's is the same mean
             # summed in another order); the share of relevant hits is only in the PPI record.
-            cell = Cell(labeler_mean=float(mean if mean is not None else entry["labeler_mean"]))
+            cell = Cell(labeler_mean=float(mean if mean is not None else entry.labeler_mean))
             if entry:
-                cell.ppi = Interval.from_entry(entry["ppi"])
-                cell.human_only = Interval.from_entry(entry["human_only"])
-                cell.lam = entry["ppi"].get("lam")
-                cell.worth = entry.get("effective_human_queries")
+                cell.ppi = Interval.from_record(entry.ppi)
+                cell.human_only = Interval.from_record(entry.human_only)
+                cell.lam = entry.ppi.lam
+                cell.worth = entry.effective_human_queries
             if metric in truth.get(run, {}):
                 cell.human_all = float(truth[run][metric])
             for other in runs:
@@ -116,9 +119,11 @@ def _differences(
     the paired test on the labeler's labels at ``max_p``."""
     report = inputs.metrics
     first, *others = runs
-    ppi = report.ppi or {}
-    found = ppi.get("differences", {})
-    alpha = (ppi.get("multiplicity") or {}).get("alpha", 1 - (ppi.get("confidence") or 0.95))
+    ppi = report.ppi
+    found = ppi.differences if ppi else {}
+    alpha = 0.05
+    if ppi:  # the alpha eval.search adjusted at; a file before the adjustment: its confidence's
+        alpha = ppi.multiplicity.alpha if ppi.multiplicity else 1 - ppi.confidence
     out = []
     for other in others:
         entries = found.get(f"{other} - {first}", {})
@@ -131,14 +136,14 @@ def _differences(
                     compared=other,
                     baseline=first,
                     metric=metric,
-                    labeler=float(entry["labeler_mean"])
+                    labeler=entry.labeler_mean
                     if entry
                     else _labeler_difference(inputs.per_query, report.mean, other, first, metric),
-                    ppi=Interval.from_entry(entry["ppi"]) if entry else None,
-                    human_only=Interval.from_entry(entry["human_only"]) if entry else None,
+                    ppi=Interval.from_record(entry.ppi) if entry else None,
+                    human_only=Interval.from_record(entry.human_only) if entry else None,
                     p_value=_p_value(report.comparison or {}, metric, other, first),
-                    ppi_p=entry.get("p_value") if entry else None,
-                    p_holm=entry.get("p_holm") if entry else None,
+                    ppi_p=entry.p_value if entry else None,
+                    p_holm=entry.p_holm if entry else None,
                 )
             )
             difference = out[-1]
@@ -152,7 +157,7 @@ def _differences(
     return out
 
 
-def _notice(ppi: dict[str, Any] | None, labeler: str) -> str:
+def _notice(ppi: PpiRecord | None, labeler: str) -> str:
     if not ppi:
         return (
             f"No human judgments: these are the labeler's ({labeler}) means over all queries. "
@@ -161,9 +166,9 @@ def _notice(ppi: dict[str, Any] | None, labeler: str) -> str:
             "--human with the judgments of a random sample of queries (python -m eval.ppi draws "
             "them) for PPI++ estimates with confidence intervals."
         )
-    confidence = f"{ppi['confidence']:.0%}"
-    judged = ppi.get("judged_queries", 0)
-    pairs = ppi.get("judged_pairs", 0)
+    confidence = f"{ppi.confidence:.0%}"
+    judged = ppi.judged_queries
+    pairs = ppi.judged_pairs
     sample = " and ".join(
         part
         for part in (judged and f"{judged} human-judged queries", pairs and f"{pairs} judged hits")
@@ -178,7 +183,7 @@ def _notice(ppi: dict[str, Any] | None, labeler: str) -> str:
         )
     )
     return (
-        f"Estimates with {confidence} intervals from {sample} ({ppi['estimator']}): the labeler "
+        f"Estimates with {confidence} intervals from {sample} ({ppi.estimator}): the labeler "
         "labels every query and the human judgments correct its bias. Beside each estimate: the "
         f"labeler's own mean (biased) and the interval from the human judgments alone.{only_share}"
     )
@@ -189,7 +194,7 @@ def build_headline(inputs: Inputs, max_p: float = 0.01) -> Headline:
     runs = list(report.mean)
     metrics = metric_names(report.mean, k)
     ppi = report.ppi
-    if ppi and ppi.get("pairs"):
+    if ppi and ppi.pairs:
         metrics.append(PAIR_METRIC)
     table = next(iter((report.comparison or {}).values()), None)
     return Headline(
@@ -200,23 +205,33 @@ def build_headline(inputs: Inputs, max_p: float = 0.01) -> Headline:
         differences=_differences(inputs, runs, metrics, max_p),
         intervals=bool(ppi),
         notice=_notice(ppi, (report.labeler or "labeler")),
-        judged_queries=int((ppi or {}).get("judged_queries", 0)),
-        judged_pairs=int((ppi or {}).get("judged_pairs", 0)),
-        confidence=(ppi or {}).get("confidence"),
-        estimator=(ppi or {}).get("estimator"),
+        judged_queries=ppi.judged_queries if ppi else 0,
+        judged_pairs=ppi.judged_pairs if ppi else 0,
+        confidence=ppi.confidence if ppi else None,
+        estimator=ppi.estimator if ppi else None,
         stat_test=table.get("stat_test") if isinstance(table, dict) else None,
         max_p=max_p,
         multiplicity=_multiplicity(ppi),
-        coverage=dict((ppi or {}).get("measured_coverage") or {}),
+        coverage=_coverage(ppi),
     )
 
 
-def _multiplicity(ppi: dict[str, Any] | None) -> str | None:
+def _coverage(ppi: PpiRecord | None) -> dict[str, dict[str, Any] | None]:
+    """metric -> its measured coverage, as metrics.json holds it (the page reads it)."""
+    if ppi is None:
+        return {}
+    return {
+        metric: found.model_dump(exclude_unset=True) if found else None
+        for metric, found in ppi.measured_coverage.items()
+    }
+
+
+def _multiplicity(ppi: PpiRecord | None) -> str | None:
     """The rule that made a difference significant, in words; a metrics.json written before
     eval.search adjusted for multiplicity says that its differences are marginal."""
-    if not ppi or not ppi.get("differences"):
+    if not ppi or not ppi.differences:
         return None
-    rule = (ppi.get("multiplicity") or {}).get("rule")
+    rule = ppi.multiplicity.rule if ppi.multiplicity else None
     return rule or (
         "each difference's interval is a marginal interval, not adjusted for the number of "
         "metrics and runs (this metrics.json predates the adjustment: re-run eval.search)"

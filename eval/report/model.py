@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, TypedDict
 
 from core.io import strict
+from measure.metrics.ppi_record import IntervalRecord
 
 
 @dataclass
@@ -17,16 +18,9 @@ class Interval:
     method: str = ""  # how it was computed; says so where PPI++ was not estimable
 
     @classmethod
-    def from_entry(cls, entry: dict[str, Any] | None) -> Interval | None:
-        """From an ``eval.ppi`` interval record (``metrics.json``'s ``ppi`` section)."""
-        if not entry:
-            return None
-        return cls(
-            float(entry["estimate"]),
-            float(entry["low"]),
-            float(entry["high"]),
-            str(entry.get("method", "")),
-        )
+    def from_record(cls, record: IntervalRecord) -> Interval:
+        """From an interval of ``metrics.json``'s ``ppi`` section."""
+        return cls(record.estimate, record.low, record.high, record.method)
 
     @property
     def not_estimable(self) -> bool:

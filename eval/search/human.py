@@ -5,7 +5,7 @@ both files. Reading a sample itself is :mod:`judgments.samples`."""
 from __future__ import annotations
 
 import logging
-from typing import Any, TypedDict
+from typing import Any
 
 from core.errors import InputError
 from data.beir import (
@@ -18,6 +18,7 @@ from judgments.samples import (
     read_human_pairs,
     realised_sample,
 )
+from measure.metrics.ppi_record import SampleCheck
 from measure.metrics.settings import PRIMARY_METRIC, SearchEvalConfig
 
 logger = logging.getLogger(__name__)
@@ -53,20 +54,12 @@ def sample_designs(config: SearchEvalConfig) -> tuple[Any, Any]:
     return (design, None) if design.unit == "queries" else (None, design)
 
 
-class RandomSampleCheck(TypedDict):
-    """Whether judged queries of unknown design look like a random sample of the queries."""
-
-    test: str
-    p: float
-    random_plausible: bool
-
-
 def check_random_sample(
     config: SearchEvalConfig,
     per_run: dict[str, dict[str, dict[str, float]]],
     judged: set[str],
     design: Any,
-) -> RandomSampleCheck | None:
+) -> SampleCheck | None:
     """A sample of unknown design, checked against what a random draw would give: the first
     run's labeler NDCG@k of the judged and of the other queries, compared by a two-sided
     Mann-Whitney (rank-sum) test, with a warning below p = RANDOM_SAMPLE_P. None for an
@@ -97,7 +90,7 @@ def check_random_sample(
             RANDOM_SAMPLE_P,
         )
     test = f"two-sided Mann-Whitney of the labeler's {metric} on {run}, judged vs other queries"
-    return {"test": test, "p": p, "random_plausible": p >= RANDOM_SAMPLE_P}
+    return SampleCheck(test=test, p=p, random_plausible=p >= RANDOM_SAMPLE_P)
 
 
 def read_human(config: SearchEvalConfig, runs: dict[str, Run]) -> tuple[Any, Any, tuple]:

@@ -4,13 +4,20 @@ intervals, and the relevant share of hits from a sample of judged hits."""
 from __future__ import annotations
 
 import logging
-from typing import Any, TypedDict
+from typing import Any
 
 from core.errors import InputError
 from core.io import markdown_table
 from eval.search.human import check_random_sample
 from judgments.coverage import coverage_note, measured_coverage
 from judgments.samples import describe_sample, judged_queries
+from measure.metrics.ppi_record import (
+    EstimateRecord,
+    Estimates,
+    IntervalRecord,
+    Multiplicity,
+    PpiRecord,
+)
 from measure.metrics.settings import PRIMARY_METRIC, RunResults, SearchEvalConfig
 
 logger = logging.getLogger(__name__)
@@ -36,7 +43,7 @@ def ppi_estimates(
     per_run: dict[str, dict[str, dict[str, float]]],
     human: dict[str, dict[str, dict[str, float]]],
     design: Any = None,
-) -> dict[str, Any]:
+) -> PpiRecord:
     """For every run and metric, and every compared run's paired difference with the first: the
     labeler's mean over all queries, the human-only interval and the PPI++ interval (``human``:
     :func:`human_metrics`); under ``design`` (an :class:`judgments.design.Design` of queries) the
@@ -48,7 +55,7 @@ def ppi_estimates(
         labeler: dict[str, dict[str, float]],
         truth: dict[str, dict[str, float]],
         bounds: tuple[float, float],
-    ) -> dict[str, Any]:
+    ) -> Estimates:
         return {
             metric: (
                 design_estimate(
@@ -56,25 +63,14 @@ def ppi_estimates(
                 )
                 if _stratified(design)
                 else estimate_metric(values, truth[metric], config.alpha, config.interval, bounds)
-            ).to_dict()
+            ).record()
             for metric, values in labeler.items()
             if metric in truth
         }
 
     first, *others = per_run
     judged = {qid for values in human[first].values() for qid in values}
-    report: dict[str, Any] = {
-        "human": config.human,
-        "judged_queries": len(judged),
-        "estimator": estimator_name(config, design),
-        "confidence": 1 - config.alpha,
-        # Every metric lies in [0, 1], a difference of two in [-1, 1].
-        "runs": {name: estimates(per_run[name], human[name], (0.0, 1.0)) for name in per_run},
-        "differences": {},
-        "measured_coverage": {
-            metric: measured_coverage(metric, len(judged)) for metric in human[first]
-        },
-    }
+    differences: dict[str, Estimates] = {}
     for other in others:
         labeler_diff = {
             m: paired_difference(per_run[other][m], per_run[first][m]) for m in per_run[first]
@@ -84,56 +80,56 @@ def ppi_estimates(
             for m in human[first]
             if m in human[other]
         }
-        report["differences"][f"{other} - {first}"] = estimates(
-            labeler_diff, human_diff, (-1.0, 1.0)
-        )
+        # Every metric lies in [0, 1], a difference of two in [-1, 1].
+        differences[f"{other} - {first}"] = estimates(labeler_diff, human_diff, (-1.0, 1.0))
     primary = PRIMARY_METRIC.format(k=config.k)
-    report["multiplicity"] = holm(report["differences"], primary, config.alpha)
-    return report
+    return PpiRecord(
+        human=config.human,
+        judged_queries=len(judged),
+        estimator=estimator_name(config, design),
+        confidence=1 - config.alpha,
+        runs={name: estimates(per_run[name], human[name], (0.0, 1.0)) for name in per_run},
+        differences=differences,
+        measured_coverage={
+            metric: measured_coverage(metric, len(judged)) for metric in human[first]
+        },
+        multiplicity=holm(differences, primary, config.alpha),
+    )
 
 
-class Multiplicity(TypedDict):
-    """metrics.json's ppi ``multiplicity``: how the differences are called significant."""
-
-    primary: str
-    method: str
-    alpha: float
-    rule: str  # in words, for the table's and the report's legend
-
-
-def holm(differences: dict[str, dict[str, Any]], primary: str, alpha: float) -> Multiplicity:
+def holm(differences: dict[str, Estimates], primary: str, alpha: float) -> Multiplicity:
     """Holm's step-down adjustment of the PPI++ differences' p-values on the primary metric, over
     the compared runs (written into each entry as ``p_holm``); the other metrics' intervals stay
     marginal, and the rule is returned in words for the table's and the report's legend."""
     entries = [
         (name, metrics[primary]) for name, metrics in differences.items() if primary in metrics
     ]
+    p_values: dict[int, float] = {}  # id(entry) -> its p-value
     for entry in (e for metrics in differences.values() for e in metrics.values()):
-        entry["p_value"] = _p_value(entry["ppi"])
-    ordered = sorted(entries, key=lambda item: item[1]["p_value"])
+        entry.p_value = p_values[id(entry)] = _p_value(entry.ppi)
+    ordered = sorted(entries, key=lambda item: p_values[id(item[1])])
     running = 0.0
     for rank, (_, entry) in enumerate(ordered):
-        running = max(running, min(1.0, (len(ordered) - rank) * entry["p_value"]))
-        entry["p_holm"] = running
+        running = max(running, min(1.0, (len(ordered) - rank) * p_values[id(entry)]))
+        entry.p_holm = running
     rule = (
         f"{primary} is the primary metric: its {len(entries)} difference(s) are called "
         f"significant when Holm's adjusted p-value (over those differences) is below {alpha:g}; "
         f"every other interval is a marginal {1 - alpha:.0%} interval, not adjusted for the "
         "number of metrics and runs, and is not called significant"
     )
-    return {"primary": primary, "method": "holm", "alpha": alpha, "rule": rule}
+    return Multiplicity(primary=primary, method="holm", alpha=alpha, rule=rule)
 
 
-def _p_value(interval: dict[str, Any]) -> float:
+def _p_value(interval: IntervalRecord) -> float:
     """The paired difference's p-value of "no difference" from its interval's statistic; where
     the interval has none (Hoeffding's), 1 unless the interval excludes 0, then its alpha."""
     from judgments.ppi import Interval
 
-    fields = {k: interval[k] for k in Interval.__dataclass_fields__ if k in interval}
-    p = Interval(**fields).p_value()
+    p = Interval(**{k: getattr(interval, k) for k in Interval.__dataclass_fields__}).p_value()
     if p is not None:
         return p
-    return 1.0 if interval["low"] <= 0 <= interval["high"] else 0.05
+    return 1.0 if interval.low <= 0 <= interval.high else 0.05
 
 
 def pair_estimates(
@@ -141,7 +137,7 @@ def pair_estimates(
     results: dict[str, RunResults],
     human: dict[tuple[str, str], int],
     design: Any = None,
-) -> dict[str, Any]:
+) -> dict[str, Estimates]:
     """Each run's share of relevant hits in its top k, from the labeler's label of every hit and
     the human labels of a random sample of hits (PPI++ over pairs; under ``design``, a draw of
     hits, the estimate valid under it)."""
@@ -162,7 +158,7 @@ def pair_estimates(
             estimates = design_estimate(design, labeler, truth, *arguments)
         else:
             estimates = estimate_metric(labeler, truth, *arguments)
-        out[name] = {"relevant share": estimates.to_dict()}
+        out[name] = {"relevant share": estimates.record()}
     return out
 
 
@@ -199,20 +195,18 @@ def pairs_used(
     return used
 
 
-def ppi_table(report: dict[str, Any]) -> str:
+def ppi_table(report: PpiRecord) -> str:
     """The PPI report as one Markdown table."""
 
-    def cell(interval: dict[str, float]) -> str:
-        return f"{interval['estimate']:.3f} [{interval['low']:.3f}, {interval['high']:.3f}]"
-
-    coverage = report.get("measured_coverage") or {}
+    def cell(interval: IntervalRecord) -> str:
+        return f"{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
 
     def metric_name(metric: str) -> str:
-        found = coverage.get(metric)
-        return f"{metric} †" if found and found["below_target"] else metric
+        found = report.measured_coverage.get(metric)
+        return f"{metric} †" if found and found.below_target else metric
 
-    def worth(entry: dict[str, Any], group: str) -> str:
-        value = entry.get("effective_human_queries")
+    def worth(entry: EstimateRecord, group: str) -> str:
+        value = entry.effective_human_queries
         unit = "judged hits" if group == "pairs" else "queries"
         return "–" if value is None else f"{value:.1f} {unit}"
 
@@ -220,18 +214,21 @@ def ppi_table(report: dict[str, Any]) -> str:
         [
             system,
             metric_name(metric),
-            f"{entry['labeler_mean']:.3f}",
-            cell(entry["human_only"]),
-            cell(entry["ppi"]),
-            f"{entry['ppi']['lam']:.2f}",
+            f"{entry.labeler_mean:.3f}",
+            cell(entry.human_only),
+            cell(entry.ppi),
+            f"{entry.ppi.lam:.2f}",
             worth(entry, group),
         ]
-        for group in ("runs", "differences", "pairs")
-        if group in report
-        for system, metrics in report[group].items()
+        for group, systems in (
+            ("runs", report.runs),
+            ("differences", report.differences),
+            ("pairs", report.pairs),
+        )
+        for system, metrics in systems.items()
         for metric, entry in metrics.items()
     ]
-    confidence = f"{report['confidence']:.0%}"
+    confidence = f"{report.confidence:.0%}"
     header = [
         "system",
         "metric",
@@ -244,35 +241,32 @@ def ppi_table(report: dict[str, Any]) -> str:
     return markdown_table(header, rows) + ppi_footnotes(report)
 
 
-def ppi_footnotes(report: dict[str, Any]) -> str:
+def ppi_footnotes(report: PpiRecord) -> str:
     """Below the table: each metric's measured coverage at this n (a † where it is below the
     target), and the multiplicity rule."""
-    n = report.get("judged_queries", 0)
+    n = report.judged_queries
     lines = []
     if n:
-        notes = [
-            f"{metric}: {coverage_note(metric, n)}"
-            for metric in report.get("measured_coverage", {})
-        ]
+        notes = [f"{metric}: {coverage_note(metric, n)}" for metric in report.measured_coverage]
         lines.append(
             "Coverage of the PPI++ intervals (†: measured below 0.93): " + "; ".join(notes) + "."
         )
-    if report.get("multiplicity") and report.get("differences"):
-        lines.append(report["multiplicity"]["rule"] + ".")
+    if report.multiplicity and report.differences:
+        lines.append(report.multiplicity.rule + ".")
     return "".join(f"\n{line}\n" for line in lines)
 
 
-def ppi_heading(ppi: dict[str, Any], k: int) -> str:
+def ppi_heading(ppi: PpiRecord, k: int) -> str:
     """The line above the PPI table: what was judged, and how many sampled hits each run used."""
-    used = ppi.get("judged_pairs_used") or {}
-    hits = f"{ppi.get('judged_pairs', 0)} sampled hits"
-    if any(count < ppi["judged_pairs"] for count in used.values()):
+    used = ppi.judged_pairs_used
+    hits = f"{ppi.judged_pairs} sampled hits"
+    if any(count < ppi.judged_pairs for count in used.values()):
         counts = ", ".join(f"{name} {count}" for name, count in used.items())
         hits += f" (in each run's top {k}, the ones used: {counts}; the others ignored)"
-    queries = f"{ppi['judged_queries']} queries"
-    heading = f"With human judgments for {queries} and {hits} ({ppi['estimator']}):"
-    if ppi.get("judged_queries") and "sample" in ppi:
-        heading += f"\nThe judged queries: {ppi['sample']['design']}"
+    queries = f"{ppi.judged_queries} queries"
+    heading = f"With human judgments for {queries} and {hits} ({ppi.estimator}):"
+    if ppi.judged_queries and ppi.sample is not None:
+        heading += f"\nThe judged queries: {ppi.sample.design}"
     return heading
 
 
@@ -283,28 +277,26 @@ def report_ppi(
     human: dict[str, dict[str, dict[str, float]]] | None,
     human_pairs: dict[tuple[str, str], int] | None,
     designs: tuple[Any, Any],
-) -> dict[str, Any] | None:
+) -> PpiRecord | None:
     """metrics.json's ``ppi``: the runs' metrics corrected by --human's judged queries, and the
     relevant share of hits from --human_pairs' judged hits, each with how its sample was drawn;
     None without human judgments."""
     query_design, pair_design = designs
-    ppi: dict[str, Any] | None = None
+    ppi: PpiRecord | None = None
     if human is not None:
         ppi = ppi_estimates(config, per_run, human, query_design)
-        judged = judged_queries(human)
-        ppi["sample"] = describe_sample(query_design) | {
-            "check": check_random_sample(config, per_run, judged, query_design)
-        }
+        ppi.sample = describe_sample(query_design)
+        ppi.sample.check = check_random_sample(config, per_run, judged_queries(human), query_design)
     if human_pairs is not None:
-        ppi = ppi or {
-            "runs": {},
-            "differences": {},
-            "judged_queries": 0,
-            "confidence": 1 - config.alpha,
-            "estimator": estimator_name(config, pair_design),
-        }
-        ppi["pairs"] = pair_estimates(config, results, human_pairs, pair_design)
-        ppi["judged_pairs"] = len(human_pairs)
-        ppi["judged_pairs_used"] = pairs_used(config, results, human_pairs)
-        ppi["pairs_sample"] = describe_sample(pair_design)
+        ppi = ppi or PpiRecord(
+            runs={},
+            differences={},
+            judged_queries=0,
+            confidence=1 - config.alpha,
+            estimator=estimator_name(config, pair_design),
+        )
+        ppi.pairs = pair_estimates(config, results, human_pairs, pair_design)
+        ppi.judged_pairs = len(human_pairs)
+        ppi.judged_pairs_used = pairs_used(config, results, human_pairs)
+        ppi.pairs_sample = describe_sample(pair_design)
     return ppi

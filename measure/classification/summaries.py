@@ -4,8 +4,8 @@ report.md and the HTML report to read them.
 
 Both hold the cross-validation (:class:`~measure.classification.crossval.CrossValidationRecord`)
 and each fold's row per model; files written before they carried a format version have today's
-shape and read as version 0. The PPI++ record inside ``summary.json`` is ``metrics.json``'s own
-open shape (:class:`~measure.metrics.settings.SearchMetrics`), kept as it is."""
+shape and read as version 0. The PPI++ record inside ``summary.json`` is ``metrics.json``'s
+(:class:`~measure.metrics.ppi_record.PpiRecord`), kept as it is."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 
 from core.artifacts import Artifact
 from measure.classification.crossval import CrossValidationRecord
+from measure.metrics.ppi_record import PpiRecord
 from measure.metrics.ranking_agreement import RankingAgreement
 
 # The per-fold metrics of each model (eval.checkpoint's, at the validation threshold).
@@ -122,7 +123,7 @@ class JobSummary(Artifact):
     export_fold: int  # the fold whose grader is exported and labels the runs
     search: dict[str, dict[str, float | None]]  # run -> metric -> mean (metrics.json's mean)
     agreement: RankingAgreement
-    ppi: dict[str, Any] | None = None  # metrics.json's PPI++ record (its own open shape)
+    ppi: PpiRecord | None = None  # metrics.json's PPI++ record
     human_all_queries: dict[str, dict[str, float | None]] | None = None  # run -> metric -> mean
     export: str  # the exported grader's folder
 
@@ -137,3 +138,9 @@ class JobSummary(Artifact):
     def extra_tables(self) -> dict[str, Any]:
         """The fields this release does not know, as the file holds them."""
         return dict(self.model_extra or {})
+
+    def dump(self) -> dict[str, Any]:
+        data = super().dump()
+        if self.ppi is not None:  # metrics.json's keys as written, nulls kept
+            data["ppi"] = self.ppi.dump()
+        return data

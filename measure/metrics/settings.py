@@ -14,6 +14,7 @@ from core.errors import InputError
 from core.io import atomic_writer
 from measure.labelers import HitLabel
 from measure.metrics.names import MetricName, parse_metrics, standard_metric_names
+from measure.metrics.ppi_record import PpiRecord
 
 PRIMARY_METRIC = "ndcg@{k}"
 
@@ -173,7 +174,8 @@ class Unusable(BaseModel):
 
 class SearchMetrics(Artifact):
     """metrics.json, eval.search's result: each run's mean metrics, the paired tests and the
-    PPI++ estimates. The tests (ranx's report) and the PPI++ record keep their own open shapes."""
+    PPI++ estimates (:class:`~measure.metrics.ppi_record.PpiRecord`). The tests (ranx's report)
+    keep their own open shape."""
 
     # Fields of earlier releases that no reader uses are passed over, not refused.
     model_config = ConfigDict(extra="ignore")
@@ -186,7 +188,7 @@ class SearchMetrics(Artifact):
     mean: dict[str, dict[str, float | None]]  # run -> metric -> mean over its queries
     unusable: Unusable | None = None  # judge replies with no verdict, by run
     comparison: dict[str, Any] | None = None  # ranx's paired tests, by metric
-    ppi: dict[str, Any] | None = None  # PPI++ estimates with human judgments
+    ppi: PpiRecord | None = None  # PPI++ estimates with human judgments
 
     @field_validator("mean")
     @classmethod
@@ -194,6 +196,12 @@ class SearchMetrics(Artifact):
         if not mean:
             raise ValueError("expected {run: {metric: value}} for at least one run")
         return mean
+
+    def dump(self) -> dict[str, Any]:
+        data = super().dump()
+        if self.ppi is not None:  # its own keys as written, nulls kept
+            data["ppi"] = self.ppi.dump()
+        return data
 
 
 class HumanPerQuery(Artifact):

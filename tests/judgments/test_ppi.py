@@ -16,6 +16,8 @@ from scipy import stats
 from data.beir import read_qrels, read_trec_run, write_trec_qrels
 from judgments.draw import draw_queries
 from judgments.ppi import (
+    Interval,
+    MetricEstimates,
     classical_mean,
     effective_queries,
     estimate_metric,
@@ -23,6 +25,8 @@ from judgments.ppi import (
     ppi_mean,
     queries_for_width,
 )
+from measure.metrics.ppi_record import PpiRecord
+from measure.metrics.settings import SearchMetrics
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -119,8 +123,17 @@ def test_effective_queries_and_sizing_follow_the_square_root_law():
 
 
 def _pilot(path: Path, width: float, n: int) -> Path:
-    interval = {"estimate": 0.5, "low": 0.5 - width / 2, "high": 0.5 + width / 2, "n": n, "lam": 1}
-    path.write_text(json.dumps({"ppi": {"runs": {"bm25": {"ndcg@10": {"ppi": interval}}}}}))
+    """An eval.search metrics.json whose bm25 NDCG@10 interval has ``width`` on ``n`` queries."""
+    interval = Interval(0.5, 0.5 - width / 2, 0.5 + width / 2, n, 33, 1.0, "t")
+    entry = MetricEstimates(0.5, interval, interval, n + 33).record()
+    ppi = PpiRecord(
+        judged_queries=n,
+        estimator="PPI++",
+        confidence=0.95,
+        runs={"bm25": {"ndcg@10": entry}},
+        differences={},
+    )
+    SearchMetrics(labeler="qrels", k=10, mean={"bm25": {"ndcg@10": 0.5}}, ppi=ppi).write(path)
     return path
 
 

@@ -1,0 +1,124 @@
+"""metrics.json's typed ``ppi`` section (measure.metrics.ppi_record): what eval.search writes reads
+back as it was written, key for key, and a section of an earlier release is read or refused in
+one line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from core.errors import InputError
+from eval.search.ppi_report import ppi_estimates, ppi_heading, ppi_table
+from measure.metrics.ppi_record import PpiRecord
+from measure.metrics.settings import SearchEvalConfig, SearchMetrics
+
+INTERVAL_KEYS = {"estimate", "low", "high", "n", "unjudged", "lam", "method", "se", "df", "width"}
+
+
+def _section() -> PpiRecord:
+    """eval.search's section for two runs on 30 queries, 10 of them judged by people."""
+    labeler = {f"q{i}": 0.1 * (i % 7) for i in range(30)}
+    human = {f"q{i}": 0.1 * ((i + 1) % 7) for i in range(10)}
+    shifted = {q: min(1.0, v + 0.05) for q, v in labeler.items()}
+    per_run = {"a": {"ndcg@10": labeler, "map": labeler}, "b": {"ndcg@10": shifted, "map": labeler}}
+    truth = {"a": {"ndcg@10": human, "map": human}, "b": {"ndcg@10": human, "map": human}}
+    return ppi_estimates(SearchEvalConfig(human="h.qrels"), per_run, truth)
+
+
+def test_the_written_section_reads_back_key_for_key(tmp_path: Path):
+    ppi = _section()
+    path = tmp_path / "metrics.json"
+    SearchMetrics(labeler="qrels", k=10, mean={"a": {"ndcg@10": 0.3}}, ppi=ppi).write(path)
+    written = json.loads(path.read_text())["ppi"]
+    assert set(written) == {
+        "human",
+        "judged_queries",
+        "estimator",
+        "confidence",
+        "runs",
+        "differences",
+        "measured_coverage",
+        "multiplicity",
+    }
+    own = written["runs"]["a"]["ndcg@10"]
+    assert set(own) == {"labeler_mean", "queries", "human_only", "ppi", "effective_human_queries"}
+    assert set(own["ppi"]) == INTERVAL_KEYS  # se and df kept where null
+    difference = written["differences"]["b - a"]
+    assert set(difference["ndcg@10"]) == set(own) | {"p_value", "p_holm"}  # Holm: primary only
+    assert set(difference["map"]) == set(own) | {"p_value"}
+    assert written["multiplicity"]["method"] == "holm"
+
+    read = SearchMetrics.read(path).ppi
+    assert read == ppi and read.dump() == written
+    assert read.runs["a"]["ndcg@10"].ppi.n == 10
+    assert read.differences["b - a"]["ndcg@10"].p_holm == pytest.approx(
+        ppi.differences["b - a"]["ndcg@10"].p_holm
+    )
+    assert ppi_table(read) == ppi_table(ppi)
+
+
+# The first release's section (c94c509): no format version, no se/df, p-values, coverage,
+# multiplicity or sample records, and an infinite worth.
+FIRST_RELEASE_INTERVAL = {
+    "estimate": 0.5,
+    "low": 0.4,
+    "high": 0.6,
+    "n": 10,
+    "unjudged": 20,
+    "lam": 0.8,
+    "method": "PPI++ (t)",
+    "width": 0.2,
+}
+FIRST_RELEASE_ESTIMATE = {
+    "labeler_mean": 0.55,
+    "queries": 30,
+    "human_only": FIRST_RELEASE_INTERVAL | {"lam": 0.0, "method": "classical (t)"},
+    "ppi": FIRST_RELEASE_INTERVAL,
+    "effective_human_queries": "Infinity",
+}
+FIRST_RELEASE = {
+    "labeler": "judgments:labels.jsonl",
+    "k": 10,
+    "mean": {"a": {"ndcg@10": 0.55}, "b": {"ndcg@10": 0.5}},
+    "ppi": {
+        "human": "h.qrels",
+        "judged_queries": 10,
+        "estimator": "PPI++ with a power-tuned lambda, t interval",
+        "confidence": 0.95,
+        "runs": {
+            "a": {"ndcg@10": FIRST_RELEASE_ESTIMATE},
+            "b": {"ndcg@10": FIRST_RELEASE_ESTIMATE},
+        },
+        "differences": {"b - a": {"ndcg@10": FIRST_RELEASE_ESTIMATE}},
+        "pairs": {"a": {"relevant share": FIRST_RELEASE_ESTIMATE}},
+        "judged_pairs": 40,
+    },
+}
+
+
+def test_a_section_of_the_first_release_is_read_and_shown(tmp_path: Path):
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps(FIRST_RELEASE).replace('"Infinity"', "Infinity"))
+    ppi = SearchMetrics.read(path).ppi
+    entry = ppi.runs["a"]["ndcg@10"]
+    assert entry.ppi.se is None and entry.p_value is None and ppi.multiplicity is None
+    assert ppi.judged_pairs == 40 and ppi.judged_pairs_used == {} and ppi.sample is None
+    table = ppi_table(ppi)
+    assert "| a | ndcg@10 | 0.550 | 0.500 [0.400, 0.600] | 0.500 [0.400, 0.600] | 0.80 |" in table
+    assert "Holm" not in table  # the first release did not adjust for multiplicity
+    assert ppi_heading(ppi, 10).startswith("With human judgments for 10 queries and 40 sampled")
+    # Written back, the section keeps the keys it had (the infinite worth as null).
+    assert set(ppi.dump()) == set(FIRST_RELEASE["ppi"])
+    assert set(ppi.dump()["runs"]["a"]["ndcg@10"]["ppi"]) == set(FIRST_RELEASE_INTERVAL)
+
+
+def test_a_section_that_does_not_fit_is_refused_in_one_line(tmp_path: Path):
+    broken = json.loads(json.dumps(FIRST_RELEASE))
+    del broken["ppi"]["runs"]["a"]["ndcg@10"]["ppi"]["low"]
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps(broken))
+    with pytest.raises(InputError, match=r"metrics\.json: ppi\.runs\.a\.ndcg@10\.ppi\.low: ") as e:
+        SearchMetrics.read(path)
+    assert "\n" not in str(e.value)
