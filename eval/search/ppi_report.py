@@ -101,19 +101,19 @@ def holm(differences: dict[str, Estimates], primary: str, alpha: float) -> Multi
     """Holm's step-down adjustment of the PPI++ differences' p-values on the primary metric, over
     the compared runs (written into each entry as ``p_holm``); the other metrics' intervals stay
     marginal, and the rule is returned in words for the table's and the report's legend."""
-    entries = [
-        (name, metrics[primary]) for name, metrics in differences.items() if primary in metrics
-    ]
-    p_values: dict[int, float] = {}  # id(entry) -> its p-value
-    for entry in (e for metrics in differences.values() for e in metrics.values()):
-        entry.p_value = p_values[id(entry)] = _p_value(entry.ppi)
-    ordered = sorted(entries, key=lambda item: p_values[id(item[1])])
+    tested: list[tuple[EstimateRecord, float]] = []  # the primary metric's, with p-values
+    for metrics in differences.values():
+        for metric, entry in metrics.items():
+            entry.p_value = p = _p_value(entry.ppi)
+            if metric == primary:
+                tested.append((entry, p))
+    tested.sort(key=lambda pair: pair[1])
     running = 0.0
-    for rank, (_, entry) in enumerate(ordered):
-        running = max(running, min(1.0, (len(ordered) - rank) * p_values[id(entry)]))
+    for rank, (entry, p) in enumerate(tested):
+        running = max(running, min(1.0, (len(tested) - rank) * p))
         entry.p_holm = running
     rule = (
-        f"{primary} is the primary metric: its {len(entries)} difference(s) are called "
+        f"{primary} is the primary metric: its {len(tested)} difference(s) are called "
         f"significant when Holm's adjusted p-value (over those differences) is below {alpha:g}; "
         f"every other interval is a marginal {1 - alpha:.0%} interval, not adjusted for the "
         "number of metrics and runs, and is not called significant"

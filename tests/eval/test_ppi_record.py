@@ -22,8 +22,17 @@ def _section() -> PpiRecord:
     labeler = {f"q{i}": 0.1 * (i % 7) for i in range(30)}
     human = {f"q{i}": 0.1 * ((i + 1) % 7) for i in range(10)}
     shifted = {q: min(1.0, v + 0.05) for q, v in labeler.items()}
-    per_run = {"a": {"ndcg@10": labeler, "map": labeler}, "b": {"ndcg@10": shifted, "map": labeler}}
-    truth = {"a": {"ndcg@10": human, "map": human}, "b": {"ndcg@10": human, "map": human}}
+    lower = {q: 0.3 * v for q, v in human.items()}
+    per_run = {
+        "a": {"ndcg@10": labeler, "map": labeler},
+        "b": {"ndcg@10": shifted, "map": labeler},
+        "c": {"ndcg@10": labeler, "map": labeler},
+    }
+    truth = {
+        "a": {"ndcg@10": human, "map": human},
+        "b": {"ndcg@10": human, "map": human},
+        "c": {"ndcg@10": lower, "map": human},
+    }
     return ppi_estimates(SearchEvalConfig(human="h.qrels"), per_run, truth)
 
 
@@ -49,6 +58,11 @@ def test_the_written_section_reads_back_key_for_key(tmp_path: Path):
     assert set(difference["ndcg@10"]) == set(own) | {"p_value", "p_holm"}  # Holm: primary only
     assert set(difference["map"]) == set(own) | {"p_value"}
     assert written["multiplicity"]["method"] == "holm"
+    # Holm over the two primary differences: the smaller p doubled, the larger kept above it.
+    (p1, h1), (p2, h2) = sorted(
+        (d["ndcg@10"]["p_value"], d["ndcg@10"]["p_holm"]) for d in written["differences"].values()
+    )
+    assert h1 == pytest.approx(min(1.0, 2 * p1)) and h2 == pytest.approx(max(h1, p2))
 
     read = SearchMetrics.read(path).ppi
     assert read == ppi and read.dump() == written
