@@ -229,11 +229,32 @@ def resolve(store: HistoryStore, config: CompareConfig) -> tuple[EvaluationInfo,
     return a, b
 
 
+def compare_relabelled(
+    store: HistoryStore, a: EvaluationInfo, b: EvaluationInfo, config: CompareConfig
+) -> EvaluationComparison:
+    """A and B after one labeler (``--relabel``) labelled both stored runs again."""
+    from eval.history.relabel import relabel_and_compare
+
+    relabelled = relabel_and_compare(
+        (stored_run(store, a), stored_run(store, b)),
+        a,
+        b,
+        labeler=config.relabel or "",
+        corpus=config.corpus,
+        metrics=config.metrics or (),
+        alpha=config.alpha,
+        label_cache=config.label_cache,
+    )
+    labels = relabelled.labels
+    hits = TopHits(relabelled.runs, (labels, labels), min(a.k, b.k))
+    first = next(iter(relabelled.metrics.values()))
+    moved = hits.moved(first, config.moved) if config.moved else ()
+    return EvaluationComparison(a, b, relabelled.metrics, moved, relabelled_by=config.relabel)
+
+
 def compare_evaluations(store: HistoryStore, config: CompareConfig) -> EvaluationComparison:
     a, b = resolve(store, config)
     if config.relabel:
-        from eval.history.relabel import compare_relabelled
-
         return compare_relabelled(store, a, b, config)
     if why := refusal(a, b, config.common_queries):
         raise InputError(why)

@@ -6,38 +6,51 @@ comparison is the new labeler's alone, and says so."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from core.errors import InputError
-from eval.history.stats import compare
-from eval.history.store import EvaluationInfo, HistoryStore
+from data.beir import Run
+from eval.history.stats import PairedComparison, compare
+from eval.history.store import EvaluationInfo
 from measure.labelers import make_labeler
 from measure.metrics.labelling import label_runs
 from measure.metrics.retrieval import inferred_qrels, pooled_metrics
 from measure.metrics.settings import SearchEvalConfig
 
-if TYPE_CHECKING:
-    from eval.history.compare import CompareConfig, EvaluationComparison
+
+@dataclass(frozen=True)
+class Relabelled:
+    """Both runs on their common queries, the one labeler's labels of their hits, A − B per
+    metric."""
+
+    runs: tuple[Run, Run]
+    labels: dict[str, dict[str, float]]  # qid -> doc -> the labeler's label
+    metrics: dict[str, PairedComparison]
 
 
-def compare_relabelled(
-    store: HistoryStore, a: EvaluationInfo, b: EvaluationInfo, config: CompareConfig
-) -> EvaluationComparison:
-    from eval.history.compare import EvaluationComparison, TopHits, stored_run
-
-    if not config.corpus:
+def relabel_and_compare(
+    runs: tuple[Run, Run],
+    a: EvaluationInfo,
+    b: EvaluationInfo,
+    *,
+    labeler: str,
+    corpus: str | None,
+    metrics: Sequence[str],
+    alpha: float,
+    label_cache: str | None,
+) -> Relabelled:
+    if not corpus:
         raise InputError("relabel: give --corpus, the corpus holding both runs' documents")
     k = min(a.k, b.k)
-    runs = {"A": stored_run(store, a), "B": stored_run(store, b)}
-    common = sorted(set(runs["A"]) & set(runs["B"]))
+    common = sorted(set(runs[0]) & set(runs[1]))
     if len(common) < 2:
         raise InputError(f"{a.ref} and {b.ref} share {len(common)} queries; at least 2 are needed")
-    runs = {name: {qid: run[qid] for qid in common} for name, run in runs.items()}
-    settings = SearchEvalConfig(run="A", corpus=config.corpus, labeler=config.relabel, k=k)
-    labeler = make_labeler(config.relabel, cache_dir=config.label_cache)
-    results = label_runs(settings, labeler, runs)
-    per_run = pooled_metrics(runs, results, k)
-    metrics = config.metrics or list(per_run["A"])
+    both = {name: {qid: run[qid] for qid in common} for name, run in zip("AB", runs, strict=True)}
+    settings = SearchEvalConfig(run="A", corpus=corpus, labeler=labeler, k=k)
+    results = label_runs(settings, make_labeler(labeler, cache_dir=label_cache), both)
+    per_run = pooled_metrics(both, results, k)
+    metrics = list(metrics) or list(per_run["A"])
     unknown = sorted(set(metrics) - set(per_run["A"]))
     if unknown:
         raise InputError(f"metrics: {unknown[0]} is not one of {', '.join(per_run['A'])}")
@@ -46,7 +59,7 @@ def compare_relabelled(
             metric,
             per_run["A"][metric],
             per_run["B"][metric],
-            alpha=config.alpha,
+            alpha=alpha,
             a_name=a.ref,
             b_name=b.ref,
         )
@@ -56,7 +69,4 @@ def compare_relabelled(
     labels = {
         qid: {doc: float(grade) for doc, grade in docs.items()} for qid, docs in graded.items()
     }
-    hits = TopHits((runs["A"], runs["B"]), (labels, labels), k)
-    first = next(iter(compared.values()))
-    moved = hits.moved(first, config.moved) if config.moved else ()
-    return EvaluationComparison(a, b, compared, moved, relabelled_by=config.relabel)
+    return Relabelled((both["A"], both["B"]), labels, compared)

@@ -22,7 +22,6 @@ from eval.report.model import (
 )
 from eval.report.sections import label_agreement, provenance, ranking
 from judgments.samples import human_qrels
-from measure.metrics.names import ranx_name
 from measure.metrics.ppi_record import PpiRecord
 from measure.metrics.settings import HitResult, RunResults
 
@@ -46,14 +45,6 @@ def metric_names(mean: dict[str, dict[str, float]], k: int) -> list[str]:
     present = list(next(iter(mean.values())))
     ordered = [name.format(k=k) for name in METRIC_ORDER if name.format(k=k) in present]
     return ordered + [name for name in present if name not in ordered]
-
-
-def _p_value(comparison: dict[str, Any], metric: str, run: str, other: str) -> float | None:
-    table = comparison.get(ranx_name(metric))
-    if not isinstance(table, dict):
-        return None
-    value = table.get(run, {}).get("comparisons", {}).get(other, {}).get(ranx_name(metric))
-    return None if value is None else float(value)
 
 
 def _labeler_difference(
@@ -99,7 +90,7 @@ def _cells(inputs: Inputs, runs: list[str], metrics: list[str], max_p: float) ->
             if metric in truth.get(run, {}):
                 cell.human_all = float(truth[run][metric])
             for other in runs:
-                p = _p_value(report.comparison or {}, metric, run, other)
+                p = report.p_value(metric, run, other)
                 if other == run or p is None:
                     continue
                 cell.p_values[other] = p
@@ -141,7 +132,7 @@ def _differences(
                     else _labeler_difference(inputs.per_query, report.mean, other, first, metric),
                     ppi=Interval.from_record(entry.ppi) if entry else None,
                     human_only=Interval.from_record(entry.human_only) if entry else None,
-                    p_value=_p_value(report.comparison or {}, metric, other, first),
+                    p_value=report.p_value(metric, other, first),
                     ppi_p=entry.p_value if entry else None,
                     p_holm=entry.p_holm if entry else None,
                 )
@@ -196,7 +187,6 @@ def build_headline(inputs: Inputs, max_p: float = 0.01) -> Headline:
     ppi = report.ppi
     if ppi and ppi.pairs:
         metrics.append(PAIR_METRIC)
-    table = next(iter((report.comparison or {}).values()), None)
     return Headline(
         runs=runs,
         metrics=metrics,
@@ -209,7 +199,7 @@ def build_headline(inputs: Inputs, max_p: float = 0.01) -> Headline:
         judged_pairs=ppi.judged_pairs if ppi else 0,
         confidence=ppi.confidence if ppi else None,
         estimator=ppi.estimator if ppi else None,
-        stat_test=table.get("stat_test") if isinstance(table, dict) else None,
+        stat_test=report.stat_test,
         max_p=max_p,
         multiplicity=_multiplicity(ppi),
         coverage=_coverage(ppi),

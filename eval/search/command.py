@@ -185,9 +185,8 @@ def main(args: Sequence[str] | None = None) -> None:
     )
     report.write(out / SearchMetrics.FILE)
     print(metrics_table(summary), end="")
-    for key, table in (report.comparison or {}).items():
-        if key.startswith("table_"):
-            print(table)
+    for table in report.comparison_tables:
+        print(table)
     if report.ppi is not None:
         print(f"\n{ppi_heading(report.ppi, config.k)}\n")
         print(ppi_table(report.ppi), end="")

@@ -13,7 +13,7 @@ from core.cli import bounded, check_choices, choice
 from core.errors import InputError
 from core.io import atomic_writer
 from measure.labelers import HitLabel
-from measure.metrics.names import MetricName, parse_metrics, standard_metric_names
+from measure.metrics.names import MetricName, parse_metrics, ranx_name, standard_metric_names
 from measure.metrics.ppi_record import PpiRecord
 
 PRIMARY_METRIC = "ndcg@{k}"
@@ -189,6 +189,33 @@ class SearchMetrics(Artifact):
     unusable: Unusable | None = None  # judge replies with no verdict, by run
     comparison: dict[str, Any] | None = None  # ranx's paired tests, by metric
     ppi: PpiRecord | None = None  # PPI++ estimates with human judgments
+
+    # ``comparison`` keeps ranx's own shape (``Report.to_dict()`` per metric, ``table_METRIC``: its
+    # printed table), which this release does not own; it is read here only.
+    def p_value(self, metric: str, run: str, other: str) -> float | None:
+        """ranx's paired-test p-value of ``run`` against ``other`` on ``metric`` (a name as
+        --metrics takes it); None where that pair was not tested."""
+        table = (self.comparison or {}).get(ranx_name(metric))
+        if not isinstance(table, dict):
+            return None
+        runs = table.get(run, {}).get("comparisons", {})
+        value = runs.get(other, {}).get(ranx_name(metric))
+        return None if value is None else float(value)
+
+    @property
+    def stat_test(self) -> str | None:
+        """The paired test ranx ran (``student``, ``fisher``...); None without a comparison."""
+        table = next(iter((self.comparison or {}).values()), None)
+        return table.get("stat_test") if isinstance(table, dict) else None
+
+    @property
+    def comparison_tables(self) -> list[str]:
+        """ranx's printed comparison tables, one per label kind (graded, binary)."""
+        return [
+            table
+            for key, table in (self.comparison or {}).items()
+            if key.startswith("table_") and isinstance(table, str)
+        ]
 
     @field_validator("mean")
     @classmethod
