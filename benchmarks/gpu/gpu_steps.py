@@ -278,8 +278,8 @@ def checkpoint(args: argparse.Namespace) -> dict[str, Any]:
         "dtype": args.export_dtype,
         "round_trip_passed": True,  # export() raises when the round trip misses its tolerance
         "max_abs_difference": report.max_abs_difference,
-        "tolerance": report["tolerance"],
-        "pairs_checked": report["pairs_checked"],
+        "tolerance": report.tolerance,
+        "pairs_checked": report.pairs_checked,
         "seconds": round(time.perf_counter() - start, 2),
     }
     return figures
