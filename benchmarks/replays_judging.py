@@ -59,7 +59,20 @@ def make_judging_files(root: Path) -> None:
 
     write_trec_run(root / "run-43.trec", {f"q{i}": {"d": 1.0} for i in range(43)})
     interval = {"estimate": 0.5, "low": 0.3, "high": 0.7, "n": 10, "lam": 1.0}  # 160 for 0.1
-    pilot = {"ppi": {"runs": {"bm25": {"ndcg@10": {"ppi": interval}}}}}
+    interval |= {"unjudged": 33, "method": "t", "width": 0.4}
+    estimates = {"labeler_mean": 0.5, "queries": 43, "human_only": interval, "ppi": interval}
+    pilot = {  # an eval.search metrics.json with people's judgments
+        "labeler": "grader:runs/export",
+        "k": 10,
+        "mean": {"bm25": {"ndcg@10": 0.5}},
+        "ppi": {
+            "judged_queries": 10,
+            "estimator": "PPI++",
+            "confidence": 0.95,
+            "runs": {"bm25": {"ndcg@10": estimates}},
+            "differences": {},
+        },
+    }
     (root / "pilot.json").write_text(json.dumps(pilot))
     judgment = {"qid": "q1", "query": "axon", "doc_id": "d1", "text": "An axon ...", "grade": 3}
     (root / "empty-document.jsonl").write_text(
