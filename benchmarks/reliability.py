@@ -842,8 +842,10 @@ def replay_compare_leaves_out_loudly(root: Path) -> None:
         ("grader", ("teacher", "human"), None),
         ("bm25", ("teacher",), "bm25"),
     ):
-        result = {
+        result = {  # the fields every eval.checkpoint metrics.json has
             "name": name,
+            "data": "test.jsonl",
+            "pairs": 10,
             "config": {"baseline": baseline},
             "metrics": dict.fromkeys(labels, metrics),
         }

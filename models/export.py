@@ -18,7 +18,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -34,7 +33,12 @@ from models.builder import GRADER_CONFIG_FILE, load_trained, read_grader_config
 from models.card import model_card, relevant_grade
 from models.families import family_of_description
 from models.families.base import PlainExport
-from models.grader_config import Calibration, ExportCheck, GraderDescription
+from models.grader_config import (
+    Calibration,
+    ExportCheck,
+    ExportedEvaluation,
+    GraderDescription,
+)
 from models.resolve import LABEL_NAMES
 
 if TYPE_CHECKING:
@@ -190,18 +194,22 @@ def _check_out(config: ExportConfig) -> None:
 
 
 def exported_description(
-    info: GraderDescription, metrics: dict[str, Any], names: list[str], where: str
+    info: GraderDescription, metrics: ExportedEvaluation, names: list[str], where: str
 ) -> GraderDescription:
     """The checkpoint's description with what export adds: the threshold and calibration
-    eval.checkpoint fitted (its metrics.json, read here as its own open shape), the label
-    threshold, the evaluation; a threshold outside (0, 1) is one line naming ``where``."""
+    eval.checkpoint fitted (its metrics.json), the label threshold, the evaluation; a threshold
+    outside (0, 1) is one line naming ``where``."""
+    threshold = metrics.threshold if metrics.threshold is not None else info.threshold or 0.5
+    calibration = (  # the file's as it gives it, else the checkpoint's
+        metrics.calibration.model_dump(mode="json", exclude_unset=True)
+        if metrics.calibration is not None
+        else (info.calibration or Calibration()).model_dump(mode="json")
+    )
     added = {
-        "threshold": float(metrics.get("threshold", info.threshold or 0.5)),
-        "calibration": metrics.get(
-            "calibration", (info.calibration or Calibration()).model_dump(mode="json")
-        ),
+        "threshold": float(threshold),
+        "calibration": calibration,
         "label_threshold": {"scale": "0-3", "relevant_when_grade_at_least": relevant_grade(info)},
-        "evaluation": {k: metrics[k] for k in ("metrics", "data", "pairs") if k in metrics},
+        "evaluation": metrics.results(),
         "label_names": names,
         "relevant_from": info.relevant_from,  # written even at 1: a user's code reads it
     }
@@ -215,9 +223,7 @@ def export(config: ExportConfig) -> ExportCheck:
     info = read_grader_config(checkpoint)
     if info is None:
         raise FileNotFoundError(f"{checkpoint}: no {GRADER_CONFIG_FILE} (not a grader checkpoint)")
-    metrics: dict[str, Any] = {}
-    if config.metrics:
-        metrics = json.loads(Path(config.metrics).read_text())
+    metrics = ExportedEvaluation.read(config.metrics) if config.metrics else ExportedEvaluation()
     dtype = getattr(torch, config.dtype)
     # Merged in float32 and rounded once: a merge in bfloat16 rounds the base weights and the
     # LoRA product apart (|ΔP| 5e-2 at the Llama-3.2-1B shape, on an H200).

@@ -151,3 +151,29 @@ class ExportCheck(Artifact):
     @property
     def passed(self) -> bool:
         return self.max_abs_difference <= self.tolerance
+
+
+class ExportedEvaluation(Artifact):
+    """What models.export takes from eval.checkpoint's ``metrics.json``: the threshold and
+    calibration fitted on validation, and the results the card shows. The file's full model is
+    measure.classification.checkpoint.CheckpointMetrics, which this layer may not import; this
+    one names only the fields the export reads (the same names and types, which the checkpoint's
+    tests hold to) and passes over the rest. Every field is optional: a hand-written file that
+    gives only a threshold and a calibration exports too."""
+
+    model_config = ConfigDict(extra="ignore")
+    FILE = "metrics.json"
+    FORMAT_VERSION = 1  # CheckpointMetrics.FORMAT_VERSION
+    SAME_SHAPE_SINCE = 0
+    data: str | None = None
+    pairs: int | None = None
+    threshold: float | None = None
+    calibration: Calibration | None = None
+    metrics: dict[str, Any] | None = None  # reference -> its metrics, as the card reads them
+
+    def results(self) -> dict[str, Any]:
+        """The evaluation the export stores in the description: the metrics, data and pairs the
+        file gives."""
+        return self.model_dump(
+            mode="json", include={"metrics", "data", "pairs"}, exclude_unset=True
+        )

@@ -319,15 +319,17 @@ class Study:
             sha256_path(data),
             sha256_path(source[len("judgments:") :]) if source.startswith("judgments:") else "",
         )
-        done = out / "metrics.json"
-        if done.exists() and json.loads(done.read_text()).get("study_fingerprint") == stamp:
-            return json.loads(done.read_text())
+        done = out / CheckpointMetrics.FILE
+        if done.exists():
+            cached = CheckpointMetrics.read(done)
+            if cached.study_fingerprint == stamp:
+                return cached
         start = time.perf_counter()
         evaluation, scorer = self.evaluation(name, source, data, out)
         result = evaluate(evaluation, scorer)
-        result["study_fingerprint"] = stamp
-        result["seconds"] = round(time.perf_counter() - start, 1)
-        write_json(done, result)
+        result.study_fingerprint = stamp
+        result.seconds = round(time.perf_counter() - start, 1)
+        result.write(done)
         return result
 
     def evaluation(
@@ -521,10 +523,9 @@ def row_source(labels: str) -> str:
 
 def row_metrics(result: CheckpointMetrics, labels: str = "teacher") -> dict[str, float | None]:
     """A fold's row (FoldResult's figures) from one model's metrics.json."""
-    entry = result["metrics"][row_source(labels)]
-    metrics = entry.get("at_validation_threshold", entry["at_0.5"])
+    metrics = result.metrics[row_source(labels)].decided
     # .get: results written before a metric was added lack it (shown as –).
-    return {k: metrics.get(k) for k in ("pairs", *METRICS)} | {"seconds": result.get("seconds")}
+    return {k: metrics.get(k) for k in ("pairs", *METRICS)} | {"seconds": result.seconds}
 
 
 def summarise(

@@ -20,23 +20,25 @@ quadratic-weighted κ (``metrics.SOURCE.grades``).
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
+from core.artifacts import Artifact
 from core.cli import bounded, check_choices, choice, parse_config, run_main
 from core.errors import InputError
-from core.io import read_records, write_json, write_jsonl
+from core.io import read_records, write_jsonl
 from core.metrics import Calibration, best_f1_threshold, binary_metrics, fit_temperature
 from core.records import DEFAULT_RELEVANCE_THRESHOLD, Judgment, label_from_grade
 from data.beir import graded_qrels, read_qrels
 from measure.classification.baselines import BASELINES
+from models.grader_config import Calibration as StoredCalibration
 
 logger = logging.getLogger(__name__)
 LABEL_SOURCES = ("teacher", "human", "both")
@@ -218,64 +220,85 @@ def _timed(scorer: Scorer, records: list[Judgment]) -> Scored:
     return Scored(scores, len(records) / max(time.perf_counter() - start, 1e-9))
 
 
-class GradeAgreement(TypedDict):
+class GradeAgreement(BaseModel):
     """A graded grader's 0-3 grades against reference grades (None without pairs or variety)."""
 
+    model_config = ConfigDict(extra="forbid")
     pairs: int
     accuracy: float | None
     mae: float | None
     weighted_kappa: float | None
 
 
-class PrimaryMetric(TypedDict):
+class PrimaryMetric(BaseModel):
     """The figure a checkpoint is judged by: F1 against one reference's labels."""
 
+    model_config = ConfigDict(extra="forbid")
     labels: str  # "teacher" or "human"
     metric: str
     value: float
 
 
-# One reference's metrics (its key ``at_0.5`` is no identifier: the functional form). Each
-# ``at_*`` entry is core.metrics.BinaryMetrics.to_dict(); the validation threshold and the
-# uncalibrated ECE with --calibration_data, the oracle one with both classes, grades for a
-# graded grader.
-SourceMetrics = TypedDict(
-    "SourceMetrics",
-    {
-        "at_0.5": dict[str, Any],
-        "oracle_best_f1_threshold": float | None,
-        "missing": int,  # pairs this reference has no label for
-        "at_validation_threshold": dict[str, Any],
-        "ece_uncalibrated": float,
-        "at_oracle_threshold": dict[str, Any],
-        "grades": GradeAgreement,
-    },
-    total=False,
-)
+class SourceMetrics(BaseModel):
+    """One reference's metrics (its key ``at_0.5`` is no identifier, hence the alias). Each
+    ``at_*`` entry is core.metrics.BinaryMetrics.to_dict(), kept open: files written before a
+    metric was added lack it. The validation threshold and the uncalibrated ECE come with
+    --calibration_data, the oracle one with both classes, grades with a graded grader."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, serialize_by_alias=True)
+    at_half: dict[str, Any] = Field(alias="at_0.5")
+    oracle_best_f1_threshold: float | None = None
+    missing: int = 0  # pairs this reference has no label for
+    at_validation_threshold: dict[str, Any] | None = None
+    ece_uncalibrated: float | None = None
+    at_oracle_threshold: dict[str, Any] | None = None
+    grades: GradeAgreement | None = None
+
+    @property
+    def decided(self) -> dict[str, Any]:
+        """The figures at the validation threshold where one was fitted, else at 0.5: what the
+        tables and the primary metric show."""
+        if self.at_validation_threshold is not None:
+            return self.at_validation_threshold
+        return self.at_half
 
 
-class _Evaluation(TypedDict):
+class CheckpointMetrics(Artifact):
+    """OUT/metrics.json of eval.checkpoint (keys in the order written): what was evaluated, what
+    was fitted on --calibration_data, the metrics against each reference and the primary one.
+    eval.study adds its stamp and the time its model took. Files of earlier releases (no
+    format_version) are the same object; models.export reads its part of it through
+    models.grader_config.ExportedEvaluation (that layer may not import this one)."""
+
+    # Fields of earlier releases that no reader uses are passed over, not refused.
+    model_config = ConfigDict(extra="ignore")
+    FILE = "metrics.json"
+    FORMAT_VERSION = 1
+    SAME_SHAPE_SINCE = 0  # files without a format_version had this shape
     name: str
     data: str
     pairs: int
-    pairs_per_second: float | None
-    config: dict[str, Any]  # the CheckpointEvalConfig, as given
-
-
-class CheckpointMetrics(_Evaluation, total=False):
-    """OUT/metrics.json of eval.checkpoint (keys in the order written): what was evaluated, what
-    was fitted on --calibration_data, the metrics against each reference and the primary one.
-    eval.study adds its stamp and the time its model took."""
-
-    calibration_scores: str  # "scored" or "stored by training"
-    score_mapping: dict[str, Any]  # a baseline's Platt scaling (PlattScaling.to_dict())
-    calibration: dict[str, Any]  # Calibration.to_dict()
-    threshold: float
-    calibration_pairs: int
+    pairs_per_second: float | None = None
+    config: dict[str, Any] = Field(default_factory=dict)  # the CheckpointEvalConfig, as given
+    calibration_scores: str | None = None  # "scored" or "stored by training"
+    score_mapping: dict[str, Any] | None = None  # a baseline's Platt scaling (PlattScaling's)
+    calibration: StoredCalibration | None = None  # core.metrics.Calibration's fields
+    threshold: float | None = None
+    calibration_pairs: int | None = None
     metrics: dict[str, SourceMetrics]  # "teacher" / "human" -> its metrics
-    primary: PrimaryMetric
-    study_fingerprint: str
-    seconds: float
+    primary: PrimaryMetric | None = None
+    study_fingerprint: str | None = None
+    seconds: float | None = None
+
+    @property
+    def baseline(self) -> str | None:
+        """The untrained baseline evaluated (``--baseline``); None for a model or judge."""
+        return self.config.get("baseline")
+
+    def dump(self) -> dict[str, Any]:
+        """The JSON object: the fields the writer set, nulls among them (an undefined
+        statistic, a judge's unknown speed), as the files were written before they were typed."""
+        return self.model_dump(mode="json", exclude_unset=True, by_alias=True)
 
 
 def grade_agreement(predicted: np.ndarray, reference: np.ndarray) -> GradeAgreement:
@@ -286,12 +309,12 @@ def grade_agreement(predicted: np.ndarray, reference: np.ndarray) -> GradeAgreem
     mask = ~np.isnan(reference)
     y, p = reference[mask].astype(int), predicted[mask].astype(int)
     agree = len(np.unique(np.concatenate([y, p]))) > 1
-    return {
-        "pairs": int(mask.sum()),
-        "accuracy": float(np.mean(p == y)) if len(y) else None,
-        "mae": float(np.mean(np.abs(p - y))) if len(y) else None,
-        "weighted_kappa": float(cohen_kappa_score(y, p, weights="quadratic")) if agree else None,
-    }
+    return GradeAgreement(
+        pairs=int(mask.sum()),
+        accuracy=float(np.mean(p == y)) if len(y) else None,
+        mae=float(np.mean(np.abs(p - y))) if len(y) else None,
+        weighted_kappa=float(cohen_kappa_score(y, p, weights="quadratic")) if agree else None,
+    )
 
 
 def reference_labels(
@@ -345,7 +368,7 @@ def evaluate(config: CheckpointEvalConfig, scorer: Scorer | None = None) -> Chec
     scored = _timed(scorer, records) if scorer else _score(config, records)
     probabilities, rate = scored.probabilities, scored.rate
     refs = reference_labels(config, records)
-    result: CheckpointMetrics = {
+    fields: dict[str, Any] = {  # in the order written
         "name": config.name
         or config.baseline
         or Path(config.judgments or config.model or "model").name,
@@ -357,11 +380,11 @@ def evaluate(config: CheckpointEvalConfig, scorer: Scorer | None = None) -> Chec
     calibration, threshold = Calibration(), 0.5
     if config.calibration_data:
         probabilities, calibration, threshold = fit_on_calibration_data(
-            config, records, probabilities, scorer, result
+            config, records, probabilities, scorer, fields
         )
     calibrated = calibration.apply(probabilities) if config.calibration_data else probabilities
     qids = np.array([r.qid for r in records])
-    result["metrics"] = {
+    metrics = {
         source: metrics_against(labels, probabilities, calibrated, threshold, qids, config)
         for source, labels in refs.items()
     }
@@ -373,13 +396,13 @@ def evaluate(config: CheckpointEvalConfig, scorer: Scorer | None = None) -> Chec
             scored.grade_probabilities, calibrated >= threshold, scored.relevant_from
         )
         for source, reference in reference_grades(config, records, refs).items():
-            result["metrics"][source]["grades"] = grade_agreement(grades, reference)
-    result["primary"] = primary_metric(result["metrics"], refs)
+            metrics[source].grades = grade_agreement(grades, reference)
+    result = CheckpointMetrics(**fields, metrics=metrics, primary=primary_metric(metrics, refs))
     out = Path(config.out)
     write_jsonl(
         out / "predictions.jsonl", prediction_rows(records, calibrated, threshold, grades, refs)
     )
-    write_json(out / "metrics.json", result)
+    result.write(out / CheckpointMetrics.FILE)
     if config.plots:
         from measure.classification.plots import write_plots
 
@@ -395,11 +418,11 @@ def fit_on_calibration_data(
     records: list[Judgment],
     probabilities: np.ndarray,
     scorer: Scorer | None,
-    result: CheckpointMetrics,
+    result: dict[str, Any],
 ) -> tuple[np.ndarray, Calibration, float]:
     """(the evaluated pairs' P(relevant), a temperature, a threshold), fitted on the
     calibration pairs only (a baseline's raw scores first mapped by Platt scaling); what was
-    fitted is recorded in ``result``."""
+    fitted is recorded in ``result`` (CheckpointMetrics' fields, in the order written)."""
     calibration_records = [
         r for r in read_records(config.calibration_data, Judgment) if r.error is None
     ]
@@ -448,7 +471,7 @@ def metrics_against(
     y, queries = labels[mask].astype(int), qids[mask]
     oracle = best_f1_threshold(probabilities[mask], y) if len(np.unique(y)) > 1 else None
     at_half = binary_metrics(probabilities[mask], y, 0.5, queries)
-    entry: SourceMetrics = {
+    entry: dict[str, Any] = {
         "at_0.5": at_half.to_dict(),
         "oracle_best_f1_threshold": oracle,
         "missing": int((~mask).sum()),
@@ -461,15 +484,14 @@ def metrics_against(
         entry["at_oracle_threshold"] = binary_metrics(
             probabilities[mask], y, oracle, queries
         ).to_dict()
-    return entry
+    return SourceMetrics.model_validate(entry)
 
 
 def primary_metric(metrics: dict[str, SourceMetrics], refs: dict[str, np.ndarray]) -> PrimaryMetric:
     """F1 against the teacher's labels where given, else the human ones; at the validation
     threshold where one was fitted."""
     source = "teacher" if "teacher" in refs else "human"
-    chosen = metrics[source].get("at_validation_threshold", metrics[source]["at_0.5"])
-    return {"labels": source, "metric": "f1", "value": chosen["f1"]}
+    return PrimaryMetric(labels=source, metric="f1", value=metrics[source].decided["f1"])
 
 
 def prediction_rows(
@@ -497,12 +519,12 @@ def prediction_rows(
     return rows
 
 
-def summary_line(result: dict[str, Any]) -> str:
-    parts = [f"{result['name']}: {result['pairs']} pairs"]
-    if result.get("pairs_per_second"):
-        parts.append(f"{result['pairs_per_second']} pairs/s")
-    for source, entry in result["metrics"].items():
-        metrics = entry.get("at_validation_threshold", entry["at_0.5"])
+def summary_line(result: CheckpointMetrics) -> str:
+    parts = [f"{result.name}: {result.pairs} pairs"]
+    if result.pairs_per_second:
+        parts.append(f"{result.pairs_per_second} pairs/s")
+    for source, entry in result.metrics.items():
+        metrics = entry.decided
         auc = metrics["roc_auc"]
         parts.append(
             f"vs {source}: acc {metrics['accuracy']:.3f} P {metrics['precision']:.3f} R {metrics['recall']:.3f} "
@@ -519,7 +541,8 @@ def main(args: Sequence[str] | None = None) -> None:
         f"wrote {config.out}/metrics.json, predictions.jsonl"
         + (" and plots" if config.plots else "")
     )
-    logger.debug(json.dumps(result["primary"]))
+    if result.primary is not None:
+        logger.debug(result.primary.model_dump_json())
 
 
 if __name__ == "__main__":

@@ -17,16 +17,15 @@ every output (``left_out`` in the JSON), and a verdict made without a baseline s
 from __future__ import annotations
 
 import csv
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypedDict
 
 from core.cli import check_choices, choice, parse_config, run_main
 from core.errors import InputError
 from core.io import atomic_writer, markdown_table, write_json
 from core.metrics import SCALAR_METRICS
+from measure.classification.checkpoint import CheckpointMetrics
 
 COLUMNS = (*SCALAR_METRICS, "ece", "threshold")
 
@@ -41,9 +40,9 @@ class CompareConfig:
         check_choices(self)
 
 
-def left_out_reason(result: dict[str, Any], labels: str) -> str | None:
+def left_out_reason(result: CheckpointMetrics, labels: str) -> str | None:
     """Why a result has no row against ``labels`` (None: it has one)."""
-    available = sorted(result.get("metrics") or {})
+    available = sorted(result.metrics)
     if labels in available:
         return None
     if not available:
@@ -56,34 +55,32 @@ def left_out_reason(result: dict[str, Any], labels: str) -> str | None:
 
 
 def left_out_results(
-    results: Sequence[dict[str, Any]], paths: Sequence[str], labels: str
+    results: Sequence[CheckpointMetrics], paths: Sequence[str], labels: str
 ) -> list[dict[str, Any]]:
     """Every result without a row against ``labels``: its file, name, whether a baseline, why."""
     left = []
     for result, path in zip(results, paths, strict=True):
         reason = left_out_reason(result, labels)
         if reason is not None:
-            baseline = bool((result.get("config") or {}).get("baseline"))
             left.append(
                 {
                     "result": path,
-                    "model": result.get("name"),
-                    "baseline": baseline,
+                    "model": result.name,
+                    "baseline": bool(result.baseline),
                     "reason": reason,
                 }
             )
     return left
 
 
-def comparison_rows(results: Sequence[dict[str, Any]], labels: str) -> list[dict[str, Any]]:
+def comparison_rows(results: Sequence[CheckpointMetrics], labels: str) -> list[dict[str, Any]]:
     rows = []
     for result in results:
-        entry = result["metrics"].get(labels)
+        entry = result.metrics.get(labels)
         if entry is None:
             continue
-        metrics = entry.get("at_validation_threshold", entry["at_0.5"])
-        baseline = (result.get("config") or {}).get("baseline")
-        row = {"model": result["name"], "baseline": bool(baseline), "pairs": metrics["pairs"]}
+        metrics = entry.decided
+        row = {"model": result.name, "baseline": bool(result.baseline), "pairs": metrics["pairs"]}
         row.update({column: metrics.get(column) for column in COLUMNS})
         rows.append(row)
     baseline_aucs = [r["roc_auc"] for r in rows if r["baseline"] and r["roc_auc"] is not None]
@@ -139,14 +136,9 @@ def to_markdown(
     return "\n".join(lines + left_out_markdown(left_out)) + "\n"
 
 
-def read_results(paths: Sequence[str]) -> list[dict[str, Any]]:
-    results = []
-    for path in paths:
-        try:
-            results.append(json.loads(Path(path).read_text()))
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path}:{exc.lineno}: (file): invalid JSON: {exc.msg}") from None
-    return results
+def read_results(paths: Sequence[str]) -> list[CheckpointMetrics]:
+    """Each eval.checkpoint metrics.json; one of another shape is one line naming it."""
+    return [CheckpointMetrics.read(path) for path in paths]
 
 
 class Comparison(TypedDict):

@@ -185,7 +185,7 @@ def test_study_end_to_end_on_a_tiny_model(tiny_model_dir: Path, trec_dl_dir: Pat
         )
         cached = json.loads((root / "fold-0" / model / "metrics.json").read_text())
         for split in ("at_0.5", "at_validation_threshold"):
-            a, b = plain["metrics"]["teacher"][split], cached["metrics"]["teacher"][split]
+            a, b = plain.dump()["metrics"]["teacher"][split], cached["metrics"]["teacher"][split]
             assert a["roc_auc"] == pytest.approx(b["roc_auc"], abs=1e-6)
             assert a["f1"] == pytest.approx(b["f1"], abs=1e-6)
     stamp = (root / "fold-0" / "top" / "metrics.json").stat().st_mtime

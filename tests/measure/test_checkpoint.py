@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from measure.classification.checkpoint import CheckpointEvalConfig, evaluate
+from measure.classification.checkpoint import CheckpointEvalConfig, CheckpointMetrics, evaluate
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,11 +57,11 @@ def test_zero_shot_evaluation_writes_metrics_predictions_and_plots(
             qrels=str(splits["qrels"]),
         )
     )
-    assert set(result["metrics"]) == {"teacher", "human"}
-    assert result["calibration"]["temperature"] > 0 and 0 <= result["threshold"] <= 1
-    teacher = result["metrics"]["teacher"]
-    assert teacher["at_0.5"]["pairs"] == 24 and "at_validation_threshold" in teacher
-    human = result["metrics"]["human"]["at_0.5"]
+    assert set(result.metrics) == {"teacher", "human"}
+    assert result.calibration.temperature > 0 and 0 <= result.threshold <= 1
+    teacher = result.metrics["teacher"]
+    assert teacher.at_half["pairs"] == 24 and teacher.at_validation_threshold is not None
+    human = result.metrics["human"].at_half
     assert human["positive_rate"] == pytest.approx(0.5)
     lines = (out / "predictions.jsonl").read_text().splitlines()
     assert len(lines) == 24 and {"teacher_label", "human_label", "probability"} <= set(
@@ -69,7 +69,11 @@ def test_zero_shot_evaluation_writes_metrics_predictions_and_plots(
     )
     for name in ("pr_curve", "roc_curve", "confusion_matrix", "reliability", "score_histogram"):
         assert (out / f"teacher_{name}.png").stat().st_size > 1000
-    assert result["pairs_per_second"] > 0
+    assert result.pairs_per_second > 0
+    written = json.loads((out / "metrics.json").read_text())  # the keys as before the model
+    assert list(written)[1:6] == ["name", "data", "pairs", "pairs_per_second", "config"]
+    assert {"at_0.5", "oracle_best_f1_threshold", "missing"} <= set(written["metrics"]["teacher"])
+    assert CheckpointMetrics.read(out / "metrics.json").dump() == written  # rewritten as read
 
 
 def test_threshold_is_never_fitted_on_the_evaluated_split(
@@ -120,7 +124,10 @@ def test_judgments_file_as_a_baseline(splits, tmp_path: Path):
             data=str(splits["test"]), out=str(tmp_path / "j"), judgments=str(judgments), plots=False
         )
     )
-    metrics = result["metrics"]["teacher"]["at_0.5"]
+    assert result.pairs_per_second is None  # a judge's speed is unknown, written as null
+    written = json.loads((tmp_path / "j" / "metrics.json").read_text())
+    assert written["pairs_per_second"] is None and "calibration" not in written
+    metrics = result.metrics["teacher"].at_half
     assert metrics["precision"] == pytest.approx(1.0) and metrics["recall"] == pytest.approx(3 / 12)
 
 
@@ -192,10 +199,11 @@ def test_bm25_baseline_scores_the_same_pairs_and_is_mapped_on_validation(tmp_pat
             plots=False,
         )
     )
-    metrics = result["metrics"]["teacher"]["at_validation_threshold"]
-    assert result["pairs"] == 24 and metrics["roc_auc"] == 1.0 and metrics["f1"] == 1.0
+    metrics = result.metrics["teacher"].at_validation_threshold
+    assert result.pairs == 24 and metrics["roc_auc"] == 1.0 and metrics["f1"] == 1.0
     assert metrics["query_roc_auc"] == 1.0  # the pairs' qids reach the per-query metric
-    assert result["score_mapping"]["method"] == "platt" and result["score_mapping"]["slope"] > 0
+    assert result.score_mapping["method"] == "platt" and result.score_mapping["slope"] > 0
+    assert result.baseline == "bm25" and result.primary.value == 1.0
 
 
 def test_a_baseline_needs_validation_pairs_and_one_source():
@@ -210,13 +218,18 @@ def test_a_baseline_needs_validation_pairs_and_one_source():
 def test_compare_flags_a_model_that_does_not_beat_the_baselines():
     from measure.classification.compare import comparison_rows, to_markdown
 
-    def result(name: str, auc: float, baseline: str | None = None) -> dict:
+    def result(name: str, auc: float, baseline: str | None = None) -> CheckpointMetrics:
         metrics = {"pairs": 10, "roc_auc": auc, "f1": 0.5, "threshold": 0.5}
-        return {
-            "name": name,
-            "config": {"baseline": baseline},
-            "metrics": {"human": {"at_0.5": metrics}},
-        }
+        return CheckpointMetrics.from_data(
+            {
+                "name": name,
+                "data": "test.jsonl",
+                "pairs": 10,
+                "config": {"baseline": baseline},
+                "metrics": {"human": {"at_0.5": metrics}},
+            },
+            name,
+        )
 
     rows = comparison_rows(
         [
@@ -240,10 +253,17 @@ def test_compare_names_every_result_it_leaves_out_and_why(tmp_path: Path, capsys
 
     def write(name: str, labels: tuple[str, ...], baseline: str | None = None) -> str:
         metrics = {"pairs": 10, "roc_auc": 0.8, "f1": 0.5, "threshold": 0.5}
-        result = {
+        result = {  # as releases before the format version wrote it
             "name": name,
+            "data": "test.jsonl",
+            "pairs": 10,
+            "pairs_per_second": None,
             "config": {"baseline": baseline},
-            "metrics": {source: {"at_0.5": metrics} for source in labels},
+            "metrics": {
+                source: {"at_0.5": metrics, "oracle_best_f1_threshold": None, "missing": 0}
+                for source in labels
+            },
+            "primary": {"labels": labels[0], "metric": "f1", "value": 0.5},
         }
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(result))
@@ -313,12 +333,12 @@ def test_a_graded_grader_is_also_scored_on_its_grades(
         ("teacher", np.array([r["grade"] for r in test])),
         ("human", np.array([max(r["grade"] - 1, 0) for r in test])),
     ):
-        found = result["metrics"][source]["grades"]
-        assert found["pairs"] == len(test)
-        assert found["accuracy"] == pytest.approx(np.mean(grades == reference))
-        assert found["mae"] == pytest.approx(np.mean(np.abs(grades - reference)))
+        found = result.metrics[source].grades
+        assert found.pairs == len(test)
+        assert found.accuracy == pytest.approx(np.mean(grades == reference))
+        assert found.mae == pytest.approx(np.mean(np.abs(grades - reference)))
     # The tiny task is learnable: the grades agree with the teacher's far above chance.
-    assert result["metrics"]["teacher"]["grades"]["weighted_kappa"] > 0.5
+    assert result.metrics["teacher"].grades.weighted_kappa > 0.5
 
 
 def test_bm25_scores_a_query_without_an_indexable_word_zero_instead_of_crashing():
@@ -335,3 +355,82 @@ def test_a_baselines_default_out_never_replaces_the_graders():
     grader = CheckpointEvalConfig(model="runs/grader")
     baseline = CheckpointEvalConfig(baseline="bm25", calibration_data="val.jsonl")
     assert grader.out == "runs/eval/grader" and baseline.out == "runs/eval/bm25"
+
+
+def _old_metrics_file() -> dict:
+    """metrics.json as eval.checkpoint wrote it before the file had a format version."""
+    at_half = {"pairs": 10, "accuracy": 0.7, "f1": 0.6, "roc_auc": None, "threshold": 0.5}
+    return {
+        "name": "grader",
+        "data": "runs/dataset/test.jsonl",
+        "pairs": 10,
+        "pairs_per_second": 12.5,
+        "config": {"baseline": None, "labels": "teacher"},
+        "calibration_scores": "scored",
+        "calibration": {"method": "temperature", "temperature": 1.4},
+        "threshold": 0.35,
+        "calibration_pairs": 8,
+        "metrics": {
+            "teacher": {
+                "at_0.5": at_half,
+                "oracle_best_f1_threshold": None,
+                "missing": 0,
+                "at_validation_threshold": at_half | {"f1": 0.65, "threshold": 0.35},
+                "ece_uncalibrated": 0.1,
+            }
+        },
+        "primary": {"labels": "teacher", "metric": "f1", "value": 0.65},
+    }
+
+
+def test_a_metrics_file_without_a_format_version_reads_and_keeps_its_keys(tmp_path: Path):
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps(_old_metrics_file()))
+    result = CheckpointMetrics.read(path)
+    teacher = result.metrics["teacher"]
+    assert teacher.decided["f1"] == 0.65 and teacher.at_half["f1"] == 0.6
+    assert result.calibration.temperature == 1.4 and result.baseline is None
+    # eval.study's stamp and time go in and come back out.
+    result.study_fingerprint, result.seconds = "abc123", 4.2
+    result.write(path)
+    written = json.loads(path.read_text())
+    assert written == {"format_version": 1} | _old_metrics_file() | {
+        "study_fingerprint": "abc123",
+        "seconds": 4.2,
+    }
+    again = CheckpointMetrics.read(path)
+    assert (again.study_fingerprint, again.seconds) == ("abc123", 4.2)
+
+
+def test_a_metrics_file_of_another_shape_is_refused_in_one_line(tmp_path: Path):
+    from core.errors import InputError
+    from measure.classification.compare import main
+
+    search = tmp_path / "search.json"  # eval.search's metrics.json, given to eval.compare
+    search.write_text(json.dumps({"labeler": "x", "k": 10, "mean": {"run": {"ndcg@10": 0.5}}}))
+    with pytest.raises(InputError, match=f"^{re.escape(str(search))}: name: Field required$"):
+        main(["--results", str(search)])
+    bad = _old_metrics_file()
+    bad["metrics"]["teacher"]["missing"] = "some"
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps(bad))
+    with pytest.raises(InputError, match=f"^{re.escape(str(path))}: metrics.teacher.missing: "):
+        CheckpointMetrics.read(path)
+
+
+def test_the_export_reads_what_eval_checkpoint_writes(tmp_path: Path):
+    """models.export reads metrics.json through its own model (its layer may not import
+    CheckpointMetrics): the same version, and the fields it takes as written."""
+    from models.grader_config import ExportedEvaluation
+
+    assert ExportedEvaluation.FORMAT_VERSION == CheckpointMetrics.FORMAT_VERSION
+    fields, full = ExportedEvaluation.model_fields, CheckpointMetrics.model_fields
+    assert set(fields) <= set(full)
+    for name in ("threshold", "calibration"):  # what it decides with: the same types
+        assert fields[name].annotation == full[name].annotation
+    path = tmp_path / "metrics.json"
+    CheckpointMetrics.from_data(_old_metrics_file(), "test").write(path)
+    exported = ExportedEvaluation.read(path)
+    assert exported.threshold == 0.35 and exported.calibration.temperature == 1.4
+    file = _old_metrics_file()
+    assert exported.results() == {k: file[k] for k in ("data", "pairs", "metrics")}

@@ -302,7 +302,11 @@ def test_evaluation_reuses_the_validation_scores_training_stored_for_exactly_the
 ):
     """eval.checkpoint fits its threshold on the scores training stored (no second pass) and
     gets what scoring the pairs again gives; once the grader's files change, it scores again."""
-    from measure.classification.checkpoint import CheckpointEvalConfig, evaluate
+    from measure.classification.checkpoint import (
+        CheckpointEvalConfig,
+        CheckpointMetrics,
+        evaluate,
+    )
 
     model_config = GraderModelConfig(
         model_name_or_path=str(tiny_model_dir), mode="query_likelihood", max_length=256
@@ -310,7 +314,7 @@ def test_evaluation_reuses_the_validation_scores_training_stored_for_exactly_the
     args = args_for(tmp_path, num_train_epochs=2, learning_rate=1e-2, head_learning_rate=1e-2)
     train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args)
 
-    def evaluation(name: str) -> dict:
+    def evaluation(name: str) -> CheckpointMetrics:
         return evaluate(
             CheckpointEvalConfig(
                 model=args.output_dir,
@@ -324,7 +328,7 @@ def test_evaluation_reuses_the_validation_scores_training_stored_for_exactly_the
         )
 
     reused = evaluation("reused")
-    assert reused["calibration_scores"] == "stored by training"
+    assert reused.calibration_scores == "stored by training"
     # Stored in float32: a bf16 evaluation scores again.
     assert stored_validation_scores(args.output_dir, [], torch.float32) is not None
     assert stored_validation_scores(args.output_dir, [], torch.bfloat16) is None
@@ -333,11 +337,11 @@ def test_evaluation_reuses_the_validation_scores_training_stored_for_exactly_the
     info["note"] = "edited after training"  # same read-out, but no longer the stored files
     config_path.write_text(json.dumps(info))
     rescored = evaluation("rescored")
-    assert rescored["calibration_scores"] == "scored"
+    assert rescored.calibration_scores == "scored"
     # Scored in other batches: float32 summation order only.
-    assert reused["threshold"] == pytest.approx(rescored["threshold"], abs=1e-4)
-    assert reused["calibration"]["temperature"] == pytest.approx(
-        rescored["calibration"]["temperature"], rel=1e-4
+    assert reused.threshold == pytest.approx(rescored.threshold, abs=1e-4)
+    assert reused.calibration.temperature == pytest.approx(
+        rescored.calibration.temperature, rel=1e-4
     )
 
 
