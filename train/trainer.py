@@ -4,6 +4,7 @@ checkpoint self-describing, and the fit and save steps that every recipe shares.
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,11 @@ class GraderTrainer(Trainer):
 
             from models.packing import packed_inputs_logits
 
-            logits = packed_inputs_logits(model, inputs)
+            # accelerate puts mixed precision on the model's forward (bf16 autocast, float32
+            # outputs), which this path bypasses by calling the decoder itself: without the same
+            # here, a bf16 run trained packed rows in float32.
+            with self.accelerator.autocast() if hasattr(self, "accelerator") else nullcontext():
+                logits = packed_inputs_logits(model, inputs).float()
             loss = self.loss_fn(logits, labels, soft_targets)
             return (loss, SequenceClassifierOutput(logits=logits)) if return_outputs else loss
         outputs = model(**inputs)
