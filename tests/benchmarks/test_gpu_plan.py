@@ -30,6 +30,8 @@ from benchmarks.gpu.gpu_plan import (
     left_to_run,
     main,
     parser,
+    read_archive,
+    write_archive,
 )
 from benchmarks.gpu.gpu_steps import join_parts, split_file, unmet_requirements
 
@@ -60,16 +62,13 @@ def test_the_parts_rebuild_the_file_and_a_missing_or_damaged_part_is_named(tmp_p
 
 
 def test_the_calls_carry_each_part_once_and_leave_the_same_room(tmp_path: Path):
-    """Call 1 carries the wheels (and what earlier sessions finished) and runs steps 1 and 3;
-    call 2 the rest of the model and the baselines, and runs step 4; the cut leaves both calls
-    the same room."""
-    (tmp_path / FINISHED).mkdir()
-    calls = call_sequence(tmp_path)
+    """Call 1 carries the wheels and runs steps 1 and 3; call 2 the rest of the model and the
+    baselines, and runs step 4; the cut leaves both calls the same room."""
+    calls = call_sequence(tmp_path, finished=tmp_path / "finished.tar.gz")
     carried = [Path(c).name for call in calls for c in call["carry"]]
     parts = [f"smollm2-part{i}" for i in range(GGUF_PARTS)]
     assert sorted(c for c in carried if c.startswith("smollm2")) == parts
     assert carried.count("wheels") == 1 and "wheels" in calls[0]["carry"][0]
-    assert FINISHED in calls[0]["carry"][1]
     step4 = [call for call in calls if "--steps 4" in call["command"]]
     assert len(step4) == 1 and any("baselines" in c for c in step4[0]["carry"])
     model, wheels, baselines = 98_362_432, 5_376_000, 158_687
@@ -77,14 +76,11 @@ def test_the_calls_carry_each_part_once_and_leave_the_same_room(tmp_path: Path):
     assert abs((wheels + first) - (model - first + baselines)) <= 1
 
 
-def finish_every_study_row(kit: Path) -> None:
-    from benchmarks.gpu.gpu_steps import STUDY, STUDY_BASELINES, STUDY_MODELS
+def every_trained_study_row() -> dict[str, bytes]:
+    from benchmarks.gpu.gpu_steps import STUDY, STUDY_MODELS
 
-    for fold in range(STUDY["gpu"]["folds"]):
-        for model in (*STUDY_BASELINES, *STUDY_MODELS):
-            row = kit / FINISHED / "study" / f"fold-{fold}" / model
-            row.mkdir(parents=True)
-            (row / "metrics.json").write_text("{}")
+    folds = range(STUDY["gpu"]["folds"])
+    return {f"study/fold-{k}/{model}/metrics.json": b"{}" for k in folds for model in STUDY_MODELS}
 
 
 @pytest.mark.parametrize("device_s", [DEVICE_S, 2 * DEVICE_S])
@@ -92,14 +88,14 @@ def test_the_calls_fit_the_sessions_device_time(tmp_path: Path, device_s: float)
     """A start, every call at its time limit and its own cost stay within the session's device
     time; a session the study leaves no room in runs no levers, and once every study row has come
     back, the study's call is left out and the levers get its time."""
+    archive = tmp_path / "finished.tar.gz"
     for finished in (False, True):
         if finished:
-            finish_every_study_row(tmp_path)
-            for part in ("grading-real", "grading-full512", *SERVING_PARTS):
-                (tmp_path / FINISHED / "done").mkdir(exist_ok=True)
-                (tmp_path / FINISHED / "done" / f"{part}.json").write_text("{}")
-            assert left_to_run(tmp_path) == {"step3": [], "study_rows": []}
-        calls = call_sequence(tmp_path, device_s)
+            step3 = ("grading-real", "grading-full512", *SERVING_PARTS)
+            done = {f"done/{part}.json": b"{}" for part in step3}
+            write_archive(archive, {**every_trained_study_row(), **done})
+            assert left_to_run(archive) == {"step3": [], "study_rows": []}
+        calls = call_sequence(tmp_path, device_s, archive)
         spent = START_S + sum(c["timeout_s"] + CALL_OVERHEAD_S for c in calls)
         assert spent <= device_s and all(c["timeout_s"] <= 600 for c in calls)
         assert all(c["budget_s"] < c["timeout_s"] for c in calls)
@@ -112,8 +108,8 @@ def test_the_calls_fit_the_sessions_device_time(tmp_path: Path, device_s: float)
 
 def test_what_a_call_finished_comes_back_and_seeds_the_next_session(tmp_path: Path):
     """A part's record and each finished study row go to finished/ beside --out; collect merges
-    them into the kit; a fresh machine's run seeds its work folder from the kit and re-reports the
-    part (with the date it was measured) instead of running it. Parts that leave files on the
+    them into --finished (committed); a fresh machine's run seeds its work folder from it and
+    re-reports the part (with the date it was measured) instead of running it. Parts that leave files on the
     machine, and study rows without their metrics, do not travel."""
     first = Plan(
         parser().parse_args(
@@ -126,10 +122,12 @@ def test_what_a_call_finished_comes_back_and_seeds_the_next_session(tmp_path: Pa
         assert (
             first.part(3, name, [sys.executable, "-c", script], figures, min_s=0)["status"] == "ok"
         )
-    for row, files in (
-        ("fold-0/bm25", ("predictions.jsonl", "metrics.json")),
-        ("fold-1/lora", ("predictions.jsonl",)),
-    ):
+    rows = (
+        ("fold-0/lora", ("predictions.jsonl", "metrics.json")),
+        ("fold-0/bm25", ("predictions.jsonl", "metrics.json")),  # seconds from carried scores
+        ("fold-1/lora", ("predictions.jsonl",)),  # not finished
+    )
+    for row, files in rows:
         for name in files:
             (tmp_path / "a" / "study" / row).mkdir(parents=True, exist_ok=True)
             (tmp_path / "a" / "study" / row / name).write_text("{}\n")
@@ -137,21 +135,25 @@ def test_what_a_call_finished_comes_back_and_seeds_the_next_session(tmp_path: Pa
     back = tmp_path / "out1" / FINISHED
     assert sorted(str(f.relative_to(back)) for f in back.rglob("*") if f.is_file()) == [
         "done/grading-real.json",
-        "study/fold-0/bm25/metrics.json",
-        "study/fold-0/bm25/predictions.jsonl",
+        "study/fold-0/lora/metrics.json",
+        "study/fold-0/lora/predictions.jsonl",
     ]
 
-    kit = tmp_path / "kit"
-    main(["collect", "--kit", str(kit), "--returned", str(tmp_path / "out1")])
-    assert (kit / FINISHED / "study/fold-0/bm25/metrics.json").exists()
-    assert (
-        len(left_to_run(kit)["study_rows"]) == len(left_to_run(tmp_path / "none")["study_rows"]) - 1
-    )
+    kit, finished = tmp_path / "kit", tmp_path / "committed" / "finished.tar.gz"
+    returned = ["--returned", str(tmp_path / "out1")]
+    main(["collect", "--kit", str(kit), "--finished", str(finished), *returned])
+    assert read_archive(finished)["study/fold-0/lora/predictions.jsonl"] == b"{}\n"
+    assert (kit / "returned").is_dir()
+    everything = len(left_to_run(tmp_path / "none")["study_rows"])
+    assert len(left_to_run(finished)["study_rows"]) == everything - 1
+    packed = finished.read_bytes()
+    main(["collect", "--kit", str(kit), "--finished", str(finished), *returned])
+    assert finished.read_bytes() == packed  # the same files, the same bytes: no noise in git
 
-    args = ["run", "--steps", "1,3", "--work", str(tmp_path / "b"), "--kit", str(kit)]
+    args = ["run", "--steps", "1,3", "--work", str(tmp_path / "b"), "--finished", str(finished)]
     second = Plan(parser().parse_args([*args, "--out", str(tmp_path / "out2" / "c.jsonl")]))
     second.seed_finished()
-    assert (tmp_path / "b" / "study/fold-0/bm25/predictions.jsonl").exists()
+    assert (tmp_path / "b" / "study/fold-0/lora/predictions.jsonl").exists()
     again = second.part(3, "grading-real", [sys.executable, "-c", "exit(1)"], figures, min_s=0)
     assert again["status"] == "ok" and again["from_earlier_call"]
     assert again["figures"] == {"pairs_per_s": 5.0}
@@ -263,21 +265,21 @@ def test_the_dry_run_records_every_step_of_the_plan(tmp_path: Path):
     assert study["trainable_layers_ql"] == study["student_layers"] == 2
     assert (tmp_path / "call1" / "results.log").exists()
 
-    main(["collect", "--kit", str(tmp_path / "kit"), "--returned", str(tmp_path / "call1")])
-    rows = sorted((tmp_path / "kit" / FINISHED / "study").glob("fold-*/*/metrics.json"))
-    assert len(rows) == 2 * 5  # the dry run's 2 folds x 5 models
-    first_run = {row: row.read_bytes() for row in rows}
+    finished = tmp_path / "committed" / "finished.tar.gz"
+    returned = ["--returned", str(tmp_path / "call1")]
+    main(["collect", "--kit", str(tmp_path / "kit"), "--finished", str(finished), *returned])
+    first_run = {n: b for n, b in read_archive(finished).items() if n.endswith("metrics.json")}
+    assert len(first_run) == 2 * 3  # the dry run's 2 folds x 3 trained models
     shutil.rmtree(tmp_path / "work")
     again = tmp_path / "call2" / "results.jsonl"
     command[command.index(str(out))] = str(again)
-    command += ["--kit", str(tmp_path / "kit"), "--steps", "1,3,4"]
+    command += ["--finished", str(finished), "--steps", "1,3,4"]
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     records = [json.loads(line) for line in again.read_text().splitlines()]
     parts = {r["part"]: r for r in records if r["record"] == "part"}
     carried = [name for name in parts if not name.startswith(("setup-", "environment", "study"))]
     assert carried and all(parts[name]["from_earlier_call"] for name in carried)
-    for row, content in first_run.items():
-        relative = row.relative_to(tmp_path / "kit" / FINISHED)
-        assert (tmp_path / "work" / relative).read_bytes() == content, relative
+    for name, content in first_run.items():
+        assert (tmp_path / "work" / name).read_bytes() == content, name
     assert parts["study"]["status"] == "ok"
