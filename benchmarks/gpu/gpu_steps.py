@@ -13,6 +13,7 @@ launch``, as a user runs it (the plan launches it; ``checkpoint`` reads what it 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import random
@@ -21,7 +22,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -682,14 +683,273 @@ def study(args: argparse.Namespace) -> dict[str, Any]:
 # ----------------------------------------------------------------------------- levers
 
 
+def bucket_batches(
+    lengths: Sequence[int], max_length: int, token_budget: int, bucket: int = 64
+) -> list[tuple[int, int, list[int]]]:
+    """Grading batches at few static shapes, as (width, rows, indices), widest first: each
+    input's length rounded up to a multiple of ``bucket`` (at most ``max_length``), and every
+    batch of a width ``token_budget // width`` rows (its last one filled with pad rows), so that
+    a compiled decoder meets each shape once."""
+    by_width: dict[int, list[int]] = {}
+    for index, n in enumerate(lengths):
+        if n > max_length:
+            raise ValueError(f"input {index}: {n} tokens, over max_length {max_length}")
+        by_width.setdefault(min(-(-n // bucket) * bucket, max_length), []).append(index)
+    batches = []
+    for width in sorted(by_width, reverse=True):
+        rows = max(1, token_budget // width)
+        members = by_width[width]
+        batches += [(width, rows, members[s : s + rows]) for s in range(0, len(members), rows)]
+    return batches
+
+
+def bucketed_classifier_probabilities(
+    model, input_ids: Sequence[list[int]], batches: Sequence[tuple[int, int, list[int]]], body=None
+):
+    """``models.scoring.classifier_probabilities`` at the static shapes of ``batches``
+    (:func:`bucket_batches`): each batch right-padded to its width and filled to its row count
+    with one-token pad rows (a fully masked row would give NaN), run through ``body`` (a compiled
+    decoder; default the model's own), read at each real input's last token. Inputs outside
+    ``batches`` stay zero."""
+    import numpy as np
+    import torch
+
+    from models.packing import classifier_parts
+    from models.scoring import last_token, pad_right
+
+    decoder, head = classifier_parts(model)
+    body = decoder if body is None else body
+    pad_id = model.config.pad_token_id if model.config.pad_token_id is not None else 0
+    device = next(model.parameters()).device
+    out = np.zeros((len(input_ids), model.config.num_labels), dtype=np.float32)
+    with torch.inference_mode():
+        for width, rows, batch in batches:
+            sequences = [input_ids[i] for i in batch] + [[pad_id]] * (rows - len(batch))
+            ids, mask = pad_right(sequences, pad_id, device, pad_to_multiple_of=width)
+            # A new step for CUDA graphs (reduce-overhead): the last batch's outputs, which its
+            # replay overwrites, are read already (a no-op without CUDA graphs).
+            torch.compiler.cudagraph_mark_step_begin()
+            hidden = body(input_ids=ids, attention_mask=mask, use_cache=False).last_hidden_state
+            real = len(batch)
+            logits = head(last_token(hidden[:real], mask[:real])).float()
+            del hidden
+            out[batch] = torch.softmax(logits, dim=-1).cpu().numpy()
+    return out
+
+
+def compiled_body(model, scope: str, mode: str | None, backend: str = "inductor"):
+    """The model's decoder under ``torch.compile`` at static shapes, and the call that undoes
+    it: scope ``decoder``, the whole stack in one graph per shape; ``layers``, each decoder layer
+    compiled in place, every layer reusing one graph per shape (a shape compiles in about one
+    layer's time; with CUDA graphs each layer is a graph of its own). ``backend="eager"``
+    checks the tracing on a CPU without inductor's build."""
+    import torch
+
+    from models.backbone import decoder
+
+    stack = decoder(model)
+    if scope == "decoder":
+        return torch.compile(stack, dynamic=False, mode=mode, backend=backend), lambda: None
+    for layer in stack.layers:
+        layer.compile(dynamic=False, mode=mode, backend=backend)
+
+    def undo() -> None:
+        for layer in stack.layers:
+            layer._compiled_call_impl = None
+
+    return stack, undo
+
+
+def warm_shapes(batches, run, budget_s: float, sync: bool) -> dict[str, Any]:
+    """One batch of each distinct shape through ``run`` (a compiled call compiles there), each
+    timed; over ``budget_s`` in all, it stops with the seconds so far (the part fails, the
+    others go on)."""
+    import torch
+
+    firsts = {}
+    for batch in batches:
+        firsts.setdefault(batch[:2], batch)
+    seconds: dict[str, float] = {}
+    for (width, rows), batch in firsts.items():
+        if sum(seconds.values()) > budget_s:
+            raise TimeoutError(
+                f"compiled {len(seconds)} of {len(firsts)} shapes in {sum(seconds.values()):.0f} "
+                f"s, over --compile_budget_s {budget_s:.0f} (seconds per shape: {seconds})"
+            )
+        began = time.perf_counter()
+        run([batch])
+        if sync:
+            torch.cuda.synchronize()
+        seconds[f"{rows}x{width}"] = round(time.perf_counter() - began, 2)
+    return {
+        "compile_warmup_s": round(sum(seconds.values()), 2),
+        "shapes": len(firsts),
+        "warmup_s_per_shape": seconds,
+    }
+
+
+def liger_missing() -> str | None:
+    """Why Liger's kernels cannot be applied here (not installed, or no Triton), or None."""
+    try:
+        import liger_kernel.transformers  # noqa: F401
+    except Exception as exc:  # ImportError, or Triton's own error on a machine without a GPU
+        return f"liger_kernel not importable ({type(exc).__name__}: {exc})"
+    return None
+
+
+@contextlib.contextmanager
+def liger_patched(model=None) -> Iterator[None]:
+    """Liger's kernels (RoPE, RMSNorm, SwiGLU; no cross-entropy) on Llama inside the ``with``:
+    on the models built there and on ``model`` if given. ``apply_liger_kernel_to_llama``
+    replaces transformers' Llama classes and functions for the whole process (and rebinds the
+    given model's modules); both are put back on exit, so that the parts after run without."""
+    import liger_kernel.transformers as liger
+    from transformers.models.llama import modeling_llama
+
+    names = ("apply_rotary_pos_emb", "LlamaRMSNorm", "LlamaMLP")
+    saved = {name: getattr(modeling_llama, name) for name in names}
+    modules = {m: dict(m.__dict__) for m in (model.modules() if model is not None else ())}
+    try:
+        liger.apply_liger_kernel_to_llama(
+            rope=True,
+            rms_norm=True,
+            swiglu=True,
+            cross_entropy=False,
+            fused_linear_cross_entropy=False,
+            model=model,
+        )
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(modeling_llama, name, value)
+        for module, attributes in modules.items():  # the bound forwards Liger added
+            for key in set(module.__dict__) - set(attributes):
+                del module.__dict__[key]
+            module.__dict__.update(attributes)
+
+
+def top_ops(events, by_device: bool, steps: int, n: int = 10) -> list[dict[str, Any]]:
+    """The ``n`` operators of a torch.profiler run (its ``key_averages()``) with the most self time (device or CPU),
+    each with its milliseconds a step and its share of all kernels' time (of all operators' self
+    CPU time)."""
+    from torch.autograd import DeviceType
+
+    ops = [e for e in events if e.device_type == DeviceType.CPU]
+    kernels = [e for e in events if e.device_type != DeviceType.CPU]
+
+    def self_us(event) -> float:
+        return event.self_device_time_total if by_device else event.self_cpu_time_total
+
+    # An operator's self device time is the kernels it launched itself, and each kernel is an
+    # event of its own too: the total counts the kernels only, not both.
+    total = sum(self_us(e) for e in (kernels if by_device else ops)) or 1.0
+    ranked = sorted(ops, key=self_us, reverse=True)[:n]
+    return [
+        {
+            "op": e.key,
+            "calls_per_step": round(e.count / steps, 2),
+            "self_ms_per_step": round(self_us(e) / 1000 / steps, 3),
+            "share_percent": round(100 * self_us(e) / total, 1),
+        }
+        for e in ranked
+    ]
+
+
+def top_kernels(events, steps: int, n: int = 5) -> list[dict[str, Any]]:
+    """The ``n`` device kernels of a profile's ``key_averages()`` with the most time (which
+    attention kernel ran, say)."""
+    from torch.autograd import DeviceType
+
+    kernels = [e for e in events if e.device_type != DeviceType.CPU]
+    total = sum(e.self_device_time_total for e in kernels) or 1.0
+    ranked = sorted(kernels, key=lambda e: e.self_device_time_total, reverse=True)[:n]
+    return [
+        {
+            "kernel": e.key[:160],
+            "calls_per_step": round(e.count / steps, 2),
+            "ms_per_step": round(e.self_device_time_total / 1000 / steps, 3),
+            "share_percent": round(100 * e.self_device_time_total / total, 1),
+        }
+        for e in ranked
+    ]
+
+
+def profile_training(args: argparse.Namespace, warmup: int, steps: int = 3, **overrides: Any):
+    """``steps`` training steps of one variant under torch.profiler, after ``warmup`` steps: the
+    top ops by self device time (self CPU time on a CPU), and the device's busy share of the
+    profiled wall time, so that a slow variant shows where its step goes."""
+    import torch
+    import transformers.trainer
+    from torch.autograd import DeviceType
+    from transformers import TrainerCallback
+
+    cuda = torch.cuda.is_available()
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    activities += [torch.profiler.ProfilerActivity.CUDA] if cuda else []
+
+    class Profile(TrainerCallback):
+        def __init__(self) -> None:
+            self.prof = None
+            self.wall = 0.0
+
+        def on_step_begin(self, args, state, control, **kwargs):
+            if state.global_step == warmup:
+                if cuda:
+                    torch.cuda.synchronize()
+                self.prof = torch.profiler.profile(activities=activities)
+                self.prof.start()
+                self.wall = time.perf_counter()
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if self.prof is not None and state.global_step == warmup + steps:
+                if cuda:
+                    torch.cuda.synchronize()
+                self.wall = time.perf_counter() - self.wall
+                self.prof.stop()
+
+    callback = Profile()
+    transformers.trainer.DEFAULT_CALLBACKS.append(callback)
+    namespace = argparse.Namespace(
+        **{**vars(args), "torch_compile": False, "steps": warmup + steps, "warmup": warmup}
+    )
+    namespace.__dict__.update(overrides)
+    try:
+        figures = training_throughput(namespace)
+    finally:
+        transformers.trainer.DEFAULT_CALLBACKS.remove(callback)
+    prof = callback.prof
+    if prof is None:
+        raise RuntimeError(f"no step {warmup} to profile")
+    events = prof.key_averages()
+    kernel_us = sum(e.self_device_time_total for e in events if e.device_type != DeviceType.CPU)
+    cpu_us = sum(e.self_cpu_time_total for e in events)
+    return {
+        "variant": namespace.variant,
+        "warmup_steps": warmup,
+        "profiled_steps": steps,
+        "wall_ms_per_step": round(1000 * callback.wall / steps, 2),
+        "cpu_self_ms_per_step": round(cpu_us / 1000 / steps, 2),
+        "kernel_ms_per_step": round(kernel_us / 1000 / steps, 2) if cuda else None,
+        # Under 100: the device waits on the CPU (launches, the collator, synchronizations).
+        "device_busy_percent": round(100 * kernel_us / 1e6 / callback.wall, 1) if cuda else None,
+        "top_ops_by": "self device time" if cuda else "self CPU time",
+        "top_ops": top_ops(events, cuda, steps),
+        "top_cpu_ops": top_ops(events, False, steps, 5) if cuda else None,
+        "top_kernels": top_kernels(events, steps) if cuda else None,
+        "real_tokens_per_s_under_profiler": figures.get("steady_real_tokens_per_s"),
+    }
+
+
 def levers(args: argparse.Namespace) -> dict[str, Any]:
-    """Packing and the other speed levers at the 1B shape, in one process within ``budget_s``:
-    the GEMM rate; grading on real TREC DL pairs (ours at 16k and 64k tokens a batch, packed rows
-    of ``max_length`` with sdpa and flex_attention, the paper's padded method), each checked
-    against ours (max |ΔP|); training (ours-full, packed-full at 16 and 32 rows a step, packed-full
-    compiled in a subprocess under ``compile_budget_s``, Liger kernels where installed). Each
-    part's record goes to ``--out`` (JSONL) as it arrives; a part short of time is recorded as
-    skipped, a failing one with its error."""
+    """The speed levers at the 1B shape, in one process within ``budget_s``, in order of value
+    (the budget cuts the end): the GEMM rate; grading on real TREC DL pairs, ours at 16k tokens a
+    batch, the paper's padded method, ours at bucketed static shapes (eager, then compiled, then
+    compiled with CUDA graphs, under ``compile_budget_s`` each), ours with Liger's kernels;
+    training ours-full b16 and packed-full r16, ours with Liger; a profile of both training
+    steps; then ours at 64k tokens, packed rows (sdpa, flex_attention), packed r32, packed
+    compiled (a subprocess), packed with Liger. Each grading path is checked against ours (max
+    |ΔP|). Each part's record goes to ``--out`` (JSONL) as it arrives; a part short of time is
+    recorded as skipped, a failing one with its error."""
     import datetime
     import gc
     import os
@@ -764,8 +1024,9 @@ def levers(args: argparse.Namespace) -> dict[str, Any]:
         "gemm", 5, lambda: {"tflops": matmul_peak(dtype, device, 8192 if sync else 256) / 1e12}
     )
     peak = (gemm or {}).get("tflops", float("nan")) * 1e12
+    liger_absent = liger_missing()
 
-    # --- grading
+    # --- grading: the model stays loaded (on the CPU while training runs)
     config = BenchGradingConfig(model=args.model, pairs=args.pairs, max_length=args.max_length)
     model, tokenizer = load(config, device, dtype)
     pairs = trec_dl_query_pairs(args.pairs, 10)
@@ -776,31 +1037,169 @@ def levers(args: argparse.Namespace) -> dict[str, Any]:
     reference: dict[str, np.ndarray] = {}
     rates: dict[str, float] = {}
 
-    def grading_part(name: str, fn, reads_p: bool = True):
-        def measure() -> dict[str, Any]:
-            first = fn()  # warm-up, and the probabilities checked
-            seconds = timed(fn, sync)
-            figures: dict[str, Any] = {
-                "pairs": len(ids),
-                "mean_tokens": round(real / len(ids), 1),
-                "seconds": seconds,
-                "pairs_per_s": len(ids) / seconds,
-                "real_tokens_per_s": real / seconds,
-                "fraction_of_gemm": useful / seconds / peak,
-            }
-            if reads_p and "ours" in reference:
-                figures["max_abs_dp_vs_ours"] = float(np.abs(first[:, 1] - reference["ours"]).max())
-            elif reads_p:
-                reference["ours"] = first[:, 1]
-            rates[name] = figures["pairs_per_s"]
-            return figures
+    def grading_figures(name: str, fn, reads_p: bool = True) -> dict[str, Any]:
+        began = time.perf_counter()
+        first = fn()  # warm-up, and the probabilities checked
+        if sync:
+            torch.cuda.synchronize()
+        warmup_s = time.perf_counter() - began
+        seconds = timed(fn, sync)
+        figures: dict[str, Any] = {
+            "pairs": len(ids),
+            "mean_tokens": round(real / len(ids), 1),
+            "warmup_pass_s": round(warmup_s, 2),
+            "seconds": seconds,
+            "pairs_per_s": len(ids) / seconds,
+            "real_tokens_per_s": real / seconds,
+            "fraction_of_gemm": useful / seconds / peak,
+        }
+        if reads_p and "ours" in reference:
+            figures["max_abs_dp_vs_ours"] = float(np.abs(first[:, 1] - reference["ours"]).max())
+        elif reads_p:
+            reference["ours"] = first[:, 1]
+        rates[name] = figures["pairs_per_s"]
+        if "paper-padded512-batch40" in rates:
+            figures["x_paper"] = figures["pairs_per_s"] / rates["paper-padded512-batch40"]
+        return figures
 
-        return run_part(f"grading-{name}", 20, measure)
+    def grading_part(name: str, fn, reads_p: bool = True):
+        return run_part(f"grading-{name}", 20, lambda: grading_figures(name, fn, reads_p))
 
     grading_part(
         "ours-16k",
         lambda: classifier_probabilities(model, ids, batch_size=32, max_batch_tokens=16384),
     )
+
+    def paper() -> np.ndarray:
+        from benchmarks.grading import paper_labels
+
+        return paper_labels(model, tokenizer, ids, device)
+
+    grading_part("paper-padded512-batch40", paper, reads_p=False)
+
+    # Bucketed static shapes: eager (what the buckets' padding costs), then compiled.
+    batches = bucket_batches([len(x) for x in ids], args.max_length, 16384, args.bucket)
+    shapes = {
+        "bucket": args.bucket,
+        "shapes": len({b[:2] for b in batches}),
+        "padded_tokens": sum(width * rows for width, rows, _ in batches),
+        "pad_rows": sum(rows - len(batch) for _, rows, batch in batches),
+    }
+
+    def bucketed(body=None):
+        return lambda: bucketed_classifier_probabilities(model, ids, batches, body)
+
+    def eager_buckets() -> dict[str, Any]:
+        return {**grading_figures("ours-16k-buckets", bucketed()), **shapes}
+
+    run_part("grading-ours-16k-buckets", 20, eager_buckets)
+
+    def compiled_buckets(name: str, mode: str | None):
+        def measure() -> dict[str, Any]:
+            import torch._dynamo
+
+            limits = torch._dynamo.config
+            limit_name = "recompile_limit" if hasattr(limits, "recompile_limit") else None
+            limit_name = limit_name or "cache_size_limit"
+            saved_limit = getattr(limits, limit_name)
+            # One compiled graph per shape: more shapes than the default 8 would fall back.
+            setattr(limits, limit_name, max(saved_limit, 64))
+            counters = torch._dynamo.utils.counters
+            graphs = counters["stats"]["unique_graphs"]
+            skips = counters["inductor"]["cudagraph_skips"]
+            body, undo = compiled_body(model, args.compile_scope, mode)
+            try:
+                warm = warm_shapes(
+                    batches,
+                    lambda some: bucketed_classifier_probabilities(model, ids, some, body),
+                    args.compile_budget_s,
+                    sync,
+                )
+                figures = grading_figures(name, bucketed(body))
+            finally:
+                undo()
+                torch._dynamo.reset()
+                setattr(limits, limit_name, saved_limit)
+            return {
+                **figures,
+                **shapes,
+                **warm,
+                "compile_scope": args.compile_scope,
+                "compile_mode": mode or "default",
+                "graphs_compiled": counters["stats"]["unique_graphs"] - graphs,
+                # CUDA graphs that inductor declined (its log says why): 0 when they all ran.
+                "cudagraph_skips": counters["inductor"]["cudagraph_skips"] - skips,
+            }
+
+        return measure
+
+    compiled_parts = [("ours-16k-compiled-buckets", None)]
+    compiled_parts += [("ours-16k-compiled-buckets-cudagraphs", "reduce-overhead")] if sync else []
+    compiled_ok = True
+    for name, mode in compiled_parts:
+        if args.skip_compile:
+            record(f"grading-{name}", status="skipped", reason="--skip_compile")
+        elif not compiled_ok:
+            record(f"grading-{name}", status="skipped", reason="plain compile did not finish")
+        else:
+            compiled_ok = bool(run_part(f"grading-{name}", 60, compiled_buckets(name, mode)))
+    if not sync:
+        record(
+            "grading-ours-16k-compiled-buckets-cudagraphs",
+            status="skipped",
+            reason="CUDA graphs need a GPU",
+        )
+
+    def ours_liger() -> dict[str, Any]:
+        with liger_patched(model):
+            return grading_figures(
+                "ours-16k-liger",
+                lambda: classifier_probabilities(model, ids, batch_size=32, max_batch_tokens=16384),
+            )
+
+    if liger_absent:
+        record("grading-ours-16k-liger", status="skipped", reason=liger_absent)
+    else:
+        run_part("grading-ours-16k-liger", 20, ours_liger)
+
+    # --- training (the grading model waits on the CPU)
+    model.to("cpu")
+    gc.collect()
+    if sync:
+        torch.cuda.empty_cache()
+
+    def train(variant: str, liger: bool = False, **overrides: Any):
+        def measure() -> dict[str, Any]:
+            namespace = argparse.Namespace(
+                **{**vars(args), "variant": variant, "torch_compile": False, **overrides}
+            )
+            if not liger:
+                return training_throughput(namespace)
+            with liger_patched():
+                return {**training_throughput(namespace), "liger": True}
+
+        return measure
+
+    run_part("training-ours-full-b16", 60, train("ours-full", batch_size=16))
+    run_part("training-packed-full-r16", 60, train("packed-full", rows_per_step=16))
+    if liger_absent:
+        record("training-ours-full-b16-liger", status="skipped", reason=liger_absent)
+    else:
+        run_part("training-ours-full-b16-liger", 60, train("ours-full", True, batch_size=16))
+
+    def profile() -> dict[str, Any]:
+        warmup = max(1, min(args.warmup, 2))
+        return {
+            "ours-full-b16": profile_training(args, warmup, variant="ours-full", batch_size=16),
+            "packed-full-r16": profile_training(
+                args, warmup, variant="packed-full", rows_per_step=16
+            ),
+        }
+
+    run_part("profile-training", 60, profile)
+
+    # --- the rest: grading at 64k tokens and packed rows, then the other training levers
+    model.to(device)
     grading_part(
         "ours-64k-batch256",
         lambda: classifier_probabilities(model, ids, batch_size=256, max_batch_tokens=65536),
@@ -819,37 +1218,12 @@ def levers(args: argparse.Namespace) -> dict[str, Any]:
             model.set_attn_implementation("sdpa")
 
     grading_part(f"packed-{args.max_length}x64-flex_attention", flex)
-
-    def paper() -> np.ndarray:
-        from benchmarks.grading import paper_labels
-
-        return paper_labels(model, tokenizer, ids, device)
-
-    grading_part("paper-padded512-batch40", paper, reads_p=False)
-    paper_rate = rates.get("paper-padded512-batch40")
-    summary = {
-        name: {"pairs_per_s": r, "x_paper": r / paper_rate if paper_rate else None}
-        for name, r in rates.items()
-    }
-    record("grading-summary", status="ok", paths=summary)
     model = None  # its memory, for training
     gc.collect()
     if sync:
         torch.cuda.empty_cache()
 
-    # --- training
-    def train(variant: str, **overrides: Any):
-        def measure() -> dict[str, Any]:
-            namespace = argparse.Namespace(
-                **{**vars(args), "variant": variant, "torch_compile": False, **overrides}
-            )
-            return training_throughput(namespace)
-
-        return measure
-
-    run_part("training-ours-full-b16", 60, train("ours-full", batch_size=16))
-    for rows in (16, 32):
-        run_part(f"training-packed-full-r{rows}", 60, train("packed-full", rows_per_step=rows))
+    run_part("training-packed-full-r32", 60, train("packed-full", rows_per_step=32))
 
     def compiled() -> dict[str, Any]:
         json_out = out.with_name(out.stem + "-compiled.json")
@@ -892,25 +1266,28 @@ def levers(args: argparse.Namespace) -> dict[str, Any]:
         record("training-packed-full-r16-compiled", status="skipped", reason="--skip_compile")
     else:
         run_part("training-packed-full-r16-compiled", 120, compiled)
-
-    try:
-        import liger_kernel.transformers as liger
-    except ImportError as exc:
-        record("training-packed-full-r16-liger", status="skipped", reason=f"not installed ({exc})")
+    if liger_absent:
+        record("training-packed-full-r16-liger", status="skipped", reason=liger_absent)
     else:
+        run_part("training-packed-full-r16-liger", 60, train("packed-full", True, rows_per_step=16))
 
-        def with_liger() -> dict[str, Any]:
-            liger.apply_liger_kernel_to_llama(
-                rope=True,
-                rms_norm=True,
-                swiglu=True,
-                cross_entropy=False,
-                fused_linear_cross_entropy=False,
-            )
-            return train("packed-full", rows_per_step=16)()
+    paper_rate = rates.get("paper-padded512-batch40")
+    summary = {
+        name: {"pairs_per_s": r, "x_paper": r / paper_rate if paper_rate else None}
+        for name, r in rates.items()
+    }
+    record("grading-summary", status="ok", paths=summary)
+    print_levers_table(records, paper_rate)
+    return {
+        "records": len(records),
+        "out": str(out),
+        "gemm_tflops": peak / 1e12,
+        "seconds": time.monotonic() - start,
+    }
 
-        run_part("training-packed-full-r16-liger", 60, with_liger)
 
+def print_levers_table(records: Sequence[dict[str, Any]], paper_rate: float | None) -> None:
+    """The levers' figures as a Markdown table on stdout (grading and training parts)."""
     rows_table = []
     for line in records:
         if line["part"].startswith(("grading-", "training-")) and line["part"] != "grading-summary":
@@ -929,21 +1306,25 @@ def levers(args: argparse.Namespace) -> dict[str, Any]:
                     if paper_rate and "pairs_per_s" in line
                     else None,
                     line.get("max_abs_dp_vs_ours"),
+                    line.get("compile_warmup_s"),
                 ]
             )
-    header = ["part", "status", "pairs/s", "real tokens/s", "of GEMM", "x paper", "max |dP|"]
+    header = [
+        "part",
+        "status",
+        "pairs/s",
+        "real tokens/s",
+        "of GEMM",
+        "x paper",
+        "max |dP|",
+        "compile s",
+    ]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))
     for row in rows_table:
         print(
             "| " + " | ".join(f"{x:,.3g}" if isinstance(x, float) else str(x) for x in row) + " |"
         )
-    return {
-        "records": len(records),
-        "out": str(out),
-        "gemm_tflops": peak / 1e12,
-        "seconds": time.monotonic() - start,
-    }
 
 
 STEPS = {
@@ -987,6 +1368,14 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--budget_s", type=float, default=420)
     p.add_argument("--compile_budget_s", type=float, default=150)
     p.add_argument("--skip_compile", action="store_true", help="levers: no torch.compile part")
+    p.add_argument("--bucket", type=int, default=64, help="levers: bucket width for compile")
+    p.add_argument(
+        "--compile_scope",
+        choices=("decoder", "layers"),
+        default="layers",
+        help="levers: compile each decoder layer (one graph per shape shared by all layers: a "
+        "shape compiles in about a layer's time) or the decoder whole (one graph per shape)",
+    )
     p.add_argument("--pairs", type=int, default=4000)
     p.add_argument("--pair_set", choices=("real", "full512"), default="real")
     p.add_argument("--latency_repeats", type=int, default=10)
