@@ -33,7 +33,13 @@ from benchmarks.gpu.gpu_plan import (
     read_archive,
     write_archive,
 )
-from benchmarks.gpu.gpu_steps import join_parts, split_file, unmet_requirements
+from benchmarks.gpu.gpu_steps import (
+    compress_for_travel,
+    join_parts,
+    split_file,
+    unmet_requirements,
+    unpack_parts,
+)
 
 
 def test_the_parts_rebuild_the_file_and_a_missing_or_damaged_part_is_named(tmp_path: Path):
@@ -59,6 +65,25 @@ def test_the_parts_rebuild_the_file_and_a_missing_or_damaged_part_is_named(tmp_p
     assert join_parts(uneven, tmp_path / "uneven" / "model.gguf")["sha256"] == manifest["sha256"]
     with pytest.raises(ValueError, match="cannot cut"):
         split_file(original, [tmp_path / "x", tmp_path / "y"], [100_003])
+
+
+def test_a_compressed_file_travels_in_parts_and_unpacks_to_the_original(tmp_path: Path):
+    """The kit carries the GGUF xz-compressed (the calls' room); the GPU machine joins the parts,
+    checks them and decompresses; a kit from before the compression still joins as it was."""
+    original = tmp_path / "model.gguf"
+    original.write_bytes(os.urandom(50_000) + bytes(50_000))  # half noise, half compressible
+    packed = compress_for_travel(original, tmp_path / "cache" / "model.gguf.xz")
+    assert packed.stat().st_size < 0.6 * original.stat().st_size
+    folders = [tmp_path / f"part{i}" for i in range(2)]
+    split_file(packed, folders)
+    out, manifest = unpack_parts(folders, tmp_path / "work" / "model.gguf")
+    assert out.read_bytes() == original.read_bytes() and manifest["file"] == "model.gguf.xz"
+    assert sorted(p.name for p in out.parent.iterdir()) == ["model.gguf"]  # the .xz is gone
+
+    plain = [tmp_path / f"plain{i}" for i in range(2)]
+    split_file(original, plain)
+    out, _ = unpack_parts(plain, tmp_path / "old" / "model.gguf")
+    assert out.read_bytes() == original.read_bytes()
 
 
 def test_the_calls_carry_each_part_once_and_leave_the_same_room(tmp_path: Path):
