@@ -552,7 +552,7 @@ class Plan:
             for f in (self.work / "done").glob("*.json")
             if not f.stem.startswith(NOT_CARRIED_BACK)
         ]
-        for metrics in (self.work / "study").glob("fold-*/*/metrics.json"):
+        for metrics in self.work.glob(STUDY_ROWS):
             if metrics.parent.name not in STUDY_BASELINES:
                 files += [metrics, *metrics.parent.glob("predictions.jsonl")]
         found = {f.relative_to(self.work).as_posix(): f.read_bytes() for f in files}
@@ -563,11 +563,7 @@ class Plan:
         self.exported = found
 
     def measured_with(self) -> dict[str, Any]:
-        """What a carried result depends on besides its name: the run's kind and sizes."""
-        from benchmarks.gpu.gpu_steps import STUDY
-
-        kind = "dry" if self.dry else "gpu"
-        return {"kind": kind, "settings": SETTINGS[kind], "study": STUDY[kind]}
+        return measured_with("dry" if self.dry else "gpu")
 
     # -- setup
 
@@ -1175,10 +1171,11 @@ def same_settings(files: dict[str, bytes], wanted: dict[str, Any]) -> bool:
     return recorded is not None and json.loads(recorded) == json.loads(json.dumps(wanted))
 
 
-def gpu_settings() -> dict[str, Any]:
+def measured_with(kind: str = "gpu") -> dict[str, Any]:
+    """What a carried result depends on besides its name: the run's kind and sizes."""
     from benchmarks.gpu.gpu_steps import STUDY
 
-    return {"kind": "gpu", "settings": SETTINGS["gpu"], "study": STUDY["gpu"]}
+    return {"kind": kind, "settings": SETTINGS[kind], "study": STUDY[kind]}
 
 
 def left_to_run(finished: Path) -> dict[str, Any]:
@@ -1187,7 +1184,7 @@ def left_to_run(finished: Path) -> dict[str, Any]:
     from benchmarks.gpu.gpu_steps import STUDY, STUDY_MODELS
 
     names = read_archive(finished)
-    if not same_settings(names, gpu_settings()):
+    if not same_settings(names, measured_with("gpu")):
         names = {}  # a dry run's, or measured with other settings: the GPU run reuses none of it
     done = {Path(n).stem for n in names if n.startswith("done/")}
     rows = {str(Path(n).parent.relative_to("study")) for n in names if fnmatch(n, STUDY_ROWS)}
@@ -1271,8 +1268,15 @@ def collect(args: argparse.Namespace) -> None:
         for file in sorted(f for f in folder.rglob("*") if f.is_file()):
             relative = file.relative_to(folder)
             if relative.name == FINISHED:
-                returned = read_archive(file)
-                if files and not same_settings(files, json.loads(returned[SETTINGS_FILE])):
+                try:
+                    returned = read_archive(file)
+                    settings = json.loads(returned[SETTINGS_FILE])
+                except (OSError, EOFError, KeyError, ValueError, tarfile.TarError) as exc:
+                    raise SystemExit(
+                        f"error: --returned: {file} is not a plan's archive of finished work "
+                        f"({type(exc).__name__}: {exc})"
+                    ) from None
+                if files and not same_settings(files, settings):
                     raise SystemExit(
                         f"error: --returned: {file} was measured with other settings than "
                         f"{finished}: {returned[SETTINGS_FILE][:300]!r}"

@@ -29,9 +29,9 @@ from benchmarks.gpu.gpu_plan import (
     Plan,
     call_sequence,
     first_part_bytes,
-    gpu_settings,
     left_to_run,
     main,
+    measured_with,
     parser,
     read_archive,
     write_archive,
@@ -121,7 +121,7 @@ def test_the_calls_fit_the_sessions_device_time(tmp_path: Path, device_s: float)
         if finished:
             step3 = ("grading-real", "grading-full512", *SERVING_PARTS)
             done = {f"done/{part}.json": b"{}" for part in step3}
-            settings = {SETTINGS_FILE: json.dumps(gpu_settings()).encode()}
+            settings = {SETTINGS_FILE: json.dumps(measured_with()).encode()}
             write_archive(archive, {**every_trained_study_row(), **done, **settings})
             assert left_to_run(archive) == {"step3": [], "study_rows": []}
         calls = call_sequence(tmp_path, device_s, archive)
@@ -209,7 +209,7 @@ def test_results_of_other_settings_are_neither_reused_nor_mixed(tmp_path: Path):
     and collect refuses to merge it into an archive of other settings; a damaged archive is
     recorded and the call goes on."""
     row = "study/fold-0/lora/metrics.json"
-    dry = {row: b"{}", SETTINGS_FILE: json.dumps({**gpu_settings(), "kind": "dry"}).encode()}
+    dry = {row: b"{}", SETTINGS_FILE: json.dumps({**measured_with(), "kind": "dry"}).encode()}
     write_archive(tmp_path / "dry.tar.gz", dry)
     assert len(left_to_run(tmp_path / "dry.tar.gz")["study_rows"]) == len(
         left_to_run(tmp_path / "none.tar.gz")["study_rows"]
@@ -224,11 +224,19 @@ def test_results_of_other_settings_are_neither_reused_nor_mixed(tmp_path: Path):
     (tmp_path / "returned").mkdir()
     shutil.copyfile(tmp_path / "dry.tar.gz", tmp_path / "returned" / FINISHED)
     committed = tmp_path / "committed.tar.gz"
-    write_archive(committed, {SETTINGS_FILE: json.dumps(gpu_settings()).encode()})
+    write_archive(committed, {SETTINGS_FILE: json.dumps(measured_with()).encode()})
     collect = ["collect", "--kit", str(tmp_path / "kit"), "--finished", str(committed)]
     with pytest.raises(SystemExit, match="other settings"):
         main([*collect, "--returned", str(tmp_path / "returned")])
-    assert read_archive(committed) == {SETTINGS_FILE: json.dumps(gpu_settings()).encode()}
+    assert read_archive(committed) == {SETTINGS_FILE: json.dumps(measured_with()).encode()}
+    for damaged in (b"not gzip", None):  # not an archive; an archive without its settings
+        if damaged is None:
+            write_archive(tmp_path / "returned" / FINISHED, {"done/x.json": b"{}"})
+        else:
+            (tmp_path / "returned" / FINISHED).write_bytes(damaged)
+        with pytest.raises(SystemExit, match="not a plan's archive of finished work"):
+            main([*collect, "--returned", str(tmp_path / "returned")])
+    assert read_archive(committed) == {SETTINGS_FILE: json.dumps(measured_with()).encode()}
 
     (tmp_path / "damaged.tar.gz").write_bytes(b"not gzip")
     plan = Plan(parser().parse_args([*args, "--finished", str(tmp_path / "damaged.tar.gz")]))
