@@ -36,6 +36,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "history": ("eval.history", "the evaluation history store: record, list, show evaluations"),
     "rerank": ("eval.rerank", "rerank a run's top-k by the grader"),
     "ranking-agreement": ("eval.ranking_agreement", "Kendall's tau between system rankings"),
+    "zoo": (
+        "eval.zoo.command",
+        "rank labelers by how they rank a zoo of retrieval systems (τ, τ_AP, ρ, PPI++)",
+    ),
     "report": ("eval.report", "one HTML page of an eval.search or main-job folder"),
     "ppi": ("eval.ppi", "draw the queries to have judged (PPI++ estimates in search)"),
     "annotate": ("eval.annotate", "judge the drawn queries' hits in the browser (agreement: κ)"),

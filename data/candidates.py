@@ -182,14 +182,16 @@ class BM25Index:
     """The project's one BM25: bm25s (Lucene's variant) over texts with English stop words, for
     retrieval and for the BM25 baseline's pair scores alike. With ``path``, kept there and reused."""
 
-    def __init__(self, texts: Sequence[str], path: Path | None = None) -> None:
+    def __init__(
+        self, texts: Sequence[str], path: Path | None = None, k1: float = 1.5, b: float = 0.75
+    ) -> None:
         import bm25s
 
         self.bm25s = bm25s
         if path is not None and (path / "params.index.json").exists():
             self.model = bm25s.BM25.load(str(path))
             return
-        self.model = bm25s.BM25()
+        self.model = bm25s.BM25(k1=k1, b=b)
         show = len(texts) > 10_000
         self.model.index(
             bm25s.tokenize(list(texts), stopwords="en", show_progress=show), show_progress=show
@@ -229,13 +231,23 @@ class BM25Index:
 
 
 class BM25Retriever:
-    """:class:`BM25Index` over a corpus, persisted in ``index_dir`` and reused."""
+    """:class:`BM25Index` over a corpus, persisted in ``index_dir`` and reused. ``doc_ids`` and
+    ``texts`` (in their order) index another view of the corpus than the whole of it, as the
+    system zoo's variants do (half of it, its first words); ``k1`` and ``b`` are BM25's."""
 
-    def __init__(self, collection: Collection, index_dir: Path) -> None:
-        self.doc_ids = sorted(collection.corpus)
-        texts = corpus_texts(collection)
-        key = fingerprint("bm25s", *self.doc_ids, *texts)
-        self.index = BM25Index(texts, index_dir / f"bm25-{key}")
+    def __init__(
+        self,
+        collection: Collection,
+        index_dir: Path,
+        k1: float = 1.5,
+        b: float = 0.75,
+        doc_ids: Sequence[str] | None = None,
+        texts: Sequence[str] | None = None,
+    ) -> None:
+        self.doc_ids = list(doc_ids) if doc_ids is not None else sorted(collection.corpus)
+        texts = list(texts) if texts is not None else corpus_texts(collection)
+        key = fingerprint("bm25s", f"k1={k1}", f"b={b}", *self.doc_ids, *texts)
+        self.index = BM25Index(texts, index_dir / f"bm25-{key}", k1=k1, b=b)
 
     def search(self, queries: Sequence[str], k: int) -> list[list[tuple[str, float]]]:
         found = self.index.search(queries, min(k, len(self.doc_ids)))

@@ -130,6 +130,7 @@ PARTS = {
     "measure": (
         "labelers",  # the labelers, the RAG reader of the eRAG ones, the grader rerank
         "metrics",  # the retrieval-metric library, labelling runs, ranking agreement, settings
+        "zoo",  # the system zoo: its definition, its systems, the leaderboard's record
         "classification",  # held-out classification evaluation: baselines, checkpoints, plots
     ),
     "judgments": (
@@ -137,6 +138,7 @@ PARTS = {
         "annotate",  # the judging page
     ),
     "eval": (
+        "zoo",  # the labeler leaderboard on the system zoo (relevance-grader zoo)
         "report",  # the HTML report
         "history",  # the evaluation history store (eval.search records into it)
         "search",  # the eval.search command
@@ -495,6 +497,7 @@ YAML_LOADED_BY = {
     "eval/configs/study*.yaml": "tests/eval/test_study.py::test_study_configs_parse",
     "eval/configs/reader-*.yaml": "tests/eval/test_downstream.py::test_reader_and_judge_configs_load",
     "eval/configs/judge-*.yaml": "tests/eval/test_downstream.py::test_reader_and_judge_configs_load",
+    "eval/configs/zoo/*.yaml": "tests/measure/test_zoo.py::test_every_committed_zoo_loads",
     "benchmarks/downstream/squad.yaml": "tests/benchmarks/test_downstream.py::test_squad_config_parses",
 }
 

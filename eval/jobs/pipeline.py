@@ -24,14 +24,16 @@ Stages:
     every fold;
  6. export of fold 0's grader with its round-trip check (``models.export``), and a grader rerank
     of the dense run (``eval.rerank``);
- 7. the metric pipeline over the runs with grader labels (``eval.search``) and the agreement of
-    the system ranking with the human judgments (``eval.ranking_agreement``).
+ 7. the metric pipeline over the runs with grader labels (``eval.search``);
+ 8. the labeler leaderboard (``eval.zoo.command``): a compact zoo of 15 retrieval systems, and
+    the grader, the classifier head, the calibrated cosine and BM25 score, a constant and a
+    random labeler, each by how well its ranking of the systems matches the human one (τ with
+    bootstrap intervals, PPI++ rows, self-preference).
 Everything lands in ``run_dir``: report.md, summary.json, metrics, plots and the exported grader.
 
 A corpus without relevance judgments (``--qrels none``): the teacher labels the runs' pooled
-top-k (``candidates/pool.pairs.jsonl``), and the teacher is the reference of every evaluation
-and of the ranking agreement (which leaves out, and counts in report.md, the pairs whose replies
-were unusable).
+top-k (``candidates/pool.pairs.jsonl``) and is the reference of every evaluation; with no human
+judgments there is no leaderboard (a labeler is judged against people).
 """
 
 from __future__ import annotations
@@ -57,17 +59,13 @@ from data.build import BALANCE_MODES, TESTED_FILE, BuildConfig
 from data.candidates import POOL_FILE, RETRIEVERS, CandidatesConfig
 from data.judges.backends import BACKENDS
 from eval.search.ppi_report import ppi_table
+from eval.zoo.render import leaderboard_markdown
 from measure.classification.baselines import BASELINES
 from measure.classification.crossval import pooled_table
 from measure.classification.summaries import JobSummary, StudySummary
-from measure.metrics.ranking_agreement import (
-    RankingAgreement,
-    SystemAgreementConfig,
-    left_out_note,
-    scores_table,
-)
 from measure.metrics.retrieval import metrics_table
 from measure.metrics.settings import SearchEvalConfig, SearchMetrics
+from measure.zoo.record import Leaderboard
 
 logger = logging.getLogger(__name__)
 
@@ -172,6 +170,15 @@ class PipelineConfig:
     human_seed: int = field(default=0, metadata={"help": "Seed of that draw."})
     rerank: str = field(
         default="dense", metadata={"help": "Which run the grader reranks (empty: none)."}
+    )
+    zoo: str | None = field(
+        default="eval/configs/zoo/compact.yaml",
+        metadata={
+            "help": "The system zoo the labelers are ranked on (relevance-grader zoo): the "
+            "exported grader, the classifier head, the calibrated MiniLM cosine and BM25 score, a "
+            "constant and a random labeler, each by how its system ranking matches the human one "
+            "(needs --qrels; empty: none)."
+        },
     )
     batch_size: int = field(default=32)
     # The evaluation history
@@ -452,7 +459,10 @@ class Pipeline:
         if c.rerank:
             stages.append(self.rerank_stage())
         self.search_runs = self.runs()
-        return [*stages, self.metric_stage(), self.agreement_stage()]
+        stages.append(self.metric_stage())
+        if c.qrels and c.zoo:
+            stages.append(self.leaderboard_stage())
+        return stages
 
     def runs(self) -> list[str]:
         c = self.config
@@ -662,32 +672,55 @@ class Pipeline:
             ],
         )
 
-    def agreement_stage(self) -> Stage:
+    def zoo_labelers(self) -> dict[str, str]:
+        """The leaderboard's labelers (name -> spec) and the calibrations of the two score
+        labelers: the Platt scaling, temperature and threshold that fold 0's baseline rows fitted
+        on its validation queries, as the grader's were."""
         c = self.config
-        runs, teacher = self.runs(), f"judgments:{self.teacher_file}"
-        teacher_labeler = [teacher] if c.qrels and c.teacher_backend != "qrels" else []
+        labelers = {"grader": f"grader:{self.path('export')}"}
+        if c.classifier_config:
+            labelers["classifier head"] = f"grader:{self.export_fold / 'classifier' / 'grader'}"
+        return labelers | {
+            "MiniLM cosine": "cosine:minilm-l6",
+            "BM25 score": f"bm25:{c.collection}",
+            "constant": "constant:",
+            "random": "random:0",
+        }
+
+    def leaderboard_stage(self) -> Stage:
+        from eval.zoo.command import ZooConfig
+
+        c = self.config
+        assert c.qrels and c.zoo
+        labelers = self.zoo_labelers()
+        calibrations = {
+            "MiniLM cosine": self.export_fold / "cosine" / "metrics.json",
+            "BM25 score": self.export_fold / "bm25" / "metrics.json",
+        }
         return Stage(
-            "ranking agreement",
-            self.path("agreement", "agreement.json"),
-            "eval.ranking_agreement",
+            "labeler leaderboard",
+            self.path("zoo", "leaderboard.json"),
+            "eval.zoo.command",
             stage_configs(
-                [SystemAgreementConfig],
-                runs=runs,
-                corpus=c.collection,
-                labelers=[f"grader:{self.path('export')}", *teacher_labeler],
-                # Without qrels the teacher, which labelled every pooled hit, is the reference.
-                reference=f"qrels:{c.qrels}" if c.qrels else teacher,
-                metric=f"ndcg@{c.k}",
+                [ZooConfig],
+                zoo=c.zoo,
+                collection=c.collection,
+                qrels=c.qrels,
+                labelers=[f"{name}={spec}" for name, spec in labelers.items()],
+                calibrations=[f"{name}={path}" for name, path in calibrations.items()],
                 k=c.k,
-                out=self.path("agreement"),
+                ppi_queries=sorted({c.human_queries or 10, 20}),
+                out=self.path("zoo"),
+                # The rerank and the metric pipeline labelled some of these pairs: reused here.
                 label_cache=self.path("label-cache"),
             ),
             inputs=[
-                *runs,
+                c.zoo,
                 c.collection,
+                c.qrels,
                 str(self.path("export")),
-                *([c.qrels] if c.qrels else []),
-                str(self.teacher_file),
+                *(str(path) for path in calibrations.values()),
+                *([str(self.export_fold / "classifier")] if c.classifier_config else []),
             ],
         )
 
@@ -763,7 +796,8 @@ class Pipeline:
     def summarise(self, seconds: float) -> JobSummary:
         study = StudySummary.read(self.path("cv", StudySummary.FILE))
         search = SearchMetrics.read(self.path("search", SearchMetrics.FILE))
-        agreement = RankingAgreement.read(self.path("agreement", RankingAgreement.FILE))
+        board = self.path("zoo", Leaderboard.FILE)
+        leaderboard = Leaderboard.read(board) if self.config.qrels and self.config.zoo else None
         return JobSummary(
             run_dir=str(self.root),
             seconds=round(seconds, 1),
@@ -776,7 +810,7 @@ class Pipeline:
             per_fold=study.per_fold,
             export_fold=0,
             search=search.mean,
-            agreement=agreement,
+            leaderboard=leaderboard,
             ppi=search.ppi,
             human_all_queries=self.human_all_queries() if search.ppi else None,
             export=str(self.path("export")),
@@ -865,21 +899,14 @@ def report_markdown(summary: JobSummary) -> str:
         "## Retrieval runs labelled by the grader",
         "",
     ]
-    agreement = summary.agreement
-    lines += [
-        metrics_table(summary.search, digits=3),
-        f"## System ranking agreement ({agreement.metric})",
-        "",
-        scores_table(agreement, digits=3).rstrip("\n"),
-    ]
-    for spec, entry in agreement.agreement.items():
-        lines.append(f"\nKendall's τ ({spec} vs {agreement.reference}): {entry.tau_text()}")
-    note = left_out_note(agreement.left_out)
-    if note:
-        lines.append(f"\nLeft out: {note}.")
+    lines += [metrics_table(summary.search, digits=3)]
+    if summary.leaderboard is not None:
+        lines += ["", leaderboard_markdown(summary.leaderboard, level=2).rstrip("\n")]
+    else:
+        lines += ["", "No labeler leaderboard: it needs human judgments (--qrels) and a --zoo."]
     if summary.ppi:
         ppi = summary.ppi
-        metric = agreement.metric
+        metric = next(m for m in next(iter(summary.search.values())) if m.startswith("ndcg@"))
         truth = ", ".join(
             f"{run} {values[metric]:.3f}"
             for run, values in (summary.human_all_queries or {}).items()

@@ -6,8 +6,9 @@
 
 The block is the cross-validated held-out quality (the grader beside the BM25 and MiniLM-cosine
 baselines and the embedded LLM judge, on the same pairs, with the paired intervals), then NDCG@k
-of the retrieval runs under the grader's labels, and the Kendall's τ of the system ranking
-against the human judgments. It lands between the README's ``results`` markers.
+of the retrieval runs under the grader's labels and under people's, and the labelers ranked by
+how they rank the compact system zoo (Kendall's τ with intervals). It lands between the README's
+``results`` markers.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from core.cli import bounded, parse_config, run_main
 from core.errors import InputError
 from core.io import atomic_writer
+from eval.zoo.render import compact_markdown
 from measure.classification.crossval import pooled_table
 from measure.classification.summaries import JobSummary
 
@@ -53,28 +55,28 @@ class ReadmeConfig:
 
 
 def results_table(summary: JobSummary) -> str:
-    """The headline of a main job's ``summary.json``: the cross-validated quality table, then
-    the retrieval runs' NDCG and the system ranking's agreement with the reference."""
+    """The headline of a main job's ``summary.json``: the cross-validated quality table, the
+    retrieval runs' NDCG under the grader and under people, and the labeler leaderboard."""
     cross = summary.cross_validation
     source = "human judgments" if cross.source == "human" else "teacher labels"
     queries = sum(summary.queries_per_fold)
     ndcg = next(m for m in next(iter(summary.search.values())) if m.startswith("ndcg@"))
     runs = ", ".join(f"{run} {values[ndcg]:.3f}" for run, values in summary.search.items())
-    agreement = summary.agreement
-    truth = ", ".join(f"{run} {v:.3f}" for run, v in agreement.scores[agreement.reference].items())
-    taus = "; ".join(
-        f"{spec.split(':')[0]} {entry.tau_text(2)}" for spec, entry in agreement.agreement.items()
-    )
-    return (
+    human = summary.human_all_queries or {}
+    truth = ", ".join(f"{run} {values[ndcg]:.3f}" for run, values in human.items())
+    block = (
         f"{summary.folds}-fold cross-validation by query over {queries} judged queries, "
         f"against the {source}; thresholds fitted on validation queries inside each fold; Δ is "
         "the per-query ROC-AUC difference to each baseline with its 95% interval:\n\n"
         + pooled_table(cross, summary.names)
         + f"\n{ndcg} of the retrieval runs (the grader of fold {summary.export_fold} labels "
-        f"them), against the labels of the runs' pooled top k (not trec_eval on the full qrels), "
-        f"under the grader's labels: {runs}; under `{agreement.reference.split(':')[0]}` (all queries): "
-        f"{truth}. Kendall's τ between the two system rankings: {taus}.\n"
+        f"them) under the grader's labels of the runs' pooled top k: {runs}"
+        + (f"; under the human judgments (all judged passages): {truth}" if truth else "")
+        + ".\n"
     )
+    if summary.leaderboard is not None:
+        block += "\n" + compact_markdown(summary.leaderboard)
+    return block
 
 
 def block_of(text: str) -> str:

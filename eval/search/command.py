@@ -149,6 +149,11 @@ def main(args: Sequence[str] | None = None) -> None:
     runs = read_named_runs(run_paths)  # bad runs are found before a grader is loaded
     warn_shallow_runs(runs, config.k)
     labeler = make_labeler(config.labeler, cache_dir=config.label_cache or out / "labels")
+    if not labeler.verdicts:
+        raise InputError(
+            f"labeler: {config.labeler} gives a score, not a verdict on each hit; rank systems "
+            "with it in `relevance-grader zoo` (with a calibration), or rerank by it"
+        )
     human, human_pairs, (query_design, pair_design) = read_human(config, runs)
     results = label_runs(config, labeler, runs)
     unusable = count_unusable(results)

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, field_validator
 from core.artifacts import Artifact
 from measure.classification.crossval import CrossValidationRecord
 from measure.metrics.ppi_record import PpiRecord
-from measure.metrics.ranking_agreement import RankingAgreement
+from measure.zoo.record import Leaderboard
 
 # The per-fold metrics of each model (eval.checkpoint's, at the validation threshold).
 METRICS = ("roc_auc", "query_roc_auc", "pr_auc", "f1", "kappa", "precision", "recall")
@@ -104,13 +104,14 @@ class StudySummary(Artifact):
 
 class JobSummary(Artifact):
     """summary.json, the main job's result: the cross-validation of ``cv/study.json``, the runs'
-    mean metrics under the exported grader's labels, the ranking agreement, the PPI++ estimates
-    and the stage times. Tables a later job adds beside them are kept (``model_extra``)."""
+    mean metrics under the exported grader's labels, the labeler leaderboard on the compact
+    system zoo (None without human judgments), the PPI++ estimates and the stage times. Tables a
+    later job adds beside them are kept (``model_extra``)."""
 
     model_config = ConfigDict(extra="allow")
     FILE = "summary.json"
-    FORMAT_VERSION = 1
-    SAME_SHAPE_SINCE = 0  # files without a format_version had this shape
+    FORMAT_VERSION = 2
+    SAME_SHAPE_SINCE = 2  # version 1 held a three-run ranking agreement: re-run the job
     run_dir: str
     seconds: float
     stage_seconds: dict[str, float]
@@ -122,18 +123,18 @@ class JobSummary(Artifact):
     per_fold: list[FoldResult]
     export_fold: int  # the fold whose grader is exported and labels the runs
     search: dict[str, dict[str, float | None]]  # run -> metric -> mean (metrics.json's mean)
-    agreement: RankingAgreement
+    leaderboard: Leaderboard | None = None
     ppi: PpiRecord | None = None  # metrics.json's PPI++ record
     human_all_queries: dict[str, dict[str, float | None]] | None = None  # run -> metric -> mean
     export: str  # the exported grader's folder
 
-    @field_validator("agreement", mode="before")
+    @field_validator("leaderboard", mode="before")
     @classmethod
-    def _agreement(cls, value: Any) -> Any:
-        # agreement.json's own versions: read (or refused) as that file is.
-        if isinstance(value, RankingAgreement):
+    def _leaderboard(cls, value: Any) -> Any:
+        # leaderboard.json's own versions: read (or refused) as that file is.
+        if value is None or isinstance(value, Leaderboard):
             return value
-        return RankingAgreement.from_data(value, "summary.json: agreement")
+        return Leaderboard.from_data(value, "summary.json: leaderboard")
 
     def extra_tables(self) -> dict[str, Any]:
         """The fields this release does not know, as the file holds them."""

@@ -14,6 +14,10 @@
 The last three need gold answers or documents per query; they come from the queries file's
 ``answers`` field (and the reader YAML's ``answers:`` key for eRAG).
 
+Untrained scores and floors (:mod:`measure.labelers.scores`): ``cosine:EMBEDDER``,
+``bm25:COLLECTION`` (scores without a verdict: rerank scorers, and leaderboard rows once
+calibrated), ``constant:`` and ``random:SEED``.
+
 :class:`CachedLabeler` keeps every label in an append-only JSONL keyed by (labeler, query,
 document), so labels are reused across runs and across processes.
 """
@@ -98,6 +102,9 @@ class Labeler:
     name = "labeler"
     # Continuous labels (eRAG's F1) are read from ``score``; the others from ``relevant``.
     continuous = False
+    # False for a score without a decision (a cosine, a BM25 score): ``relevant`` means nothing
+    # until a calibration turns the score into P(relevant) and a threshold.
+    verdicts = True
 
     @property
     def id(self) -> str:
@@ -480,6 +487,10 @@ class CachedLabeler(Labeler):
     def id(self) -> str:
         return self.inner.id
 
+    @property
+    def verdicts(self) -> bool:  # type: ignore[override]
+        return self.inner.verdicts
+
     def cannot_label(self, qid: str, doc_id: str) -> str | None:
         return self.inner.cannot_label(qid, doc_id)
 
@@ -516,7 +527,20 @@ class CachedLabeler(Labeler):
         self.cache.close()
 
 
-LABELER_KINDS = ("grader", "judge", "qrels", "judgments", "erag", "erag-em", "answers", "gold-doc")
+LABELER_KINDS = (
+    "grader",
+    "judge",
+    "qrels",
+    "judgments",
+    "erag",
+    "erag-em",
+    "answers",
+    "gold-doc",
+    "cosine",
+    "bm25",
+    "constant",
+    "random",
+)
 # Kinds that may lack a label for a pair, which :meth:`Labeler.cannot_label` says beforehand.
 PARTIAL_KINDS = ("judgments",)
 
@@ -524,6 +548,10 @@ PARTIAL_KINDS = ("judgments",)
 def make_labeler(spec: str, cache_dir: str | Path | None = None) -> Labeler:
     """``KIND:VALUE`` for a kind in :data:`LABELER_KINDS` (see the module docstring)."""
     kind, _, value = spec.partition(":")
+    if kind in ("constant", "random"):  # nothing to cache: a rule
+        from measure.labelers.scores import ConstantLabeler, RandomLabeler
+
+        return ConstantLabeler() if kind == "constant" else RandomLabeler(_seed(value, spec))
     if not value:
         raise InputError(
             f"labeler: expected KIND:VALUE with KIND one of {', '.join(LABELER_KINDS)}, got {spec!r}"
@@ -547,9 +575,20 @@ def make_labeler(spec: str, cache_dir: str | Path | None = None) -> Labeler:
         return QrelsLabeler(value)  # nothing to cache: a lookup
     elif kind == "judgments":
         return JudgmentsLabeler(value)
+    elif kind in ("cosine", "bm25"):
+        from measure.labelers.scores import BM25Labeler, CosineLabeler
+
+        labeler = CosineLabeler(value) if kind == "cosine" else BM25Labeler(value)
     else:
         raise InputError(f"labeler: unknown kind {kind!r} in {spec!r}")
     if cache_dir is None:
         return labeler
     digest = hashlib.sha256(labeler.id.encode()).hexdigest()[:16]
     return CachedLabeler(labeler, Path(cache_dir) / f"labels-{digest}.jsonl")
+
+
+def _seed(value: str, spec: str) -> int:
+    try:
+        return int(value or 0)
+    except ValueError:
+        raise InputError(f"labeler: {spec!r}: random takes a whole-number seed") from None

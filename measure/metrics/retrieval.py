@@ -331,6 +331,8 @@ def compile_ranx(k: int = 10) -> None:
     """Have ranx compile what the commands use, on a toy run: ranx compiles its metrics and tests
     with numba on first use (about 20 s on 2 cores) and keeps them in numba's cache beside it, so
     ``install.sh`` runs this once instead of a user's first evaluation paying for it."""
+    from ranx import Qrels, Run, evaluate
+
     from measure.metrics.settings import STAT_TESTS
 
     graded = {"q1": {"d1": 3, "d2": 0}, "q2": {"d3": 2, "d4": 1}}
@@ -340,6 +342,8 @@ def compile_ranx(k: int = 10) -> None:
         "b": {"q1": {"d2": 2.0, "d1": 1.0}, "q2": {"d3": 2.0}},
     }
     ranx_metrics(graded, binary, runs["a"], k, recall=True)
+    # The labeler leaderboard's human ranking: trec_eval's NDCG (linear gains), P and MAP at k.
+    evaluate(Qrels(graded), Run(runs["a"]), [f"ndcg@{k}", f"precision@{k}", f"map@{k}"])
     for stat_test in STAT_TESTS:
         compare_runs(runs, graded, binary, k, stat_test)
     label_list_metrics({"q1": [1.0, 0.0, 0.5]}, k)

@@ -214,7 +214,7 @@ def _model_summary(rows: list[FoldResult]) -> ModelSummary:
 def make_main_job_folder(search: Path, adi: Path, root: Path) -> Path:
     """A main-job run folder around an eval.search output: the cross-validation (cv/, dataset/),
     summary.json as the job writes it (with a table the report does not know and the means
-    under every human judgment), config.json and agreement.json."""
+    under every human judgment), config.json and an eval.ranking_agreement agreement.json."""
     run = root / "main-run"
     shutil.copytree(search, run / "search")
     (run / "search" / "report.html").unlink(missing_ok=True)
@@ -259,7 +259,6 @@ def make_main_job_folder(search: Path, adi: Path, root: Path) -> Path:
         per_fold=study.per_fold,
         export_fold=0,
         search=mean,
-        agreement=agreement,
         human_all_queries={r: {"ndcg@5": 0.5 + i / 10} for i, r in enumerate(mean)},
         export=str(run / "export"),
         # A table this release does not know: the page shows it as it is.

@@ -41,6 +41,19 @@ def small_trec_dl(root: Path, source: Path, queries: int = 10, docs_per_query: i
     return root
 
 
+def small_zoo(path: Path) -> Path:
+    """Five systems, one of them the grader's own rerank (no dense system: no embedder to load)."""
+    path.write_text(
+        "systems:\n"
+        "  - {name: bm25, kind: bm25}\n"
+        "  - {name: bm25-k0.9-b0.4, kind: bm25, k1: 0.9, b: 0.4}\n"
+        "  - {name: bm25-first5words, kind: bm25, first_words: 5}\n"
+        "  - {name: bm25-top10-grader, kind: rerank, of: bm25, by: grader, depth: 10}\n"
+        "  - {name: random, kind: random}\n"
+    )
+    return path
+
+
 @pytest.mark.slow
 def test_main_job_end_to_end_reduced(
     tiny_model_dir: Path, trec_dl_dir: Path, tmp_path: Path, monkeypatch
@@ -69,6 +82,7 @@ def test_main_job_end_to_end_reduced(
         k=5,
         human_queries=4,
         state_cache=str(tmp_path / "states"),
+        zoo=str(small_zoo(tmp_path / "zoo.yaml")),
     )
     broken = dataclasses.replace(config, train_args=["--mode", "frozne"])
     with pytest.raises(StageFailed, match="cross-validation") as failure:
@@ -94,7 +108,8 @@ def test_main_job_end_to_end_reduced(
         "export/README.md",
         "search/metrics.json",
         "search/inferred_qrels.txt",
-        "agreement/agreement.json",
+        "zoo/leaderboard.json",
+        "zoo/systems/bm25-top10-grader.trec",
         "stages/cross-validation.json",
         "logs/cross-validation.log",
     ]
@@ -125,7 +140,16 @@ def test_main_job_end_to_end_reduced(
     assert ("Not trustworthy: the grader" in first_lines) == (not verdict)
     assert "classifier head (smollm2-135m-B-frozen)" in report
     assert set(summary["search"]) == {"bm25", "bm25-grader"}
-    assert "Kendall" in (run / "report.md").read_text()
+    # The labelers ranked on the zoo: the grader and the classifier head (which also rerank),
+    # the calibrated cosine and BM25 score, a constant and a random labeler.
+    board = summary["leaderboard"]
+    assert len(board["systems"]) == 5 and board["queries"] == 8
+    readings = {(r["labeler"], r["reading"]) for r in board["readings"]}
+    assert {("grader", "labels"), ("grader", "scores"), ("classifier head", "scores")} <= readings
+    assert {("MiniLM cosine", "labels"), ("BM25 score", "labels"), ("random", "labels")} <= readings
+    grader = next(r for r in board["readings"] if r["labeler"] == "grader")
+    assert grader["self_preference"]["own_systems"] == ["bm25-top10-grader"]
+    assert "Labelers ranked by how they rank 5 systems" in (run / "report.md").read_text()
     # Four queries keep their human judgments: PPI estimates of every run and of the difference.
     assert summary["ppi"]["judged_queries"] == 4
     assert set(summary["ppi"]["runs"]) == {"bm25", "bm25-grader"}
@@ -213,8 +237,7 @@ def test_main_job_on_a_corpus_without_qrels(
 ):
     """qrels: none. The retrievers run first, the teacher (an OpenAI-compatible endpoint) labels
     their pooled top-k, and the grader is measured against the teacher, the only reference. The
-    teacher's replies about one hit per query are unusable (kept as error records): the ranking
-    agreement, the last stage, leaves those hits out and says how many (it stopped at the first)."""
+    teacher's replies about one hit per query are unusable (kept as error records, never labels)."""
     from core.io import read_records
     from core.records import Judgment, Pair
     from support.fake_openai import FakeOpenAI
@@ -253,12 +276,10 @@ def test_main_job_on_a_corpus_without_qrels(
     unusable = len(judgments) - len(usable)
     assert unusable == len([p for p in pool if "mode=garbage" in p.text]) > 0
     assert summary["cross_validation"]["source"] == "teacher"
-    reference = f"judgments:{run / 'labels' / 'teacher.jsonl'}"
-    assert summary["agreement"]["reference"] == reference
-    assert summary["agreement"]["left_out"]["reasons"] == {f"{reference}: unusable reply": unusable}
     assert set(summary["search"]) == {"bm25", "bm25-grader"}
-    report = (run / "report.md").read_text()
-    assert "Kendall" in report and f"Left out: {unusable} of the " in report
+    # No people, no leaderboard: a labeler is judged against human judgments.
+    assert "leaderboard" not in summary and "labeler leaderboard" not in pipeline.timings
+    assert "No labeler leaderboard: it needs human judgments" in (run / "report.md").read_text()
 
 
 def test_no_qrels_needs_a_teacher_that_is_not_qrels():

@@ -19,7 +19,14 @@ from measure.classification.summaries import (
     ModelSummary,
     StudySummary,
 )
-from measure.metrics.ranking_agreement import LabelerAgreement, LeftOut, RankingAgreement
+from measure.zoo.record import (
+    Agreement,
+    DrawnTausRecord,
+    Estimate,
+    Leaderboard,
+    ReadingResult,
+    SystemRecord,
+)
 
 MODELS = {"bm25": 0.6, "cosine": 0.7, "grader": 0.8}
 
@@ -72,20 +79,32 @@ def study() -> StudySummary:
 
 def summary() -> JobSummary:
     runs = {"bm25": {"ndcg@10": 0.4}, "dense": {"ndcg@10": 0.5}}
-    agreement = RankingAgreement(
-        metric="ndcg@10",
-        reference="qrels:HUMAN",
-        scores={
-            "qrels:HUMAN": {"bm25": 0.3, "dense": 0.6},
-            "grader:G": {"bm25": 0.4, "dense": 0.5},
-        },
-        agreement={
-            "grader:G": LabelerAgreement(
-                kendall_tau=1.0, kendall_p=1.0, spearman_rho=1.0, ranking=["dense", "bm25"]
+    tau = Estimate(value=1.0, low=None, high=None)  # no interval: none estimable here
+    leaderboard = Leaderboard(
+        collection="c",
+        qrels="q",
+        queries=2,
+        k=10,
+        pooled_pairs=12,
+        human_share_relevant=0.25,
+        resamples=1000,
+        systems=[
+            SystemRecord(name=n, kind="bm25", human={"ndcg@10": v}, judged_at_k=1.0, seconds=0.1)
+            for n, v in (("bm25", 0.3), ("dense", 0.6))
+        ],
+        people_only=[DrawnTausRecord(judged=1, draws=200, mean=None, sd=None, low=None, high=None)],
+        readings=[
+            ReadingResult(
+                labeler="grader",
+                spec="grader:G",
+                reading="scores",
+                means={"bm25": {"ndcg@10": 0.4}, "dense": {"ndcg@10": 0.5}},
+                agreement={"ndcg@10": Agreement(kendall_tau=tau, tau_ap=tau, spearman_rho=tau)},
+                top1=True,
+                top3=None,
+                largest_error=None,
             )
-        },
-        left_out=LeftOut(pairs=0, of_pairs=10, reasons={}, queries=[], of_queries=2),
-        reference_ranking=["dense", "bm25"],
+        ],
     )
     cv = study()
     return JobSummary(
@@ -99,7 +118,7 @@ def summary() -> JobSummary:
         per_fold=cv.per_fold,
         export_fold=0,
         search=runs,
-        agreement=agreement,
+        leaderboard=leaderboard,
         export="runs/x/export",
     )
 
@@ -113,22 +132,25 @@ def test_a_file_reads_back_as_written(make, tmp_path: Path):
     assert again == written and again.format_version == type(written).FORMAT_VERSION
 
 
-@pytest.mark.parametrize("make", [study, summary])
-def test_a_file_of_an_earlier_release_reads_as_version_0(make, tmp_path: Path):
-    """Files the study and the main job wrote before they were typed had today's shape and no
+def test_a_study_file_of_an_earlier_release_reads_as_version_0(tmp_path: Path):
+    """study.json files written before they were typed had today's shape and no
     format_version; they read, and write back as they were with the version added."""
-    written = make()
+    written = study()
     data = written.dump()
     data.pop("format_version")
-    if isinstance(written, JobSummary):
-        data["agreement"].pop("format_version")  # agreement.json of that release too
     path = tmp_path / written.FILE
     path.write_text(json.dumps(data))
-    old = type(written).read(path)
+    old = StudySummary.read(path)
     assert old == written
-    assert old.dump() == data | {"format_version": type(written).FORMAT_VERSION} | (
-        {"agreement": written.agreement.dump()} if isinstance(written, JobSummary) else {}
-    )
+    assert old.dump() == data | {"format_version": StudySummary.FORMAT_VERSION}
+
+
+def test_a_summary_of_the_three_run_agreement_is_refused_with_what_to_do(tmp_path: Path):
+    data = summary().dump() | {"format_version": 1}
+    path = tmp_path / JobSummary.FILE
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError, match=r"format version 1 is older.*re-run"):
+        JobSummary.read(path)
 
 
 @pytest.mark.parametrize("make", [study, summary])

@@ -1,0 +1,154 @@
+"""The system zoo: its definition file, its systems and their cache (measure.zoo)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from core.errors import InputError
+from data.beir import Collection, ranked
+from measure.labelers import HitLabel, Labeler
+from measure.zoo.build import (
+    ZooBuilder,
+    linear_fusion,
+    random_run,
+    reciprocal_rank_fusion,
+    shuffled,
+)
+from measure.zoo.definition import read_zoo
+from tests.doubles import DictLabeler
+
+ZOO = """
+systems:
+  - {name: bm25, kind: bm25}
+  - {name: bm25-k0.9-b0.4, kind: bm25, k1: 0.9, b: 0.4}
+  - {name: bm25-first5words, kind: bm25, first_words: 5}
+  - {name: bm25-half-index, kind: bm25, index_share: 0.5}
+  - {name: fused, kind: rrf, of: [bm25, bm25-first5words]}
+  - {name: bm25-reranked, kind: rerank, of: bm25, by: scorer, depth: 20}
+  - {name: bm25-shuffled, kind: shuffle, of: bm25, within: 5}
+  - {name: random, kind: random}
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "zoo.yaml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("systems:\n  - {name: a, kind: bm25}\n  - {name: b, kind: bm2}\n", "systems.1"),
+        ("systems:\n  - {name: a, kind: bm25, k1: -1}\n  - {name: b, kind: bm25}\n", "k1"),
+        ("systems:\n  - {name: a, kind: shuffle, of: b}\n  - {name: b, kind: bm25}\n", "before"),
+        ("systems:\n  - {name: a, kind: bm25}\n  - {name: a, kind: bm25}\n", "twice"),
+        ("systems:\n  - {name: a b, kind: bm25}\n  - {name: c, kind: bm25}\n", "file name"),
+        ("systems:\n  - {name: a, kind: bm25, colour: red}\n  - {name: c, kind: bm25}\n", "colour"),
+    ],
+)
+def test_a_bad_zoo_file_is_one_line_naming_the_file_and_the_field(tmp_path, text, problem):
+    path = write(tmp_path, text)
+    with pytest.raises(InputError) as error:
+        read_zoo(path)
+    assert str(path) in str(error.value) and problem in str(error.value)
+
+
+def test_every_committed_zoo_loads():
+    for path in sorted(Path("eval/configs/zoo").glob("*.yaml")):
+        assert len(read_zoo(path).systems) >= 12, path
+
+
+def test_fusions_shuffles_and_random_runs():
+    a = {"q": {"d1": 3.0, "d2": 2.0, "d3": 1.0}}
+    b = {"q": {"d3": 9.0, "d4": 1.0}}
+    rrf = reciprocal_rank_fusion([a, b], k=60)["q"]
+    assert rrf["d3"] == pytest.approx(1 / 63 + 1 / 61) and rrf["d4"] == pytest.approx(1 / 62)
+    linear = linear_fusion(a, b, 0.25)["q"]
+    # min-max: a gives d1 1, d2 .5, d3 0; b gives d3 1, d4 0.
+    assert linear == pytest.approx({"d1": 0.75, "d2": 0.375, "d3": 0.25, "d4": 0.0})
+    run = {"q": {f"d{i}": float(20 - i) for i in range(20)}}
+    mixed = shuffled(run, 5, seed=1)["q"]
+    order = [d for d, _ in ranked(mixed)]
+    assert set(order[:5]) == {f"d{i}" for i in range(5)} and order[5:] == [
+        f"d{i}" for i in range(5, 20)
+    ]
+    assert order[:5] != [f"d{i}" for i in range(5)]  # seed 1 moves them
+    assert shuffled(run, 5, seed=1) == shuffled(run, 5, seed=1)
+    drawn = random_run([f"d{i}" for i in range(50)], ["q1", "q2"], 10, seed=0)
+    assert drawn == random_run([f"d{i}" for i in range(50)], ["q1", "q2"], 10, seed=0)
+    assert drawn["q1"] != drawn["q2"] and len(drawn["q1"]) == 10
+
+
+def builder(collection, scorers, out, index_dir):
+    return ZooBuilder(collection, sorted(collection.qrels), scorers, out, 20, index_dir=index_dir)
+
+
+def test_the_zoo_is_built_once_and_rebuilds_only_what_changed(tmp_path, adi_dir):
+    collection = Collection.load(adi_dir)
+    scorer = DictLabeler({doc_id: len(doc_id) % 4 for doc_id in collection.corpus})
+    out, index_dir = tmp_path / "zoo", tmp_path / "indexes"
+    zoo = builder(collection, {"scorer": scorer}, out, index_dir).build(
+        read_zoo(write(tmp_path, ZOO))
+    )
+    assert list(zoo.runs) == [
+        "bm25", "bm25-k0.9-b0.4", "bm25-first5words", "bm25-half-index", "fused",
+        "bm25-reranked", "bm25-shuffled", "random",
+    ]  # fmt: skip
+    assert not zoo.reused
+    assert zoo.runs["bm25"] != zoo.runs["bm25-k0.9-b0.4"]
+    assert zoo.runs["bm25"] != zoo.runs["bm25-first5words"]
+    # The half index never returns the documents it left out.
+    returned = {d for scores in zoo.runs["bm25-half-index"].values() for d in scores}
+    assert len(returned) <= round(len(collection.corpus) / 2)
+
+    calls = scorer.calls
+    changed = ZOO.replace("within: 5", "within: 3")
+    again = builder(collection, {"scorer": scorer}, out, index_dir).build(
+        read_zoo(write(tmp_path, changed))
+    )
+    assert scorer.calls == calls  # the rerank came from its file
+    assert set(again.runs) - again.reused == {"bm25-shuffled"}
+    assert again.runs["bm25"] == zoo.runs["bm25"]
+    assert again.runs["bm25-reranked"] == zoo.runs["bm25-reranked"]
+    assert again.runs["bm25-shuffled"] != zoo.runs["bm25-shuffled"]
+
+
+def test_a_rerank_without_its_scorer_is_skipped_with_what_uses_it(tmp_path, adi_dir):
+    collection = Collection.load(adi_dir)
+    text = ZOO + "  - {name: shuffled-rerank, kind: shuffle, of: bm25-reranked}\n"
+    zoo = builder(collection, {}, tmp_path / "zoo", tmp_path / "ix").build(
+        read_zoo(write(tmp_path, text))
+    )
+    assert "--labelers or --scorers scorer=SPEC" in zoo.skipped["bm25-reranked"]
+    assert "bm25-reranked" in zoo.skipped["shuffled-rerank"]
+    assert "bm25" in zoo.runs and "bm25-reranked" not in zoo.runs
+
+
+class Favourite(Labeler):
+    """Scores one document per query 1, the others 0."""
+
+    def __init__(self, favourite: dict[str, str]) -> None:
+        self.favourite = favourite
+
+    def label(self, qid, query, hits):
+        return [
+            HitLabel(relevant=False, score=float(h.doc_id == self.favourite[qid])) for h in hits
+        ]
+
+
+def test_a_rerank_orders_the_top_by_its_scorer(tmp_path, adi_dir):
+    collection = Collection.load(adi_dir)
+    definition = read_zoo(write(tmp_path, ZOO))
+    base = (
+        builder(collection, {}, tmp_path / "base", tmp_path / "ix").build(definition).runs["bm25"]
+    )
+    # Each query's 10th BM25 hit (or its last) becomes the scorer's favourite.
+    favourite = {qid: ranked(scores)[min(9, len(scores) - 1)][0] for qid, scores in base.items()}
+    zoo = builder(collection, {"scorer": Favourite(favourite)}, tmp_path / "zoo", tmp_path / "ix")
+    reranked = zoo.build(definition).runs["bm25-reranked"]
+    for qid, doc_id in favourite.items():
+        assert ranked(reranked[qid])[0][0] == doc_id
+        assert set(reranked[qid]) == set(base[qid])  # the same hits, another order
