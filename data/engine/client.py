@@ -111,7 +111,7 @@ class SearchClient:
         """A 3xx is never followed: the request's headers (an API key) would go wherever it
         points, another host included, and its body is not the endpoint's answer."""
         location = response.headers.get("location")
-        where = "no Location"
+        where = "(no Location header)"
         if location:
             target = response.request.url.join(location)
             port = f":{target.port}" if target.port else ""
