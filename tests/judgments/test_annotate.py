@@ -762,3 +762,45 @@ def test_the_page_shows_the_width_the_graded_queries_reach_and_the_queries_left(
     assert judging.state("bob")["progress"]["minutes_left"] is None
     # The session records the runs it judged; the sample is not one of them.
     assert set(session.runs) == {"a", "b"} and session.sample == "--queries"
+
+
+@pytest.mark.parametrize("weak", ["", "\n", "3f9a\n", "x" * 64])
+def test_a_weak_secret_is_refused_before_the_server_starts(tmp_path, capsys, monkeypatch, weak):
+    """An empty `.secret` (a crash between creating and writing it) was used as the key of
+    every assessor's token, so anyone could compute the links."""
+    import uvicorn
+
+    from judgments.annotate.__main__ import main
+    from judgments.store import SECRET_FILE
+
+    monkeypatch.setattr(uvicorn.Server, "run", lambda *_, **__: pytest.fail("the server started"))
+    inputs = make_inputs(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / SECRET_FILE).write_text(weak)
+    args = annotate_args(inputs, out, "--queries", "q1", "--port", "0")
+    code, err = run_command(main, args, capsys)
+    assert code == 2 and len(err.splitlines()) == 1
+    assert f"{out / SECRET_FILE}: a weak secret (" in err
+    assert "delete it and start the server again" in err and "no judgment is lost" in err
+
+
+def test_a_secret_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    import secrets
+    import stat
+
+    from judgments.store import SECRET_FILE, session_secret
+
+    def crash(_: int) -> str:
+        raise KeyboardInterrupt  # killed between creating the file and writing the secret
+
+    with monkeypatch.context() as patched:
+        patched.setattr(secrets, "token_hex", crash)
+        with pytest.raises(KeyboardInterrupt):
+            session_secret(tmp_path)
+    assert list(tmp_path.iterdir()) == []  # no empty secret, no temporary file
+    secret = session_secret(tmp_path)
+    assert len(secret) == 64 and int(secret, 16) >= 0
+    assert session_secret(tmp_path) == secret  # links stay the same across restarts
+    assert stat.S_IMODE((tmp_path / SECRET_FILE).stat().st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == [SECRET_FILE]
