@@ -298,11 +298,16 @@ def allowed_hosts(host: str) -> list[str]:
 
 def every_interface_note(host: str, shown: str) -> str:
     """What to give the assessors when the server listens on every interface."""
+    what = (
+        "this machine's address on its route outwards"
+        if shown != socket.gethostname()
+        else "this machine's name (it has no route outwards)"
+    )
     return (
-        f"listening on every interface ({host or '0.0.0.0'}); the links use {shown}, this "
-        f"machine's address on its route outwards: if the assessors reach it by another of its "
-        f"addresses or by its name ({socket.gethostname()}), give them the link with that host "
-        "instead, which the server answers too"
+        f"listening on every interface ({host or '0.0.0.0'}); the links use {shown}, {what}: "
+        f"if the assessors reach it by another of its addresses or by its name "
+        f"({socket.gethostname()}), give them the link with that host instead, which the server "
+        "answers too"
     )
 
 
