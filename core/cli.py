@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import functools
 import logging
 import os
 import shlex
 import sys
 import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from core.errors import InputError
 from core.job_stages import refuse_job_stage
@@ -152,6 +154,15 @@ def check_yaml_config(path: str, dataclass_types: Sequence[type]) -> None:
         return
     if not isinstance(data, dict):
         raise InputError(f"{path}: expected option: value lines, got {type(data).__name__}")
+    # TRL's parser takes `env:` (environment variables) beside the dataclasses' fields.
+    known = {
+        item.name for kind in dataclass_types for item in dataclasses.fields(kind) if item.init
+    }
+    for key in data:
+        if key not in known | {"env"}:
+            close = _closest(str(key), known)
+            hint = f"did you mean {close}?" if close else "--help lists the options"
+            raise InputError(f"{path}: {key}: not an option of this command ({hint})")
     hints: dict[str, Any] = {}
     for kind in dataclass_types:
         try:
@@ -189,19 +200,75 @@ def cli_args(**options: Any) -> list[str]:
     return args
 
 
+def unknown_arguments(extras: Sequence[str], flags: Collection[str]) -> str:
+    """What is wrong with the arguments a parser left over: each flag it does not know, with the
+    nearest of ``flags`` where one is close (a typo), else a value that no flag takes."""
+    unknown = [token.split("=", 1)[0] for token in extras if _looks_like_flag(token)]
+    if not unknown:
+        return (
+            f"{extras[0]!r}: a value without its flag (flags are --name value; --help lists them)"
+        )
+    names = [flag.removeprefix("--") for flag in flags if flag.startswith("--")]
+    problems = []
+    for flag in dict.fromkeys(unknown):
+        close = _closest(flag.lstrip("-"), names)
+        hint = f"did you mean --{close}?" if close else "--help lists the flags"
+        problems.append(f"{flag}: not a flag of this command ({hint})")
+    return "; ".join(problems)
+
+
+def _closest(name: str, names: Collection[str]) -> str | None:
+    """The one of ``names`` that ``name`` is most likely a typo of, if any is close."""
+    close = difflib.get_close_matches(name, list(names), n=1, cutoff=0.75)
+    return close[0] if close else None
+
+
+def _looks_like_flag(token: str) -> bool:
+    """A token argparse would read as a flag: a dash, then not a number (``-1`` is a value)."""
+    if not token.startswith("-") or token == "-":
+        return False
+    try:
+        float(token)
+    except ValueError:
+        return True
+    return False
+
+
+@functools.cache
+def _command_parser() -> type:
+    """TRL's parser (``--config`` YAML, dataclass flags) whose every complaint is an
+    :class:`InputError`, one line: argparse's own (a bad value, an ambiguous flag) would print
+    the whole usage, and HfArgumentParser's about an unknown flag is a ValueError traceback."""
+    from trl import TrlParser
+
+    class CommandParser(TrlParser):
+        def error(self, message: str) -> NoReturn:
+            raise InputError(message)
+
+        def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+            # Unknown flags are refused here, before a dataclass checks its values: a misspelt
+            # flag is the mistake to name, not the value it failed to set.
+            namespace, extras = super().parse_known_args(args, namespace)
+            if extras:
+                raise InputError(unknown_arguments(extras, self._option_string_actions))
+            return namespace, extras
+
+    return CommandParser
+
+
 def parse_config(
     dataclass_types: Sequence[type], args: Sequence[str] | None = None
 ) -> tuple[Any, ...]:
     """``--config FILE.yaml`` sets defaults; ``--key value`` overrides them (TRL's parser).
 
-    The YAML's types and every field's choices and bounds are checked before any work.
+    The YAML's keys and types and every field's choices and bounds are checked before any work;
+    an unknown flag or a value argparse cannot read is one line naming it (exit 2 under
+    :func:`run_main`).
     """
-    from trl import TrlParser
-
     args = list(args) if args is not None else sys.argv[1:]
     if "--config" in args[:-1]:
         check_yaml_config(args[args.index("--config") + 1], dataclass_types)
-    parser = TrlParser(list(dataclass_types))
+    parser = _command_parser()(list(dataclass_types))
     parser.description = (
         "--config FILE.yaml gives values for any of the flags below; flags given on the command "
         "line override it."

@@ -39,6 +39,8 @@ import json
 import logging
 import os
 import secrets
+import string
+import tempfile
 import threading
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -65,6 +67,7 @@ JUDGMENTS_FILE = "judgments.jsonl"
 QRELS_FILE = "qrels.txt"
 LOCK_FILE = "server.lock"
 SECRET_FILE = ".secret"
+SECRET_HEX_DIGITS = 64  # 32 random bytes: the assessors' tokens are HMACs keyed by it
 VERDICTS = ("cannot_tell", "later")  # answers that are not a grade
 Hit = tuple[str, str]
 logger = logging.getLogger(__name__)
@@ -420,16 +423,47 @@ class JudgmentStore:
 
 def session_secret(folder: Path) -> bytes:
     """The session's secret (``.secret``, readable by its owner only), made on first use: the
-    assessors' tokens are derived from it, so their links stay the same across restarts."""
+    assessors' tokens are derived from it, so their links stay the same across restarts.
+
+    It is written whole or not at all; one too short to keep the tokens secret (empty, cut
+    short, edited) is refused in one line saying how to recover, never used."""
     path = folder / SECRET_FILE
     if not path.exists():
-        with contextlib.suppress(FileExistsError):
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as handle:
-                handle.write(secrets.token_hex(32) + "\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-    return path.read_text(encoding="utf-8").strip().encode()
+        _write_secret(path)
+    secret = path.read_text(encoding="utf-8").strip()
+    if len(secret) < SECRET_HEX_DIGITS or not all(c in string.hexdigits for c in secret):
+        what = (
+            "empty"
+            if not secret
+            else f"{len(secret)} characters, not {SECRET_HEX_DIGITS} hex digits"
+        )
+        raise InputError(
+            f"{path}: a weak secret ({what}), from which anyone could compute every assessor's "
+            "link; delete it and start the server again: it makes a new one and prints new "
+            "links (the old ones stop working; no judgment is lost)"
+        )
+    return secret.encode()
+
+
+def _write_secret(path: Path) -> None:
+    """A new secret at ``path``: written and synced in a temporary file only its owner can read
+    (created exclusively), then renamed into place, so a crash leaves no partial secret."""
+    fd, temporary = tempfile.mkstemp(prefix=f"{path.name}.", dir=path.parent)  # mode 0600
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(secrets.token_hex(SECRET_HEX_DIGITS // 2) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, path)  # one server per folder (hold_session): nothing to race
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)  # the rename itself survives a power cut
+    finally:
+        os.close(directory)
 
 
 def hold_session(folder: Path, url: str) -> Callable[[], None]:

@@ -17,7 +17,8 @@ Each query's answer is appended (flushed) to ``OUT.partial.jsonl`` as it arrives
 run keeps every answered query and a re-run asks only the rest; the run (and with ``--texts`` the
 hits' texts as ``OUT-STEM.corpus.jsonl``, for ``eval.search --corpus``) is written atomically at
 the end and the partial file removed. 429, 5xx, connection errors and timeouts are retried with
-backoff; a 4xx is not (the request itself is wrong). The parts: the YAML and its paths
+backoff (``Retry-After`` read as RFC 9110 writes it); a 4xx is not (the request itself is
+wrong), and a 3xx is an error naming where it points (never followed: the headers may hold a key). The parts: the YAML and its paths
 (:mod:`data.engine.config`), the one HTTP client (:mod:`data.engine.client`, httpx), the command
 (:mod:`data.engine.command`); docs/commands.md, "Runs straight from a search endpoint".
 

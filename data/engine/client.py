@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 import math
 import time
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -18,6 +20,7 @@ from data.engine.config import (
     EngineConfig,
     expand_environment,
     fill_body,
+    fill_text,
     keys_of,
     resolve,
 )
@@ -58,7 +61,7 @@ class SearchClient:
         }
         if engine.body is not None:  # every ${VAR} checked before the first request
             fill_body(engine.body, "", 0, f"{source}: body")
-        url = httpx.URL(self.url.replace("{query}", "q").replace("{k}", "1"))
+        url = httpx.URL(self._fill_url("q", 1))
         if url.scheme not in ("http", "https") or not url.host:
             raise InputError(f"{source}: url: expected http:// or https:// and a host")
         self.client = httpx.Client(headers=headers, timeout=engine.timeout)
@@ -68,8 +71,12 @@ class SearchClient:
         url = httpx.URL(self.url.replace("{query}", "").replace("{k}", ""))
         return f"{url.scheme}://{url.host}{f':{url.port}' if url.port else ''}{url.path}"
 
+    def _fill_url(self, query: str, k: int) -> str:
+        fields = {"query": quote(query, safe=""), "k": str(k)}
+        return fill_text(self.engine.url, fields, f"{self.source}: url")
+
     def _request(self, query: str, k: int) -> httpx.Response:
-        url = self.url.replace("{query}", quote(query, safe="")).replace("{k}", str(k))
+        url = self._fill_url(query, k)
         body = self.engine.body
         payload = fill_body(body, query, k, f"{self.source}: body") if body is not None else None
         return self.client.request(self.engine.method, url, json=payload)
@@ -86,17 +93,34 @@ class SearchClient:
             except httpx.TransportError as exc:
                 problem = f"cannot connect ({type(exc).__name__})"
             else:
+                if 300 <= response.status_code < 400:
+                    raise EngineError(self._redirected(qid, response))
                 if response.status_code < 400:
                     return self._json(qid, response)
                 problem = f"HTTP {response.status_code}"
                 if response.status_code != 429 and response.status_code < 500:
                     raise EngineError(self._failure(qid, problem, response, tried=False))
-                told = _retry_after(response)  # the server's word, 0 included
+                told = retry_after(response.headers.get("retry-after"))  # 0 included
                 wait = wait if told is None else told
             if attempt < retries:
                 logger.warning("query %s: %s from %s; retrying", qid, problem, self.shown_url())
                 time.sleep(min(wait, RETRY_WAIT_CAP))
         raise EngineError(self._failure(qid, problem, None, tried=True))
+
+    def _redirected(self, qid: str, response: httpx.Response) -> str:
+        """A 3xx is never followed: the request's headers (an API key) would go wherever it
+        points, another host included, and its body is not the endpoint's answer."""
+        location = response.headers.get("location")
+        where = "(no Location header)"
+        if location:
+            target = response.request.url.join(location)
+            port = f":{target.port}" if target.port else ""
+            where = f"{target.scheme}://{target.host}{port}{target.path}"  # no query: a key?
+        return (
+            f"query {qid}: HTTP {response.status_code} from {self.shown_url()}: it redirects to "
+            f"{where}; put the address it should ask in {self.source}'s url (redirects are not "
+            "followed: the request's headers may hold a key)"
+        )
 
     def _failure(self, qid: str, problem: str, response: Any, tried: bool) -> str:
         said = f" ({response.text[:200].strip()!r})" if response is not None else ""
@@ -117,11 +141,23 @@ class SearchClient:
         self.client.close()
 
 
-def _retry_after(response: httpx.Response) -> float | None:
-    try:
-        return float(response.headers["retry-after"])
-    except (KeyError, ValueError):
+def retry_after(value: str | None, now: datetime | None = None) -> float | None:
+    """Seconds to wait by a ``Retry-After`` header (RFC 9110, 10.2.3: whole seconds or an
+    HTTP-date), within [0, RETRY_WAIT_CAP]; a date past is 0; None for no header or one that is
+    neither (``-1``, ``nan``, a date that does not parse), where the backoff decides."""
+    if value is None:
         return None
+    value = value.strip()
+    if value.isascii() and value.isdigit():
+        return min(float(value), RETRY_WAIT_CAP)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # RFC 9110 dates are GMT; an obsolete form may come without a zone
+        when = when.replace(tzinfo=timezone.utc)
+    seconds = (when - (now or datetime.now(timezone.utc))).total_seconds()
+    return min(max(seconds, 0.0), RETRY_WAIT_CAP)
 
 
 def _text(value: Any) -> str | None:

@@ -3,6 +3,7 @@ endpoint, resumable (see :mod:`data.engine`)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Sequence
@@ -14,7 +15,14 @@ from tqdm.auto import tqdm
 
 from core.cli import bounded, parse_config
 from core.errors import InputError
-from core.io import KeyedCache, atomic_writer, check_writable_file, dumps, lock_file
+from core.io import (
+    KeyedCache,
+    atomic_writer,
+    check_writable_file,
+    dumps,
+    lock_file,
+    refuse_overlap,
+)
 from data.beir import read_queries, write_trec_run
 from data.engine.client import Answer, Hit, SearchClient, parse_hits
 from data.engine.config import EngineConfig, load_engine
@@ -68,9 +76,43 @@ def _check(config: EngineRunConfig, engine: EngineConfig) -> None:
         raise InputError(f"--run_name: {config.run_name!r} is a TREC run's tag: one word")
     if config.texts and engine.text is None:
         raise InputError(f"--texts: {config.engine} has no `text:` path of the hits' texts")
-    if Path(config.out).resolve() == Path(config.queries).resolve():
-        raise InputError(f"--out: {config.out} would replace --queries; write somewhere else")
+    out = Path(config.out)
+    inputs = [("queries", config.queries), ("engine", config.engine)]
+    for flag, written in [("--out", out), ("--out", partial_path(out))] + (
+        [("--texts", corpus_path(out))] if config.texts else []
+    ):
+        refuse_overlap(flag, written, inputs)
+    if config.texts:
+        refuse_foreign_corpus(corpus_path(out))
     check_writable_file("--out", config.out)
+
+
+def refuse_foreign_corpus(path: Path) -> None:
+    """The corpus file is named after --out, not by the user: a file already there is replaced
+    only when it is one this command wrote (every line ``_id``, an empty ``title``, ``text``)."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    try:
+        ours = all(_is_written_hit(line) for line in path.read_text(encoding="utf-8").splitlines())
+    except UnicodeDecodeError:
+        ours = False
+    if not ours:
+        raise InputError(
+            f"--texts: {path} exists and is not a corpus this command wrote (it is named after "
+            "--out); move it away or give another --out"
+        )
+
+
+def _is_written_hit(line: str) -> bool:
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return False
+    return (
+        isinstance(record, dict)
+        and record.keys() == {"_id", "title", "text"}
+        and record["title"] == ""
+    )
 
 
 def ask_all(

@@ -23,6 +23,8 @@ PRESET_FILES = {
     "vespa": "vespa.yaml",
 }
 ENV_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+# A template's own fields: ${VAR} (the environment), {query} and {k}.
+TEMPLATE_FIELD = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\{(query|k)\}")
 MISSING = object()  # what a path that matches nothing resolves to
 
 
@@ -109,22 +111,33 @@ def keys_of(obj: Any) -> str:
     return f"a {type(obj).__name__}, not an object"
 
 
+def _environment(name: str, where: str) -> str:
+    if name not in os.environ:
+        raise InputError(f"{where} names environment variable {name}, which is not set")
+    return os.environ[name]
+
+
 def expand_environment(value: str, where: str) -> str:
     """``${VAR}`` replaced by the variable's value; a variable that is not set is one line
     naming it (its value, a secret perhaps, is never printed)."""
+    return ENV_VARIABLE.sub(lambda match: _environment(match.group(1), where), value)
+
+
+def fill_text(template: str, fields: dict[str, str], where: str) -> str:
+    """``template`` with its own ``{query}``, ``{k}`` (from ``fields``) and ``${VAR}`` filled in,
+    in one pass: what is put in is never read again as a template, so a query holding ``{k}``
+    or ``${HOME}`` reaches the engine as it was written."""
 
     def value_of(match: re.Match[str]) -> str:
-        name = match.group(1)
-        if name not in os.environ:
-            raise InputError(f"{where} names environment variable {name}, which is not set")
-        return os.environ[name]
+        variable, name = match.groups()
+        return _environment(variable, where) if variable is not None else fields[name]
 
-    return ENV_VARIABLE.sub(value_of, value)
+    return TEMPLATE_FIELD.sub(value_of, template)
 
 
 def fill_body(template: Any, query: str, k: int, where: str) -> Any:
     """The body template with ``{query}`` and ``{k}`` filled in (``"{k}"`` alone is the number,
-    as engines want ``size: 10``, not ``"10"``) and ``${VAR}`` expanded."""
+    as engines want ``size: 10``, not ``"10"``) and ``${VAR}`` expanded, each once."""
     if isinstance(template, dict):
         return {key: fill_body(value, query, k, where) for key, value in template.items()}
     if isinstance(template, list):
@@ -133,5 +146,4 @@ def fill_body(template: Any, query: str, k: int, where: str) -> Any:
         return template
     if template == "{k}":
         return k
-    text = expand_environment(template, where)
-    return text.replace("{query}", query).replace("{k}", str(k))
+    return fill_text(template, {"query": query, "k": str(k)}, where)

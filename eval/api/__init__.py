@@ -17,8 +17,9 @@ input tokens per request), ``GRADER_MAX_QUEUED_PAIRS`` (1024), ``GRADER_MAX_WAIT
 ``GRADER_BATCH_PAIRS`` (256). The model loads once at start-up; concurrent requests are gathered
 into shared batches, and each request still succeeds or fails alone.
 
-Every request's work is bounded: bad requests get 422 with the path of the offending field, a body
-over the size limit 413 (chunked bodies too), a body that is not UTF-8 400 (naming the byte), a
+Every request's work is bounded: bad requests get 422 with the path of the offending field (a body
+that is not JSON: the parser's reason and where), a body over the size limit 413 (chunked bodies
+too), a body that is not UTF-8 400 (naming the byte), one nested too deeply to parse 400 (where), a
 request over the token budget 422, a full queue, one that would keep it waiting over
 ``GRADER_MAX_WAIT_S`` or one that alone would take longer (at the rate measured at start-up, then
 on recent batches) 503 with Retry-After, and a request whose client went away is dropped before

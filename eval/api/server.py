@@ -126,27 +126,73 @@ async def validation_error(request: Request, exc: RequestValidationError) -> JSO
     for error in errors:
         if error.get("type") == "model_attributes_type" and list(error["loc"]) == ["body"]:
             error["msg"] = _not_an_object(request.headers.get("content-type"))
+    for error, raw in zip(errors, exc.errors(), strict=True):
+        if error.get("type") == "json_invalid":  # FastAPI's message leaves out what and where
+            error["msg"] = _not_json(raw, exc.body)
     return JSONResponse(status_code=422, content={"detail": _printable(errors)})
+
+
+def _line_and_column(text: bytes | str, offset: int) -> str:
+    """``line L, column C`` of ``offset`` in ``text`` (both counted from 1)."""
+    newline = b"\n" if isinstance(text, bytes) else "\n"
+    before = text[:offset]
+    return f"line {before.count(newline) + 1}, column {offset - (before.rfind(newline) + 1) + 1}"
+
+
+def _not_json(error: dict[str, Any], body: Any) -> str:
+    """The JSON parser's reason and where: "not valid JSON: Expecting value at offset 9 (line 1,
+    column 10)"."""
+    reason = (error.get("ctx") or {}).get("error", "JSON decode error")
+    offset = error["loc"][-1] if error.get("loc") else None
+    if not isinstance(offset, int) or not isinstance(body, str | bytes):
+        return f"not valid JSON: {reason}"
+    return f"not valid JSON: {reason} at offset {offset} ({_line_and_column(body, offset)})"
 
 
 def _not_utf8(error: UnicodeDecodeError) -> str:
     """Where a body stops being UTF-8: the byte, its offset, line and column, and the text before."""
     data = bytes(error.object)
-    before = data[: error.start]
-    line = before.count(b"\n") + 1
-    column = error.start - (before.rfind(b"\n") + 1) + 1
-    context = before[-40:].decode("utf-8", "replace")
+    context = data[: error.start][-40:].decode("utf-8", "replace")
     return (
-        f"the body is not UTF-8: byte 0x{data[error.start]:02x} at offset {error.start} (line "
-        f"{line}, column {column}), after {context!r}; send JSON encoded as UTF-8"
+        f"the body is not UTF-8: byte 0x{data[error.start]:02x} at offset {error.start} "
+        f"({_line_and_column(data, error.start)}), after {context!r}; send JSON encoded as UTF-8"
+    )
+
+
+DEEP = 64  # nesting levels: a search request needs 4, the JSON parser gives up near 1000
+
+
+def _too_deep(data: bytes) -> str:
+    """What the JSON parser's recursion limit means for a body: how deep it nests, and where it
+    first nests deeper than :data:`DEEP` (brackets inside strings do not count)."""
+    depth, in_string, escaped, past = 0, False, False, None
+    for offset, byte in enumerate(data):
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (byte == 0x5C, byte != 0x22)
+        elif byte == 0x22:  # "
+            in_string = True
+        elif byte in b"[{":
+            depth += 1
+            if depth > DEEP:
+                past = offset
+                break
+        elif byte in b"]}":
+            depth -= 1
+    where = "" if past is None else f" from offset {past} ({_line_and_column(data, past)}) on"
+    return (
+        f"the body is nested too deeply to parse: its arrays and objects nest more than {DEEP} "
+        f"levels deep{where} (a search request nests 4)"
     )
 
 
 async def http_error(request: Request, exc: StarletteHTTPException) -> Any:
     """FastAPI's own answer to an HTTPException, except for its "There was an error parsing the
-    body" (400), which says here what was wrong when it is the encoding."""
+    body" (400), which says here what was wrong: the encoding, or nesting too deep to parse."""
     if isinstance(exc.__cause__, UnicodeDecodeError):
         return JSONResponse(status_code=400, content={"detail": _not_utf8(exc.__cause__)})
+    if isinstance(exc.__cause__, RecursionError):
+        detail = _too_deep(await request.body())  # read already: the route parsed it
+        return JSONResponse(status_code=400, content={"detail": detail})
     return await http_exception_handler(request, exc)
 
 

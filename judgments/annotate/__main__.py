@@ -8,8 +8,9 @@
 
 Every input is checked before the server starts (a run naming a document the corpus lacks, an
 empty sample, a port in use, an output folder of another corpus or sample, a folder another
-server is judging into: one line, exit 2). Then it prints one secret link per assessor,
-``http://HOST:PORT/?token=TOKEN``, and serves the page until Ctrl-C; the judgments are on disk as
+server is judging into, a weak ``.secret``: one line, exit 2). Then it prints one secret link per
+assessor, ``http://HOST:PORT/?token=TOKEN`` (with ``--host 0.0.0.0``, HOST is this machine's
+outward address, never 0.0.0.0), and serves the page until Ctrl-C; the judgments are on disk as
 they are made (:mod:`judgments.store`). The assessors, the labeler's labels, the reveal mode
 and the highlighting are recorded in ``session.json``: a restart with ``--out`` alone keeps them.
 """
@@ -17,6 +18,7 @@ and the highlighting are recorded in ``session.json``: a restart with ``--out`` 
 from __future__ import annotations
 
 import contextlib
+import ipaddress
 import os
 import socket
 import sys
@@ -103,7 +105,13 @@ class AnnotateConfig:
         metadata={"help": "Serve only the hits assessors graded differently; this grade wins."},
     )
     seed: int = field(default=0, metadata={"help": "Seed of the hashed order hits are shown in."})
-    host: str = field(default="127.0.0.1", metadata={"help": "Address to listen on."})
+    host: str = field(
+        default="127.0.0.1",
+        metadata={
+            "help": "Address to listen on; 0.0.0.0 (every interface) for assessors on other "
+            "machines: the links then use this machine's outward address."
+        },
+    )
     port: int = bounded(8765, 0, 65535, help="Port to listen on (0: any free port).")
 
 
@@ -249,16 +257,58 @@ def labeler_labels(path: str | None) -> dict[tuple[str, str], dict[str, Any]] | 
     }
 
 
+WILDCARDS = ("0.0.0.0", "::", "")  # listen on every interface: no address to open
+
+
+def outward_address(host: str) -> str | None:
+    """The address other machines reach this one by: the source address of its route outwards
+    (a UDP socket's connect sends nothing), None where there is no such route."""
+    family, probe = (
+        (socket.AF_INET6, "2001:db8::1") if ":" in host else (socket.AF_INET, "192.0.2.1")
+    )  # documentation addresses (RFC 3849, 5737): only the route to them is looked up
+    with socket.socket(family, socket.SOCK_DGRAM) as udp:
+        try:
+            udp.connect((probe, 9))
+        except OSError:
+            return None
+        address = udp.getsockname()[0]
+    return None if ipaddress.ip_address(address).is_loopback else address
+
+
+def link_host(host: str) -> str:
+    """The host of the printed links: the listening address, or where that is every interface,
+    this machine's outward address (its name where it has none)."""
+    if host not in WILDCARDS:
+        return host
+    return outward_address(host) or socket.gethostname()
+
+
 def allowed_hosts(host: str) -> list[str]:
-    """The Host names the server answers: its own address, and this machine's names when it
-    listens on every interface."""
-    hosts = ["127.0.0.1", "localhost", "::1", host]
-    if host in ("0.0.0.0", "::", ""):
+    """The Host names the server answers: its own address and, when it listens on every
+    interface, the links' host and this machine's names (the app also answers any address a
+    request arrived at)."""
+    hosts = ["127.0.0.1", "localhost", "::1", host, link_host(host)]
+    if host in WILDCARDS:
         name = socket.gethostname()
         hosts += [name, socket.getfqdn()]
         with contextlib.suppress(OSError):  # the machine's addresses, as other machines use them
             hosts += socket.gethostbyname_ex(name)[2]
     return hosts
+
+
+def every_interface_note(host: str, shown: str) -> str:
+    """What to give the assessors when the server listens on every interface."""
+    what = (
+        "this machine's address on its route outwards"
+        if shown != socket.gethostname()
+        else "this machine's name (it has no route outwards)"
+    )
+    return (
+        f"listening on every interface ({host or '0.0.0.0'}); the links use {shown}, {what}: "
+        f"if the assessors reach it by another of its addresses or by its name "
+        f"({socket.gethostname()}), give them the link with that host instead, which the server "
+        "answers too"
+    )
 
 
 def serve(config: AnnotateConfig) -> None:
@@ -269,8 +319,8 @@ def serve(config: AnnotateConfig) -> None:
     sock = bind(config.host, config.port)
     out = Path(config.out)
     port = sock.getsockname()[1]
-    shown_host = f"[{config.host}]" if ":" in config.host else config.host
-    base = f"http://{shown_host}:{port}/"
+    shown = link_host(config.host)
+    base = f"http://{f'[{shown}]' if ':' in shown else shown}:{port}/"
     try:
         release = hold_session(out, base)  # one server per session folder
     except ValueError:
@@ -299,6 +349,8 @@ def serve(config: AnnotateConfig) -> None:
         print(f"judging {len(judging.hits)} hits of {len(pool)} queries into {out}", flush=True)
         for name in judging.assessors:  # a secret link each: the token is who is judging
             print(f"open {base}?token={judging.token(name)} as {name}", flush=True)
+        if config.host in WILDCARDS:
+            print(every_interface_note(config.host, shown), flush=True)
         print("each link is its assessor's alone; Ctrl-C stops the server", flush=True)
         app = create_app(judging, allowed_hosts(config.host), port)
         server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import re
 from collections.abc import Iterable, Mapping
 from importlib import resources
@@ -395,6 +396,22 @@ def split_host(header: str) -> tuple[str, str | None]:
     return name.lower(), port or None
 
 
+def arrived_at(request: Request) -> str | None:
+    """The address of this machine that the request's connection arrived at, where the server
+    knows it as an IP address: a Host naming it is this server (a machine listening on every
+    interface has several), never a name a rebinding page could give."""
+    server = request.scope.get("server")
+    return as_address(str(server[0])) if server else None
+
+
+def as_address(name: str) -> str | None:
+    """``name`` as an IP address in its one written form, None for a name."""
+    try:
+        return str(ipaddress.ip_address(name.strip("[]")))
+    except ValueError:
+        return None
+
+
 def current_assessor(request: Request) -> str:
     """The assessor the request's token names; never a name the request gives."""
     judging: Judging = request.app.state.judging
@@ -434,7 +451,9 @@ def create_app(
         # A page of another site whose name resolves to this machine (DNS rebinding) sends its
         # own name as the Host: refused, so it can neither read nor judge.
         name, given = split_host(request.headers.get("host", ""))
-        if name not in allowed or (port is not None and given not in (None, str(port))):
+        address = as_address(name)
+        known = name in allowed or (address is not None and address == arrived_at(request))
+        if not known or (port is not None and given not in (None, str(port))):
             detail = f"host: {name or '(none)'} is not this judging server's address"
             return JSONResponse({"detail": detail}, status_code=403)
         return await call_next(request)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import sys
 
 import pytest
 
@@ -47,3 +49,77 @@ def test_an_input_error_is_one_line_and_exit_2(capsys, error, line):
         run_main(main, [])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.strip() == line
+
+
+def every_command() -> list[list[str]]:
+    """Each command of the ``relevance-grader`` table, the nested ones by their subcommands."""
+    from core.commands import COMMANDS
+    from eval.history.__main__ import SUBCOMMANDS
+
+    nested = [["history", name] for name in SUBCOMMANDS] + [["annotate", "agreement"]]
+    return [[name] for name in COMMANDS if name != "history"] + nested
+
+
+# This process imported the modules before running them as __main__ (runpy warns); the console
+# script runs each in a fresh process.
+@pytest.mark.filterwarnings("ignore:.*found in sys.modules:RuntimeWarning")
+@pytest.mark.parametrize("command", every_command(), ids=" ".join)
+def test_a_misspelt_flag_is_one_line_and_exit_2_in_every_command(command, capsys, monkeypatch):
+    """`--margn 0.02` in a CI gate ended in HfArgumentParser's ValueError traceback, exit 1; the
+    docs promise one line naming the flag and exit 2. Each command runs as the console script
+    runs it (its module as __main__), in this process."""
+    from core.commands import main
+
+    monkeypatch.setattr(sys, "argv", ["relevance-grader"])  # the command sets it; put it back
+    with pytest.raises(SystemExit) as exit_info:
+        main([*command, "--margn", "0.02"])
+    assert exit_info.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert re.fullmatch(
+        r"error: --margn: not a flag of this command "
+        r"\((did you mean --margin\?|--help lists the flags)\)",
+        line,
+    )
+
+
+def test_a_misspelt_flag_is_named_with_the_flag_it_is_close_to(capsys):
+    from eval.history.__main__ import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        run_main(main, ["gate", "--store", "s.sqlite", "--margn=0.02", "--candidat", "v2"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: --margn: not a flag of this command (did you mean --margin?)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["--k", "ten"], "error: argument --k: invalid int value: 'ten'"),
+        (["--labeler"], "error: argument --labeler: expected one argument"),
+        (["dense.trec"], "error: 'dense.trec': a value without its flag (flags are --name value; --help lists them)"),
+    ],
+)  # fmt: skip
+def test_what_argparse_cannot_read_is_one_line_without_the_usage(capsys, args, line):
+    """argparse printed its whole usage before the error; the docs promise one line, exit 2."""
+    from eval.search.command import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        run_main(main, args)
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip() == line
+
+
+def test_an_unknown_key_in_a_config_file_is_one_line_naming_the_file(tmp_path, capsys):
+    """TRL's parser raised "Unknown arguments from config file" as a traceback."""
+    from eval.history.gate import main
+
+    config = tmp_path / "gate.yaml"
+    config.write_text("store: s.sqlite\nmargn: 0.02\n")
+    with pytest.raises(SystemExit) as exit_info:
+        run_main(main, ["--config", str(config)])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip() == (
+        f"error: {config}: margn: not an option of this command (did you mean margin?)"
+    )

@@ -108,7 +108,9 @@ class FakeEngine:
         self.sleep = 0.6
         self.empty: set[str] = set()
         self.no_text: set[str] = set()
-        self.throttle: Counter[str] = Counter()  # 429 with Retry-After: 0, that many times
+        self.throttle: Counter[str] = Counter()  # 429 with Retry-After, that many times
+        self.retry_after = "0"  # the 429's Retry-After header
+        self.redirect: str | None = None  # a 307 to there, its body the hits
         self.lock = threading.Lock()
 
     def answer(self, body: Any, params: dict[str, list[str]], headers: dict) -> tuple[int, Any]:
@@ -117,17 +119,18 @@ class FakeEngine:
             slow = self.slow[query] > 0
             self.slow[query] -= 1 if slow else 0
             status = 429 if self.throttle[query] > 0 else self.fail.get(query, 200)
+            status = 307 if self.redirect and status == 200 else status
             self.throttle[query] -= 1
             self.log.append({"query": query, "k": k, "status": status, "headers": headers})
         if slow:
             time.sleep(self.sleep)
-        if status != 200:
+        if status not in (200, 307):
             return status, {"error": "unavailable"}
         hits = [
             {"id": d, "score": s, **({} if d in self.no_text else {"text": CORPUS[d]})}
             for d, s in expected_ranking(query, k).items()
         ]
-        return 200, shaped(self.shape, [] if query in self.empty else hits)
+        return status, shaped(self.shape, [] if query in self.empty else hits)
 
     def answered(self) -> list[str]:
         return [entry["query"] for entry in self.log if entry["status"] == 200]
@@ -141,7 +144,9 @@ def handler_for(engine: FakeEngine) -> type[BaseHTTPRequestHandler]:
             data = json.dumps(answer).encode()
             self.send_response(status)
             if status == 429:
-                self.send_header("Retry-After", "0")
+                self.send_header("Retry-After", engine.retry_after)
+            if status == 307:
+                self.send_header("Location", engine.redirect)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
@@ -349,6 +354,104 @@ def test_a_429_is_retried_after_its_wait_and_a_closed_port_is_named(serve, queri
     engine = engine_yaml(tmp_path, preset="vespa", url=closed + "/search/", retries=1, retry_wait=0)
     with pytest.raises(EngineError, match=r"^query q1: cannot connect \(ConnectError\) from "):
         run(engine, queries, tmp_path / "c.trec")
+
+
+@pytest.mark.parametrize("retry_after", ["-1", "nan", "Wed, 21 Oct 2015 07:28:00 GMT", "soon"])
+def test_a_429_whose_retry_after_is_negative_nan_past_or_garbage_is_retried(
+    serve, queries, tmp_path, retry_after
+):
+    """`Retry-After: -1` or `nan` crashed at time.sleep (ValueError, a traceback)."""
+    server, url = serve("vespa")
+    server.throttle["fruit salad"] = 1
+    server.retry_after = retry_after
+    engine = engine_yaml(tmp_path, preset="vespa", url=url + "/search/", retry_wait=0)
+    run(engine, queries, tmp_path / "r.trec")
+    assert [e["status"] for e in server.log if e["query"] == "fruit salad"] == [429, 200]
+    assert set(read_trec_run(tmp_path / "r.trec")) == set(QUERIES)
+
+
+def test_retry_after_is_whole_seconds_or_an_http_date_within_the_cap():
+    from datetime import datetime, timezone
+
+    from data.engine.client import RETRY_WAIT_CAP, retry_after
+
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+    assert retry_after("3", now) == 3 and retry_after(" 0 ", now) == 0
+    assert retry_after("86400", now) == RETRY_WAIT_CAP  # never a day's sleep
+    assert retry_after("Thu, 01 Jan 2026 12:00:07 GMT", now) == 7
+    assert retry_after("Thursday, 01-Jan-26 12:00:07 GMT", now) == 7  # RFC 850, obsolete
+    assert retry_after("Wed, 31 Dec 2025 12:00:00 GMT", now) == 0  # past: at once
+    for bad in (None, "", "-1", "nan", "inf", "1e3", "1.5", "soon", "Thu, 99 Jan 2026"):
+        assert retry_after(bad, now) is None, bad  # the backoff decides
+
+
+def test_a_redirect_is_an_error_naming_where_it_points_and_is_never_followed(
+    serve, queries, tmp_path, monkeypatch
+):
+    """A 307 whose body held hits was written as the run; following it would send the key."""
+    server, url = serve("opensearch")
+    elsewhere, other_url = serve("opensearch")
+    server.redirect = other_url + "/docs/_search?token=abc"
+    monkeypatch.setenv("TEST_API_KEY", "s3cret")
+    engine = engine_yaml(
+        tmp_path, preset="opensearch", url=url + "/docs/_search",
+        headers={"Authorization": "ApiKey ${TEST_API_KEY}"}, retry_wait=0,
+    )  # fmt: skip
+    out = tmp_path / "r.trec"
+    with pytest.raises(EngineError) as caught:
+        run(engine, queries, out)
+    assert str(caught.value) == (
+        f"query q1: HTTP 307 from {url}/docs/_search: it redirects to {other_url}/docs/_search; "
+        f"put the address it should ask in {engine}'s url (redirects are not followed: the "
+        "request's headers may hold a key)"
+    )
+    assert not out.exists() and len(server.log) == 1 and elsewhere.log == []
+
+
+def test_texts_never_replace_an_input_or_a_file_this_command_did_not_write(
+    serve, queries, tmp_path
+):
+    """`run --texts` wrote OUT-STEM.corpus.jsonl over whatever was there, --queries included."""
+    server, url = serve("opensearch")
+    engine = engine_yaml(tmp_path, preset="opensearch", url=url + "/docs/_search")
+    named_like_the_corpus = tmp_path / "q.corpus.jsonl"
+    named_like_the_corpus.write_text(queries.read_text())
+    with pytest.raises(InputError) as caught:
+        run(engine, named_like_the_corpus, tmp_path / "q.trec", "--texts")
+    assert str(caught.value) == (
+        f"--texts: {tmp_path}/q.corpus.jsonl would replace --queries {named_like_the_corpus}; "
+        "write somewhere else"
+    )
+    assert named_like_the_corpus.read_text() == queries.read_text()
+
+    notes = tmp_path / "r.corpus.jsonl"
+    notes.write_text('{"_id": "d1", "title": "Apples", "text": "my own corpus"}\n')
+    with pytest.raises(InputError, match=r"r\.corpus\.jsonl exists and is not a corpus this"):
+        run(engine, queries, tmp_path / "r.trec", "--texts")
+    assert "my own corpus" in notes.read_text() and server.log == []
+
+    notes.unlink()
+    run(engine, queries, tmp_path / "r.trec", "--texts")
+    run(engine, queries, tmp_path / "r.trec", "--texts")  # the corpus it wrote is replaced
+    assert "d1" in read_corpus(notes) and len(server.log) == 2 * len(QUERIES)
+
+
+@pytest.mark.parametrize("method", ["POST", "GET"])
+def test_a_query_is_sent_as_written_never_read_as_a_template(serve, tmp_path, method):
+    """A query holding `{k}` reached the engine with the number put in."""
+    server, url = serve("vespa")
+    odd = {"q1": "fruit {k} {query} ${HOME} salad"}
+    queries = tmp_path / "q.jsonl"
+    queries.write_text("".join(json.dumps({"_id": q, "text": t}) + "\n" for q, t in odd.items()))
+    if method == "GET":
+        engine = engine_yaml(
+            tmp_path, method="GET", url=url + "/search/?query={query}&hits={k}",
+            hits="root.children", id="id", id_after="::",
+        )  # fmt: skip
+    else:
+        engine = engine_yaml(tmp_path, preset="vespa", url=url + "/search/")
+    run(engine, queries, tmp_path / "r.trec", "--k", "3")
+    assert [(entry["query"], entry["k"]) for entry in server.log] == [(odd["q1"], 3)]
 
 
 def test_a_4xx_is_not_retried(serve, queries, tmp_path):

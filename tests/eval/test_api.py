@@ -671,3 +671,61 @@ def test_a_body_that_is_not_utf8_is_named_as_such_with_where(client):
     assert "(line 1, column " in detail and "caf" in detail
     # Other HTTP errors keep their answers (the bearer token's 401 here).
     assert client.post("/v1/eval/search", json=request_body()).status_code == 200
+
+
+@pytest.mark.parametrize("damage", ["cut short", "a future version"])
+def test_a_grader_that_cannot_be_read_is_one_line_before_the_server_starts(
+    tiny_grader_dir: Path, tmp_path: Path, capsys, monkeypatch, damage: str
+):
+    """`eval.api` with a damaged or too new grader_config.json started the server, whose
+    start-up ended in a traceback (exit 3); `eval.search` says it in one line, exit 2."""
+    import shutil
+
+    import uvicorn
+
+    from core.cli import run_main
+    from eval.api.__main__ import main
+
+    grader = tmp_path / "grader"
+    shutil.copytree(tiny_grader_dir, grader)
+    config = grader / "grader_config.json"
+    if damage == "cut short":
+        config.write_text(config.read_text()[:200])
+        expected = f"error: {config}: not JSON ("
+    else:
+        config.write_text(json.dumps({**json.loads(config.read_text()), "format_version": 99}))
+        expected = f"error: {config}: format version 99 is newer than this release reads (1)"
+    monkeypatch.setattr(uvicorn, "run", lambda *_, **__: pytest.fail("the server started"))
+    with pytest.raises(SystemExit) as exit_info:
+        run_main(main, ["--model", str(grader), "--port", "0"])
+    assert exit_info.value.code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(expected)
+
+
+def test_a_body_nested_too_deeply_says_so_and_where(client):
+    """A 100,000-deep body got FastAPI's generic 400, "There was an error parsing the body"."""
+    prefix = '{"query": {"inputs": {"text": "a \\"[[[[\\" in a string"}},\n "hits": '
+    body = prefix + "[" * 100_000 + "]" * 100_000 + "}"
+    response = client.post(
+        "/v1/eval/search", content=body, headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 400
+    past = len(prefix) + 63  # the hits' first "[" opens level 2, its 64th level 65
+    assert response.json()["detail"] == (
+        "the body is nested too deeply to parse: its arrays and objects nest more than 64 levels "
+        f"deep from offset {past} (line 2, column {past - prefix.index(chr(10))}) on (a search "
+        "request nests 4)"
+    )
+
+
+def test_a_body_that_is_not_json_says_why_and_where(client):
+    body = '{"query": {"inputs": {"text": "q"}},\n "hits": [1,]}'
+    (error,) = detail(
+        client.post("/v1/eval/search", content=body, headers={"content-type": "application/json"})
+    )
+    assert error["loc"] == ["body", body.index("]")]
+    assert (
+        error["msg"]
+        == f"not valid JSON: Expecting value at offset {body.index(']')} (line 2, column 13)"
+    )

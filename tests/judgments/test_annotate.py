@@ -762,3 +762,101 @@ def test_the_page_shows_the_width_the_graded_queries_reach_and_the_queries_left(
     assert judging.state("bob")["progress"]["minutes_left"] is None
     # The session records the runs it judged; the sample is not one of them.
     assert set(session.runs) == {"a", "b"} and session.sample == "--queries"
+
+
+@pytest.mark.parametrize("weak", ["", "\n", "3f9a\n", "x" * 64])
+def test_a_weak_secret_is_refused_before_the_server_starts(tmp_path, capsys, monkeypatch, weak):
+    """An empty `.secret` (a crash between creating and writing it) was used as the key of
+    every assessor's token, so anyone could compute the links."""
+    import uvicorn
+
+    from judgments.annotate.__main__ import main
+    from judgments.store import SECRET_FILE
+
+    monkeypatch.setattr(uvicorn.Server, "run", lambda *_, **__: pytest.fail("the server started"))
+    inputs = make_inputs(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / SECRET_FILE).write_text(weak)
+    args = annotate_args(inputs, out, "--queries", "q1", "--port", "0")
+    code, err = run_command(main, args, capsys)
+    assert code == 2 and len(err.splitlines()) == 1
+    assert f"{out / SECRET_FILE}: a weak secret (" in err
+    assert "delete it and start the server again" in err and "no judgment is lost" in err
+
+
+def test_a_secret_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    import secrets
+    import stat
+
+    from judgments.store import SECRET_FILE, session_secret
+
+    def crash(_: int) -> str:
+        raise KeyboardInterrupt  # killed between creating the file and writing the secret
+
+    with monkeypatch.context() as patched:
+        patched.setattr(secrets, "token_hex", crash)
+        with pytest.raises(KeyboardInterrupt):
+            session_secret(tmp_path)
+    assert list(tmp_path.iterdir()) == []  # no empty secret, no temporary file
+    secret = session_secret(tmp_path)
+    assert len(secret) == 64 and int(secret, 16) >= 0
+    assert session_secret(tmp_path) == secret  # links stay the same across restarts
+    assert stat.S_IMODE((tmp_path / SECRET_FILE).stat().st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == [SECRET_FILE]
+
+
+def test_on_every_interface_the_links_name_an_address_the_server_answers(
+    tmp_path, capsys, monkeypatch
+):
+    """`--host 0.0.0.0` printed http://0.0.0.0:PORT/ links, which no other machine can open,
+    and refused the machine's real address as the Host."""
+    import uvicorn
+
+    from judgments.annotate.__main__ import main
+
+    served = []
+    monkeypatch.setattr(uvicorn.Server, "run", lambda server, sockets: served.append(server))
+    inputs = make_inputs(tmp_path)
+    args = annotate_args(inputs, tmp_path / "out", "--queries", "q1", "--assessors", "alice")
+    main([*args, "--host", "0.0.0.0", "--port", "0"])
+    printed = capsys.readouterr().out
+    (link,) = [line.split()[1] for line in printed.splitlines() if line.startswith("open ")]
+    assert "0.0.0.0" not in link and "listening on every interface (0.0.0.0)" in printed
+    base, token = link.split("?token=")
+    client = TestClient(served[0].config.app, base_url=base.rstrip("/"))
+    assert client.get("/api/state", headers={"X-Token": token}).status_code == 200
+
+
+def test_on_every_interface_any_address_of_the_machine_is_answered_and_a_name_is_not(tmp_path):
+    """The server answers a Host that is the address a request arrived at (127.0.0.2 here, one
+    it printed no link for); a name that is not the machine's (DNS rebinding) stays refused."""
+    import threading
+    import time
+
+    import httpx
+    import uvicorn
+
+    from judgments.annotate.__main__ import allowed_hosts, bind
+    from judgments.annotate.app import create_app
+
+    judging, _ = judging_for(tmp_path, "--queries", "q1")
+    sock = bind("0.0.0.0", 0)
+    port = sock.getsockname()[1]
+    app = create_app(judging, allowed_hosts("0.0.0.0"), port)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.05)
+        headers = {"X-Token": judging.token("alice")}
+        url = f"http://127.0.0.2:{port}/api/state"
+        direct = httpx.Client(trust_env=False)  # no proxy from the environment
+        assert direct.get(url, headers=headers).status_code == 200
+        refused = direct.get(url, headers={**headers, "Host": f"evil.example:{port}"})
+        assert refused.status_code == 403 and "not this judging server" in refused.text
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
