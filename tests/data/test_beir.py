@@ -12,7 +12,6 @@ from data.beir import (
     RecordError,
     graded_qrels,
     is_binary_scale,
-    qrels_scale,
     read_corpus,
     read_qrels,
     read_trec_run,
@@ -110,6 +109,8 @@ def test_a_trec_qrels_files_scale_is_its_format_not_the_grades_it_happens_to_hol
     'not relevant' (a TREC qrels file is on the 0-3 scale whatever values occur), with a warning
     that names the flag for a file that is binary; binary only when declared, and a declared
     binary file holding a 2 is refused."""
+    from data.beir import qrels_scale
+
     path = tmp_path / "session.qrels"
     write_trec_qrels(path, {"q1": {"d1": 1, "d2": 0}, "q2": {"d3": 1}})
     qrels = read_qrels(path)

@@ -15,7 +15,6 @@ import pytest
 from core.errors import InputError
 from data.beir import read_corpus, read_qrels, read_queries, write_trec_qrels, write_trec_run
 from judgments.coverage import MIN_JUDGED_QUERIES
-from measure.metrics.significance import labeler_tests, marked_table
 
 K = 5
 
@@ -145,6 +144,8 @@ def test_the_console_table_marks_only_the_primary_metric_and_explains_the_marks(
 def test_holm_removes_a_mark_that_one_unadjusted_test_would_give():
     """Three pairs: p = 0.02 alone is below 0.05, but Holm's adjustment multiplies the smallest
     by 3 (0.06): no mark; p = 0.01 becomes 0.03 and is marked."""
+    from measure.metrics.significance import labeler_tests, marked_table
+
     p = {("a", "b"): 0.02, ("a", "c"): 0.5, ("b", "c"): 0.6}
     means = {"a": 0.9, "b": 0.5, "c": 0.4}
 
