@@ -95,8 +95,9 @@ class SearchEvalConfig:
         metadata={
             "help": "Human labels of a random sample of the runs' top-k hits (judgments JSONL or "
             "an eval.annotate folder): PPI++ estimates of each run's share of relevant hits in "
-            "its top k. Each run's interval uses the judged hits in its top k; the others are "
-            "ignored, with a warning and their count in metrics.json (judged_pairs_used)."
+            "its top k. Each run's interval uses the judged hits in its top k, at least 10 "
+            "(judgments.coverage); the others are ignored, with a warning and their count in "
+            "metrics.json (judged_pairs_used)."
         },
     )
     draw: str | None = field(
