@@ -138,7 +138,9 @@ def _cells(inputs: Inputs, runs: list[str], metrics: list[str], tests: LabelerTe
     return cells
 
 
-def _differences(inputs: Inputs, runs: list[str], metrics: list[str], tests) -> list[Difference]:
+def _differences(
+    inputs: Inputs, runs: list[str], metrics: list[str], tests: LabelerTests | None
+) -> list[Difference]:
     """Each compared run minus the first, per metric. Only the primary metric's differences can
     be significant: with human judgments by Holm over the PPI++ differences (as eval.search
     adjusted), without by Holm over the labeler's paired tests (``tests``); every other metric is
