@@ -27,7 +27,7 @@ ADI = COLLECTIONS / "adi"
 # benchmarks.reliability's CASE_TABLE).
 CASE_TABLE_JUDGING = """
 eval.ppi | pilot width the run cannot reach | --run {dir}/run-43.trec --pilot {dir}/pilot.json --target_width 0.1 | target_width, needs about 160, 43, reaches about 0.193
-eval.ppi | a corpus given as the run | --run {adi}/corpus.jsonl --n 5 | corpus.jsonl, is a corpus
+eval.ppi | a corpus given as the run | --run {adi}/corpus.jsonl --n 10 | corpus.jsonl, is a corpus
 data.validate | an empty document | --files {dir}/empty-document.jsonl --record judgment | 1 bad line(s) in 1 file(s)
 eval.search | human grades off the 0-3 scale | --run {dir}/run-adi.trec --corpus {adi} --labeler {qrels} --human {dir}/grade-4.qrels --out {dir}/s | grade-4.qrels, grade 4, 0-3 scale
 """

@@ -94,6 +94,16 @@ def _parse_int(path: Path, line: int, field: str, value: str) -> int:
         raise RecordError(path, line, field, f"expected an integer, got {value!r}") from None
 
 
+def _is_beir_header(line: str) -> bool:
+    return line.strip().split("\t")[0].strip().lower() in {"query-id", "query_id", "qid"}
+
+
+def is_beir_tsv(path: str | os.PathLike[str]) -> bool:
+    """Whether a qrels file is a BEIR TSV (its first line the ``query-id`` header), not TREC."""
+    with open(path, encoding=READ_ENCODING) as handle:
+        return _is_beir_header(handle.readline())
+
+
 def read_qrels(path: str | os.PathLike[str]) -> Qrels:
     """Relevance judgments from a BEIR ``.tsv`` (with header) or a TREC qrels file.
 
@@ -107,8 +117,7 @@ def read_qrels(path: str | os.PathLike[str]) -> Qrels:
         lines = list(enumerate(handle, start=1))
     if not lines:
         return {}
-    first = lines[0][1].strip().split("\t")
-    beir = first[0].strip().lower() in {"query-id", "query_id", "qid"}
+    beir = _is_beir_header(lines[0][1])
     rows = lines[1:] if beir else lines
     entries: list[tuple[tuple[str, str], int, str]] = []
     for number, raw in rows:
@@ -140,10 +149,27 @@ def read_qrels(path: str | os.PathLike[str]) -> Qrels:
     return qrels
 
 
+QRELS_SCALES = ("0-3", "binary")
+
+
 def is_binary_scale(qrels: Qrels) -> bool:
     """0/1 values only (SciFact, MED, CACM, ADI): 1 there means relevant, unlike grade 1 of 0-3."""
     values = {grade for docs in qrels.values() for grade in docs.values()}
     return 1 in values and values <= {0, 1}
+
+
+def qrels_scale(path: str | os.PathLike[str], qrels: Qrels, declared: str | None = None) -> str:
+    """The scale a qrels file's values are on: ``declared`` (a flag), else the file's format,
+    never which grades one session's judgments happened to reach. TREC qrels (``qid iter docid
+    rel``: NIST's files, eval.annotate's qrels.txt, the main job's sample) are on the 0-3 scale,
+    whatever values occur: a file of 0s and 1s is one in which nothing was judged relevant. A BEIR
+    TSV (``query-id corpus-id score``) is a collection's judgments as BEIR distributes them: binary
+    (1 relevant) when every score is 0 or 1 (SciFact, SQuAD, ADI, CACM, MED), else 0-3 (TREC DL)."""
+    if declared is not None:
+        if declared not in QRELS_SCALES:
+            raise InputError(f"scale: expected one of {', '.join(QRELS_SCALES)}, got {declared!r}")
+        return declared
+    return "binary" if is_binary_scale(qrels) and is_beir_tsv(path) else "0-3"
 
 
 def graded_qrels(
@@ -152,23 +178,40 @@ def graded_qrels(
     grade_map: Mapping[int, int] | None = None,
     *,
     infer: bool = True,
+    scale: str | None = None,
 ) -> Qrels:
     """Qrels on the project's 0-3 scale (relevant from grade 2).
 
-    ``grade_map`` maps values explicitly. Without it, binary qrels are either read as 1 -> 3 with a
-    warning (``infer``) or refused: on the 0-3 scale a 1 is "not relevant", so passing them through
-    would label every pair not relevant, silently.
+    ``grade_map`` maps values explicitly. Without it, the file is on :func:`qrels_scale`'s scale
+    (``scale`` declares it): a binary file is read as 0/3, with a warning; a 0-3 file passes as it
+    is (its 1s are "not relevant"). With ``infer`` False nothing is read by a rule: 0/1 values
+    without a ``grade_map`` or a declared scale are refused (a teacher must be told what a 1 is).
     """
     if grade_map:
         return {q: {d: grade_map.get(g, g) for d, g in docs.items()} for q, docs in qrels.items()}
-    if not is_binary_scale(qrels):
-        return qrels
-    if not infer:
+    if not infer and scale is None and is_binary_scale(qrels):
         raise InputError(
             f"{path}: the qrels are binary (0/1), and 1 is 'not relevant' on the 0-3 scale; give "
             """--grade_map '{"1": 3}' (or '{"1": 2}') to say what a 1 means"""
         )
-    logger.warning("%s: binary qrels (0/1): reading 1 as grade 3 (relevant)", path)
+    if qrels_scale(path, qrels, scale) == "0-3":
+        if scale is None and is_binary_scale(qrels):  # said, not acted on: the format decides
+            logger.warning(
+                "%s: TREC qrels are read on the 0-3 scale, and no pair here reaches grade 2: "
+                "nothing is relevant; if 1 means relevant in this file, give its scale as binary "
+                "(eval.search --human_scale binary)",
+                path,
+            )
+        return qrels
+    off = sorted((q, d, g) for q, docs in qrels.items() for d, g in docs.items() if g not in (0, 1))
+    if off:
+        qid, doc_id, grade = off[0]
+        raise InputError(
+            f"{path}: scale binary, but {qid}/{doc_id} has {grade} (0 or 1 expected); give the "
+            "0-3 scale for graded judgments"
+        )
+    how = "declared binary" if scale else "a BEIR TSV of 0/1 scores"
+    logger.warning("%s: %s: reading 1 as grade 3 (relevant)", path, how)
     return {q: {d: 3 if g == 1 else g for d, g in docs.items()} for q, docs in qrels.items()}
 
 

@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.cli import bounded, choice, parse_config, run_main
+from core.cli import bounded, check_choices, choice, parse_config, run_main
 from core.errors import InputError
+from judgments.coverage import MIN_JUDGED_QUERIES
 from judgments.ppi import INTERVALS, Interval, queries_for_width, width_for_queries
 from measure.metrics.settings import PerQueryResults, RunResults
 
@@ -29,7 +30,12 @@ class DrawConfig:
         default="",
         metadata={"help": "TREC run (or queries.jsonl; a corpus.jsonl is refused) to draw from."},
     )
-    n: int = bounded(20, 2, help="Queries (or hits) to have judged.")
+    n: int = bounded(
+        20,
+        MIN_JUDGED_QUERIES,
+        help=f"Queries (or hits) to have judged; eval.search makes no interval from fewer than "
+        f"{MIN_JUDGED_QUERIES} (judgments.coverage).",
+    )
     seed: int = field(default=0)
     design: str = choice(
         "uniform",
@@ -76,6 +82,9 @@ class DrawConfig:
         open_low=True,
     )
     interval: str = choice("t", INTERVALS, "Interval of the pilot.")
+
+    def __post_init__(self) -> None:
+        check_choices(self)  # a library call too: no draw smaller than an interval needs
 
 
 def read_labels(path: str) -> dict[str, RunResults]:

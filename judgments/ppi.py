@@ -38,6 +38,7 @@ import numpy as np
 from scipy import stats
 
 from core.errors import InputError
+from judgments.coverage import MIN_JUDGED_QUERIES
 from measure.metrics.ppi_record import EstimateRecord, IntervalRecord
 
 INTERVALS = ("t", "normal")
@@ -301,13 +302,17 @@ def _human_only(
     return replace(classical, unjudged=unjudged, method=method)
 
 
-def effective_queries(n: int, classical: Interval, ppi: Interval) -> float | None:
+def effective_queries(
+    n: int, classical: Interval, ppi: Interval, population: int | None = None
+) -> float | None:
     """How many human-judged queries the PPI interval is worth: the n at which the classical
-    interval would be as narrow (widths scale as 1/sqrt(n)); None where a width is not
-    positive."""
+    interval would be as narrow (widths scale as 1/sqrt(n)), capped at ``population`` (the
+    number of queries: judging every one is the most there is to be worth; the 1/sqrt(n) law
+    knows no population and passes it); None where a width is not positive."""
     if ppi.width <= 0 or classical.width <= 0:
         return None
-    return n * (classical.width / ppi.width) ** 2
+    worth = n * (classical.width / ppi.width) ** 2
+    return worth if population is None else min(worth, float(population))
 
 
 def queries_for_width(pilot: Interval, target_width: float) -> int:
@@ -320,8 +325,9 @@ def queries_for_width(pilot: Interval, target_width: float) -> int:
             f"pilot: its interval on {pilot.n} queries has no width, so it cannot size a draw; "
             "re-run eval.search --human with this release (its intervals always have a width)"
         )
-    # A rounding error in the widths must not ask for one more query than the law says.
-    return max(2, math.ceil(pilot.n * (pilot.width / target_width) ** 2 - 1e-9))
+    # A rounding error in the widths must not ask for one more query than the law says; fewer
+    # than judgments.coverage.MIN_JUDGED_QUERIES get no interval.
+    return max(MIN_JUDGED_QUERIES, math.ceil(pilot.n * (pilot.width / target_width) ** 2 - 1e-9))
 
 
 def width_for_queries(pilot: Interval, n: int) -> float:
@@ -347,9 +353,7 @@ class MetricEstimates:
             "queries": self.queries,
             "human_only": self.classical.to_dict(),
             "ppi": self.ppi.to_dict(),
-            "effective_human_queries": effective_queries(
-                self.classical.n, self.classical, self.ppi
-            ),
+            "effective_human_queries": self.worth(),
         }
 
     def record(self) -> EstimateRecord:
@@ -359,8 +363,12 @@ class MetricEstimates:
             queries=self.queries,
             human_only=self.classical.record(),
             ppi=self.ppi.record(),
-            effective_human_queries=effective_queries(self.classical.n, self.classical, self.ppi),
+            effective_human_queries=self.worth(),
         )
+
+    def worth(self) -> float | None:
+        """:func:`effective_queries`, capped at the queries (or hits) of the population."""
+        return effective_queries(self.classical.n, self.classical, self.ppi, self.queries)
 
 
 def estimate_metric(

@@ -12,6 +12,8 @@ from data.beir import (
     Qrels,
     Run,
     graded_qrels,
+    is_beir_tsv,
+    qrels_scale,
     ranked,
     read_qrels,
 )
@@ -21,14 +23,31 @@ from measure.metrics.retrieval import ranx_metrics
 logger = logging.getLogger(__name__)
 
 
-def human_qrels(path: str) -> Qrels:
+def human_qrels(path: str, scale: str | None = None) -> Qrels:
     """Human grades from a qrels file, a judgments JSONL or an eval.annotate session folder (its
-    assessors' grades folded into one per hit, as its qrels.txt holds them)."""
+    assessors' grades folded into one per hit, as its qrels.txt holds them). A qrels file's values
+    are on ``scale`` (eval.search --human_scale), else on its format's (:func:`data.beir.
+    qrels_scale`: TREC qrels 0-3, a BEIR TSV of 0/1 scores binary); judgments carry their grades."""
     from judgments.store import as_qrels, fold, read_judgments, session_folder
 
     if session_folder(path) is not None or str(path).endswith(".jsonl"):
         return as_qrels(fold(read_judgments(path)))
-    return on_grade_scale(graded_qrels(read_qrels(path), path), path)
+    return on_grade_scale(graded_qrels(read_qrels(path), path, scale=scale), path)
+
+
+def human_scale(path: str, scale: str | None = None) -> str:
+    """The scale ``path``'s values are read on, in words (metrics.json and the table say it)."""
+    from judgments.store import session_folder
+
+    if session_folder(path) is not None or str(path).endswith(".jsonl"):
+        return "0-3 (the judgments' grades)"
+    read = qrels_scale(path, read_qrels(path), scale)
+    if scale is not None:
+        return f"{read} (--human_scale)"
+    rule = "a BEIR TSV of 0/1 scores: 1 read as 3" if read == "binary" else "TREC-format qrels"
+    if read == "0-3" and is_beir_tsv(path):
+        rule = "a BEIR TSV with grades above 1"
+    return f"{read} ({rule})"
 
 
 def on_grade_scale(qrels: Qrels, path: str) -> Qrels:
@@ -122,20 +141,24 @@ def fully_judged(path: str, runs: dict[str, Run], k: int) -> set[str] | None:
 
 
 def human_metrics(
-    path: str, runs: dict[str, Run], k: int, only: set[str] | None = None
+    path: str,
+    runs: dict[str, Run],
+    k: int,
+    only: set[str] | None = None,
+    scale: str | None = None,
+    minimum: int = 2,
 ) -> dict[str, dict[str, dict[str, float]]]:
     """Per-run, per-query metrics of the queries that ``path`` judges (of those in ``only``,
     where given), under those judgments as trec_eval reads them (every judged document counts
-    towards the ideal ranking; an unjudged hit is not relevant)."""
+    towards the ideal ranking; an unjudged hit is not relevant), on ``scale``; fewer than
+    ``minimum`` judged queries are refused (eval.search: judgments.coverage.MIN_JUDGED_QUERIES)."""
     from core.records import label_from_grade
+    from judgments.coverage import require_judged
 
-    qrels = human_qrels(path)
+    qrels = human_qrels(path, scale)
     if only is not None:
         qrels = {qid: docs for qid, docs in qrels.items() if qid in only}
-    if len(qrels) < 2:
-        raise InputError(
-            f"human: {path} judges {len(qrels)} queries in full; an interval needs at least 2"
-        )
+    require_judged(len(qrels), "queries", f"human: {path}", minimum)
     out = {}
     for name, run in runs.items():
         missing = sorted(set(qrels) - set(run))

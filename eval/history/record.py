@@ -21,6 +21,7 @@ from core.errors import InputError
 from core.io import sha256_file, sha256_path
 from core.provenance import PROVENANCE_FILE, ProvenanceRecord
 from eval.history.store import Estimate, EvaluationRecord, HistoryStore, open_store
+from judgments.coverage import MIN_JUDGED_QUERIES
 from judgments.ppi import classical_mean
 from measure.metrics.ppi_record import EstimateRecord
 from measure.metrics.settings import HumanPerQuery, PerQueryResults, RunResults, SearchMetrics
@@ -170,8 +171,11 @@ def _estimates(
     labeler_values: dict[str, dict[str, float]],
     alpha: float,
 ) -> list[Estimate]:
-    """Each metric's PPI++ estimate where metrics.json has one, else the labeler's t interval."""
+    """Each metric's PPI++ estimate where metrics.json has one from enough judged queries
+    (judgments.coverage.MIN_JUDGED_QUERIES: a file written before the minimum may hold fewer),
+    else the labeler's t interval."""
     ppi = metrics.ppi.runs.get(run_name, {}) if metrics.ppi else {}
+    ppi = {m: entry for m, entry in ppi.items() if entry.ppi.n >= MIN_JUDGED_QUERIES}
     return [
         ppi_estimate(metric, ppi[metric], len(values))
         if metric in ppi

@@ -38,10 +38,12 @@ import numpy as np
 from scipy import stats
 
 from core.errors import InputError
+from judgments.coverage import MIN_JUDGED_QUERIES
 from judgments.ppi import classical_mean, estimate_metric, no_spread
 
-# Fewer judged queries than this in both evaluations: the paired t over the labeler's values.
-MIN_HUMAN = 2
+# Fewer judged queries than this in both evaluations: the paired t over the labeler's values
+# (no PPI++ interval is made from fewer, as everywhere: judgments.coverage).
+MIN_HUMAN = MIN_JUDGED_QUERIES
 MODES = ("regression", "non-inferiority")
 SEQUENCES = ("asymptotic", "bernstein")
 

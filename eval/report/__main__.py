@@ -43,9 +43,6 @@ class ReportConfig:
         default=None,
         metadata={"help": "An eval.ranking_agreement agreement.json (the main job's is found)."},
     )
-    max_p: float = bounded(
-        0.01, 0, 1, help="Significance marks: the paired test's p below this.", open_low=True
-    )
     max_queries: int = bounded(1000, 0, help="Queries whose hits and documents are embedded.")
     text_chars: int = bounded(600, 1, help="Characters of each document shown.")
     screenshot: str | None = field(
@@ -82,7 +79,6 @@ def main(args: Sequence[str] | None = None) -> None:
         queries=config.queries,
         human=config.human,
         agreement=config.agreement,
-        max_p=config.max_p,
         max_queries=config.max_queries,
         text_chars=config.text_chars,
     )

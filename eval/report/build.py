@@ -21,9 +21,17 @@ from eval.report.model import (
     Report,
 )
 from eval.report.sections import label_agreement, provenance, ranking
+from judgments.coverage import (
+    MIN_JUDGED_QUERIES,
+    NOT_STUDIED,
+    coverage_legend,
+    coverage_marks,
+    coverage_note,
+)
 from judgments.samples import human_qrels
 from measure.metrics.ppi_record import PpiRecord
 from measure.metrics.settings import HitResult, RunResults
+from measure.metrics.significance import LabelerTests, labeler_tests
 
 # The order a reader expects; metrics the file has beyond these follow in its own order.
 METRIC_ORDER = ("ndcg@{k}", "map", "mrr", "precision@{k}", "recall@{k}", "hit@{k}")
@@ -36,7 +44,6 @@ class ReportOptions:
     queries: str | None = None
     human: str | None = None  # human qrels shown beside the labels (default: eval.search's)
     agreement: str | None = None  # an eval.ranking_agreement agreement.json
-    max_p: float = 0.01  # significance marks: ranx's paired test at this level
     max_queries: int = 1000  # queries whose hits (and documents) the page embeds
     text_chars: int = 600  # characters of each document shown
 
@@ -65,7 +72,30 @@ def _labeler_difference(
     return mean[a][metric] - mean[b][metric]
 
 
-def _cells(inputs: Inputs, runs: list[str], metrics: list[str], max_p: float) -> dict:
+def evaluation_alpha(inputs: Inputs) -> float:
+    """The level eval.search tested at: its --alpha (the PPI++ record's, or its settings'), 0.05
+    where neither is recorded. One level for every mark of the page, as in eval.search."""
+    ppi = inputs.metrics.ppi
+    if ppi and ppi.multiplicity:
+        return ppi.multiplicity.alpha
+    if inputs.search_config is not None:
+        return inputs.search_config.alpha
+    return 1 - ppi.confidence if ppi else 0.05
+
+
+def _labeler_tests(inputs: Inputs, runs: list[str], primary: str) -> LabelerTests | None:
+    """ranx's paired tests on the labeler's labels under the one rule (the primary metric,
+    Holm over every pair of runs); None without a comparison."""
+    report = inputs.metrics
+    if report.comparison is None or len(runs) < 2 or primary not in report.mean[runs[0]]:
+        return None
+    means = {run: report.mean[run][primary] for run in runs}
+    return labeler_tests(
+        report.p_value, runs, means, primary, evaluation_alpha(inputs), report.stat_test or ""
+    )
+
+
+def _cells(inputs: Inputs, runs: list[str], metrics: list[str], tests: LabelerTests | None) -> dict:
     report = inputs.metrics
     ppi = report.ppi
     truth = (inputs.summary.human_all_queries if inputs.summary else None) or {}
@@ -86,7 +116,8 @@ def _cells(inputs: Inputs, runs: list[str], metrics: list[str], max_p: float) ->
                 cell.ppi = Interval.from_record(entry.ppi)
                 cell.human_only = Interval.from_record(entry.human_only)
                 cell.lam = entry.ppi.lam
-                cell.worth = entry.effective_human_queries
+                worth = entry.effective_human_queries  # capped here too for an earlier file
+                cell.worth = None if worth is None else min(worth, float(entry.queries))
             if metric in truth.get(run, {}):
                 cell.human_all = float(truth[run][metric])
             for other in runs:
@@ -94,27 +125,31 @@ def _cells(inputs: Inputs, runs: list[str], metrics: list[str], max_p: float) ->
                 if other == run or p is None:
                     continue
                 cell.p_values[other] = p
-                # A mark sits only on the labeler's mean it was tested on, never on PPI++'s.
-                better = report.mean[run][metric] > report.mean[other][metric]
-                if cell.ppi is None and p < max_p and better:
-                    cell.beats.append(other)
+            # A mark sits only on the labeler's mean of the primary metric (Holm over the pairs
+            # of runs), never on PPI++'s: a test on the labels says nothing of the estimate.
+            if tests is not None and metric == tests.primary and cell.ppi is None:
+                cell.beats = tests.beaten(run)
+                cell.p_holm = {
+                    other: tests.adjusted[frozenset((run, other))]
+                    for other in runs
+                    if frozenset((run, other)) in tests.adjusted
+                }
             cells[run][metric] = cell
     return cells
 
 
 def _differences(
-    inputs: Inputs, runs: list[str], metrics: list[str], max_p: float
+    inputs: Inputs, runs: list[str], metrics: list[str], tests: LabelerTests | None
 ) -> list[Difference]:
-    """Each compared run minus the first, per metric. With human judgments only the primary
-    metric's differences can be significant (Holm over them, as eval.search adjusted); without,
-    the paired test on the labeler's labels at ``max_p``."""
+    """Each compared run minus the first, per metric. Only the primary metric's differences can
+    be significant: with human judgments by Holm over the PPI++ differences (as eval.search
+    adjusted), without by Holm over the labeler's paired tests (``tests``); every other metric is
+    marginal."""
     report = inputs.metrics
     first, *others = runs
     ppi = report.ppi
     found = ppi.differences if ppi else {}
-    alpha = 0.05
-    if ppi:  # the alpha eval.search adjusted at; a file before the adjustment: its confidence's
-        alpha = ppi.multiplicity.alpha if ppi.multiplicity else 1 - ppi.confidence
+    alpha = evaluation_alpha(inputs)
     out = []
     for other in others:
         entries = found.get(f"{other} - {first}", {})
@@ -122,6 +157,11 @@ def _differences(
             if metric not in report.mean[first]:
                 continue
             entry = entries.get(metric)
+            labeler_holm = (
+                tests.adjusted.get(frozenset((other, first)))
+                if tests is not None and metric == tests.primary and entry is None
+                else None
+            )
             out.append(
                 Difference(
                     compared=other,
@@ -134,21 +174,51 @@ def _differences(
                     human_only=Interval.from_record(entry.human_only) if entry else None,
                     p_value=report.p_value(metric, other, first),
                     ppi_p=entry.p_value if entry else None,
-                    p_holm=entry.p_holm if entry else None,
+                    p_holm=entry.p_holm if entry else labeler_holm,
                 )
             )
             difference = out[-1]
-            difference.significant = (
-                difference.p_holm < alpha
-                if difference.p_holm is not None
-                else difference.ppi is None
-                and difference.p_value is not None
-                and difference.p_value < max_p
-            )
+            difference.significant = difference.p_holm is not None and difference.p_holm < alpha
     return out
 
 
-def _notice(ppi: PpiRecord | None, labeler: str) -> str:
+def withhold_small_samples(ppi: PpiRecord | None, notes: list[str]) -> PpiRecord | None:
+    """The PPI++ record without the estimates from fewer judged queries (hits) than an interval
+    needs (judgments.coverage.MIN_JUDGED_QUERIES; a metrics.json written before the minimum), each
+    left out with a note; None when nothing is left."""
+    if ppi is None:
+        return None
+    kept = ppi.model_copy()
+    if ppi.runs and ppi.judged_queries < MIN_JUDGED_QUERIES:
+        notes.append(
+            f"The PPI++ estimates of this evaluation come from {ppi.judged_queries} judged "
+            f"queries, fewer than the {MIN_JUDGED_QUERIES} an interval needs (judgments.coverage): "
+            "they are not shown; re-run eval.search --human with more judged queries."
+        )
+        kept.runs, kept.differences, kept.judged_queries = {}, {}, 0
+        kept.measured_coverage, kept.multiplicity = {}, None
+    small = [
+        run
+        for run, entries in ppi.pairs.items()
+        if any(e.ppi.n < MIN_JUDGED_QUERIES for e in entries.values())
+    ]
+    if small:
+        notes.append(
+            f"The relevant share of {', '.join(small)} comes from fewer than "
+            f"{MIN_JUDGED_QUERIES} judged hits: not shown."
+        )
+        kept.pairs = {run: e for run, e in ppi.pairs.items() if run not in small}
+        kept.judged_pairs = kept.judged_pairs if kept.pairs else 0
+    return kept if kept.runs or kept.pairs else None
+
+
+def _notice(ppi: PpiRecord | None, labeler: str, withheld: bool = False) -> str:
+    if not ppi and withheld:
+        return (
+            f"Too few human judgments for an interval (the note above says how many): these are "
+            f"the labeler's ({labeler}) means over all queries, biased by whatever the labeler "
+            "gets wrong, with no interval."
+        )
     if not ppi:
         return (
             f"No human judgments: these are the labeler's ({labeler}) means over all queries. "
@@ -180,40 +250,54 @@ def _notice(ppi: PpiRecord | None, labeler: str) -> str:
     )
 
 
-def build_headline(inputs: Inputs, max_p: float = 0.01) -> Headline:
+def build_headline(inputs: Inputs, notes: list[str] | None = None) -> Headline:
     report, k = inputs.metrics, inputs.metrics.k
+    judged = report.ppi is not None
+    report.ppi = withhold_small_samples(report.ppi, notes if notes is not None else [])
     runs = list(report.mean)
     metrics = metric_names(report.mean, k)
     ppi = report.ppi
     if ppi and ppi.pairs:
         metrics.append(PAIR_METRIC)
+    primary = f"ndcg@{k}" if f"ndcg@{k}" in metrics else metrics[0]
+    tests = _labeler_tests(inputs, runs, primary)
     return Headline(
         runs=runs,
         metrics=metrics,
-        primary=f"ndcg@{k}" if f"ndcg@{k}" in metrics else metrics[0],
-        cells=_cells(inputs, runs, metrics, max_p),
-        differences=_differences(inputs, runs, metrics, max_p),
+        primary=primary,
+        cells=_cells(inputs, runs, metrics, tests),
+        differences=_differences(inputs, runs, metrics, tests),
         intervals=bool(ppi),
-        notice=_notice(ppi, (report.labeler or "labeler")),
+        notice=_notice(ppi, (report.labeler or "labeler"), withheld=judged and ppi is None),
         judged_queries=ppi.judged_queries if ppi else 0,
         judged_pairs=ppi.judged_pairs if ppi else 0,
         confidence=ppi.confidence if ppi else None,
         estimator=ppi.estimator if ppi else None,
         stat_test=report.stat_test,
-        max_p=max_p,
+        alpha=evaluation_alpha(inputs),
         multiplicity=_multiplicity(ppi),
+        labeler_rule=tests.legend() if tests else None,
         coverage=_coverage(ppi),
+        coverage_legend=coverage_legend(),
     )
 
 
 def _coverage(ppi: PpiRecord | None) -> dict[str, dict[str, Any] | None]:
-    """metric -> its measured coverage, as metrics.json holds it (the page reads it)."""
+    """metric -> its measured coverage, as metrics.json holds it, with its marks (the page reads
+    it); the relevant share of hits was not studied."""
     if ppi is None:
         return {}
-    return {
-        metric: found.model_dump(exclude_unset=True) if found else None
-        for metric, found in ppi.measured_coverage.items()
-    }
+    out: dict[str, dict[str, Any] | None] = {}
+    for metric, found in ppi.measured_coverage.items():
+        marks = coverage_marks(found, ppi.judged_queries)
+        entry = found.model_dump(exclude_unset=True) if found else {}
+        out[metric] = entry | {
+            "marks": marks,
+            "note": coverage_note(metric, found, ppi.judged_queries),
+        }
+    if ppi.pairs:
+        out[PAIR_METRIC] = {"marks": NOT_STUDIED, "note": "coverage not measured over judged hits"}
+    return out
 
 
 def _multiplicity(ppi: PpiRecord | None) -> str | None:
@@ -243,13 +327,24 @@ def read_human(inputs: Inputs, options: ReportOptions, notes: list[str]) -> Huma
     return HumanLabels(
         source=", ".join(str(path) for path in found.values() if path),
         qrels_path=found["human"],
-        qrels=human_qrels(str(found["human"])) if found["human"] else {},
+        qrels=human_qrels(str(found["human"]), _scale(inputs, options)) if found["human"] else {},
         pairs=read_human_pairs(found["human_pairs"]) if found["human_pairs"] else {},
     )
 
 
+def _scale(inputs: Inputs, options: ReportOptions) -> str | None:
+    """The scale eval.search read its --human qrels on (--human_scale); a --human given to the
+    report is read by its own format (data.beir.qrels_scale)."""
+    config = inputs.search_config
+    return None if options.human or config is None else config.declared_human_scale
+
+
 def human_per_query(
-    per_query: dict[str, RunResults], human: HumanLabels | None, k: int, notes: list[str]
+    per_query: dict[str, RunResults],
+    human: HumanLabels | None,
+    k: int,
+    notes: list[str],
+    scale: str | None = None,
 ) -> dict[str, dict[str, dict[str, float]]]:
     """run -> qid -> metric under the human qrels, for the judged queries (eval.search's
     ``human_metrics`` on each run's top k as per_query.json lists it)."""
@@ -265,7 +360,7 @@ def human_per_query(
         for run, results in per_query.items()
     }
     try:
-        per_metric = human_metrics(str(human.qrels_path), runs, k)
+        per_metric = human_metrics(str(human.qrels_path), runs, k, scale=scale)
     except ValueError as exc:
         notes.append(f"Per-query values under the human judgments are not shown: {exc}")
         return {}
@@ -343,7 +438,7 @@ def build_queries(
     k = inputs.metrics.k
     corpus, queries = load_texts(inputs, options, notes)
     human = read_human(inputs, options, notes)
-    under_people = human_per_query(per_query, human, k, notes)
+    under_people = human_per_query(per_query, human, k, notes, _scale(inputs, options))
     judged = human.judged_queries() if human else set()
     rows: dict[str, QueryRow] = {}
     for run, results in per_query.items():
@@ -417,7 +512,7 @@ def build_report(folder: str | Path, options: ReportOptions | None = None) -> Re
     options = options or ReportOptions()
     inputs = read_inputs(folder)
     notes: list[str] = []
-    headline = build_headline(inputs, options.max_p)
+    headline = build_headline(inputs, notes)
     queries, documents, human = build_queries(inputs, options, headline, notes)
     held = held_out(inputs)
     warning = _held_out_warning(inputs)

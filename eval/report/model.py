@@ -46,6 +46,8 @@ class Cell:
     # labeler's mean (a test on the labels says nothing of a PPI++ estimate beside it).
     beats: list[str] = field(default_factory=list)
     p_values: dict[str, float] = field(default_factory=dict)  # paired test against each run
+    # The primary metric's p-values Holm-adjusted over the pairs of runs (what ``beats`` uses).
+    p_holm: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -60,7 +62,9 @@ class Difference:
     human_only: Interval | None = None
     p_value: float | None = None  # the paired test on the labeler's labels
     ppi_p: float | None = None  # the PPI++ difference's p-value of "no difference"
-    p_holm: float | None = None  # ppi_p Holm-adjusted over the primary metric's differences
+    # The primary metric's p-value Holm-adjusted: the PPI++ difference's over the compared runs,
+    # or without human judgments the labeler's paired test's over the pairs of runs.
+    p_holm: float | None = None
     significant: bool = False  # by the multiplicity rule of the headline
 
 
@@ -78,10 +82,13 @@ class Headline:
     confidence: float | None = None
     estimator: str | None = None
     stat_test: str | None = None
-    max_p: float = 0.01
+    alpha: float = 0.05  # eval.search's level: every mark of the page
     multiplicity: str | None = None  # the rule that calls a difference significant, in words
+    labeler_rule: str | None = None  # the marks of the paired tests on the labels, in words
+    coverage_legend: str = ""  # the coverage marks (†, ‡) in words
     untrusted: bool = False  # the grader did not beat its baselines on held-out queries
-    # metric -> the coverage the study measured for its intervals at this n (judgments.coverage)
+    # metric -> the coverage the study measured for its intervals at this n (judgments.coverage),
+    # with its marks and a note in words
     coverage: dict[str, dict[str, Any] | None] = field(default_factory=dict)
 
 

@@ -67,7 +67,7 @@
     const marks = cell.beats.map(letter).join("");
     const td = el("td", { class: "num", "data-run": run, "data-metric": metric });
     const main = cell.ppi ? cell.ppi.estimate : cell.labeler_mean;
-    const pTitle = Object.entries(cell.p_values).map(([o, p]) => `vs ${o}: p = ${pValue(p)}`).join("; ");
+    const pTitle = Object.entries(cell.p_holm).map(([o, p]) => `vs ${o}: Holm-adjusted p = ${pValue(p)}`).join("; ");
     td.append(el("span", { class: "est", text: fmt(main) }));
     if (marks) td.append(el("sup", { class: "sig", title: pTitle, text: marks }));
     if (cell.ppi) {
@@ -84,15 +84,17 @@
     return td;
   }
 
-  // A metric's heading carries the coverage measured for its intervals at this n (eval.coverage);
-  // one measured below the target is marked.
+  // A metric's heading carries the lowest coverage measured for its intervals at this n over
+  // every population studied (judgments.coverage), with its marks: † below the target, ‡ an n (or
+  // a metric) the study did not measure; the note in words on hover.
   function metricHeading(metric) {
     const th = el("th", { class: "num", "data-metric": metric, text: metric });
     if (!H.intervals || !(metric in H.coverage)) return th;
     const found = H.coverage[metric];
-    const text = found ? `coverage ${found.coverage.toFixed(3)} at n = ${found.at_n}` : "coverage not measured";
-    const below = found && found.below_target;
-    th.append(el("div", { class: `sub coverage ${below ? "below-target" : ""}`, text: below ? `† ${text}` : text }));
+    const measured = found.coverage !== undefined;
+    const text = measured ? `coverage ${found.coverage.toFixed(3)} at n = ${found.at_n}` : "coverage not measured";
+    const marks = found.marks || "";
+    th.append(el("div", { class: `sub coverage ${found.below_target ? "below-target" : ""}`, title: found.note || "", text: marks ? `${marks} ${text}` : text }));
     return th;
   }
 
@@ -108,16 +110,14 @@
         H.metrics.map((m) => headlineCell(run, m))));
     }
     table.append(body);
-    const tests = { student: "Student's paired t-test", fisher: "Fisher's randomization test", tukey: "Tukey's HSD test" };
-    const test = `${tests[H.stat_test] || "a paired test"} (ranx)`;
     const truth = H.runs.some((run) => H.metrics.some((m) => H.cells[run][m].human_all !== null));
     const marked = H.runs.some((r) => H.metrics.some((m) => H.cells[r][m].beats.length));
     $("headline-legend").textContent = (H.intervals
-      ? `Bold: the PPI++ estimate; blue: its ${Math.round(H.confidence * 100)}% interval. Under each metric: the coverage these intervals reached in the coverage study at this number of judged queries (†: below 0.93, so the interval claims more than measured). `
+      ? `Bold: the PPI++ estimate; blue: its ${Math.round(H.confidence * 100)}% interval. Under each metric: the lowest coverage these intervals reached in the coverage study at this number of judged queries, over every population studied (hover for which). ${H.coverage_legend}. `
       : "Each number is the labeler's mean over all queries, with no interval. ")
       + (H.intervals ? `Human only: people's mean over the ${H.judged_queries} judged queries alone, with its classical interval (PPI++ adds the labeler's values on every query to it). ` : "")
       + (truth ? "People, every query: the mean under every human judgment of every query, which both estimates estimate from the judged sample; it differs from the human-only value because the judged queries are a sample. " : "")
-      + (marked ? `Superscript letters, only on the labeler's means: the runs this one beats by ${test} on the labeler's labels, p < ${H.max_p} (hover for p-values); a test on the labels says nothing of the labeler's own errors.` : "");
+      + (marked && H.labeler_rule ? `${H.labeler_rule} (Hover for the adjusted p-values.)` : "");
     drawDifferences();
   }
 
@@ -150,7 +150,7 @@
     table.append(body);
     $("differences-legend").textContent = H.intervals
       ? `PPI++ estimate of the paired difference and its interval. Bold: significant by this rule: ${H.multiplicity}. Below: the labeler's own difference and the paired test's p-value on its labels.`
-      : `The labeler's paired difference (no interval); bold when the paired test on the labeler's labels gives p < ${H.max_p}, which says nothing about the labeler's own errors.`;
+      : `The labeler's paired difference (no interval) and its paired test's p-value on the labeler's labels (marginal); bold only on ${H.primary}, the primary metric, when its Holm-adjusted p (over the pairs of runs) is below ${H.alpha}: a test on the labels says nothing about the labeler's own errors.`;
   }
 
   // ---- per query -------------------------------------------------------------------------

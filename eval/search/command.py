@@ -37,11 +37,11 @@ from measure.metrics.retrieval import (
     compare_runs,
     inferred_qrels,
     mean_metrics,
-    metrics_table,
     pooled_metrics,
     with_unretrieved,
 )
 from measure.metrics.settings import (
+    PRIMARY_METRIC,
     SEARCH_OUTPUTS,
     HumanPerQuery,
     PerQueryResults,
@@ -51,6 +51,7 @@ from measure.metrics.settings import (
     Unusable,
     search_inputs,
 )
+from measure.metrics.significance import LabelerTests, labeler_tests, marked_table
 
 logger = logging.getLogger(__name__)
 
@@ -135,6 +136,32 @@ def per_query_text(results: dict[str, RunResults], means: dict[str, dict[str, fl
     return "\n".join(lines) + "\n"
 
 
+def labels_on_grade_scale(results: dict[str, RunResults]) -> dict[str, dict[str, int]]:
+    """The labels as TREC qrels on the 0-3 scale, as a TREC qrels file is read back
+    (data.beir.qrels_scale): a hit's grade, or its verdict as 3 (relevant) or 0."""
+    return {
+        qid: {
+            hit.id: hit.grade if hit.grade is not None else 3 * int(hit.relevant)
+            for per_query in results.values()
+            if qid in per_query
+            for hit in per_query[qid].hits
+        }
+        for qid in dict.fromkeys(q for per_query in results.values() for q in per_query)
+    }
+
+
+def tested_on_labels(report: SearchMetrics, config: SearchEvalConfig) -> LabelerTests | None:
+    """The paired tests on the labeler's labels under the one significance rule (the primary
+    metric Holm-adjusted over the pairs of runs, at --alpha); None for a single run."""
+    if report.comparison is None:
+        return None
+    primary = PRIMARY_METRIC.format(k=config.k)
+    means = {run: values[primary] for run, values in report.mean.items()}
+    return labeler_tests(
+        report.p_value, list(report.mean), means, primary, config.alpha, config.stat_test
+    )
+
+
 def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([SearchEvalConfig], args)
     if not config.run or not config.corpus or not config.labeler:
@@ -167,7 +194,7 @@ def main(args: Sequence[str] | None = None) -> None:
             }
     summary = {name: mean_metrics(per_metric) for name, per_metric in per_run.items()}
     graded, binary = inferred_qrels(results)
-    write_trec_qrels(out / "inferred_qrels.txt", graded)
+    write_trec_qrels(out / "inferred_qrels.txt", labels_on_grade_scale(results))
     PerQueryResults(runs=results).write(out / PerQueryResults.FILE)
     if human is not None:  # the judged queries' values under people's judgments
         HumanPerQuery(human=config.human or "", values=human).write(out / HumanPerQuery.FILE)
@@ -189,9 +216,7 @@ def main(args: Sequence[str] | None = None) -> None:
         ppi=report_ppi(config, per_run, results, human, human_pairs, (query_design, pair_design)),
     )
     report.write(out / SearchMetrics.FILE)
-    print(metrics_table(summary), end="")
-    for table in report.comparison_tables:
-        print(table)
+    print(marked_table(summary, tested_on_labels(report, config)), end="")
     if report.ppi is not None:
         print(f"\n{ppi_heading(report.ppi, config.k)}\n")
         print(ppi_table(report.ppi), end="")

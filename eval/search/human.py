@@ -11,6 +11,7 @@ from core.errors import InputError
 from data.beir import (
     Run,
 )
+from judgments.coverage import MIN_JUDGED_QUERIES
 from judgments.samples import (
     fully_judged,
     human_metrics,
@@ -100,7 +101,14 @@ def read_human(config: SearchEvalConfig, runs: dict[str, Run]) -> tuple[Any, Any
     human = None
     if config.human:
         complete = fully_judged(config.human, runs, config.k)
-        human = human_metrics(config.human, runs, config.k, only=complete)
+        human = human_metrics(
+            config.human,
+            runs,
+            config.k,
+            only=complete,
+            scale=config.declared_human_scale,
+            minimum=MIN_JUDGED_QUERIES,
+        )
         query_design = realised_sample(query_design, judged_queries(human), "queries", "--human")
     human_pairs = read_human_pairs(config.human_pairs) if config.human_pairs else None
     if human_pairs is not None:

@@ -6,11 +6,18 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from core.errors import InputError
 from core.io import markdown_table
 from eval.search.human import check_random_sample
-from judgments.coverage import coverage_note, measured_coverage
-from judgments.samples import describe_sample, judged_queries
+from judgments.coverage import (
+    MIN_JUDGED_QUERIES,
+    NOT_STUDIED,
+    coverage_legend,
+    coverage_marks,
+    coverage_note,
+    measured_coverage,
+    require_judged,
+)
+from judgments.samples import describe_sample, human_scale, judged_queries
 from measure.metrics.ppi_record import (
     EstimateRecord,
     Estimates,
@@ -19,6 +26,7 @@ from measure.metrics.ppi_record import (
     PpiRecord,
 )
 from measure.metrics.settings import PRIMARY_METRIC, RunResults, SearchEvalConfig
+from measure.metrics.significance import holm_adjusted, multiplicity_rule
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +99,7 @@ def ppi_estimates(
         runs={name: estimates(per_run[name], human[name], (0.0, 1.0)) for name in per_run},
         differences=differences,
         measured_coverage={
-            metric: measured_coverage(metric, len(judged)) for metric in human[first]
+            metric: measured_coverage(metric, len(judged), config.k) for metric in human[first]
         },
         multiplicity=holm(differences, primary, config.alpha),
     )
@@ -100,24 +108,18 @@ def ppi_estimates(
 def holm(differences: dict[str, Estimates], primary: str, alpha: float) -> Multiplicity:
     """Holm's step-down adjustment of the PPI++ differences' p-values on the primary metric, over
     the compared runs (written into each entry as ``p_holm``); the other metrics' intervals stay
-    marginal, and the rule is returned in words for the table's and the report's legend."""
-    tested: list[tuple[EstimateRecord, float]] = []  # the primary metric's, with p-values
+    marginal (:mod:`measure.metrics.significance`, the rule of every table), and the rule is
+    returned in words for the table's and the report's legend."""
+    tested: dict[int, EstimateRecord] = {}  # the primary metric's entries, by identity
     for metrics in differences.values():
         for metric, entry in metrics.items():
-            entry.p_value = p = _p_value(entry.ppi)
+            entry.p_value = _p_value(entry.ppi)
             if metric == primary:
-                tested.append((entry, p))
-    tested.sort(key=lambda pair: pair[1])
-    running = 0.0
-    for rank, (entry, p) in enumerate(tested):
-        running = max(running, min(1.0, (len(tested) - rank) * p))
-        entry.p_holm = running
-    rule = (
-        f"{primary} is the primary metric: its {len(tested)} difference(s) are called "
-        f"significant when Holm's adjusted p-value (over those differences) is below {alpha:g}; "
-        f"every other interval is a marginal {1 - alpha:.0%} interval, not adjusted for the "
-        "number of metrics and runs, and is not called significant"
-    )
+                tested[id(entry)] = entry
+    adjusted = holm_adjusted({key: entry.p_value for key, entry in tested.items()})
+    for key, entry in tested.items():
+        entry.p_holm = adjusted[key]
+    rule = multiplicity_rule(primary, len(tested), alpha, "PPI++ difference(s)")
     return Multiplicity(primary=primary, method="holm", alpha=alpha, rule=rule)
 
 
@@ -148,11 +150,8 @@ def pair_estimates(
     for name, per_query in results.items():
         labeler = _top_k_labels(per_query)
         truth = {pair: float(human[pair]) for pair in labeler if pair in human}
-        if len(truth) < 2:
-            raise InputError(
-                f"human_pairs: {config.human_pairs} labels {len(truth)} of {name}'s top-{config.k} "
-                "hits; at least 2 are needed"
-            )
+        where = f"human_pairs: {config.human_pairs} (in {name}'s top {config.k})"
+        require_judged(len(truth), "hits", where, MIN_JUDGED_QUERIES)
         arguments = (config.alpha, config.interval, (0.0, 1.0))
         if _stratified(design):
             estimates = design_estimate(design, labeler, truth, *arguments)
@@ -196,29 +195,28 @@ def pairs_used(
 
 
 def ppi_table(report: PpiRecord) -> str:
-    """The PPI report as one Markdown table."""
+    """The PPI report as one Markdown table, every mark explained below it."""
 
     def cell(interval: IntervalRecord) -> str:
         return f"{interval.estimate:.3f} [{interval.low:.3f}, {interval.high:.3f}]"
 
-    def metric_name(metric: str) -> str:
-        found = report.measured_coverage.get(metric)
-        return f"{metric} †" if found and found.below_target else metric
-
-    def worth(entry: EstimateRecord, group: str) -> str:
-        value = entry.effective_human_queries
-        unit = "judged hits" if group == "pairs" else "queries"
-        return "–" if value is None else f"{value:.1f} {unit}"
+    def metric_name(metric: str, group: str) -> str:
+        if group == "pairs":  # the study measured intervals over judged queries, not hits
+            return f"{metric} {NOT_STUDIED}"
+        if not report.measured_coverage:  # a file written before coverage was recorded
+            return metric
+        marks = coverage_marks(report.measured_coverage.get(metric), report.judged_queries)
+        return f"{metric} {marks}" if marks else metric
 
     rows = [
         [
             system,
-            metric_name(metric),
+            metric_name(metric, group),
             f"{entry.labeler_mean:.3f}",
             cell(entry.human_only),
             cell(entry.ppi),
             f"{entry.ppi.lam:.2f}",
-            worth(entry, group),
+            worth_text(entry, "judged hits" if group == "pairs" else "queries"),
         ]
         for group, systems in (
             ("runs", report.runs),
@@ -241,16 +239,42 @@ def ppi_table(report: PpiRecord) -> str:
     return markdown_table(header, rows) + ppi_footnotes(report)
 
 
+def worth_text(entry: EstimateRecord, unit: str) -> str:
+    """What the labeler is worth in judged units, never more than there are (a file written
+    before the cap is capped here)."""
+    value = entry.effective_human_queries
+    if value is None:
+        return "–"
+    if value >= entry.queries:
+        return f"{entry.queries} {unit} (all: capped)"
+    return f"{value:.1f} {unit}"
+
+
 def ppi_footnotes(report: PpiRecord) -> str:
-    """Below the table: each metric's measured coverage at this n (a † where it is below the
-    target), and the multiplicity rule."""
+    """Below the table: each metric's measured coverage at this n and what its marks mean, what
+    "worth" is, and the multiplicity rule."""
     n = report.judged_queries
     lines = []
-    if n:
-        notes = [f"{metric}: {coverage_note(metric, n)}" for metric in report.measured_coverage]
+    if n and not report.measured_coverage:
+        lines.append("Coverage of the PPI++ intervals: not recorded in this metrics.json.")
+    elif n:
+        notes = [
+            f"{metric}: {coverage_note(metric, found, n)}"
+            for metric, found in report.measured_coverage.items()
+        ]
+        lines.append(f"Coverage of the PPI++ intervals at n = {n}: " + "; ".join(notes) + ".")
+    if report.pairs:
         lines.append(
-            "Coverage of the PPI++ intervals (†: measured below 0.93): " + "; ".join(notes) + "."
+            f"relevant share {NOT_STUDIED}: the coverage study measured intervals over judged "
+            "queries; none was measured over judged hits."
         )
+    lines.append(coverage_legend() + ".")
+    lines.append(
+        "λ: the weight PPI++ gives the labeler (0: the human-only interval). Worth: the number "
+        "of human-judged queries (hits) the human-only interval would need to be as narrow as "
+        "PPI++'s, capped at the number there are (capped: PPI++ is as narrow as judging them all "
+        "would make it by that rule)."
+    )
     if report.multiplicity and report.differences:
         lines.append(report.multiplicity.rule + ".")
     return "".join(f"\n{line}\n" for line in lines)
@@ -267,6 +291,8 @@ def ppi_heading(ppi: PpiRecord, k: int) -> str:
     heading = f"With human judgments for {queries} and {hits} ({ppi.estimator}):"
     if ppi.judged_queries and ppi.sample is not None:
         heading += f"\nThe judged queries: {ppi.sample.design}"
+    if ppi.human_scale:
+        heading += f"\nTheir grades read on the scale {ppi.human_scale}"
     return heading
 
 
@@ -285,6 +311,7 @@ def report_ppi(
     ppi: PpiRecord | None = None
     if human is not None:
         ppi = ppi_estimates(config, per_run, human, query_design)
+        ppi.human_scale = human_scale(config.human or "", config.declared_human_scale)
         ppi.sample = describe_sample(query_design)
         ppi.sample.check = check_random_sample(config, per_run, judged_queries(human), query_design)
     if human_pairs is not None:

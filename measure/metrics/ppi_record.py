@@ -56,13 +56,17 @@ Estimates = dict[str, EstimateRecord]  # metric -> its estimates
 
 
 class MeasuredCoverage(_Record):
-    """A metric's measured coverage at a number of judged queries (judgments.coverage)."""
+    """A metric's measured coverage at a number of judged queries (judgments.coverage): the lowest
+    over every population studied. ``at_n`` other than the record's judged_queries: that n was
+    not studied, and this is the lowest at the studied sizes around it."""
 
     coverage: float
     at_n: int  # the studied size it was lowest at
     below_target: bool
     target: float
     source: str = ""
+    population: str = ""  # the population it was lowest on (absent from earlier files)
+    populations: int | None = None  # how many populations were studied at at_n
 
 
 class Multiplicity(_Record):
@@ -97,6 +101,7 @@ class PpiRecord(_Record):
     difference with the first; with --human_pairs, each run's relevant share of its top-k hits."""
 
     human: str | None = None  # --human (absent with --human_pairs alone)
+    human_scale: str | None = None  # the scale its values were read on, in words
     judged_queries: int
     estimator: str  # in words
     confidence: float

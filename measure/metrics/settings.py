@@ -12,6 +12,7 @@ from core.artifacts import Artifact
 from core.cli import bounded, check_choices, choice
 from core.errors import InputError
 from core.io import atomic_writer
+from data.beir import QRELS_SCALES
 from measure.labelers import HitLabel
 from measure.metrics.names import MetricName, parse_metrics, ranx_name, standard_metric_names
 from measure.metrics.ppi_record import PpiRecord
@@ -73,21 +74,30 @@ class SearchEvalConfig:
     human: str | None = field(
         default=None,
         metadata={
-            "help": "Human judgments of a random sample of the queries (qrels on the 0-3 scale, "
-            "binary 0/1 read as 0/3, a judgments JSONL or an eval.annotate folder; a grade off the "
-            "scale is refused): prediction-powered (PPI++) estimates and confidence "
-            "intervals of every metric and paired difference. A sample not drawn by eval.ppi is "
-            "checked: a warning when the judged queries' labeler NDCG@k differs from the other "
-            "queries' (two-sided Mann-Whitney p < 0.01); metrics.json records how it was drawn."
+            "help": "Human judgments of a random sample of the queries (qrels on --human_scale, a "
+            "judgments JSONL or an eval.annotate folder; a grade off the scale is refused): "
+            "prediction-powered (PPI++) estimates and confidence intervals of every metric and "
+            "paired difference, from at least 10 fully judged queries (judgments.coverage). A "
+            "sample not drawn by eval.ppi is checked: a warning when the judged queries' labeler "
+            "NDCG@k differs from the other queries' (two-sided Mann-Whitney p < 0.01); "
+            "metrics.json records how it was drawn."
         },
+    )
+    human_scale: str = choice(
+        "format",
+        ("format", *QRELS_SCALES),
+        "The scale of a --human qrels file's values: 0-3 (1 is 'not relevant') or binary (1 is "
+        "relevant, read as 3); format (the default): the file's format says, never which grades "
+        "occur in it: TREC qrels are 0-3, a BEIR TSV (query-id header) of 0/1 scores is binary.",
     )
     human_pairs: str | None = field(
         default=None,
         metadata={
             "help": "Human labels of a random sample of the runs' top-k hits (judgments JSONL or "
             "an eval.annotate folder): PPI++ estimates of each run's share of relevant hits in "
-            "its top k. Each run's interval uses the judged hits in its top k; the others are "
-            "ignored, with a warning and their count in metrics.json (judged_pairs_used)."
+            "its top k. Each run's interval uses the judged hits in its top k, at least 10 "
+            "(judgments.coverage); the others are ignored, with a warning and their count in "
+            "metrics.json (judged_pairs_used)."
         },
     )
     draw: str | None = field(
@@ -131,9 +141,16 @@ class SearchEvalConfig:
     def __post_init__(self) -> None:
         check_choices(self)  # YAML values too, before any labelling is paid for
         self.extra_metrics()  # an unknown name is refused before any labelling too
+        if self.declared_human_scale is not None and not self.human:
+            raise InputError("human_scale: give --human, the qrels file it is the scale of")
         for name in ("system", "version", "note"):  # they would be dropped without a store
             if getattr(self, name) is not None and not self.track:
                 raise InputError(f"{name}: give --track STORE to record the evaluation in")
+
+    @property
+    def declared_human_scale(self) -> str | None:
+        """--human_scale where it declares one (None: the file's format says)."""
+        return None if self.human_scale == "format" else self.human_scale
 
     def extra_metrics(self) -> list[MetricName]:
         standard = standard_metric_names(self.k, recall=self.num_relevant_from is not None)

@@ -152,14 +152,40 @@ def test_coverage_is_near_the_nominal_level_where_the_t_interval_holds(populatio
         r["coverage_ppi"] for r in rows if r["metric"] == "ndcg@10"
     )
     written = tmp_path / "summary.json"
-    summarize(["--inputs", str(out), "--source", "here", "--out", str(written)])
+    written.write_text(
+        json.dumps(
+            {
+                "format_version": 2,
+                "confidence": 0.95,
+                "note": "kept",
+                "populations": [{"name": "held-out", "coverage": {"ndcg@10": {"20": 0.5}}}],
+            }
+        )
+    )
+    argv = ["--inputs", str(out), "--names", "synthetic", "--source", "here", "--out"]
+    summarize([*argv, str(written)])
+    # Each input is a population of its own; one already in the table under another name is
+    # kept, so the lowest over every population studied is what a user is shown.
     assert _strict_json(written) == {
-        "source": "here",
-        "command": f"python -m benchmarks.ppi_coverage_summary --inputs {out} --source here "
-        f"--out {written}",
+        "format_version": 2,
         "confidence": 0.95,
-        "coverage": summary,
+        "note": "kept",
+        "populations": [
+            {"name": "held-out", "coverage": {"ndcg@10": {"20": 0.5}}},
+            {
+                "name": "synthetic",
+                "labeler": "grader",
+                "queries": 120,
+                "k": 10,
+                "estimator": "eval.ppi.estimate_metric, as eval.search reports it",
+                "source": "here",
+                "command": f"python -m benchmarks.ppi_coverage_summary {' '.join(argv)} {written}",
+                "coverage": summary,
+            },
+        ],
     }
+    summarize([*argv, str(written)])  # the same population again replaces it
+    assert [p["name"] for p in _strict_json(written)["populations"]] == ["held-out", "synthetic"]
 
 
 def test_finite_population_correction_and_a_sampled_population(population, tmp_path):

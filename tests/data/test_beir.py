@@ -90,15 +90,44 @@ def test_collection_pairs_follow_run_order(adi_dir: Path):
 
 
 def test_binary_qrels_are_never_read_as_grade_1(adi_dir: Path, caplog: pytest.LogCaptureFixture):
-    qrels = read_qrels(adi_dir / "qrels.tsv")
+    path = adi_dir / "qrels.tsv"  # a BEIR TSV of 0/1 scores: BEIR's binary relevance
+    qrels = read_qrels(path)
     assert is_binary_scale(qrels) and not is_binary_scale({"q": {"a": 0, "b": 1, "c": 3}})
     with pytest.raises(ValueError, match="grade_map"):
-        graded_qrels(qrels, "adi/qrels.tsv", infer=False)
+        graded_qrels(qrels, path, infer=False)
     with caplog.at_level("WARNING"):
-        inferred = graded_qrels(qrels, "adi/qrels.tsv")
-    assert "binary qrels" in caplog.text
+        inferred = graded_qrels(qrels, path)
+    assert "a BEIR TSV of 0/1 scores: reading 1 as grade 3" in caplog.text
     assert {g for docs in inferred.values() for g in docs.values()} == {3}
     assert graded_qrels(qrels, "x", {1: 2})["1"] == dict.fromkeys(qrels["1"], 2)
+
+
+def test_a_trec_qrels_files_scale_is_its_format_not_the_grades_it_happens_to_hold(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    """A 0-3 session in which no judged hit reached grade 2 holds only 0s and 1s: its 1s stay
+    'not relevant' (a TREC qrels file is on the 0-3 scale whatever values occur), with a warning
+    that names the flag for a file that is binary; binary only when declared, and a declared
+    binary file holding a 2 is refused."""
+    from data.beir import qrels_scale
+
+    path = tmp_path / "session.qrels"
+    write_trec_qrels(path, {"q1": {"d1": 1, "d2": 0}, "q2": {"d3": 1}})
+    qrels = read_qrels(path)
+    assert qrels_scale(path, qrels) == "0-3"
+    with caplog.at_level("WARNING"):
+        assert graded_qrels(qrels, path) == qrels  # 1 stays grade 1: not relevant
+    assert "give its scale as binary (eval.search --human_scale binary)" in caplog.text
+    assert graded_qrels(qrels, path, scale="binary") == {"q1": {"d1": 3, "d2": 0}, "q2": {"d3": 3}}
+    assert graded_qrels(qrels, path, scale="0-3") == qrels
+    graded = {"q1": {"d1": 2, "d2": 0}}
+    with pytest.raises(InputError, match=r"scale binary, but q1/d1 has 2 \(0 or 1 expected\)"):
+        graded_qrels(graded, path, scale="binary")
+    # The same values as a BEIR TSV are a collection's binary judgments; with a 2, graded.
+    beir = tmp_path / "qrels.tsv"
+    write_beir_qrels(beir, qrels)
+    assert qrels_scale(beir, qrels) == "binary" and qrels_scale(beir, graded) == "0-3"
+    assert qrels_scale(beir, qrels, "0-3") == "0-3"
 
 
 @pytest.mark.parametrize("content", ["", "\n\n  \n"])

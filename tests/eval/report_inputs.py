@@ -1,5 +1,5 @@
 """Small evaluation folders for the report tests: eval.search on ADI with a noisy ``judgments:``
-labeler (two runs, top 5), with and without human judgments of 8 queries, and a main-job run
+labeler (two runs, top 5), with and without human judgments of 12 queries, and a main-job run
 folder around the first (with a 5-fold cross-validation of synthetic predictions)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from measure.classification.summaries import (
 )
 
 K = 5
-JUDGED = 8  # queries people judged
+JUDGED = 12  # queries people judged (at least judgments.coverage.MIN_JUDGED_QUERIES)
 
 
 def _runs(collection: Collection, rng: random.Random) -> dict[str, dict]:
@@ -65,7 +65,7 @@ def _labeler(collection: Collection, runs: dict, rng: random.Random) -> list[Jud
 
 
 def _human(collection: Collection, runs: dict, rng: random.Random) -> dict[str, dict[str, int]]:
-    """People's 0-3 grades of every top-5 hit of 8 queries (and of their relevant documents)."""
+    """People's 0-3 grades of every top-5 hit of 12 queries (and of their relevant documents)."""
     qids = sorted(rng.sample(sorted(collection.qrels), JUDGED))
     qrels: dict[str, dict[str, int]] = {}
     for qid in qids:

@@ -67,15 +67,26 @@ def test_significance_marks_follow_the_paired_test(folders):
     table = metrics["comparison"][f"ndcg_burges@{K}"]
     p = table["good"]["comparisons"]["shuffled"][f"ndcg_burges@{K}"]
     assert p < 0.01  # relevant documents first against a shuffle
-    # The marks sit on the labeler's means they were tested on: without human judgments.
-    cells = build_report(folders["no_human"]).headline.cells
+    # The marks sit on the labeler's means they were tested on: without human judgments, and only
+    # the primary metric's, Holm-adjusted (one pair of runs: the p itself), as eval.search says.
+    headline = build_report(folders["no_human"]).headline
+    cells = headline.cells
     assert cells["good"][f"ndcg@{K}"].beats == ["shuffled"]
+    assert cells["good"][f"ndcg@{K}"].p_holm == {"shuffled": p}
     assert cells["shuffled"][f"ndcg@{K}"].beats == []
-    strict = build_report(folders["no_human"], ReportOptions(max_p=p / 2)).headline.cells
-    assert strict["good"][f"ndcg@{K}"].beats == []
+    # The other metrics' tests are marginal: never a mark, even below the level.
+    p_map = table_p(metrics, "map")
+    assert p_map < 0.05 and cells["good"]["map"].beats == []
+    assert "Only ndcg@5, the primary metric, is marked" in headline.labeler_rule
+    significant = {d.metric for d in headline.differences if d.significant}
+    assert significant == {f"ndcg@{K}"}
     # A PPI++ estimate carries none: a test on the labeler's labels says nothing of it.
     corrected = build_report(folders["human"]).headline.cells
     assert all(not cell.beats for cells in corrected.values() for cell in cells.values())
+
+
+def table_p(metrics: dict, metric: str) -> float:
+    return metrics["comparison"][metric]["good"]["comparisons"]["shuffled"][metric]
 
 
 def test_only_the_primary_metric_can_be_significant_after_holm(folders):
@@ -295,6 +306,48 @@ def test_a_folder_without_its_optional_files_still_gives_a_page(folders, tmp_pat
     assert any("per_query.json" in note for note in report.notes)
     assert report.headline.intervals
     assert "<!doctype html>" in render(report, {})
+
+
+def test_intervals_from_too_few_judged_queries_are_not_shown(folders, tmp_path: Path):
+    """A metrics.json written before the minimum, with PPI++ estimates from 2 judged queries:
+    the page shows the labeler's means with no interval and says why; at the minimum the marks
+    carry the coverage study's evidence (†, ‡) and the worth is capped at the queries."""
+    import shutil
+
+    from judgments.coverage import MIN_JUDGED_QUERIES
+
+    run = tmp_path / "two"
+    shutil.copytree(folders["human"], run)
+    metrics = read(run, "metrics.json")
+    metrics["ppi"]["judged_queries"] = 2
+    for group in ("runs", "differences"):
+        for entries in metrics["ppi"][group].values():
+            for entry in entries.values():
+                entry["ppi"]["n"] = entry["human_only"]["n"] = 2
+                entry["effective_human_queries"] = 1000.0  # before the cap
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    report = build_report(run)
+    assert not report.headline.intervals
+    assert all(c.ppi is None for cells in report.headline.cells.values() for c in cells.values())
+    assert any(
+        f"come from 2 judged queries, fewer than the {MIN_JUDGED_QUERIES}" in note
+        for note in report.notes
+    )
+    assert report.headline.notice.startswith("Too few human judgments for an interval")
+    # The real folder: top 5 (the study measured top-10 metrics), so every metric is marked ‡,
+    # the legend says what it means; worth never above the queries.
+    headline = build_report(folders["human"]).headline
+    assert {found["marks"] for found in headline.coverage.values()} == {"‡"}
+    assert headline.coverage["map"]["note"] == "‡ coverage not measured for map at n = 12"
+    assert "‡: the coverage study did not measure" in headline.coverage_legend
+    queries = read(folders["human"], "metrics.json")["ppi"]["runs"]["good"]["map"]["queries"]
+    metrics["ppi"]["judged_queries"] = 12
+    for entries in metrics["ppi"]["runs"].values():
+        for entry in entries.values():
+            entry["ppi"]["n"] = entry["human_only"]["n"] = 12
+    (run / "metrics.json").write_text(json.dumps(metrics))
+    cells = build_report(run).headline.cells
+    assert {c.worth for c in cells["good"].values() if c.worth is not None} == {queries}
 
 
 def test_the_corpus_is_found_from_the_stage_config_when_provenance_is_missing(

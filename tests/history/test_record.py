@@ -233,3 +233,31 @@ def test_the_main_job_records_its_metric_stage_once(folder: Path, tmp_path: Path
     assert [e.ref for e in open_store(store).list_evaluations()] == ["dense@v1"]
     job.record_history(Stage("metric pipeline", output, "eval.search", [SearchEvalConfig(k=5)]))
     assert len(open_store(store).list_evaluations()) == 2  # a new result is a new evaluation
+
+
+def test_ppi_estimates_from_too_few_judged_queries_are_recorded_as_the_labelers_t():
+    """A metrics.json written before the minimum, whose PPI++ estimate came from 2 judged
+    queries: the store records the labeler's t interval, as for a folder without judgments."""
+    from eval.history.record import _estimates
+    from judgments.ppi import estimate_metric
+    from measure.metrics.settings import SearchMetrics
+
+    labeler = {f"q{i}": 0.1 * (i % 9) for i in range(20)}
+    metrics = SearchMetrics(labeler="x", k=10, mean={"run": {"ndcg@10": 0.4, "map": 0.4}})
+    two = estimate_metric(labeler, {"q1": 0.2, "q2": 0.3}, bounds=(0.0, 1.0))
+    record = {
+        "human": "h.qrels",
+        "judged_queries": 2,
+        "estimator": "PPI++",
+        "confidence": 0.95,
+        "differences": {},
+        "runs": {"run": {m: two.record() for m in ("ndcg@10", "map")}},
+    }
+    metrics = SearchMetrics.model_validate(metrics.model_dump() | {"ppi": record})
+    values = {"ndcg@10": labeler, "map": labeler}
+    assert {e.method for e in _estimates(metrics, "run", values, 0.05)} == {"t"}
+    record["judged_queries"] = 10
+    for entry in record["runs"]["run"].values():
+        entry.ppi.n = 10
+    metrics = SearchMetrics.model_validate(metrics.model_dump() | {"ppi": record})
+    assert {e.method for e in _estimates(metrics, "run", values, 0.05)} == {"ppi++"}

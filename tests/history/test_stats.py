@@ -215,3 +215,18 @@ def test_the_gate_at_alpha_is_a_one_sided_test_at_half_alpha():
     one_sided = stats.ttest_rel(x, y, alternative="less")
     assert result.high == pytest.approx(one_sided.confidence_interval(0.95).high)
     assert gate(result, 0.0).passed == (one_sided.pvalue >= 0.05)
+
+
+def test_no_ppi_comparison_from_fewer_judged_queries_than_an_interval_needs():
+    """Five queries judged in both evaluations made a PPI++ interval; the minimum that every
+    PPI++ interval needs (judgments.coverage) holds here too: the labeler's paired t instead."""
+    from judgments.coverage import MIN_JUDGED_QUERIES
+
+    a, b = runs(30, 0.0, 0.1, seed=5)
+    judged = sorted(a)[:5]
+    result = compare("ndcg@10", a, b, {q: a[q] for q in judged}, {q: b[q] for q in judged})
+    assert result.human_queries == 0 and result.method.startswith("paired t")
+    assert f"(PPI++ needs {MIN_JUDGED_QUERIES})" in result.method
+    judged = sorted(a)[:MIN_JUDGED_QUERIES]
+    result = compare("ndcg@10", a, b, {q: a[q] for q in judged}, {q: b[q] for q in judged})
+    assert result.human_queries == MIN_JUDGED_QUERIES and result.method.startswith("PPI++")

@@ -536,15 +536,15 @@ def search_args(tmp_path: Path, inputs: dict[str, Path], *extra: str) -> list[st
 def test_search_reads_the_session_and_uses_its_draws_design(tmp_path: Path, capsys):
     from eval.search.command import main as search
 
-    inputs = judged_session(tmp_path, ["--design", "neyman", "--n", "6", "--metric", "ndcg@5"])
+    inputs = judged_session(tmp_path, ["--design", "neyman", "--n", "10", "--metric", "ndcg@5"])
     search(search_args(tmp_path, inputs, "--human", str(tmp_path / "out")))
     report = json.loads((tmp_path / "search" / "metrics.json").read_text())["ppi"]
     assert (
-        report["judged_queries"] == 6 and "neyman allocation over 2 strata" in report["estimator"]
+        report["judged_queries"] == 10 and "neyman allocation over 2 strata" in report["estimator"]
     )
     precision = report["runs"]["a"]["precision@5"]
     assert precision["labeler_mean"] == pytest.approx(1.0)
-    assert "stratified PPI++" in precision["ppi"]["method"] and precision["ppi"]["n"] == 6
+    assert "stratified PPI++" in precision["ppi"]["method"] and precision["ppi"]["n"] == 10
     # The human value of the judged grades (relevant = d number % 4 >= 2) pulls the estimate down.
     assert precision["ppi"]["high"] < 0.9
     assert "neyman allocation" in capsys.readouterr().out
@@ -557,18 +557,18 @@ def test_search_reads_the_session_and_uses_its_draws_design(tmp_path: Path, caps
 def test_a_draw_judged_in_part_gives_estimates_from_its_fully_judged_queries(
     tmp_path: Path, caplog
 ):
-    """The last hit of a 4-query draw is not judged: its query is left out and the other 3, a
-    uniform subsample of the draw (served in a random order), give the estimates with n = 3."""
+    """The last hit of an 11-query draw is not judged: its query is left out and the other 10, a
+    uniform subsample of the draw (served in a random order), give the estimates with n = 10."""
     from eval.search.command import main as search
 
-    inputs = judged_session(tmp_path, ["--n", "4"], complete=False)
+    inputs = judged_session(tmp_path, ["--n", "11"], complete=False)
     search(search_args(tmp_path, inputs, "--human", str(tmp_path / "out")))
     report = json.loads((tmp_path / "search" / "metrics.json").read_text())["ppi"]
-    assert report["judged_queries"] == 3
-    assert report["runs"]["a"]["precision@5"]["ppi"]["n"] == 3
-    assert "3 of the 4 drawn fully judged" in report["sample"]["design"]
+    assert report["judged_queries"] == 10
+    assert report["runs"]["a"]["precision@5"]["ppi"]["n"] == 10
+    assert "10 of the 11 drawn fully judged" in report["sample"]["design"]
     assert "judged in part and left out" in caplog.text
-    assert "3 of the 4 drawn queries are fully judged" in caplog.text
+    assert "10 of the 11 drawn queries are fully judged" in caplog.text
     # Measured deeper than the session judged: one line says the k differs.
     deeper = search_args(tmp_path, inputs, "--human", str(tmp_path / "out"))
     deeper[deeper.index("--k") + 1] = "8"

@@ -173,8 +173,8 @@ def test_the_draw_command_records_its_design_and_needs_labels_to_stratify(tmp_pa
 
     inputs = make_inputs(tmp_path, queries=12)
     with pytest.raises(ValueError, match="neyman needs the labeler's labels"):
-        draw(["--run", str(inputs["a"]), "--design", "neyman", "--n", "6"])
-    labels = ["--labels", str(tmp_path / "labels"), "--n", "6", "--seed", "3"]
+        draw(["--run", str(inputs["a"]), "--design", "neyman", "--n", "10"])
+    labels = ["--labels", str(tmp_path / "labels"), "--n", "10", "--seed", "3"]
     draw([*labels, "--design", "neyman", "--out", str(tmp_path / "draw.json")])
     printed = capsys.readouterr()
     design = read_design(tmp_path / "draw.json")
@@ -184,7 +184,7 @@ def test_the_draw_command_records_its_design_and_needs_labels_to_stratify(tmp_pa
     # The uniform draw of the same queries is the draw eval.ppi always made.
     draw([*labels, "--out", str(tmp_path / "uniform.json")])
     uniform = read_design(tmp_path / "uniform.json")
-    assert sorted(uniform.drawn) == draw_queries([f"q{i}" for i in range(1, 13)], 6, seed=3)
+    assert sorted(uniform.drawn) == draw_queries([f"q{i}" for i in range(1, 13)], 10, seed=3)
 
 
 @pytest.mark.parametrize("seed", range(60))

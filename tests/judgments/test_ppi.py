@@ -122,6 +122,42 @@ def test_effective_queries_and_sizing_follow_the_square_root_law():
     )
 
 
+def test_what_the_labeler_is_worth_never_exceeds_the_queries_there_are():
+    """A labeler that nearly matches people on 43 queries, 20 of them judged: by the 1/sqrt(n)
+    law its PPI++ interval is worth far more than 43 judged queries, which there are not. It is
+    capped at the population, and the table says it is."""
+    from eval.search.ppi_report import worth_text
+
+    rng = np.random.default_rng(0)
+    human = {f"q{i}": float(v) for i, v in enumerate(rng.random(43))}
+    labeler = {q: min(1.0, max(0.0, v + rng.normal(0, 0.02))) for q, v in human.items()}
+    judged = {q: human[q] for q in sorted(human)[:20]}
+    estimates = estimate_metric(labeler, judged, bounds=(0.0, 1.0))
+    law = effective_queries(20, estimates.classical, estimates.ppi)
+    assert law > 43
+    record = estimates.record()
+    assert record.effective_human_queries == estimates.to_dict()["effective_human_queries"] == 43
+    assert worth_text(record, "queries") == "43 queries (all: capped)"
+    # A file written before the cap is capped where it is shown.
+    record.effective_human_queries = law
+    assert worth_text(record, "queries") == "43 queries (all: capped)"
+
+
+def test_no_draw_smaller_than_an_interval_needs():
+    """eval.ppi --n below the minimum judged queries is refused before any draw, and a pilot
+    never sizes one below it."""
+    from core.cli import parse_config
+    from judgments.coverage import MIN_JUDGED_QUERIES
+    from judgments.draw import DrawConfig
+
+    with pytest.raises(ValueError, match=f"n: expected >= {MIN_JUDGED_QUERIES}, got 5"):
+        parse_config([DrawConfig], ["--run", "x.trec", "--n", "5"])
+    with pytest.raises(ValueError, match=f"n: expected >= {MIN_JUDGED_QUERIES}, got 5"):
+        DrawConfig(run="x.trec", n=5)  # the library path too
+    wide = classical_mean([0.1, 0.5, 0.3, 0.9] * 5)
+    assert queries_for_width(wide, wide.width * 3) == MIN_JUDGED_QUERIES
+
+
 def _pilot(path: Path, width: float, n: int) -> Path:
     """An eval.search metrics.json whose bm25 NDCG@10 interval has ``width`` on ``n`` queries."""
     interval = Interval(0.5, 0.5 - width / 2, 0.5 + width / 2, n, 33, 1.0, "t")
@@ -263,12 +299,12 @@ def test_a_corpus_given_as_the_run_is_refused_not_drawn_as_queries(adi_dir: Path
     from judgments.draw import DrawConfig, draw
 
     with pytest.raises(ValueError, match=r"run: .*corpus.jsonl is a corpus \(documents, not"):
-        draw(DrawConfig(run=str(adi_dir / "corpus.jsonl"), n=5))
+        draw(DrawConfig(run=str(adi_dir / "corpus.jsonl"), n=10))
     renamed = tmp_path / "docs.jsonl"  # any name: a corpus line has a title
     renamed.write_text((adi_dir / "corpus.jsonl").read_text())
     with pytest.raises(ValueError, match="is a corpus"):
-        draw(DrawConfig(run=str(renamed), n=5))
-    assert len(draw(DrawConfig(run=str(adi_dir / "queries.jsonl"), n=5)).drawn) == 5
+        draw(DrawConfig(run=str(renamed), n=10))
+    assert len(draw(DrawConfig(run=str(adi_dir / "queries.jsonl"), n=10)).drawn) == 10
 
 
 # Intervals at the bounds: never zero width, the estimate in its range and inside its interval.
@@ -374,9 +410,9 @@ def test_the_draw_says_how_many_hits_it_asks_people_to_judge(tmp_path: Path, cap
 
     run = {f"q{i}": {f"d{j}": float(-j) for j in range(12)} for i in range(30)}
     write_trec_run(tmp_path / "run.trec", run)
-    draw_main(["--run", str(tmp_path / "run.trec"), "--n", "5", "--k", "10"])
+    draw_main(["--run", str(tmp_path / "run.trec"), "--n", "10", "--k", "10"])
     err = capsys.readouterr().err
-    assert "workload: the 5 drawn queries have 50 hits in this run's top 10" in err
+    assert "workload: the 10 drawn queries have 100 hits in this run's top 10" in err
 
 
 def test_a_spread_left_by_rounding_is_no_spread():
