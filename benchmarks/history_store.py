@@ -128,7 +128,7 @@ def bench(target: str, config: BenchConfig) -> None:
     newer = store.record(
         make_record("newer", qids, METRICS, np.random.default_rng(2), judged=100, hits=10)
     )
-    a, b = store.get(str(newer)), store.get(str(new_id))
+    a, b = store.get(f"id:{newer}"), store.get(f"id:{new_id}")
     full_s, full = timed(lambda: compare_stored(store, a, b, list(METRICS), 0.05, moved=5))
     print(f"\nbackend {store.engine.dialect.name}; store {size_mib(store):,.0f} MiB")
     print("| step | seconds | target |\n|---|---|---|")

@@ -3,12 +3,18 @@ have, with intervals (PPI++ on the paired differences where people judged querie
 labeler-only paired t otherwise, said in words), and the queries that moved most, each with the
 hits that entered or left its top k and their labels (Quepid's snapshot diff, with statistics).
 
+Only the primary metric (NDCG@k) is called "A better" or "A worse", by its p-value
+Holm-adjusted over the comparisons made (here one), as ``eval.search`` calls its runs'
+differences; every other metric's interval is marginal (not adjusted for the number of metrics)
+and called nothing. The output says so under the table.
+
 Two evaluations measured by different labelers, on different corpora or on different query sets
 are not comparable: the command refuses them in one line naming what differs. ``--relabel
 LABELER --corpus PATH`` asks for the comparison all the same: both stored runs are labelled again
 by that one labeler first (cached under ``--label_cache``).
 
     python -m eval.history compare dense@v4 dense@v3 --store runs/history.sqlite
+    python -m eval.history compare id:12 id:9 --store runs/history.sqlite
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
@@ -23,8 +30,9 @@ from pydantic import BaseModel, ConfigDict
 from core.cli import bounded, parse_config
 from core.errors import InputError
 from data.beir import Run, ranked, read_trec_run
-from eval.history.stats import PairedComparison, compare
-from eval.history.store import EvaluationInfo, HistoryStore, open_store
+from eval.history.stats import PairedComparison, called, compare
+from eval.history.store import READER_STORE_HELP, EvaluationInfo, HistoryStore, open_store
+from measure.metrics.settings import PRIMARY_METRIC
 
 # What two evaluations must share to be compared, and how a difference is named.
 SAME = (
@@ -32,17 +40,38 @@ SAME = (
     ("corpus_fingerprint", "corpus", "corpus"),
     ("queries_fingerprint", "query set", "queries"),
 )
+# What each command can do about a difference ({a} and {b}: the two evaluations' ids): only
+# compare relabels, and a monitor uses the queries a check shares with its baseline.
+RELABEL = "history compare {a} {b} --relabel LABELER --corpus PATH"
+COMPARE_ADVICE = {
+    "labeler": "give --relabel LABELER --corpus PATH to label both runs by one labeler first",
+    "corpus": "give --relabel LABELER --corpus PATH to label both runs by one labeler first",
+    "queries": "give --common_queries true to compare the queries they share",
+}
+GATE_ADVICE = {
+    "labeler": "the gate compares evaluations of one labeler: give --baseline a version "
+    f"measured by the candidate's, or compare the two with `{RELABEL}`",
+    "corpus": "the gate compares evaluations of one corpus: give --baseline a version "
+    f"evaluated on the candidate's, or compare the two with `{RELABEL}`",
+    "queries": "give --common_queries true to gate on the queries they share",
+}
+PAGE_ADVICE = {
+    "labeler": f"compare them with `{RELABEL}`",
+    "corpus": f"compare them with `{RELABEL}`",
+    "queries": "compare them on the queries they share with `history compare {a} {b} "
+    "--common_queries true`",
+}
 
 
 @dataclass
 class CompareConfig:
     a: str = field(
-        default="", metadata={"help": "Evaluation A (the candidate): an id or SYSTEM@VERSION."}
+        default="", metadata={"help": "Evaluation A (the candidate): SYSTEM@VERSION or id:N."}
     )
     b: str = field(
-        default="", metadata={"help": "Evaluation B (the baseline): an id or SYSTEM@VERSION."}
+        default="", metadata={"help": "Evaluation B (the baseline): SYSTEM@VERSION or id:N."}
     )
-    store: str = field(default="", metadata={"help": "The store: a SQLite file or a database URL."})
+    store: str = field(default="", metadata={"help": READER_STORE_HELP})
     metrics: list[str] = field(
         default_factory=list,
         metadata={"help": "Metrics to compare (default: every metric both evaluations record)."},
@@ -133,22 +162,81 @@ class EvaluationComparison:
     moved: tuple[MovedQuery, ...]
     relabelled_by: str | None = None
 
+    @property
+    def primary(self) -> str:
+        """The metric that is called better or worse (as eval.search's: NDCG at the k both
+        evaluations share)."""
+        return PRIMARY_METRIC.format(k=min(self.a.k, self.b.k))
 
-def refusal(a: EvaluationInfo, b: EvaluationInfo, common_queries: bool) -> str | None:
-    """Why A and B cannot be compared as recorded (None when they can)."""
+    @cached_property
+    def primary_call(self) -> tuple[str, float | None] | None:
+        """The primary metric's verdict and Holm-adjusted p-value over the one comparison made
+        (None when it was not compared)."""
+        if self.primary not in self.metrics:
+            return None
+        return called([self.metrics[self.primary]])[0]
+
+    def verdict(self, metric: str) -> str:
+        """What the comparison may say of ``metric``: the primary metric's call, or
+        "marginal" (an interval not adjusted for the number of metrics, called nothing)."""
+        if metric != self.primary or self.primary_call is None:
+            return "marginal"
+        return self.primary_call[0]
+
+    def legend(self) -> str:
+        """The rule behind :meth:`verdict`, in words, for wherever the verdicts are printed."""
+        level = f"{1 - next(iter(self.metrics.values())).alpha:.0%}" if self.metrics else ""
+        alpha = next(iter(self.metrics.values())).alpha if self.metrics else 0.05
+        marginal = (
+            f"every other metric's interval is marginal: a {level} interval not adjusted for "
+            "the number of metrics compared, on which no better or worse is called"
+        )
+        if self.primary_call is None:
+            return f"{self.primary}, the primary metric, was not compared: {marginal}."
+        p = self.primary_call[1]
+        when = (
+            f"when its p-value, Holm-adjusted over the 1 comparison made here ({p:.2g}), is "
+            f"below {alpha:g}, as eval.search calls its runs' differences"
+            if p is not None
+            else f"when its interval excludes 0 (a {self.metrics[self.primary].basis} has no "
+            "p-value; Holm over the 1 comparison made here is that interval's test)"
+        )
+        return (
+            f"Only {self.primary}, the primary metric, is called better or worse: {when}; "
+            f"{marginal}."
+        )
+
+
+def difference(
+    a: EvaluationInfo, b: EvaluationInfo, common_queries: bool
+) -> tuple[str, str] | None:
+    """What A and B differ in that keeps them from being compared as recorded: ("labeler",
+    "corpus" or "queries", the line that says so); None when they can be."""
     for attribute, what, flag in SAME:
         if getattr(a, attribute) == getattr(b, attribute):
             continue
         if flag == "queries" and common_queries:
             continue
-        fix = (
-            "give --common_queries true to compare the queries they share"
-            if flag == "queries"
-            else "give --relabel LABELER --corpus PATH to label both runs by one labeler first"
-        )
         shown = f" ({a.labeler} vs {b.labeler})" if flag == "labeler" else ""
-        return f"evaluations {a.id} ({a.ref}) and {b.id} ({b.ref}) differ in {what}{shown}; {fix}"
+        return flag, (
+            f"evaluations {a.id_ref} ({a.ref}) and {b.id_ref} ({b.ref}) differ in {what}{shown}"
+        )
     return None
+
+
+def refusal(
+    a: EvaluationInfo,
+    b: EvaluationInfo,
+    common_queries: bool,
+    advice: Mapping[str, str] = COMPARE_ADVICE,
+) -> str | None:
+    """Why A and B cannot be compared as recorded, with what the command (``advice``) can do
+    about it; None when they can be."""
+    found = difference(a, b, common_queries)
+    if found is None:
+        return None
+    flag, line = found
+    return f"{line}; {advice[flag].format(a=a.id_ref, b=b.id_ref)}"
 
 
 def stored_run(store: HistoryStore, info: EvaluationInfo) -> Run:
@@ -222,10 +310,10 @@ def compare_stored(
 
 def resolve(store: HistoryStore, config: CompareConfig) -> tuple[EvaluationInfo, EvaluationInfo]:
     if not config.a or not config.b:
-        raise InputError("give two evaluations: compare A B (ids or SYSTEM@VERSION)")
+        raise InputError("give two evaluations: compare A B (each SYSTEM@VERSION or id:N)")
     a, b = store.get(config.a), store.get(config.b)
     if a.id == b.id:
-        raise InputError(f"A and B are the same evaluation ({a.id}, {a.ref}); give two")
+        raise InputError(f"A and B are the same evaluation ({a.id_ref}, {a.ref}); give two")
     return a, b
 
 
@@ -276,16 +364,16 @@ def comparison_text(result: EvaluationComparison) -> str:
     a, b = result.a, result.b
     level = f"{1 - next(iter(result.metrics.values())).alpha:.0%}" if result.metrics else ""
     lines = [
-        f"A = {a.ref} (evaluation {a.id}) − B = {b.ref} (evaluation {b.id}), {level} intervals"
+        f"A = {a.ref} ({a.id_ref}) − B = {b.ref} ({b.id_ref}), {level} intervals"
         + (f"; both runs relabelled by {result.relabelled_by}" if result.relabelled_by else "")
     ]
     width = max((len(metric) for metric in result.metrics), default=6)
     for metric, c in result.metrics.items():
-        verdict = "A better" if c.low > 0 else "A worse" if c.high < 0 else "no difference shown"
         lines.append(
             f"  {metric:<{width}}  {signed(c.estimate)} [{signed(c.low)}, {signed(c.high)}]  "
-            f"{verdict:<19}  {c.method}"
+            f"{result.verdict(metric):<19}  {c.method}"
         )
+    lines.append(result.legend())
     if result.moved:
         first = next(iter(result.metrics))
         lines += ["", f"queries that moved most in {first} (A, B, A − B; hits with labels):"]
@@ -320,7 +408,7 @@ def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([CompareConfig], positional(sys.argv[1:] if args is None else args))
     if not config.store:
         raise InputError("give --store")
-    store = open_store(config.store, create=False)
+    store = open_store(config.store, write=False)
     try:
         result = compare_evaluations(store, config)
     finally:

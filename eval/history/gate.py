@@ -7,6 +7,9 @@ passes with the line that says so; bad input is one line and exit 2, as everywhe
     python -m eval.history gate --store runs/history.sqlite --system dense --candidate v4 \\
         --baseline last --metric ndcg@10 --margin 0.02
 
+``--candidate`` and ``--baseline`` are versions of ``--system`` (an all-digit build number or
+short SHA too); ``id:N`` names one evaluation by its id.
+
 Each gate is one test at level alpha / 2 of the shown (1 − alpha) interval. A system checked
 again and again against a fixed baseline (a daily re-evaluation) needs ``history monitor``
 instead: a repeated fixed-level test raises false alarms far above its level.
@@ -22,6 +25,7 @@ from core.cli import bounded, choice, parse_config
 from core.errors import InputError
 from core.io import markdown_table
 from eval.history.compare import (
+    GATE_ADVICE,
     EvaluationComparison,
     common_metrics,
     compare_stored,
@@ -29,23 +33,27 @@ from eval.history.compare import (
     refusal,
     signed,
 )
+from eval.history.names import LAST, parse_id
 from eval.history.stats import MODES, GateDecision, gate
-from eval.history.store import EvaluationInfo, HistoryStore, open_store
+from eval.history.store import READER_STORE_HELP, EvaluationInfo, HistoryStore, open_store
 
 
 @dataclass
 class GateConfig:
-    store: str = field(default="", metadata={"help": "The store: a SQLite file or a database URL."})
+    store: str = field(default="", metadata={"help": READER_STORE_HELP})
     system: str = field(default="", metadata={"help": "The system whose versions to compare."})
     candidate: str = field(
         default="",
-        metadata={"help": "The candidate version of --system (its latest evaluation), or an id."},
+        metadata={
+            "help": "The candidate version of --system (its latest evaluation; an all-digit "
+            "version is a version), or id:N for one evaluation by its id."
+        },
     )
     baseline: str = field(
         default="last",
         metadata={
             "help": "'last' (the latest evaluation of --system of another version, recorded "
-            "before the candidate's), a version of --system, or an evaluation id."
+            "before the candidate's), a version of --system, or id:N for one evaluation."
         },
     )
     metric: str = field(default="ndcg@10", metadata={"help": "The metric the gate decides on."})
@@ -88,18 +96,33 @@ class GateConfig:
 CONFIG = GateConfig
 
 
-def find(store: HistoryStore, system: str, ref: str) -> EvaluationInfo:
-    """An evaluation of ``system`` by version (its latest evaluation) or by id."""
-    info = store.get(ref if ref.isdigit() else f"{system}@{ref}")
+def find(store: HistoryStore, system: str, ref: str, flag: str) -> EvaluationInfo:
+    """An evaluation of ``system``: a version (its latest evaluation), whatever it looks like,
+    or ``id:N``. A name that could mean two evaluations (a version recorded as ``id:N`` before
+    such versions were refused) is refused in one line."""
+    evaluation_id = parse_id(ref)
+    if evaluation_id is None:
+        return store.version(system, ref)
+    if store.has_version(system, ref):
+        raise InputError(
+            f"{flag}: {ref!r} could mean evaluation id {evaluation_id} or {system}'s version "
+            f"{ref!r}; record that version again under another name"
+        )
+    info = store.get(ref)
     if info.system != system:
-        raise InputError(f"evaluation {info.id} is of system {info.system!r}, not {system!r}")
+        raise InputError(f"{flag}: evaluation {ref} is of system {info.system!r}, not {system!r}")
     return info
 
 
 def baseline_of(store: HistoryStore, config: GateConfig, candidate: EvaluationInfo):
     """The baseline evaluation, or None when ``last`` finds no earlier version."""
-    if config.baseline != "last":
-        return find(store, config.system, config.baseline)
+    if config.baseline != LAST:
+        return find(store, config.system, config.baseline, "--baseline")
+    if store.has_version(config.system, LAST):
+        raise InputError(
+            f"--baseline: 'last' could mean {config.system}'s previous version or its version "
+            "named 'last'; give the previous version by name"
+        )
     earlier = [
         info
         for info in store.list_evaluations(config.system)
@@ -119,19 +142,19 @@ def judge(
     """The decision, and the comparison of every metric both record (None without a baseline)."""
     if not config.store or not config.system or not config.candidate:
         raise InputError("give --store, --system and --candidate")
-    candidate = find(store, config.system, config.candidate)
+    candidate = find(store, config.system, config.candidate, "--candidate")
     baseline = baseline_of(store, config, candidate)
     if baseline is None:
         line = (
             f"no baseline yet: {config.system} has no evaluation of another version before "
-            f"{candidate.ref} (evaluation {candidate.id})"
+            f"{candidate.ref} ({candidate.id_ref})"
         )
         if config.without_baseline == "pass":
             return GateDecision(True, f"PASS {line}; passed as --without_baseline pass asks"), None
         raise InputError(f"{line}; give --without_baseline pass to let a first version through")
     if baseline.id == candidate.id:
-        raise InputError(f"the candidate and the baseline are one evaluation ({candidate.id})")
-    if why := refusal(candidate, baseline, config.common_queries):
+        raise InputError(f"the candidate and the baseline are one evaluation ({candidate.id_ref})")
+    if why := refusal(candidate, baseline, config.common_queries, GATE_ADVICE):
         raise InputError(why)
     if config.metric not in common_metrics(store, candidate, baseline):
         raise InputError(
@@ -159,9 +182,15 @@ def markdown_summary(decision: GateDecision, result: EvaluationComparison | None
         for metric, c in result.metrics.items()
     ]
     header = ["metric", f"{result.a.ref} − {result.b.ref}", f"{level} interval", "method"]
-    lines += [markdown_table(header, rows), ""]
+    first = next(iter(result.metrics))
+    lines += [
+        markdown_table(header, rows),
+        "",
+        f"The gate decides on {first} alone (the line above); the other rows are marginal "
+        f"{level} intervals, not adjusted for the number of metrics, shown for context.",
+        "",
+    ]
     if result.moved:
-        first = next(iter(result.metrics))
         moved = [
             [
                 q.qid,
@@ -182,7 +211,7 @@ def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([GateConfig], args)
     if not config.store:
         raise InputError("give --store")
-    store = open_store(config.store, create=False)
+    store = open_store(config.store, write=False)
     try:
         decision, result = judge(store, config)
     finally:

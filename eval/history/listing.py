@@ -8,12 +8,12 @@ from dataclasses import dataclass, field
 from core.cli import parse_config
 from core.errors import InputError
 from core.io import markdown_table
-from eval.history.store import EvaluationInfo, open_store
+from eval.history.store import READER_STORE_HELP, EvaluationInfo, open_store
 
 
 @dataclass
 class ListConfig:
-    store: str = field(default="", metadata={"help": "The store: a SQLite file or a database URL."})
+    store: str = field(default="", metadata={"help": READER_STORE_HELP})
     system: str | None = field(default=None, metadata={"help": "Only this system's evaluations."})
 
 
@@ -27,7 +27,14 @@ def when(info: EvaluationInfo) -> str:
 def evaluations_table(evaluations: list[EvaluationInfo]) -> str:
     header = ["id", "system@version", "time", "labeler", "queries", "note"]
     rows = [
-        [e.id, e.ref, when(e), e.labeler, e.queries if e.queries is not None else "–", e.note or ""]
+        [
+            e.id_ref,
+            e.ref,
+            when(e),
+            e.labeler,
+            e.queries if e.queries is not None else "–",
+            e.note or "",
+        ]
         for e in evaluations
     ]
     return markdown_table(header, rows)
@@ -37,7 +44,7 @@ def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([ListConfig], args)
     if not config.store:
         raise InputError("give --store")
-    store = open_store(config.store, create=False)
+    store = open_store(config.store, write=False)
     try:
         found = store.list_evaluations(config.system)
         if not found and config.system:

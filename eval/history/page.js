@@ -40,7 +40,7 @@
     ].join(" · ");
     $("trends-legend").textContent = `Each point: an evaluation's estimate with its ${level} interval ` +
       "(PPI++ where people judged some of its queries, otherwise a t interval over the labeler's " +
-      "per-query values: the table below says which; squares mark PPI++). The x axis names each version and its evaluation number.";
+      "per-query values: the table below says which; squares mark PPI++). The x axis names each version and its evaluation's id (id:N, as the history commands take it).";
   }
 
   function drawTrends() {
@@ -64,7 +64,7 @@
   function drawEvaluations() {
     const table = $("evaluations-table");
     table.append(el("tr", {},
-      el("th", { text: "A / B" }), el("th", { text: "#" }), el("th", { text: "system@version" }),
+      el("th", { text: "A / B" }), el("th", { text: "id" }), el("th", { text: "system@version" }),
       el("th", { text: "when (UTC)" }), el("th", { text: "labeler" }), el("th", { class: "num", text: "queries" }),
       ...P.metrics.map((m) => el("th", { class: "num", text: m })), el("th", { text: "note" })));
     const ordered = [...P.points].sort((x, y) => (x.created_at < y.created_at ? 1 : -1));
@@ -74,7 +74,7 @@
         el("td", { class: "pick" },
           el("input", { type: "radio", name: "pick-a", value: p.id, title: "compare as A", onchange: () => choose("a", p.id) }),
           el("input", { type: "radio", name: "pick-b", value: p.id, title: "compare as B", onchange: () => choose("b", p.id) })),
-        el("td", { class: "num", text: p.id }), el("td", {}, label), el("td", { text: p.created_at }),
+        el("td", { class: "num", text: `id:${p.id}` }), el("td", {}, label), el("td", { text: p.created_at }),
         el("td", { text: shortLabeler(p.labeler), title: p.labeler }), el("td", { class: "num", text: p.queries }),
         ...P.metrics.map((m) => estimateCell(p, m)), el("td", { class: "note-text", text: p.note || "" })));
     }
@@ -100,15 +100,18 @@
     return null;
   }
 
+  const FLIPPED = { "A better": "A worse", "A worse": "A better" };
+
   function flipMetric(m) {
-    return { ...m, estimate: -m.estimate, low: -m.high, high: -m.low,
+    return { ...m, estimate: -m.estimate, low: -m.high, high: -m.low, verdict: FLIPPED[m.verdict] || m.verdict,
       moved: m.moved.map((q) => ({ ...q, a: q.b, b: q.a, diff: -q.diff, entered: q.left, left: q.entered })) };
   }
 
+  // The verdict eval.history.page computed (EvaluationComparison.verdict): only the primary
+  // metric is called better or worse; the legend under the table says by what rule.
   function verdict(m) {
-    if (m.low > 0) return el("span", { class: "verdict better", text: "A better" });
-    if (m.high < 0) return el("span", { class: "verdict worse", text: "A worse" });
-    return el("span", { class: "verdict unclear", text: "no difference shown" });
+    const kind = { "A better": "better", "A worse": "worse", marginal: "marginal" }[m.verdict] || "unclear";
+    return el("span", { class: `verdict ${kind}`, text: m.verdict });
   }
 
   function hitList(hits) {
@@ -127,13 +130,14 @@
     }
     const table = $("compare-table"), moved = $("moved-table"), summary = $("compare-summary");
     table.replaceChildren(); moved.replaceChildren(); summary.replaceChildren();
+    $("compare-legend").textContent = "";
     summary.className = "";
     if (a === b) { summary.textContent = "Pick two different evaluations."; return; }
     const A = byId.get(a), B = byId.get(b);
     const found = findPair(a, b);
     if (!found) {
-      summary.textContent = `This page holds no comparison of #${a} and #${b} (it keeps the latest ` +
-        `evaluations' pairs); run: relevance-grader history compare ${a} ${b} --store STORE`;
+      summary.textContent = `This page holds no comparison of id:${a} and id:${b} (it keeps the latest ` +
+        `evaluations' pairs); run: relevance-grader history compare id:${a} id:${b} --store STORE`;
       return;
     }
     if (found.pair.refused) {
@@ -141,7 +145,7 @@
       summary.textContent = found.pair.refused;
       return;
     }
-    summary.textContent = `A = ${name(A)} (#${a}) against B = ${name(B)} (#${b}): A − B over the queries both evaluated, ${level} intervals.`;
+    summary.textContent = `A = ${name(A)} (id:${a}) against B = ${name(B)} (id:${b}): A − B over the queries both evaluated, ${level} intervals.`;
     table.append(el("tr", {}, el("th", { text: "metric" }), el("th", { class: "num", text: "A − B" }),
       el("th", { class: "num", text: `${level} interval` }), el("th", { text: "" }),
       el("th", { class: "num", text: "queries" }), el("th", { text: "method" })));
@@ -152,6 +156,7 @@
         el("td", { class: "num ci", text: `[${fmt(m.low)}, ${fmt(m.high)}]` }),
         el("td", {}, verdict(m)), el("td", { class: "num", text: m.queries }), el("td", { class: "small", text: m.method })));
     }
+    $("compare-legend").textContent = found.pair.legend;
     const metric = $("compare-metric").value;
     const chosen = found.pair.metrics[metric];
     $("moved-title").textContent = `Queries that moved most in ${metric}`;
@@ -170,7 +175,7 @@
   function drawControls() {
     const ordered = [...P.points].sort((x, y) => (x.created_at < y.created_at ? 1 : -1));
     for (const side of ["a", "b"]) {
-      for (const p of ordered) $(`${side}-select`).append(el("option", { value: p.id, text: `#${p.id} ${name(p)} (${p.created_at})` }));
+      for (const p of ordered) $(`${side}-select`).append(el("option", { value: p.id, text: `id:${p.id} ${name(p)} (${p.created_at})` }));
       $(`${side}-select`).addEventListener("change", drawComparison);
     }
     for (const m of P.metrics) $("compare-metric").append(el("option", { value: m, text: m }));

@@ -20,8 +20,15 @@ from pydantic import BaseModel
 from core.cli import bounded, parse_config
 from core.errors import InputError
 from core.io import atomic_writer, check_writable_file
-from eval.history.compare import MovedQuery, TopHits, common_metrics, compare_stored, refusal
-from eval.history.store import EvaluationInfo, HistoryStore, open_store
+from eval.history.compare import (
+    PAGE_ADVICE,
+    MovedQuery,
+    TopHits,
+    common_metrics,
+    compare_stored,
+    refusal,
+)
+from eval.history.store import READER_STORE_HELP, EvaluationInfo, HistoryStore, open_store
 from eval.report.figures import _pyplot, _svg
 from eval.report.page import embedded_json, refuse_foreign_file
 
@@ -60,16 +67,21 @@ class PairMetric(BaseModel):
     method: str
     queries: int
     human_queries: int
+    # "A better", "A worse", "no difference shown" (the primary metric) or "marginal" (any
+    # other): EvaluationComparison.verdict, as history compare prints it.
+    verdict: str
     moved: list[MovedQuery] = []
 
 
 class PairView(BaseModel):
-    """The comparison A − B over the queries both evaluated, per metric; or why it was refused."""
+    """The comparison A − B over the queries both evaluated, per metric, with the rule behind
+    its verdicts (``legend``); or why it was refused."""
 
     a: int
     b: int
     refused: str | None = None
     metrics: dict[str, PairMetric] = {}
+    legend: str = ""
 
 
 class HistoryPage(BaseModel):
@@ -116,7 +128,7 @@ def trend_figure(page: HistoryPage, metric: str) -> str:
         if judged:
             ax.plot([x for x, _ in judged], [v.estimate for _, v in judged], "s", color=color, ms=7)
     ax.set_xticks(range(len(ordered)))
-    ax.set_xticklabels([f"{p.version}\n#{p.id}" for p in ordered], fontsize=7)
+    ax.set_xticklabels([f"{p.version}\nid:{p.id}" for p in ordered], fontsize=7)
     ax.set_title(metric)
     ax.set_ylim(-0.02, 1.02)
     ax.grid(axis="y", alpha=0.3)
@@ -160,7 +172,7 @@ def relative_link(target: str | None, page_out: Path) -> str | None:
 
 @dataclass
 class PageConfig:
-    store: str = field(default="", metadata={"help": "The store: a SQLite file or a database URL."})
+    store: str = field(default="", metadata={"help": READER_STORE_HELP})
     out: str = field(default="history.html", metadata={"help": "The page to write."})
     systems: list[str] = field(
         default_factory=list, metadata={"help": "Systems to show (default: every system)."}
@@ -216,7 +228,7 @@ def pair_view(
     config: PageConfig,
     metrics: list[str],
 ) -> PairView:
-    if why := refusal(a, b, common_queries=False):
+    if why := refusal(a, b, common_queries=False, advice=PAGE_ADVICE):
         return PairView(a=a.id, b=b.id, refused=why)
     shared = [m for m in metrics if m in common_metrics(store, a, b)]
     result = compare_stored(store, a, b, shared, config.alpha, moved=0)
@@ -229,11 +241,12 @@ def pair_view(
             method=c.method,
             queries=c.queries,
             human_queries=c.human_queries,
+            verdict=result.verdict(metric),
             moved=list(hits.moved(c, config.moved)) if hits else [],
         )
         for metric, c in result.metrics.items()
     }
-    return PairView(a=a.id, b=b.id, metrics=views)
+    return PairView(a=a.id, b=b.id, metrics=views, legend=result.legend())
 
 
 def build_page(store: HistoryStore, config: PageConfig) -> HistoryPage:
@@ -273,7 +286,7 @@ def main(args: Sequence[str] | None = None) -> None:
     out = Path(config.out)
     check_writable_file("out", out)
     refuse_foreign_file("out", out, is_history_page)
-    store = open_store(config.store, create=False)
+    store = open_store(config.store, write=False)
     try:
         page = build_page(store, config)
     finally:

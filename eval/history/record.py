@@ -20,6 +20,7 @@ from typing import Any
 from core.errors import InputError
 from core.io import sha256_file, sha256_path
 from core.provenance import PROVENANCE_FILE, ProvenanceRecord
+from eval.history.names import check_recordable
 from eval.history.store import Estimate, EvaluationRecord, HistoryStore, open_store
 from judgments.coverage import MIN_JUDGED_QUERIES
 from judgments.ppi import classical_mean
@@ -137,6 +138,7 @@ def build_record(
     per_query = PerQueryResults.read(folder / PerQueryResults.FILE).runs
     if run_name not in per_query:
         raise InputError(f"{folder / PerQueryResults.FILE}: no run {run_name!r} (metrics.json's)")
+    check_recordable(system, version, run_name, per_query[run_name])
     labeler_values = _labeler_values(per_query[run_name])
     run = _existing(_path(config, "run", cwd), "run", folder)
     corpus = _existing(_path(config, "corpus", cwd), "corpus", folder)
@@ -200,4 +202,4 @@ def record_folder(
         if isinstance(store, str):
             opened.close()
     where = opened.name  # a file as given, a URL without its password
-    return f"recorded evaluation {evaluation_id} ({record.system}@{record.version}) in {where}"
+    return f"recorded evaluation id:{evaluation_id} ({record.system}@{record.version}) in {where}"

@@ -25,10 +25,15 @@ class RecordConfig:
         },
     )
     system: str | None = field(
-        default=None, metadata={"help": "The system's name (default: the run's name)."}
+        default=None,
+        metadata={"help": "The system's name (default: the run's name); it holds no '@'."},
     )
     version: str | None = field(
-        default=None, metadata={"help": "Its version (default: the current UTC time stamp)."}
+        default=None,
+        metadata={
+            "help": "Its version (default: the current UTC time stamp); not 'last', nor "
+            "beginning with 'id:' (the syntax of an evaluation's id)."
+        },
     )
     note: str | None = field(default=None, metadata={"help": "A note kept with the evaluation."})
 

@@ -10,12 +10,12 @@ from core.cli import parse_config
 from core.errors import InputError
 from core.io import markdown_table
 from eval.history.listing import when
-from eval.history.store import Estimate, EvaluationInfo, HistoryStore, open_store
+from eval.history.store import READER_STORE_HELP, Estimate, EvaluationInfo, HistoryStore, open_store
 
 
 @dataclass
 class ShowConfig:
-    store: str = field(default="", metadata={"help": "The store: a SQLite file or a database URL."})
+    store: str = field(default="", metadata={"help": READER_STORE_HELP})
     system: str = field(default="", metadata={"help": "The system whose evaluations to show."})
     metric: str | None = field(
         default=None, metadata={"help": "One metric, e.g. ndcg@10 (default: every metric)."}
@@ -35,7 +35,7 @@ def trend_table(trend: list[tuple[EvaluationInfo, Estimate]]) -> str:
     header = ["id", "version", "time", "estimate [interval]", "method", "queries"]
     rows = [
         [
-            info.id,
+            info.id_ref,
             info.version,
             when(info),
             f"{e.estimate:.4f} [{e.low:.4f}, {e.high:.4f}]",
@@ -57,7 +57,7 @@ def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([ShowConfig], args)
     if not config.store or not config.system:
         raise InputError("give --store and --system")
-    store = open_store(config.store, create=False)
+    store = open_store(config.store, write=False)
     try:
         if config.system not in store.systems():
             systems = ", ".join(store.systems()) or "none yet"

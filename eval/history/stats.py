@@ -8,13 +8,18 @@ for the queries a person judged, the human value. Nothing here reads a store.
   evaluations, the interval is PPI++ on the paired differences (:func:`judgments.ppi.
   estimate_metric`: the labeler's differences on the other common queries, the human
   differences on the judged ones); otherwise the paired t interval over the labeler's
-  differences. ``method`` says which, in words.
+  differences (Agresti–Coull pseudo-observations, Wilson's or Hoeffding's interval at the
+  bounds, as :func:`judgments.ppi.classical_mean` chooses). ``method`` says which, in words;
+  ``basis`` names the interval in a few.
+* :func:`holm` and :func:`called` — the one significance rule of this repository (as
+  ``eval.search``): only the primary metric (NDCG@k) is called better or worse, by Holm's
+  adjusted p-value over the comparisons made; every other metric's interval is marginal.
 * :func:`gate` — a CI decision from a comparison and a margin. The decision uses the bound of the
   two-sided (1 − alpha) interval the comparison shows, so each mode is a one-sided test at level
   alpha / 2 (alpha = 0.05: 2.5%); pass ``alpha = 2 × level`` to :func:`compare` for a one-sided
   test at ``level``. A user reading the line sees the very interval the decision used.
 * :class:`ConfidenceSequence` — the same question asked again and again (a daily check of a
-  system against a fixed baseline). A fixed-level test repeated at every check raises false
+  system against a fixed baseline), one observation per distinct query. A fixed-level test repeated at every check raises false
   alarms far above its level; a confidence sequence holds the mean paired difference at every
   check at once (time-uniform), so :func:`monitor_gate` may be asked after every check. Two are
   offered: ``"asymptotic"``, the asymptotic confidence sequence of Waudby-Smith, Arnold, Wu, Wang
@@ -31,7 +36,7 @@ As everywhere in this repository, no interval shown has zero width or excludes i
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -39,7 +44,8 @@ from scipy import stats
 
 from core.errors import InputError
 from judgments.coverage import MIN_JUDGED_QUERIES
-from judgments.ppi import classical_mean, estimate_metric, no_spread
+from judgments.ppi import Interval, classical_mean, estimate_metric, no_spread
+from measure.metrics.significance import holm_adjusted
 
 # Fewer judged queries than this in both evaluations: the paired t over the labeler's values
 # (no PPI++ interval is made from fewer, as everywhere: judgments.coverage).
@@ -68,13 +74,18 @@ class PairedComparison:
     differences: tuple[Moved, ...] = field(repr=False)
     a_name: str = "candidate"
     b_name: str = "baseline"
+    interval: str = "classical (t)"  # judgments.ppi's Interval.method: the interval used
+    # The two-sided p-value of "no difference" from the interval's statistic; None where the
+    # interval has none (Wilson's, Hoeffding's).
+    p_value: float | None = None
 
     @property
     def basis(self) -> str:
-        """The method in a few words, for a one-line log."""
+        """The interval actually used, in a few words, for a one-line log."""
+        name = interval_name(self.interval)
         if self.human_queries:
-            return f"PPI++, {self.human_queries} of {self.queries} queries judged"
-        return f"paired t over {self.queries} queries"
+            return f"{name}, {self.human_queries} of {self.queries} queries judged"
+        return f"{name} over {self.queries} queries"
 
     def moved(self, n: int = 10) -> list[Moved]:
         """The ``n`` queries whose value moved most between B and A (labeler values)."""
@@ -100,7 +111,7 @@ class SequenceState:
     @property
     def basis(self) -> str:
         checks = "1 check" if self.checks == 1 else f"{self.checks} checks"
-        return f"{self.method} CS, {self.n} queries over {checks}"
+        return f"{self.method} CS, {self.n} distinct queries over {checks}"
 
 
 @dataclass(frozen=True)
@@ -112,6 +123,59 @@ class GateDecision:
 def _check_alpha(alpha: float) -> None:
     if not 0 < alpha < 1:
         raise InputError(f"alpha: expected 0 < alpha < 1, got {alpha}")
+
+
+def interval_name(method: str) -> str:
+    """judgments.ppi's name of an interval (``Interval.method``) in a few words: which interval
+    it is, with the pseudo-observations or the fallback that made it."""
+    base = method.split(";")[0]
+    if base.startswith("PPI"):
+        name = "PPI++"
+    elif "Wilson" in base:
+        name = "Wilson interval"
+    elif "Hoeffding" in base:
+        name = "Hoeffding interval (no spread)"
+    else:
+        name = "paired t"
+    if "pseudo-observations" in base:
+        name += " with Agresti–Coull pseudo-observations"
+    if "not estimable" in method:
+        name += " on the judged queries alone (PPI++ not estimable)"
+    return name
+
+
+def holm(p_values: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given (eval.search's rule)."""
+    adjusted = holm_adjusted(dict(enumerate(p_values)))
+    return [adjusted[i] for i in range(len(p_values))]
+
+
+def tested_p(comparison: PairedComparison) -> float:
+    """The p-value a comparison brings to Holm's adjustment, as eval.search's: its interval's;
+    where the interval has no statistic (Wilson's, Hoeffding's), 1 when it holds 0 and alpha
+    otherwise (known only to be below alpha: never called among several)."""
+    if comparison.p_value is not None:
+        return comparison.p_value
+    return 1.0 if comparison.low <= 0 <= comparison.high else comparison.alpha
+
+
+def _verdict(comparison: PairedComparison, significant: bool) -> str:
+    if not significant:
+        return "no difference shown"
+    return "A better" if comparison.estimate > 0 else "A worse"
+
+
+def called(comparisons: Sequence[PairedComparison]) -> list[tuple[str, float | None]]:
+    """The primary metric's comparisons made together (one per pair of evaluations compared),
+    each called as eval.search calls its runs' differences: "A better" or "A worse" when its
+    Holm-adjusted p-value (over these comparisons) is below alpha, else "no difference shown";
+    with that adjusted p-value. A single comparison whose interval has no p-value (Wilson's,
+    Hoeffding's) is called by its interval (Holm over one test is the test itself), with None."""
+    if len(comparisons) == 1 and comparisons[0].p_value is None:
+        c = comparisons[0]
+        return [(_verdict(c, not c.low <= 0 <= c.high), None)]
+    adjusted = holm([tested_p(c) for c in comparisons])
+    return [(_verdict(c, p < c.alpha), p) for c, p in zip(comparisons, adjusted, strict=True)]
 
 
 def _moved(a: Values, b: Values, common: list) -> tuple[Moved, ...]:
@@ -140,6 +204,7 @@ def compare(
         )
     labeler = {q: float(a_labeler[q] - b_labeler[q]) for q in common}
     judged = [q for q in common if q in (a_human or {}) and q in (b_human or {})]
+    interval: Interval
     if len(judged) >= MIN_HUMAN:
         assert a_human is not None and b_human is not None  # judged is empty otherwise
         human = {q: float(a_human[q] - b_human[q]) for q in judged}
@@ -168,6 +233,8 @@ def compare(
         differences=_moved(a_labeler, b_labeler, common),
         a_name=a_name,
         b_name=b_name,
+        interval=interval.method,
+        p_value=interval.p_value(),
     )
 
 
@@ -271,8 +338,10 @@ def bernstein_bounds(
 class ConfidenceSequence:
     """Accumulates the per-query paired differences (A − B) of successive checks and returns,
     after each, an interval for their mean that holds at every check at once with probability
-    1 − alpha. It assumes the differences of all checks share one mean: after a deliberate
-    change of either system, start a new sequence. ``planned_n`` is the number of differences
+    1 − alpha. Each difference must be of a query not seen before (the observations are
+    independent draws of queries): a query checked again is no new observation, and the caller
+    (history monitor) gives each distinct query once. It assumes the differences of all checks
+    share one mean: after a deliberate change of either system, start a new sequence. ``planned_n`` is the number of differences
     (all checks together, e.g. 50 checks × 40 queries) at which the asymptotic sequence is
     tightest; it stays valid before and after."""
 

@@ -4,13 +4,17 @@ evaluations can be compared with earlier ones.
 
     store = open_store("runs/history.sqlite")           # or "postgresql://user@host/db"
     evaluation_id = store.record(record)                  # one transaction per evaluation
-    store.estimates("dense", "ndcg@10")                   # the trend, in time order
+    reader = open_store("runs/history.sqlite", write=False)
+    reader.estimates("dense", "ndcg@10")                  # the trend, in time order
 
-The schema carries a version (``schema_info``): an older store is migrated on opening, in one
-transaction, by the steps of :data:`MIGRATIONS`; a newer one is refused (this release cannot know
-what changed). On SQLite the file runs in WAL mode with a busy timeout, and a write takes the
-write lock at its start (``BEGIN IMMEDIATE``), so that two processes recording at once both
-succeed, one after the other.
+Reading never writes: a reader's store is opened read-only (a SQLite file with ``mode=ro``, a
+PostgreSQL transaction ``READ ONLY``), so that an immutable file (``file:PATH?immutable=1``), a
+CI artifact or a role that may only read can be read. Only a recorder (``write=True``) creates
+the tables of a new store. The schema carries a version (``schema_info``); nothing has been
+released, so there is no upgrade: a store of any other version is refused in one line, by
+readers and recorders alike. On SQLite the file runs in WAL mode with a busy timeout, and a
+write takes the write lock at its start (``BEGIN IMMEDIATE``), so that two processes recording
+at once both succeed, one after the other.
 """
 
 from __future__ import annotations
@@ -18,21 +22,23 @@ from __future__ import annotations
 import datetime as dt
 import json
 import zlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, quote, unquote, urlencode
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine, make_url
 
 from core.errors import InputError
+from eval.history.names import NAME_LENGTH, check_recordable, id_ref, name_problem, parse_id, shown
 
 SCHEMA_VERSION = 2
 # Rows per INSERT statement of the per-query values (SQLAlchemy's insertmanyvalues batches).
 INSERT_BATCH = 5000
-# Any constant: the PostgreSQL advisory lock that serialises opening (creating, migrating) a store.
+# Any constant: the PostgreSQL advisory lock that serialises creating a store.
 _SCHEMA_LOCK = 7_405_112
 
 metadata = sa.MetaData()
@@ -41,8 +47,8 @@ evaluations = sa.Table(
     "evaluations",
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
-    sa.Column("system", sa.String(200), nullable=False, index=True),
-    sa.Column("version", sa.String(200), nullable=False),
+    sa.Column("system", sa.String(NAME_LENGTH), nullable=False, index=True),
+    sa.Column("version", sa.String(NAME_LENGTH), nullable=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
     sa.Column("note", sa.Text),
     sa.Column("k", sa.Integer, nullable=False),
@@ -52,13 +58,13 @@ evaluations = sa.Table(
     sa.Column("queries_fingerprint", sa.String(64), nullable=False),
     sa.Column("human_fingerprint", sa.String(64)),
     sa.Column("run_fingerprint", sa.String(64), nullable=False),
-    sa.Column("run_name", sa.String(200), nullable=False),
+    sa.Column("run_name", sa.String(NAME_LENGTH), nullable=False),
     sa.Column("report_path", sa.Text),
-    sa.Column("queries", sa.Integer),  # added in version 1 (see _v0_to_v1)
+    sa.Column("queries", sa.Integer),
     sa.Column("search_metrics", sa.Text, nullable=False),  # metrics.json (SearchMetrics)
     sa.Column("run_trec", sa.LargeBinary, nullable=False),  # the run, zlib-compressed TREC text
     # The labeler's label of each hit in the run's top k, zlib-compressed JSON {qid: {doc: label}}
-    # (added in version 2): the hits a comparison shows entering or leaving a top k, labelled.
+    # (NULL when recorded without them): the hits a comparison shows entering or leaving a top k.
     sa.Column("hit_labels", sa.LargeBinary),
 )
 query_values = sa.Table(
@@ -72,7 +78,7 @@ query_values = sa.Table(
     ),
     # The primary key's (evaluation_id, metric, qid) order is the index a comparison reads by.
     sa.Column("metric", sa.String(100), primary_key=True),
-    sa.Column("qid", sa.String(200), primary_key=True),
+    sa.Column("qid", sa.String(NAME_LENGTH), primary_key=True),
     sa.Column("labeler_value", sa.Float, nullable=False),
     sa.Column("human_value", sa.Float),  # where that query was judged by people
     sqlite_with_rowid=False,  # the rows live in the key's order: no second copy of the key
@@ -162,6 +168,11 @@ class EvaluationInfo:
     def ref(self) -> str:
         return f"{self.system}@{self.version}"
 
+    @property
+    def id_ref(self) -> str:
+        """The evaluation's id as commands take it (``id:N``)."""
+        return id_ref(self.id)
+
 
 INFO_COLUMNS = [evaluations.c[name] for name in EvaluationInfo.__dataclass_fields__]
 
@@ -177,52 +188,81 @@ def _info(values: dict[str, Any]) -> EvaluationInfo:
     return EvaluationInfo(**values)
 
 
-def _v0_to_v1(conn: Connection) -> None:
-    """Version 0 (the first layout, before ``schema_info``) had no ``evaluations.queries``: add
-    it and fill it with each evaluation's number of queries from its per-query values."""
-    conn.exec_driver_sql("ALTER TABLE evaluations ADD COLUMN queries INTEGER")
-    conn.exec_driver_sql(
-        "UPDATE evaluations SET queries = (SELECT COUNT(DISTINCT qid) FROM query_values "
-        "WHERE query_values.evaluation_id = evaluations.id)"
-    )
-    schema_info.create(conn)
-    conn.execute(schema_info.insert().values(version=0))
+# The --store flag of the commands that read (opened read-only: they write nothing).
+READER_STORE_HELP = (
+    "The store, opened read-only: a SQLite file (file:PATH?immutable=1 for one nobody may "
+    "write) or a postgresql:// URL."
+)
+# SQLite URI parameters that open a file read-only: a recorder cannot use them.
+READ_ONLY_PARAMETERS = (("mode", "ro"), ("immutable", "1"))
 
 
-def _v1_to_v2(conn: Connection) -> None:
-    """Version 2 keeps each hit's label: evaluations recorded before have none (NULL)."""
-    blob = "BYTEA" if conn.dialect.name == "postgresql" else "BLOB"
-    conn.exec_driver_sql(f"ALTER TABLE evaluations ADD COLUMN hit_labels {blob}")
+def store_url(target: str, write: bool = True) -> sa.URL:
+    """The SQLAlchemy URL of ``target``: a ``postgresql://`` URL (with the psycopg 3 driver), a
+    ``sqlite:///PATH`` URL, a SQLite URI filename (``file:PATH?immutable=1``) or a SQLite file
+    path. A SQLite file's folder must exist, and the file too unless ``write``; a reader's file
+    is opened read-only. Any other database is refused in one line."""
+    if target.startswith("file:"):
+        return _sqlite_uri(target, target, write)
+    if "://" not in target:
+        return _sqlite_file(target, target, write)
+    try:
+        url = make_url(target)
+    except sa.exc.ArgumentError:
+        raise InputError(f"store {target}: not a database URL") from None
+    backend = url.get_backend_name()
+    if backend == "postgresql":
+        return url.set(drivername="postgresql+psycopg")
+    if backend != "sqlite":
+        raise InputError(
+            f"store {url.render_as_string(hide_password=True)}: {backend} is not supported; give "
+            "a SQLite file or a postgresql:// URL"
+        )
+    if not url.database:
+        raise InputError(f"store {target}: give a file (sqlite:///PATH); memory keeps nothing")
+    query = {key: value for key, value in url.query.items() if key != "uri"}
+    if url.database.startswith("file:"):
+        return _sqlite_uri(target, f"{url.database}?{urlencode(query)}", write)
+    return _sqlite_file(target, url.database, write)
 
 
-# MIGRATIONS[v] turns a store of version v into one of version v + 1.
-MIGRATIONS: list[Callable[[Connection], None]] = [_v0_to_v1, _v1_to_v2]
-assert len(MIGRATIONS) == SCHEMA_VERSION
-
-
-def store_url(target: str, create: bool = True) -> sa.URL:
-    """The SQLAlchemy URL of ``target``: a URL as given (plain ``postgresql://`` with the
-    psycopg 3 driver), anything else a SQLite file whose folder must exist (and the file too,
-    unless ``create``)."""
-    if "://" in target:
-        try:
-            url = make_url(target)
-        except sa.exc.ArgumentError:
-            raise InputError(f"store {target}: not a database URL") from None
-        if url.drivername in ("postgresql", "postgres"):
-            url = url.set(drivername="postgresql+psycopg")
-        return url
-    path = Path(target).expanduser()
+def _sqlite_file(
+    target: str, path_text: str, write: bool, parameters: dict[str, str] | None = None
+) -> sa.URL:
+    path = Path(unquote(path_text)).expanduser()
     if not path.parent.is_dir():
         raise InputError(f"store {target}: folder {path.parent} does not exist")
-    if not create and not path.exists():
+    if not write and not path.exists():
         raise InputError(f"store {target}: no such file (record an evaluation to create it)")
     if path.is_dir():
         raise InputError(f"store {target}: is a folder; give a file (e.g. {path}/history.sqlite)")
-    return sa.URL.create("sqlite", database=str(path.resolve()))
+    parameters = dict(parameters or {})
+    if write:
+        if refused := [f"{k}={v}" for k, v in READ_ONLY_PARAMETERS if parameters.get(k) == v]:
+            raise InputError(
+                f"store {target}: opened read-only ({refused[0]}); record into a store that "
+                "may be written"
+            )
+        if not parameters:
+            return sa.URL.create("sqlite", database=str(path.resolve()))
+    elif parameters.get("immutable") != "1":
+        parameters["mode"] = "ro"  # a reader never writes, whatever the URI said
+    uri = f"file:{quote(str(path.resolve()))}?{urlencode(parameters)}"
+    return sa.URL.create("sqlite", database=uri, query={"uri": "true"})
 
 
-def _sqlite_engine(url: sa.URL) -> Engine:
+def _sqlite_uri(target: str, uri: str, write: bool) -> sa.URL:
+    """A SQLite URI filename (``file:PATH?PARAMETERS``, ``file:///PATH``) as a URL."""
+    path, _, query = uri[len("file:") :].partition("#")[0].partition("?")
+    if path.startswith("//"):  # file://HOST/PATH: only the local machine
+        host, slash, rest = path[2:].partition("/")
+        if host not in ("", "localhost"):
+            raise InputError(f"store {target}: a file URI names this machine's files only")
+        path = slash + rest
+    return _sqlite_file(target, path, write, dict(parse_qsl(query)))
+
+
+def _sqlite_engine(url: sa.URL, write: bool) -> Engine:
     engine = sa.create_engine(url)
 
     @sa.event.listens_for(engine, "connect")
@@ -232,7 +272,8 @@ def _sqlite_engine(url: sa.URL) -> Engine:
         dbapi_connection.isolation_level = None
         cursor = dbapi_connection.cursor()
         cursor.execute("PRAGMA busy_timeout = 60000")
-        cursor.execute("PRAGMA journal_mode = WAL")
+        if write:  # setting the journal mode writes the file: a reader leaves it as it is
+            cursor.execute("PRAGMA journal_mode = WAL")
         cursor.execute("PRAGMA foreign_keys = ON")
         cursor.close()
 
@@ -242,6 +283,15 @@ def _sqlite_engine(url: sa.URL) -> Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if writes else "BEGIN")
 
     return engine
+
+
+def _server_engine(url: sa.URL) -> Engine:
+    try:
+        return sa.create_engine(url, connect_args={"connect_timeout": 10})
+    except ImportError:
+        raise InputError(
+            "store: a PostgreSQL store needs psycopg: pip install relevance-grader[postgres]"
+        ) from None
 
 
 def _copy_rows(conn: Connection, rows: list[tuple]) -> None:
@@ -255,74 +305,140 @@ def _copy_rows(conn: Connection, rows: list[tuple]) -> None:
             copy.write_row(row)
 
 
-def open_store(target: str, create: bool = True) -> HistoryStore:
-    """The store at ``target`` (a file path or a SQLAlchemy URL), created (unless not
-    ``create``: readers name an existing store) or migrated to :data:`SCHEMA_VERSION` as needed;
-    one-line :class:`InputError` when it cannot be."""
-    url = store_url(target, create)
-    if url.get_backend_name() == "sqlite":
-        engine = _sqlite_engine(url)
-    else:
-        connect_args = {"connect_timeout": 10} if url.get_backend_name() == "postgresql" else {}
-        engine = sa.create_engine(url, connect_args=connect_args)
+def open_store(target: str, write: bool = True) -> HistoryStore:
+    """The store at ``target`` (see :func:`store_url`). ``write``: a recorder's, whose tables
+    are created when the store is new; otherwise a reader's, opened read-only, which writes
+    nothing (not even to check the schema). Either refuses a schema of another version, a
+    damaged file or a server out of reach in one line (:class:`InputError`)."""
+    url = store_url(target, write)
+    sqlite = url.get_backend_name() == "sqlite"
+    engine = _sqlite_engine(url, write) if sqlite else _server_engine(url)
     # Messages name a file as given, a URL without its password.
     name = target if "://" not in target else url.render_as_string(hide_password=True)
-    store = HistoryStore(engine, name)
-    store.prepare()
+    store = HistoryStore(engine, name, write)
+    if write:
+        store.prepare()
+    else:
+        store.check_schema()
     return store
 
 
-class HistoryStore:
-    """Reads and writes one store; see :func:`open_store`."""
+def fault(exc: sa.exc.DBAPIError, store: str, write: bool) -> str | None:
+    """The one line of a database error that is the store's state, not a bug: a damaged or
+    foreign file, a file or role that may not be written or read, a server out of reach. None
+    for any other error (a bug: its traceback shows)."""
+    orig = exc.orig
+    reason = str(orig).strip().splitlines()[0] if orig else type(exc).__name__
+    code = getattr(orig, "sqlite_errorname", None)
+    if code in ("SQLITE_CORRUPT", "SQLITE_NOTADB"):
+        return f"store {store}: damaged or not a store ({reason}); restore it from a copy"
+    if code is not None and code.startswith("SQLITE_READONLY"):
+        return f"store {store}: cannot be written ({reason}); record into a store that may be"
+    if code is not None and code.startswith("SQLITE_CANTOPEN"):
+        hint = (
+            "" if write else "; a file in a folder nobody may write reads as file:PATH?immutable=1"
+        )
+        return f"store {store}: cannot open ({reason}){hint}"
+    state = getattr(orig, "sqlstate", None) or ""
+    if state == "42501":  # insufficient_privilege
+        what = "write" if write else "read"
+        return f"store {store}: this role may not {what} it ({reason})"
+    # A connection exception, or the driver's failure to reach the server (it has no code).
+    reached = state or code or not isinstance(exc, sa.exc.OperationalError)
+    if state.startswith("08") or not reached:
+        return f"store {store}: cannot connect ({reason})"
+    return None
 
-    def __init__(self, engine: Engine, name: str) -> None:
+
+class HistoryStore:
+    """Reads (and, opened to write, records into) one store; see :func:`open_store`."""
+
+    def __init__(self, engine: Engine, name: str, write: bool = True) -> None:
         self.engine = engine
         self.name = name  # the file, or the URL without its password, for messages
+        self.writable = write
         self._writer = engine.execution_options(history_write=True)
+        # A reader's PostgreSQL transactions are READ ONLY: the server refuses any write.
+        self._reader = engine if write else engine.execution_options(postgresql_readonly=True)
 
     @contextmanager
     def _write(self) -> Iterator[Connection]:
+        assert self.writable, "a store opened to read is not written"
         with self._connected(self._writer) as conn, conn.begin():
             yield conn
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
-        with self._connected(self.engine) as conn, conn.begin():
+        with self._connected(self._reader) as conn, conn.begin():
             yield conn
 
     @contextmanager
     def _connected(self, engine: Engine) -> Iterator[Connection]:
         try:
             conn = engine.connect()
-        except sa.exc.DatabaseError as exc:  # a server not there, or a file not a database
-            reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
-            what = "cannot open" if engine.dialect.name == "sqlite" else "cannot connect"
-            raise InputError(f"store {self.name}: {what} ({reason})") from None
+        except sa.exc.DBAPIError as exc:  # a server not there, or a file not a database
+            raise InputError(self._fault(exc)) from None
         with conn:
-            yield conn
+            try:
+                yield conn
+            except sa.exc.DBAPIError as exc:  # a damaged file, a role that may not write...
+                if (line := fault(exc, self.name, self.writable)) is None:
+                    raise
+                raise InputError(line) from None
+
+    def _fault(self, exc: sa.exc.DBAPIError) -> str:
+        if line := fault(exc, self.name, self.writable):
+            return line
+        reason = str(exc.orig).strip().splitlines()[0] if exc.orig else type(exc).__name__
+        what = "cannot open" if self.engine.dialect.name == "sqlite" else "cannot connect"
+        return f"store {self.name}: {what} ({reason})"
 
     def prepare(self) -> None:
-        """Create the tables of a new store, or migrate an older one, in one transaction."""
+        """A recorder's opening: the tables of a new store created (in one transaction), an
+        existing store's schema version checked; nothing else is written."""
         with self._write() as conn:
-            if conn.dialect.name == "postgresql":  # two processes opening a new store at once
+            if conn.dialect.name == "postgresql":  # two processes creating a new store at once
                 conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_SCHEMA_LOCK)))
             tables = set(sa.inspect(conn).get_table_names())
-            if "schema_info" in tables:
-                version = conn.execute(sa.select(schema_info.c.version)).scalar_one()
-            elif "evaluations" in tables:
-                version = 0
-            else:
+            if "schema_info" not in tables and "evaluations" not in tables:
                 metadata.create_all(conn)
                 conn.execute(schema_info.insert().values(version=SCHEMA_VERSION))
                 return
-            if version > SCHEMA_VERSION:
+            version = self._version(conn, tables)
+        self._check_version(version)
+
+    def check_schema(self) -> None:
+        """A reader's opening: the schema version read (never written) and checked."""
+        with self._read() as conn:
+            tables = set(sa.inspect(conn).get_table_names())
+            if "schema_info" not in tables and "evaluations" not in tables:
                 raise InputError(
-                    f"store {self.name} has schema version {version}; this release reads up to "
-                    f"{SCHEMA_VERSION}: upgrade relevance-grader"
+                    f"store {self.name}: holds no evaluation history yet (record an evaluation "
+                    "to create it)"
                 )
-            for step in MIGRATIONS[version:]:
-                step(conn)
-            conn.execute(schema_info.update().values(version=SCHEMA_VERSION))
+            version = self._version(conn, tables)
+        self._check_version(version)
+
+    @staticmethod
+    def _version(conn: Connection, tables: set[str]) -> int | None:
+        if "schema_info" not in tables:
+            return 0  # the first development layout had no schema_info
+        return conn.execute(sa.select(schema_info.c.version)).scalar_one_or_none()
+
+    def _check_version(self, version: int | None) -> None:
+        if version == SCHEMA_VERSION:
+            return
+        if version is None:
+            raise InputError(f"store {self.name}: its schema_info holds no version; not a store")
+        if version > SCHEMA_VERSION:
+            raise InputError(
+                f"store {self.name} has schema version {version}; this release reads up to "
+                f"{SCHEMA_VERSION}: upgrade relevance-grader"
+            )
+        raise InputError(
+            f"store {self.name} has schema version {version}, written by a development build "
+            f"before this release's {SCHEMA_VERSION}; it is not upgraded: record into a new store"
+        )
 
     def schema_version(self) -> int:
         with self._read() as conn:
@@ -331,7 +447,18 @@ class HistoryStore:
     # Writing.
 
     def record(self, record: EvaluationRecord) -> int:
-        """Store one evaluation, all of it or (on any failure) nothing; its id."""
+        """Store one evaluation, all of it or (on any failure) nothing; its id. A name that
+        could not be named back, or is longer than its column, is refused in one line."""
+        qids = {qid for values in record.labeler_values.values() for qid in values}
+        check_recordable(
+            record.system,
+            record.version,
+            record.run_name,
+            qids,
+            system_source="record",
+            version_source="record",
+            run_source="record",
+        )
         created = record.created_at or dt.datetime.now(dt.timezone.utc)
         if created.tzinfo is None:
             raise ValueError("created_at: give a time with its time zone")
@@ -347,7 +474,7 @@ class HistoryStore:
             "created_at": created.replace(tzinfo=None)
             if self.engine.dialect.name == "sqlite"
             else created,
-            "queries": len({qid for values in record.labeler_values.values() for qid in values}),
+            "queries": len(qids),
             "search_metrics": record.search_metrics,
             "run_trec": zlib.compress(record.run_text.encode("utf-8"), 6),
             "hit_labels": None
@@ -404,21 +531,47 @@ class HistoryStore:
             return list(conn.execute(query).scalars())
 
     def get(self, ref: str) -> EvaluationInfo:
-        """The evaluation ``ref`` names: an id ("12") or "system@version" (that version's latest
-        evaluation); one line listing some that exist when none matches."""
-        query = sa.select(*INFO_COLUMNS)
-        if ref.strip().isdigit():
-            query = query.where(evaluations.c.id == int(ref))
-        else:
-            system, at, version = ref.partition("@")
-            if not at:
-                raise InputError(f"evaluation {ref!r}: expected an id or SYSTEM@VERSION")
-            query = query.where(evaluations.c.system == system, evaluations.c.version == version)
-        query = query.order_by(evaluations.c.created_at.desc(), evaluations.c.id.desc()).limit(1)
+        """The evaluation ``ref`` names: ``id:N`` (by its id) or ``SYSTEM@VERSION`` (that
+        version's latest evaluation, whatever the version looks like); one line listing some
+        that exist when none matches."""
+        evaluation_id = parse_id(ref)
+        if evaluation_id is not None:
+            return self._latest(evaluations.c.id == evaluation_id, ref)
+        system, at, version = ref.partition("@")
+        if not (at and system and version):
+            hint = f" (evaluation id {ref}: give id:{ref})" if ref.isdigit() else ""
+            raise InputError(
+                f"evaluation {ref!r}: expected id:N (an evaluation's id) or SYSTEM@VERSION{hint}"
+            )
+        return self.version(system, version)
+
+    def version(self, system: str, version: str) -> EvaluationInfo:
+        """The latest evaluation of ``version`` of ``system``; a system no evaluation can be of
+        (``my@sys``) is one line saying why."""
+        if problem := name_problem(system, "system"):
+            raise InputError(f"system {shown(system)} {problem}: no evaluation can be of it")
+        hint = f"; an evaluation's id is written id:{version}" if version.isdigit() else ""
+        condition = sa.and_(evaluations.c.system == system, evaluations.c.version == version)
+        return self._latest(condition, f"{system}@{version}", hint)
+
+    def has_version(self, system: str, version: str) -> bool:
+        query = sa.select(evaluations.c.id).where(
+            evaluations.c.system == system, evaluations.c.version == version
+        )
+        with self._read() as conn:
+            return conn.execute(query.limit(1)).first() is not None
+
+    def _latest(self, condition: Any, ref: str, hint: str = "") -> EvaluationInfo:
+        query = (
+            sa.select(*INFO_COLUMNS)
+            .where(condition)
+            .order_by(evaluations.c.created_at.desc(), evaluations.c.id.desc())
+            .limit(1)
+        )
         with self._read() as conn:
             row = conn.execute(query).first()
         if row is None:
-            raise InputError(f"store {self.name}: no evaluation {ref}; {self._some()}")
+            raise InputError(f"store {self.name}: no evaluation {ref}; {self._some()}{hint}")
         return _info(row._asdict())
 
     def _some(self, shown: int = 5) -> str:
@@ -432,7 +585,7 @@ class HistoryStore:
             rows = conn.execute(query).all()
         if not rows:
             return "the store holds no evaluations yet"
-        named = ", ".join(f"{r.id} ({r.system}@{r.version})" for r in rows[:shown])
+        named = ", ".join(f"{id_ref(r.id)} ({r.system}@{r.version})" for r in rows[:shown])
         return f"it holds {named}{', ...' if len(rows) > shown else ''}"
 
     def query_values(
@@ -485,7 +638,7 @@ class HistoryStore:
 
     def hit_labels(self, evaluation_id: int) -> dict[str, dict[str, float]]:
         """{qid: {doc: the labeler's label}} of the run's top k hits; empty for an evaluation
-        recorded without them (before schema version 2)."""
+        recorded without them."""
         self._column(evaluations.c.id, evaluation_id)  # an unknown id is one line
         with self._read() as conn:
             blob = conn.execute(
@@ -499,7 +652,9 @@ class HistoryStore:
                 sa.select(column).where(evaluations.c.id == evaluation_id)
             ).scalar_one_or_none()
         if value is None:
-            raise InputError(f"store {self.name}: no evaluation {evaluation_id}; {self._some()}")
+            raise InputError(
+                f"store {self.name}: no evaluation {id_ref(evaluation_id)}; {self._some()}"
+            )
         return value
 
     def close(self) -> None:

@@ -206,6 +206,12 @@ class PipelineConfig:
         for name in ("system", "version", "note"):  # they would be dropped without a store
             if getattr(self, name) is not None and not self.track:
                 raise InputError(f"{name}: give --track STORE to record the evaluation in")
+        if self.track:  # a name the store cannot keep, a store it cannot use: before any stage
+            from eval.history.names import check_recordable
+            from eval.history.store import store_url
+
+            check_recordable(self.system, self.version)
+            store_url(self.track)
         self.teacher_args = split_flags(self.teacher_args)
         self.train_args = split_flags(self.train_args)
         if self.qrels in ("", "none"):

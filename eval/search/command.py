@@ -166,14 +166,17 @@ def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([SearchEvalConfig], args)
     if not config.run or not config.corpus or not config.labeler:
         raise InputError("give --run, --corpus and --labeler")
-    if config.track:  # an unreachable or too new store is refused before any labelling
-        from eval.history.store import open_store
-
-        open_store(config.track).close()
     out = Path(config.out)
     run_paths = [config.run, *config.compare]
     refuse_overlap("out", out, search_inputs(config), writes=SEARCH_OUTPUTS)
     runs = read_named_runs(run_paths)  # bad runs are found before a grader is loaded
+    if config.track:  # a name the store cannot keep, an unusable store: before any labelling
+        from eval.history.names import check_recordable
+        from eval.history.store import open_store
+
+        run_name, run = next(iter(runs.items()))
+        check_recordable(config.system, config.version, run_name, run)
+        open_store(config.track).close()
     warn_shallow_runs(runs, config.k)
     labeler = make_labeler(config.labeler, cache_dir=config.label_cache or out / "labels")
     if not labeler.verdicts:

@@ -131,12 +131,12 @@ def test_the_monitor_raises_an_alarm_on_a_drop_and_not_on_fresh_noise(store):
         noisy = {q: float(np.clip(base[q] + rng.normal(0, 0.05), 0, 1)) for q in sample}
         record(store, "live", noisy, day)
     config = MonitorConfig(store="unused", system="dense", baseline="v1", margin=0.02)
-    assert all(decision.passed for _, decision in run_checks(store, config))
+    assert all(check.decision and check.decision.passed for check in run_checks(store, config))
     for day in range(6, 12):
         sample = rng.choice(sorted(base), size=40, replace=False)
         record(store, "live", {q: max(base[q] - 0.3, 0) for q in sample}, day)
-    decisions = run_checks(store, config)
-    assert not decisions[-1][1].passed
+    checks = run_checks(store, config)
+    assert checks[-1].decision is not None and not checks[-1].decision.passed
 
 
 @pytest.mark.slow
@@ -186,3 +186,134 @@ def test_the_gate_appends_its_decision_and_comparison_as_markdown(tmp_path: Path
     assert "| ndcg@10 | −0.1" in text  # the candidate is 0.2 worse, less where clipped at 0
     assert "Queries that moved most in ndcg@10:" in text
     assert len(re.findall(r"^\| q\d+ \|", text, re.M)) == 5
+
+
+def test_the_gate_advises_what_it_has_for_another_labeler_and_never_relabel(store):
+    record(store, "v1", values(1), 1, labeler="a")
+    record(store, "v2", values(2), 2, labeler="z")
+    with pytest.raises(InputError) as caught:
+        decide(store, gate_config())
+    message = str(caught.value)
+    assert "evaluations id:2 (dense@v2) and id:1 (dense@v1) differ in labeler" in message
+    assert "give --baseline a version measured by the candidate's" in message
+    assert "`history compare id:2 id:1 --relabel LABELER --corpus PATH`" in message
+    assert "give --relabel" not in message  # the gate has no --relabel
+
+
+def test_the_monitor_skips_a_check_of_another_labeler_and_carries_on(store):
+    base = values(0, n=200)
+    record(store, "v1", base, 0)
+    rng = np.random.default_rng(8)
+    for day in range(1, 5):
+        sample = rng.choice(sorted(base), size=40, replace=False)
+        noisy = {q: float(np.clip(base[q] + rng.normal(0, 0.05), 0, 1)) for q in sample}
+        record(store, "live", noisy, day, labeler="z" if day == 2 else "a")
+    checks = run_checks(store, MonitorConfig(store="unused", system="dense", baseline="v1"))
+    assert [check.decision is None for check in checks] == [False, True, False, False]
+    skipped = checks[1].line
+    assert skipped.startswith("check id:3 (dense@live): skipped: evaluations id:3 (dense@live)")
+    assert "differ in labeler (qrels:z.txt vs qrels:a.txt)" in skipped
+    assert "--relabel" not in skipped
+    assert checks[-1].decision is not None and "queries over 3 checks" in checks[-1].line
+
+
+def test_twenty_checks_of_the_same_queries_are_the_evidence_of_one(store):
+    """A fixed set of 43 queries, 0.08 worse on average with a wide spread, checked 20 times:
+    counted as 860 observations the sequence would exclude the margin; as 43 it does not."""
+    base = values(0, n=43)
+    rng = np.random.default_rng(3)
+    live = {q: float(np.clip(v + rng.normal(-0.08, 0.3), 0, 1)) for q, v in base.items()}
+    record(store, "v1", base, 0)
+    record(store, "live", live, 1)
+    config = MonitorConfig(store="unused", system="dense", baseline="v1", margin=0.02)
+    (one,) = run_checks(store, config)
+    for day in range(2, 21):
+        record(store, "live", live, day)
+    twenty = run_checks(store, config)
+    assert len(twenty) == 20 and all(check.decision == one.decision for check in twenty)
+    assert one.decision is not None and one.decision.passed  # no alarm
+    assert "43 distinct queries over 1 check" in one.decision.reason
+    assert "43 of its 43 queries were in earlier checks" in twenty[-1].line
+
+
+def several_metrics(store, version: str, day: int, shift: float) -> None:
+    """An evaluation recording five metrics whose per-query values are B's plus ``shift``."""
+    from eval.history.record import t_estimate
+    from eval.history.store import EvaluationRecord
+    from tests.history.records import START, run_text
+
+    metrics = ("ndcg@10", "map", "mrr", "p@10", "recall@10")
+    per_metric = {m: values(i, shift=-shift) for i, m in enumerate(metrics)}
+    import datetime as dt
+
+    store.record(
+        EvaluationRecord(
+            system="dense",
+            version=version,
+            k=10,
+            labeler="qrels:a.txt",
+            labeler_fingerprint="a" * 64,
+            corpus_fingerprint="b" * 64,
+            queries_fingerprint="c" * 64,
+            run_fingerprint=f"{day:064d}",
+            run_name="dense",
+            search_metrics="{}",
+            run_text=run_text({q: ["d1"] for q in per_metric["map"]}, "dense"),
+            labeler_values=per_metric,
+            estimates=[t_estimate(m, list(v.values()), 0.05) for m, v in per_metric.items()],
+            created_at=START + dt.timedelta(days=day),
+        )
+    )
+
+
+def test_compare_calls_only_the_primary_metric_and_explains_every_mark(store):
+    several_metrics(store, "v1", 1, 0.0)
+    several_metrics(store, "v2", 2, 0.1)  # every metric of every query 0.1 better (clipped)
+    result = compare_evaluations(store, CompareConfig(a="dense@v2", b="dense@v1"))
+    assert all(c.low > 0 for c in result.metrics.values())  # every interval excludes 0...
+    verdicts = {metric: result.verdict(metric) for metric in result.metrics}
+    assert verdicts == {  # ...but only the primary metric is called better
+        "ndcg@10": "A better",
+        "map": "marginal",
+        "mrr": "marginal",
+        "p@10": "marginal",
+        "recall@10": "marginal",
+    }
+    text = comparison_text(result)
+    assert text.count("A better") == 1 and text.count("marginal") >= 4
+    legend = text.splitlines()[6]
+    assert legend.startswith("Only ndcg@10, the primary metric, is called better or worse")
+    assert "Holm-adjusted over the 1 comparison made here" in legend
+    assert "marginal: a 95% interval not adjusted for the number of metrics" in legend
+    without_primary = compare_evaluations(
+        store, CompareConfig(a="dense@v1", b="dense@v2", metrics=["map", "mrr"])
+    )
+    assert {without_primary.verdict(m) for m in without_primary.metrics} == {"marginal"}
+    assert (
+        "\nndcg@10, the primary metric, was not compared: every other metric's interval is "
+        "marginal" in comparison_text(without_primary)
+    )
+
+
+def test_the_page_carries_the_same_verdicts_and_their_legend(store, tmp_path: Path):
+    from eval.history.page import PageConfig, build_page
+
+    several_metrics(store, "v1", 1, 0.0)
+    several_metrics(store, "v2", 2, 0.1)
+    page = build_page(store, PageConfig(store="unused", out=str(tmp_path / "h.html")))
+    (pair,) = page.pairs
+    assert pair.metrics["ndcg@10"].verdict == "A better"
+    assert {pair.metrics[m].verdict for m in ("map", "mrr", "p@10")} == {"marginal"}
+    assert pair.legend.startswith("Only ndcg@10, the primary metric, is called better or worse")
+
+
+def test_the_gate_names_the_interval_it_used(store):
+    """Per-query values of 0 and 1 (hit@10-like): their differences lie on {−1, 0, 1}, where
+    the interval is the t with Agresti–Coull pseudo-observations, and the line says so."""
+    rng = np.random.default_rng(2)
+    record(store, "v1", {f"q{i}": float(rng.random() < 0.6) for i in range(40)}, 1)
+    record(store, "v2", {f"q{i}": float(rng.random() < 0.5) for i in range(40)}, 2)
+    reason = decide(store, gate_config(margin=0.02)).reason
+    assert "(95%, paired t with Agresti–Coull pseudo-observations over 40 queries)" in reason
+    compared = compare_evaluations(store, CompareConfig(a="dense@v2", b="dense@v1"))
+    assert "pseudo-observations" in compared.metrics["ndcg@10"].method

@@ -86,7 +86,8 @@ def test_search_track_records_the_primary_run_with_its_human_values(
         "--track", target, "--version", "v3", "--note", "new index",
     )  # fmt: skip
     assert (
-        f"recorded evaluation 1 (dense@v3) in {open_store(target).name}" in capsys.readouterr().out
+        f"recorded evaluation id:1 (dense@v3) in {open_store(target).name}"
+        in capsys.readouterr().out
     )
     store = open_store(target)
     info = store.get("dense@v3")
@@ -133,7 +134,7 @@ def test_an_old_folder_without_human_values_records_none_and_keeps_its_estimates
     record_command.main(
         ["--store", store, "--from", str(old), "--system", "dense", "--version", "v1"]
     )
-    assert "recorded evaluation 1 (dense@v1)" in capsys.readouterr().out
+    assert "recorded evaluation id:1 (dense@v1)" in capsys.readouterr().out
     opened = open_store(store)
     assert all(h is None for _, h in opened.query_values(1, "ndcg@10").values())
     assert {e.method for e in opened.evaluation_estimates(1)} == {"ppi++"}
@@ -149,6 +150,17 @@ def test_a_folder_whose_run_is_gone_is_one_line(folder: Path, tmp_path: Path):
     with pytest.raises(InputError, match=r"names run .*gone.trec, which is not there"):
         record_command.main(["--store", str(tmp_path / "h.sqlite"), "--from", str(moved)])
     assert open_store(str(tmp_path / "h.sqlite")).list_evaluations() == []
+
+
+@pytest.mark.slow
+def test_history_record_refuses_a_name_that_could_not_be_named_back(folder: Path, tmp_path: Path):
+    store = tmp_path / "h.sqlite"
+    flags = ["--store", str(store), "--from", str(folder)]
+    with pytest.raises(InputError, match=r"--system: system 'my@sys' holds '@'"):
+        record_command.main([*flags, "--system", "my@sys"])
+    with pytest.raises(InputError, match=r"--version: version 'v{40}…' is 201 characters long"):
+        record_command.main([*flags, "--version", "v" * 201])
+    assert not store.exists()  # refused before the store is opened
 
 
 @pytest.mark.parametrize("flag", ["system", "version", "note"])

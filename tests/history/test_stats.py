@@ -13,9 +13,11 @@ from eval.history.stats import (
     ConfidenceSequence,
     asymptotic_bounds,
     bernstein_bounds,
+    called,
     compare,
     fixed_t_bounds,
     gate,
+    holm,
     monitor_gate,
 )
 
@@ -202,7 +204,7 @@ def test_monitor_gate_reads_like_the_gate():
         state = sequence.update(np.clip(rng.normal(-0.3, 0.1, 40), -1, 1))
     decision = monitor_gate(state, margin=0.02)
     assert not decision.passed
-    assert "asymptotic CS, 200 queries over 5 checks" in decision.reason
+    assert "asymptotic CS, 200 distinct queries over 5 checks" in decision.reason
 
 
 def test_the_gate_at_alpha_is_a_one_sided_test_at_half_alpha():
@@ -230,3 +232,40 @@ def test_no_ppi_comparison_from_fewer_judged_queries_than_an_interval_needs():
     judged = sorted(a)[:MIN_JUDGED_QUERIES]
     result = compare("ndcg@10", a, b, {q: a[q] for q in judged}, {q: b[q] for q in judged})
     assert result.human_queries == MIN_JUDGED_QUERIES and result.method.startswith("PPI++")
+
+
+def test_holm_matches_statsmodels():
+    multitest = pytest.importorskip("statsmodels.stats.multitest")
+    p_values = [0.01, 0.04, 0.03, 0.2, 0.005]
+    _, expected, _, _ = multitest.multipletests(p_values, method="holm")
+    assert holm(p_values) == pytest.approx(list(expected))
+
+
+def test_the_call_is_the_t_test_of_the_comparison_and_holm_over_several():
+    a, b = runs(40, 0.05, 0.1, seed=3)
+    result = compare("ndcg@10", a, b)
+    expected = stats.ttest_rel(list(a.values()), list(b.values())).pvalue
+    assert result.p_value == pytest.approx(expected)
+    ((verdict, p),) = called([result])
+    assert p == pytest.approx(expected) and verdict == (
+        "A better" if p < 0.05 else "no difference shown"
+    )
+    # Three comparisons made together: each p-value Holm-adjusted over the three.
+    results = [
+        compare("ndcg@10", *runs(40, shift, 0.2, seed=i)) for i, shift in enumerate((0, 0.02, 0.1))
+    ]
+    adjusted = [p for _, p in called(results)]
+    assert adjusted == pytest.approx(holm([r.p_value for r in results]))
+
+
+def test_an_interval_without_a_statistic_is_called_alone_by_its_interval_only():
+    """Differences with no spread get Hoeffding's interval, which has no p-value: one such
+    comparison is called by its interval (Holm over one test); among several, as eval.search,
+    it counts as p = alpha, never below it."""
+    a = {f"q{i}": 0.9 for i in range(400)}
+    b = {f"q{i}": 0.1 for i in range(400)}
+    result = compare("ndcg@10", a, b)
+    assert "Hoeffding" in result.basis and result.p_value is None and result.low > 0
+    assert called([result]) == [("A better", None)]
+    other = compare("ndcg@10", *runs(40, 0.0, 0.2, seed=1))
+    assert called([result, other])[0][0] == "no difference shown"

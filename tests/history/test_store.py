@@ -19,7 +19,7 @@ import sqlalchemy as sa
 
 from core.errors import InputError
 from eval.history.record import t_estimate
-from eval.history.store import SCHEMA_VERSION, EvaluationRecord, open_store
+from eval.history.store import SCHEMA_VERSION, EvaluationRecord, open_store, store_url
 from support.postgres import free_port
 from tests.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
 
@@ -78,7 +78,7 @@ def test_an_evaluation_reads_back_as_recorded(target: str):
     }
     assert sum(human is not None for _, human in values.values()) == 5
     assert store.run_text(first_id) == first.run_text
-    assert store.get(str(first_id)).note == "seed 1"
+    assert store.get(f"id:{first_id}").note == "seed 1"
     assert store.get("dense@v1").id == later_id  # the version's latest evaluation
     assert store.get("dense@v1").queries == 50
     assert store.systems() == ["bm25", "dense"]
@@ -109,39 +109,118 @@ def test_the_store_refuses_a_newer_schema_in_one_line(target: str):
     assert "\n" not in message
 
 
-def test_a_version_0_store_is_migrated_and_keeps_its_data(target: str):
-    store = open_store(target)
-    kept = store.record(make_record("dense", "v0", queries=30, seed=4))
-    # Version 0: no schema_info, no evaluations.queries (nor version 2's hit labels).
-    with store.engine.begin() as conn:
-        conn.exec_driver_sql("ALTER TABLE evaluations DROP COLUMN queries")
-        conn.exec_driver_sql("ALTER TABLE evaluations DROP COLUMN hit_labels")
-        conn.exec_driver_sql("DROP TABLE schema_info")
-    store.close()
-    migrated = open_store(target)
-    assert migrated.schema_version() == SCHEMA_VERSION
-    assert migrated.get(str(kept)).queries == 30  # filled from the per-query values
-    assert len(migrated.query_values(kept, "mrr")) == 30
-    migrated.record(make_record("dense", "v1", seed=5))
-    assert len(migrated.list_evaluations()) == 2
-    migrated.close()
+def schema_of(target: str) -> tuple[int | None, int]:
+    """(schema_info's version or None without the table, evaluations) as a plain engine reads
+    them: what a refused store still holds."""
+    engine = sa.create_engine(store_url(target))
+    with engine.connect() as conn:
+        tables = sa.inspect(conn).get_table_names()
+        version = (
+            conn.exec_driver_sql("SELECT version FROM schema_info").scalar()
+            if "schema_info" in tables
+            else None
+        )
+        count = conn.exec_driver_sql("SELECT COUNT(*) FROM evaluations").scalar()
+    engine.dispose()
+    return version, count
 
 
-def test_a_version_1_store_gains_hit_labels_and_keeps_its_evaluations(target: str):
+@pytest.mark.parametrize("write", [True, False], ids=["recorder", "reader"])
+def test_an_older_schema_is_refused_in_one_line_and_left_as_it_was(target: str, write: bool):
     store = open_store(target)
-    kept = store.record(make_record("dense", "v1", queries=5, seed=4))
+    store.record(make_record("dense", "v1", queries=5, seed=4))
     with store.engine.begin() as conn:
-        conn.exec_driver_sql("ALTER TABLE evaluations DROP COLUMN hit_labels")
         conn.exec_driver_sql("UPDATE schema_info SET version = 1")
     store.close()
-    migrated = open_store(target)
-    assert migrated.schema_version() == SCHEMA_VERSION
-    assert migrated.hit_labels(kept) == {}  # recorded before labels were kept
-    labels = {"q0": {"d4": 3.0, "d9": 0.0}}
-    later = migrated.record(replace(make_record("dense", "v2", seed=5), hit_labels=labels))
-    assert migrated.hit_labels(later) == labels
-    assert len(migrated.query_values(kept, "mrr")) == 5
-    migrated.close()
+    with pytest.raises(InputError) as caught:
+        open_store(target, write=write)
+    message = str(caught.value)
+    assert (
+        f"has schema version 1, written by a development build before this release's "
+        f"{SCHEMA_VERSION}; it is not upgraded: record into a new store" in message
+    )
+    assert "\n" not in message
+    assert schema_of(target) == (1, 1)  # nothing migrated, nothing lost
+
+
+def test_the_first_layout_without_schema_info_is_refused_too(target: str):
+    store = open_store(target)
+    store.record(make_record("dense", "v0", queries=5))
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE schema_info")
+    store.close()
+    for write in (True, False):
+        with pytest.raises(InputError, match="has schema version 0, written by a development"):
+            open_store(target, write=write)
+    assert schema_of(target) == (None, 1)
+
+
+def test_a_reader_writes_nothing_and_reads_an_immutable_or_read_only_file(tmp_path: Path):
+    path = tmp_path / "history.sqlite"
+    store = open_store(str(path))
+    store.record(make_record("dense", "v1", queries=5))
+    store.close()
+    before = path.read_bytes()
+    for target in (
+        f"file:{path}?immutable=1",  # a file nothing may change (a CI artifact, a read-only disk)
+        f"file:{path}?mode=ro",
+        f"sqlite:///file:{path}?mode=ro&uri=true",
+        str(path),  # a plain path: a reader opens it read-only all the same
+    ):
+        reader = open_store(target, write=False)
+        assert [e.ref for e in reader.list_evaluations()] == ["dense@v1"], target
+        assert reader.schema_version() == SCHEMA_VERSION
+        reader.close()
+    assert path.read_bytes() == before
+
+
+def test_the_list_command_reads_an_immutable_store(tmp_path: Path, capsys):
+    from eval.history import listing
+
+    path = tmp_path / "history.sqlite"
+    store = open_store(str(path))
+    store.record(make_record("dense", "v1", queries=5))
+    store.close()
+    listing.main(["--store", f"file:{path}?immutable=1"])
+    assert "| id:1 | dense@v1 |" in capsys.readouterr().out
+
+
+def test_a_recorder_refuses_a_store_opened_read_only(tmp_path: Path):
+    path = tmp_path / "history.sqlite"
+    open_store(str(path)).close()
+    for target in (f"file:{path}?immutable=1", f"file:{path}?mode=ro"):
+        with pytest.raises(InputError, match=r"opened read-only \((immutable=1|mode=ro)\); record"):
+            open_store(target)
+
+
+@pytest.mark.slow
+def test_a_role_that_may_only_read_reads_and_cannot_record(postgres_url: str):  # noqa: F811
+    import psycopg
+
+    store = open_store(postgres_url)
+    store.record(make_record("dense", "v1", queries=5))
+    store.close()
+    role = "reader_" + postgres_url.rsplit("/", 1)[1]
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute(f'CREATE ROLE "{role}" LOGIN')
+        conn.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA public TO "{role}"')
+    url = postgres_url.replace("postgres@", f"{role}@")
+    reader = open_store(url, write=False)
+    assert [e.ref for e in reader.list_evaluations()] == ["dense@v1"]
+    reader.close()
+    recorder = open_store(url)  # the schema is there: opening writes nothing
+    with pytest.raises(InputError, match=rf"{role}@.*: this role may not write it \(permission"):
+        recorder.record(make_record("dense", "v2", queries=5))
+    recorder.close()
+
+
+def test_a_reader_refuses_an_empty_database_without_creating_a_store(tmp_path: Path):
+    path = tmp_path / "empty.sqlite"
+    sa.create_engine(f"sqlite:///{path}").connect().close()  # an empty SQLite file
+    path.touch()
+    with pytest.raises(InputError, match="holds no evaluation history yet"):
+        open_store(str(path), write=False)
+    assert path.stat().st_size == 0
 
 
 def test_an_unreachable_url_is_one_line_without_the_password():
@@ -160,16 +239,62 @@ def test_a_file_in_a_missing_folder_is_one_line(tmp_path: Path):
 
 def test_a_reader_does_not_create_a_store_it_is_given_by_mistake(tmp_path: Path):
     with pytest.raises(InputError, match=r"typo\.sqlite: no such file"):
-        open_store(str(tmp_path / "typo.sqlite"), create=False)
+        open_store(str(tmp_path / "typo.sqlite"), write=False)
     assert not (tmp_path / "typo.sqlite").exists()
 
 
 def test_a_file_that_is_not_a_database_is_one_line_and_left_as_it_was(tmp_path: Path):
     notes = tmp_path / "notes.txt"
     notes.write_text("my notes\n")
-    with pytest.raises(InputError, match=r"notes\.txt: cannot open \(file is not a database\)"):
+    with pytest.raises(
+        InputError, match=r"notes\.txt: damaged or not a store \(file is not a database\)"
+    ):
         open_store(str(notes))
     assert notes.read_text() == "my notes\n"
+
+
+def test_a_damaged_store_is_one_line(tmp_path: Path):
+    from eval.history import listing
+
+    path = tmp_path / "history.sqlite"
+    store = open_store(str(path))
+    store.record(make_record("dense", "v1", queries=500))
+    store.close()
+    damaged = bytearray(path.read_bytes())
+    for page in range(1, len(damaged) // 4096):  # every b-tree page's header but the first
+        damaged[page * 4096] = 0xFF
+    path.write_bytes(bytes(damaged))
+    for write in (False, True):
+        with pytest.raises(InputError) as caught:
+            open_store(str(path), write=write).list_evaluations()
+        message = str(caught.value)
+        assert "damaged or not a store (database disk image is malformed)" in message
+        assert "\n" not in message
+    with pytest.raises(InputError, match="database disk image is malformed"):
+        listing.main(["--store", str(path)])
+
+
+def test_an_unsupported_database_url_is_one_line_without_the_password():
+    for url in ("mysql://me:s3cret@db.example.com/history", "oracle://me:s3cret@db/history"):
+        with pytest.raises(InputError) as caught:
+            open_store(url, write=False)
+        message = str(caught.value)
+        assert "is not supported; give a SQLite file or a postgresql:// URL" in message
+        assert "s3cret" not in message
+
+
+def test_a_name_longer_than_its_column_is_refused_before_anything_is_written(target: str):
+    store = open_store(target)
+    for record, line in (
+        (make_record("dense", "v" * 201), r"version 'v{40}…' is 201 characters long; .* 200"),
+        (make_record("d" * 300, "v1"), r"system 'd{40}…' is 300 characters long"),
+    ):
+        with pytest.raises(InputError, match=line):
+            store.record(record)
+    assert store.list_evaluations() == []
+    store.record(make_record("dense", "v" * 200))  # the longest the column keeps
+    assert [len(e.version) for e in store.list_evaluations()] == [200]
+    store.close()
 
 
 def test_an_unknown_evaluation_is_one_line_naming_what_exists(target: str):
@@ -180,9 +305,9 @@ def test_an_unknown_evaluation_is_one_line_naming_what_exists(target: str):
         store.record(make_record("dense", version))
     with pytest.raises(InputError) as caught:
         store.get("dense@v9")
-    assert "it holds 2 (dense@v2), 1 (dense@v1)" in str(caught.value)
-    with pytest.raises(InputError, match="no evaluation 99"):
-        store.get("99")
+    assert "it holds id:2 (dense@v2), id:1 (dense@v1)" in str(caught.value)
+    with pytest.raises(InputError, match="no evaluation id:99"):
+        store.get("id:99")
     store.close()
 
 
@@ -283,7 +408,7 @@ def test_the_time_of_an_evaluation_reads_back_as_the_same_instant_in_utc(target:
     elsewhere = dt.timezone(dt.timedelta(hours=2))
     when = dt.datetime(2026, 3, 1, 12, 30, 15, tzinfo=elsewhere)
     evaluation_id = store.record(replace(make_record("dense", "v1"), created_at=when))
-    read = store.get(str(evaluation_id)).created_at
+    read = store.get(f"id:{evaluation_id}").created_at
     assert read == when and read.tzinfo == dt.timezone.utc and read.hour == 10
     store.record(replace(make_record("dense", "v0"), created_at=when - dt.timedelta(days=1)))
     assert [e.version for e in store.list_evaluations()] == ["v0", "v1"]  # time order, not ids
