@@ -52,7 +52,15 @@ from typing import Any
 from core.cli import bounded, check_choices, choice, parse_config, run_main, split_flags
 from core.errors import InputError
 from core.io import atomic_writer, fingerprint, markdown_table, sha256_path
-from core.job_stages import HistoryMark, HistoryRecorded, JobConfig, StageRecord, read_stage_record
+from core.job_stages import (
+    HistoryMark,
+    HistoryRecorded,
+    JobConfig,
+    StageRecord,
+    read_stage_record,
+    stage_times,
+    total_note,
+)
 from data.build import BALANCE_MODES, TESTED_FILE, BuildConfig
 from data.candidates import POOL_FILE, RETRIEVERS, CandidatesConfig
 from data.judges.backends import BACKENDS
@@ -364,7 +372,8 @@ class Pipeline:
     def __init__(self, config: PipelineConfig) -> None:
         self.config = config
         self.root = Path(config.run_dir)
-        self.timings: dict[str, float] = {}
+        self.timings: dict[str, float | None] = {}  # a skipped stage's: when it ran
+        self.done_earlier: list[str] = []  # the stages this run skipped
         self.search_runs: list[str] = []  # the metric pipeline's runs, set by stages()
         from models.state_cache import default_state_cache
 
@@ -393,7 +402,9 @@ class Pipeline:
         digest = stage.fingerprint()
         if self.is_done(stage, digest):
             logger.info("stage %s: done already (%s)", stage.name, stage.output)
-            self.timings.setdefault(stage.name, 0.0)
+            record = read_stage_record(self.stamp(stage))
+            self.timings[stage.name] = record.seconds if record else None
+            self.done_earlier.append(stage.name)
             return
         log = self.path("logs", stage.slug + ".log")
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -415,7 +426,11 @@ class Pipeline:
             )
         self.timings[stage.name] = round(time.perf_counter() - start, 1)
         record = StageRecord(
-            fingerprint=digest, command=command, config=str(config_file), outs=stage.outs()
+            fingerprint=digest,
+            command=command,
+            config=str(config_file),
+            outs=stage.outs(),
+            seconds=self.timings[stage.name],
         )
         record.write(self.stamp(stage))
 
@@ -768,6 +783,7 @@ class Pipeline:
             run_dir=str(self.root),
             seconds=round(seconds, 1),
             stage_seconds=self.timings,
+            done_earlier=self.done_earlier,
             scoring_dtype=search.scoring_dtype,  # as its stages scored
             folds=study.folds,
             queries_per_fold=study.queries_per_fold,
@@ -856,7 +872,8 @@ def report_markdown(summary: JobSummary) -> str:
         "# Main job report",
         "",
         *([f"**{warning}**", ""] if warning else []),
-        f"Run directory `{summary.run_dir}`; total {summary.seconds} s; models scored in "
+        f"Run directory `{summary.run_dir}`; total {summary.seconds} s"
+        f"{total_note(summary)}; models scored in "
         f"{summary.scoring_dtype or 'an unrecorded dtype'}.",
         "",
         "## Held-out quality",
@@ -896,7 +913,7 @@ def report_markdown(summary: JobSummary) -> str:
             ppi_table(ppi).rstrip("\n"),
         ]
     lines += ["", "## Stage times (s)", ""]
-    lines += [f"- {name}: {seconds}" for name, seconds in summary.stage_seconds.items()]
+    lines += [f"- {name}: {text}" for name, text in stage_times(summary).items()]
     return "\n".join(lines) + "\n"
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.artifacts import Artifact
 from measure.classification.crossval import CrossValidationRecord
@@ -109,11 +109,16 @@ class JobSummary(Artifact):
 
     model_config = ConfigDict(extra="allow")
     FILE = "summary.json"
-    FORMAT_VERSION = 1
-    SAME_SHAPE_SINCE = 0  # files without a format_version had this shape
+    FORMAT_VERSION = 2
+    # Files without a format_version had this shape; version 1 has no done_earlier (a stage it
+    # skipped shows 0.0 s).
+    SAME_SHAPE_SINCE = 0
     run_dir: str
-    seconds: float
-    stage_seconds: dict[str, float]
+    seconds: float  # this run's
+    # Each stage's time: what it took in this run, or, for a stage done earlier (skipped), when
+    # it ran (None: its stamp recorded no time).
+    stage_seconds: dict[str, float | None]
+    done_earlier: list[str] = Field(default_factory=list)  # the stages this run skipped
     scoring_dtype: str | None = None  # the arithmetic the stages scored in
     folds: int
     queries_per_fold: list[int]
