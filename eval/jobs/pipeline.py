@@ -100,6 +100,14 @@ class PipelineConfig:
     teacher_backend: str = choice("qrels", BACKENDS, "Who labels the training pairs.")
     teacher_model: str = field(default="smollm2-135m")
     teacher_prompt: str = field(default="binary")
+    teacher_base_url: str | None = field(
+        default=None,
+        metadata={
+            "help": "The OpenAI-compatible endpoint the teacher is asked at, e.g. a local "
+            "llama.cpp, vLLM or Ollama server: http://127.0.0.1:8080/v1 (default: "
+            "OPENAI_BASE_URL, else OpenAI's own API)."
+        },
+    )
     teacher_args: list[str] = field(
         default_factory=list,
         metadata={"help": 'Extra data.label flags, quoted: --teacher_args "--concurrency 32".'},
@@ -211,6 +219,11 @@ class PipelineConfig:
         self.train_args = split_flags(self.train_args)
         if self.qrels in ("", "none"):
             self.qrels = None
+        if self.teacher_base_url and self.teacher_backend == "qrels":
+            raise InputError(
+                "teacher_base_url: the qrels teacher asks no endpoint; set teacher_backend "
+                "openai for an OpenAI-compatible server"
+            )
         if self.qrels is None and self.teacher_backend == "qrels":
             raise InputError(
                 "qrels: none leaves no one to label the pairs: set teacher_backend (openai, vllm, "
@@ -501,6 +514,7 @@ class Pipeline:
         else:
             teacher = {"backend": c.teacher_backend, "model": c.teacher_model}
             teacher["prompt"] = c.teacher_prompt
+            teacher["base_url"] = c.teacher_base_url
         if c.qrels:  # the judged pool
             pool, pool_inputs = {"collection": c.collection, "pool_from_qrels": True}, [c.qrels]
         else:  # the pairs the candidate retrievers return, each once
