@@ -178,3 +178,18 @@ def test_the_embedder_pools_unit_vectors_of_the_models_width(tiny_model_dir: Pat
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
     np.testing.assert_allclose(embedder.encode(texts[1:2]), vectors[1:2], rtol=1e-4, atol=1e-5)
     assert embedder.encode([]).shape == (0, embedder.dimension)
+
+
+def test_prepare_prints_where_an_embedded_model_lies_for_llama_cpp(capsys):
+    """llama.cpp's server needs the embedded model's GGUF file: one command prints its path
+    (nothing converted or loaded); a model that is not embedded is refused by name."""
+    from core.errors import InputError
+    from models.prepare import main as prepare
+
+    prepare(["--model", "smollm2-135m", "--print_path", "true"])
+    path = Path(capsys.readouterr().out.strip())
+    assert path.suffix == ".gguf" and path.read_bytes()[:4] == b"GGUF"
+    prepare(["--model", "minilm-l6", "--print_path", "true"])
+    assert (Path(capsys.readouterr().out.strip()) / "config.json").is_file()
+    with pytest.raises(InputError, match="'gpt2' is not an embedded model"):
+        prepare(["--model", "gpt2", "--print_path", "true"])
