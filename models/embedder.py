@@ -17,10 +17,10 @@ from models.scoring import length_sorted_batches
 # A CPU is crowded when its 1-minute load average is at least this many times its cores (other
 # jobs' threads waiting for them). There, one torch thread embeds about twice as fast as one per
 # core: each of the forward pass's parallel regions waits for its slowest thread, and a thread
-# the scheduler has set aside holds up the other (MiniLM, 200 TREC DL passages, 2 cores at load
-# 12-14: 4.5-5.3 passages/s with 1 thread, 2.3 with 2; BENCHMARKS.md). On an idle CPU the torch
-# default (a thread per core) stays.
-CROWDED_LOAD_PER_CORE = 2.0
+# the scheduler has set aside holds up the other (MiniLM, 200 TREC DL passages on 2 cores: at
+# load 12-17, 4.5-5.3 passages/s with 1 thread, 2.0-2.3 with 2; at load 8, 8.2 with 1 and 10.9
+# with 2; BENCHMARKS.md). Below it, the torch default (a thread per core) stays.
+CROWDED_LOAD_PER_CORE = 6.0
 
 
 def embedding_threads(load: float | None = None, cores: int | None = None) -> int:
