@@ -21,16 +21,19 @@ STAGE_ENV = "RELEVANCE_GRADER_JOB_STAGE"  # set by the main job for the stages i
 class StageRecord(Artifact):
     """``JOB/stages/NAME.json``: the stamp of a finished stage, the digest of its settings and
     inputs (the job skips the stage while it matches), the command it ran, the config file the
-    command read and the outputs it writes. Stamps of earlier releases (no format_version) hold
-    the command's flags instead of a config file, ``--out`` among them."""
+    command read, the outputs it writes and how long it took. Stamps of earlier releases (no
+    format_version) hold the command's flags instead of a config file, ``--out`` among them;
+    those before version 2 hold no time (a re-run that skips the stage says it was not
+    recorded)."""
 
     FILE = "NAME.json"
-    FORMAT_VERSION = 1
+    FORMAT_VERSION = 2
     SAME_SHAPE_SINCE = 0
     fingerprint: str = ""
     command: list[str] = Field(default_factory=list)
     config: str | None = None  # the YAML the command read (--config)
     outs: list[str] = Field(default_factory=list)  # the --out of each of the stage's settings
+    seconds: float | None = None  # the time the stage took when it ran (None: not recorded)
 
     def written(self) -> list[str]:
         """What the stage writes: its recorded outs, else its command's --out flags."""
@@ -119,3 +122,34 @@ def refuse_job_stage(flag: str, out: str | os.PathLike[str]) -> None:
             f"{flag}: {out} is the {name!r} stage's output of the job in {job}; writing it "
             "would overwrite that job's results: give another --out"
         )
+
+
+def stage_time_text(seconds: float | None, done_earlier: bool) -> str:
+    """How a report states a stage's time: the seconds it took in this run, or, for a stage a
+    re-run skipped, the time it took when it ran (kept in its stamp)."""
+    if not done_earlier:
+        return "time not recorded" if seconds is None else f"{seconds}"
+    took = "time not recorded" if seconds is None else f"{seconds} s"
+    return f"skipped (done earlier, {took})"
+
+
+def total_note(summary: Any) -> str:
+    """After a job's total time: what the stages it skipped took when they ran (``summary``: a
+    ``JobSummary``; empty when the run skipped none)."""
+    if not summary.done_earlier:
+        return ""
+    earlier = [summary.stage_seconds.get(name) for name in summary.done_earlier]
+    recorded = [s for s in earlier if s is not None]
+    took = f"{round(sum(recorded), 1)} s when they ran" if recorded else "times not recorded"
+    if recorded and len(recorded) < len(earlier):
+        took += f" ({len(earlier) - len(recorded)} not recorded)"
+    count = len(summary.done_earlier)
+    return f" in this run, {count} of {len(summary.stage_seconds)} stages done earlier ({took})"
+
+
+def stage_times(summary: Any) -> dict[str, str]:
+    """Each stage's time as reports state it (``summary``: a ``JobSummary``)."""
+    return {
+        name: stage_time_text(seconds, name in summary.done_earlier)
+        for name, seconds in summary.stage_seconds.items()
+    }

@@ -205,6 +205,9 @@ class LabelSummary(TypedDict):
     seconds: float
     pairs_per_second: float | None  # None when nothing was judged now
     judge: JudgeNamed
+    # The structured output the endpoint took (models.llm_client.ChatClient: json_schema, or
+    # json_object / none after a refusal); None where no endpoint was asked in this run.
+    response_format: str | None
     out: str
     cache: str
     batches: BatchRun | None  # --batch true's record
@@ -219,9 +222,10 @@ def judge_pairs(
     judge_config: JudgeConfig,
     prompt: Prompt,
     label_config: LabelConfig,
-) -> BatchRun | None:
-    """Judge ``todo`` (cache ``keys``), each judgment cached as it arrives; the batch record of
-    ``--batch true``, else None."""
+) -> tuple[BatchRun | None, str | None]:
+    """Judge ``todo`` (cache ``keys``), each judgment cached as it arrives: the batch record of
+    ``--batch true`` (else None), and the structured output the endpoint took (None: no
+    endpoint was asked synchronously)."""
     judge = None
     if judge_config.batch:
         from data.judges.batch import BatchJudge
@@ -255,9 +259,10 @@ def judge_pairs(
 
     try:
         if judge is not None:
-            return judge.run(todo, keys, on_result)
+            return judge.run(todo, keys, on_result), None
         backend.run(todo, on_result)
-        return None
+        client = getattr(backend, "client", None)  # a chat backend's (not the qrels teacher's)
+        return None, getattr(client, "accepted_response_format", None)
     finally:
         bar.close()
         backend.close()
@@ -310,10 +315,10 @@ def label(label_config: LabelConfig, judge_config: JudgeConfig) -> LabelSummary:
             prompt.id,
         )
         start = time.perf_counter()
-        batches = (
+        batches, response_format = (
             judge_pairs(todo, todo_keys, cache, key_of, judge_config, prompt, label_config)
             if todo
-            else None
+            else (None, None)
         )
         elapsed = time.perf_counter() - start
         judgments = []
@@ -340,6 +345,7 @@ def label(label_config: LabelConfig, judge_config: JudgeConfig) -> LabelSummary:
             "model": judge_config.model,
             "prompt": prompt.id,
         },
+        "response_format": response_format,
         "out": str(out),
         "cache": str(cache_path),
         "batches": batches,
@@ -353,6 +359,8 @@ def main(args: Sequence[str] | None = None) -> None:
     label_config, judge_config = parse_config([LabelConfig, JudgeConfig], args)
     summary = label(label_config, judge_config)
     rate = f", {summary['pairs_per_second']} pairs/s" if summary["pairs_per_second"] else ""
+    if summary["response_format"]:
+        rate += f", response_format {summary['response_format']}"
     print(
         f"{summary['pairs']} pairs: {summary['judged_now']} judged now, {summary['cached']} from cache, "
         f"{summary['failed']} failed, {summary['relevant']} relevant; tokens in/out "

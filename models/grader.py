@@ -2,6 +2,7 @@
 
     grader = Grader.from_pretrained("runs/grader")           # a checkpoint or exported grader
     grader.score("what is an axon terminal", ["Axon terminals are ...", "Paris is ..."])
+    grader.score("axon", [{"title": "Axon", "text": "Axon terminals are ..."}])  # a corpus line
     grader.label("what is an axon terminal", [...])          # booleans at the stored threshold
     grader.grade("what is an axon terminal", [...])          # 0-3 grades (graded graders)
     Grader.from_pretrained("smollm2-135m", zero_shot=True)   # any causal LM, judged by P(yes)
@@ -17,9 +18,10 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -62,6 +64,58 @@ def resolve_device_and_dtype(
 
 
 logger = logging.getLogger(__name__)
+
+# A document as :meth:`Grader.score` takes it: its text, a corpus line's mapping, or a record with
+# ``text`` and ``title`` attributes.
+Document = str | Mapping[str, Any] | object
+# A corpus line's keys that are no part of what a grader reads (ids, a BEIR line's metadata).
+NOT_READ = frozenset({"_id", "id", "doc_id", "metadata"})
+
+
+def _mapping_parts(document: Mapping[str, Any], where: str) -> tuple[str, str | None, list[str]]:
+    """(text, title, the keys left unread) of a corpus line given as a mapping."""
+    text, title = document.get("text"), document.get("title")
+    if not isinstance(text, str):
+        raise InputError(
+            f"{where}: a document mapping needs a string 'text' (keys given: "
+            f"{', '.join(map(str, document)) or 'none'})"
+        )
+    if title is not None and not isinstance(title, str):
+        raise InputError(f"{where}: 'title' must be a string, got {type(title).__name__}")
+    unread = [str(key) for key in document if key not in ("text", "title", *NOT_READ)]
+    return text, title, unread
+
+
+def document_parts(documents: Sequence[Document]) -> tuple[list[str], list[str | None]]:
+    """The texts and titles of ``documents`` as :meth:`Grader.score` takes them. A mapping's keys
+    other than text, title, ids and metadata are not read by a grader: said once, by name."""
+    if isinstance(documents, str | Mapping):
+        raise InputError("documents: give a list of documents, not one document")
+    texts: list[str] = []
+    titles: list[str | None] = []
+    unread: dict[str, None] = {}
+    for index, document in enumerate(documents):
+        where = f"documents[{index}]"
+        if isinstance(document, str):
+            text, title = document, None
+        elif isinstance(document, Mapping):
+            text, title, keys = _mapping_parts(document, where)
+            unread.update(dict.fromkeys(keys))
+        elif isinstance(getattr(document, "text", None), str):
+            text, title = document.text, getattr(document, "title", None) or None
+        else:
+            raise InputError(
+                f"{where}: expected a string, a mapping with 'text' (and 'title') or a record "
+                f"with a text attribute, got {type(document).__name__}"
+            )
+        texts.append(text)
+        titles.append(title)
+    if unread:
+        logger.warning(
+            "documents: %s not read (a grader reads a document's title and text only)",
+            ", ".join(repr(key) for key in unread),
+        )
+    return texts, titles
 
 
 def stored_temperature(info: GraderDescription) -> float:
@@ -266,28 +320,29 @@ class Grader:
         """Calibrated P(relevant) for each (query, document) pair."""
         return self.calibrate(self.raw_probabilities(queries, documents, titles, show_progress))
 
-    def score(
-        self, query: str, documents: Sequence[str], titles: Sequence[str | None] | None = None
-    ) -> np.ndarray:
-        """P(relevant) of each document for one query."""
-        return self.score_pairs([query] * len(documents), documents, titles)
+    def score(self, query: str, documents: Sequence[Document]) -> np.ndarray:
+        """P(relevant) of each document for one query. A document is given as the corpus holds
+        it: a string (its text), a mapping with ``text`` and an optional ``title`` (a
+        ``corpus.jsonl`` line), or a record with those attributes (``data.beir.Document``,
+        ``core.records.Pair``, ``measure.labelers.Hit``); a title is read on its own line
+        before the text, as every bulk command grades a corpus document."""
+        texts, titles = document_parts(documents)
+        return self.score_pairs([query] * len(texts), texts, titles)
 
-    def label(
-        self, query: str, documents: Sequence[str], titles: Sequence[str | None] | None = None
-    ) -> np.ndarray:
-        """Relevant (True) or not for each document, at the stored decision threshold."""
-        return self.score(query, documents, titles) >= self.threshold
+    def label(self, query: str, documents: Sequence[Document]) -> np.ndarray:
+        """Relevant (True) or not for each document (as :meth:`score` takes them), at the
+        stored decision threshold."""
+        return self.score(query, documents) >= self.threshold
 
-    def grade(
-        self, query: str, documents: Sequence[str], titles: Sequence[str | None] | None = None
-    ) -> np.ndarray:
+    def grade(self, query: str, documents: Sequence[Document]) -> np.ndarray:
         """The 0-3 grade of each document for one query (a grader trained with ``labels:
         graded``), consistent with :meth:`label`: a relevant grade exactly where it says relevant."""
         if not self.graded:
             raise InputError(
                 f"{self.name or 'this grader'} has a binary head; train with labels: graded for grades"
             )
-        pairs = self.encode_pairs([query] * len(documents), documents, titles)
+        texts, titles = document_parts(documents)
+        pairs = self.encode_pairs([query] * len(texts), texts, titles)
         grades, _ = self.grades_and_scores_of_ids(pairs.input_ids, pairs.prefix_lengths)
         assert grades is not None
         return grades

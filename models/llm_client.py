@@ -371,6 +371,15 @@ class ChatClient:
     def name(self) -> str:
         return self.settings.backend
 
+    @property
+    def accepted_response_format(self) -> str | None:
+        """The structured output an endpoint took in this client's run: the one asked for, or
+        the one it fell back to after a refusal (json_schema, json_object, none); None for a
+        local backend, or before an endpoint answered a request that asked for it."""
+        if self.name not in ("openai", "azure") or not self._format_settled:
+            return None
+        return self.response_format
+
     def body(self, request: ChatRequest) -> dict[str, Any]:
         """The chat-completions body of one sample of ``request`` (a synchronous call's, a batch
         line's): o-series rules, log-probabilities, structured output."""

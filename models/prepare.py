@@ -3,8 +3,10 @@
     python -m models.prepare                      # SmolLM2-135M as a 2-label classifier
     python -m models.prepare --model minilm-l6    # the retrieval embedder
     python -m models.prepare --model meta-llama/Llama-3.2-1B-Instruct   # where the hub is reachable
+    python -m models.prepare --model smollm2-135m --print_path true   # its GGUF file, for llama.cpp
 
-Prints where the weights live, the parameter count and the load time.
+Prints where the weights live, the parameter count and the load time; with ``--print_path true``,
+only the file an embedded model is installed as (nothing converted or loaded).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from core.cli import parse_config, run_main
-from models.resolve import EMBEDDED_MODELS, load_model, resolve_model_path
+from models.resolve import EMBEDDED_MODELS, embedded_file, load_model, resolve_model_path
 
 
 @dataclass
@@ -26,10 +28,20 @@ class PrepareConfig:
     task: str = field(
         default="classification", metadata={"help": "classification, causal-lm or base."}
     )
+    print_path: bool = field(
+        default=False,
+        metadata={
+            "help": "Print only where the embedded model lies as installed (smollm2-135m: its "
+            "GGUF file, which llama.cpp's llama-server serves with -m) and stop."
+        },
+    )
 
 
 def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([PrepareConfig], args)
+    if config.print_path:
+        print(embedded_file(config.model))
+        return
     start = time.perf_counter()
     path = resolve_model_path(config.model)
     resolved = time.perf_counter() - start

@@ -102,6 +102,19 @@ def _minilm_path() -> Path:
     return config.parent
 
 
+def embedded_file(name: str) -> Path:
+    """Where an embedded model lies as its package installed it: the GGUF file of a GGUF model
+    (``smollm2-135m``: the file llama.cpp's ``llama-server -m`` serves), else its folder."""
+    embedded = EMBEDDED_MODELS.get(name)
+    if embedded is None:
+        raise InputError(
+            f"model: {name!r} is not an embedded model (embedded: {', '.join(EMBEDDED_MODELS)})"
+        )
+    if embedded.gguf_suffix:
+        return _package_file(embedded.package, embedded.gguf_suffix)
+    return _minilm_path()
+
+
 def resolve_model_path(name_or_path: str) -> str:
     """The local directory (or hub id) that ``from_pretrained`` should load for ``name_or_path``."""
     embedded = EMBEDDED_MODELS.get(name_or_path)

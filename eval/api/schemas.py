@@ -40,11 +40,35 @@ class QueryIn(BaseModel):
     inputs: QueryInputs
 
 
+TITLE, TEXT = "title", "text"
+
+
 class EvalOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    fields: list[FieldName] = Field(default_factory=lambda: ["text"], min_length=1, max_length=16)
+    # The hit's fields the labeler reads. Left out: its title (where it has one) and its text, a
+    # corpus document as the bulk commands grade it. A "title" named here is read as a title
+    # (on its own line first, core.records.document_text); the other fields, in the order named,
+    # are joined by newlines into the text.
+    fields: list[FieldName] | None = Field(default=None, min_length=1, max_length=16)
     debug: bool = False
     k: int | None = Field(default=None, ge=1)
+
+    def required(self) -> list[str]:
+        """The fields every hit must carry."""
+        return self.fields if self.fields is not None else [TEXT]
+
+    def read(self, hit: HitIn) -> list[str]:
+        """The fields of ``hit`` the labeler reads, in the order named."""
+        if self.fields is not None:
+            return self.fields
+        return [name for name in (TITLE, TEXT) if name in hit.fields]
+
+    def document(self, hit: HitIn) -> tuple[str, str | None]:
+        """(text, title) of ``hit`` as the labeler reads it."""
+        names = self.read(hit)
+        title = hit.fields[TITLE] if TITLE in names else None
+        text = "\n".join(hit.fields[n] for n in names if n != TITLE and hit.fields[n])
+        return text, title
 
 
 def _json_type(value: Any) -> str:
@@ -135,7 +159,7 @@ def limit_problems(body: SearchEvalRequest, settings: ApiSettings) -> list[dict[
                 problem(["hits", i, "id"], f"id {hit.id!r} is also hit {first_seen[hit.id]}")
             )
         first_seen.setdefault(hit.id, i)
-    for name in body.eval.fields:
+    for name in body.eval.required():
         missing = [i for i, hit in enumerate(body.hits) if name not in hit.fields]
         problems += [
             {
@@ -168,5 +192,8 @@ class SearchEvalResponse(BaseModel):
     metrics: dict[str, float]
     hits: list[HitOut]
     usage: Usage
+    # The arithmetic the labeler's model scored in (float32 on a CPU, bfloat16 on a GPU), as
+    # eval.search's metrics.json records it.
+    scoring_dtype: str
     warnings: list[str] | None = None
     debug: dict[str, Any] | None = None

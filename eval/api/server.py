@@ -209,13 +209,7 @@ def _request_hits(body: SearchEvalRequest, labeler: Labeler, settings: ApiSettin
     problems = limit_problems(body, settings)
     if problems:
         raise RequestValidationError(problems)
-    hits = [
-        Hit(
-            doc_id=hit.id,
-            text="\n".join(hit.fields[name] for name in body.eval.fields if hit.fields[name]),
-        )
-        for hit in body.hits
-    ]
+    hits = [Hit(hit.id, *body.eval.document(hit)) for hit in body.hits]
     tokens = labeler.input_tokens(body.query.inputs.text, hits)
     if tokens is not None and tokens > settings.max_request_tokens:
         message = (
@@ -249,6 +243,8 @@ async def _labels_or_gone(request: Request, query: str, hits: list[Hit]) -> Any:
 def _response(
     body: SearchEvalRequest, labels: list, labeler: Labeler, result: QueryEvaluation, k: int
 ) -> SearchEvalResponse:
+    from eval.search.command import scoring_dtype  # as eval.search records it
+
     metrics = result.metrics
     return SearchEvalResponse(
         metrics={
@@ -262,7 +258,7 @@ def _response(
             HitOut(
                 index=i,
                 id=hit.id,
-                fields={name: hit.fields[name] for name in body.eval.fields},
+                fields={name: hit.fields[name] for name in body.eval.read(hit)},
                 relevant=label.relevant,
                 relevance=label.relevance,
                 justification=label.justification,
@@ -272,6 +268,7 @@ def _response(
             for i, (hit, label) in enumerate(zip(body.hits, labels, strict=True))
         ],
         usage=Usage(evaluation_input_tokens=result.evaluation_input_tokens),
+        scoring_dtype=scoring_dtype(),
         warnings=labeler.query_warnings(body.query.inputs.text) or None,
     )
 

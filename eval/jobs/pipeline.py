@@ -54,7 +54,15 @@ from typing import Any
 from core.cli import bounded, check_choices, choice, parse_config, run_main, split_flags
 from core.errors import InputError
 from core.io import atomic_writer, fingerprint, markdown_table, sha256_path
-from core.job_stages import HistoryMark, HistoryRecorded, JobConfig, StageRecord, read_stage_record
+from core.job_stages import (
+    HistoryMark,
+    HistoryRecorded,
+    JobConfig,
+    StageRecord,
+    read_stage_record,
+    stage_times,
+    total_note,
+)
 from data.build import BALANCE_MODES, TESTED_FILE, BuildConfig
 from data.candidates import POOL_FILE, RETRIEVERS, CandidatesConfig
 from data.judges.backends import BACKENDS
@@ -90,6 +98,14 @@ class PipelineConfig:
     teacher_backend: str = choice("qrels", BACKENDS, "Who labels the training pairs.")
     teacher_model: str = field(default="smollm2-135m")
     teacher_prompt: str = field(default="binary")
+    teacher_base_url: str | None = field(
+        default=None,
+        metadata={
+            "help": "The OpenAI-compatible endpoint the teacher is asked at, e.g. a local "
+            "llama.cpp, vLLM or Ollama server: http://127.0.0.1:8080/v1 (default: "
+            "OPENAI_BASE_URL, else OpenAI's own API)."
+        },
+    )
     teacher_args: list[str] = field(
         default_factory=list,
         metadata={"help": 'Extra data.label flags, quoted: --teacher_args "--concurrency 32".'},
@@ -216,6 +232,11 @@ class PipelineConfig:
         self.train_args = split_flags(self.train_args)
         if self.qrels in ("", "none"):
             self.qrels = None
+        if self.teacher_base_url and self.teacher_backend == "qrels":
+            raise InputError(
+                "teacher_base_url: the qrels teacher asks no endpoint; set teacher_backend "
+                "openai for an OpenAI-compatible server"
+            )
         if self.qrels is None and self.teacher_backend == "qrels":
             raise InputError(
                 "qrels: none leaves no one to label the pairs: set teacher_backend (openai, vllm, "
@@ -377,7 +398,8 @@ class Pipeline:
     def __init__(self, config: PipelineConfig) -> None:
         self.config = config
         self.root = Path(config.run_dir)
-        self.timings: dict[str, float] = {}
+        self.timings: dict[str, float | None] = {}  # a skipped stage's: when it ran
+        self.done_earlier: list[str] = []  # the stages this run skipped
         self.search_runs: list[str] = []  # the metric pipeline's runs, set by stages()
         from models.state_cache import default_state_cache
 
@@ -406,7 +428,9 @@ class Pipeline:
         digest = stage.fingerprint()
         if self.is_done(stage, digest):
             logger.info("stage %s: done already (%s)", stage.name, stage.output)
-            self.timings.setdefault(stage.name, 0.0)
+            record = read_stage_record(self.stamp(stage))
+            self.timings[stage.name] = record.seconds if record else None
+            self.done_earlier.append(stage.name)
             return
         log = self.path("logs", stage.slug + ".log")
         log.parent.mkdir(parents=True, exist_ok=True)
@@ -428,7 +452,11 @@ class Pipeline:
             )
         self.timings[stage.name] = round(time.perf_counter() - start, 1)
         record = StageRecord(
-            fingerprint=digest, command=command, config=str(config_file), outs=stage.outs()
+            fingerprint=digest,
+            command=command,
+            config=str(config_file),
+            outs=stage.outs(),
+            seconds=self.timings[stage.name],
         )
         record.write(self.stamp(stage))
 
@@ -502,6 +530,7 @@ class Pipeline:
         else:
             teacher = {"backend": c.teacher_backend, "model": c.teacher_model}
             teacher["prompt"] = c.teacher_prompt
+            teacher["base_url"] = c.teacher_base_url
         if c.qrels:  # the judged pool
             pool, pool_inputs = {"collection": c.collection, "pool_from_qrels": True}, [c.qrels]
         else:  # the pairs the candidate retrievers return, each once
@@ -808,6 +837,7 @@ class Pipeline:
             run_dir=str(self.root),
             seconds=round(seconds, 1),
             stage_seconds=self.timings,
+            done_earlier=self.done_earlier,
             scoring_dtype=search.scoring_dtype,  # as its stages scored
             folds=study.folds,
             queries_per_fold=study.queries_per_fold,
@@ -896,7 +926,8 @@ def report_markdown(summary: JobSummary) -> str:
         "# Main job report",
         "",
         *([f"**{warning}**", ""] if warning else []),
-        f"Run directory `{summary.run_dir}`; total {summary.seconds} s; models scored in "
+        f"Run directory `{summary.run_dir}`; total {summary.seconds} s"
+        f"{total_note(summary)}; models scored in "
         f"{summary.scoring_dtype or 'an unrecorded dtype'}.",
         "",
         "## Held-out quality",
@@ -929,7 +960,7 @@ def report_markdown(summary: JobSummary) -> str:
             ppi_table(ppi).rstrip("\n"),
         ]
     lines += ["", "## Stage times (s)", ""]
-    lines += [f"- {name}: {seconds}" for name, seconds in summary.stage_seconds.items()]
+    lines += [f"- {name}: {text}" for name, text in stage_times(summary).items()]
     return "\n".join(lines) + "\n"
 
 

@@ -253,7 +253,10 @@ class Provenance:
     page: dict[str, Any]  # date, versions and machine of this page
     settings: dict[str, Any] | None = None
     seconds: float | None = None
-    stage_seconds: dict[str, float] | None = None
+    stage_seconds: dict[str, float | None] | None = None
+    # Each stage's time as the page states it: "12.3", or "skipped (done earlier, 12.3 s)".
+    stage_times: dict[str, str] | None = None
+    total_note: str = ""  # after the total: the stages a re-run skipped and what they took
 
 
 @dataclass

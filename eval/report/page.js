@@ -459,11 +459,16 @@
     const P = R.provenance;
     const box = $("provenance-body");
     box.append(props([["folder", P.folder], ["labeler", P.labeler], ["hits per query (k)", P.k],
-      ["total time (s)", P.seconds]]));
+      ["total time (s)", P.seconds === null || P.seconds === undefined ? null : P.seconds + (P.total_note ? " " + P.total_note : "")]]));
     if (P.export) box.append(el("h3", { text: "The exported grader" }), props(Object.entries(P.export)));
     if (P.commands.length) {
       box.append(el("h3", { text: "Commands" }));
-      for (const c of P.commands) box.append(el("div", { class: "small muted", text: c.name + (P.stage_seconds && P.stage_seconds[c.name.replaceAll("-", " ")] !== undefined ? ` (${P.stage_seconds[c.name.replaceAll("-", " ")]} s)` : "") }), el("pre", { text: c.command }));
+      const time = (name) => {
+        const text = P.stage_times && P.stage_times[name.replaceAll("-", " ")];
+        if (text === undefined || text === null) return "";
+        return /^[0-9.]+$/.test(text) ? ` (${text} s)` : `: ${text}`;
+      };
+      for (const c of P.commands) box.append(el("div", { class: "small muted", text: c.name + time(c.name) }), el("pre", { text: c.command }));
     }
     const environment = (title, env) => {
       if (!env) return;

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from core.job_stages import stage_times, total_note
 from core.provenance import environment
 from eval.report.inputs import HumanLabels, Inputs
 from eval.report.model import (
@@ -232,4 +233,6 @@ def provenance(inputs: Inputs) -> Provenance:
         settings=settings,
         seconds=summary.seconds if summary else None,
         stage_seconds=summary.stage_seconds if summary else None,
+        stage_times=stage_times(summary) if summary else None,
+        total_note=total_note(summary).strip() if summary else "",
     )

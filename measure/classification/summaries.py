@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from core.artifacts import Artifact
 from measure.classification.crossval import CrossValidationRecord
@@ -113,8 +113,11 @@ class JobSummary(Artifact):
     FORMAT_VERSION = 2
     SAME_SHAPE_SINCE = 2  # version 1 held a three-run ranking agreement: re-run the job
     run_dir: str
-    seconds: float
-    stage_seconds: dict[str, float]
+    seconds: float  # this run's
+    # Each stage's time: what it took in this run, or, for a stage done earlier (skipped), when
+    # it ran (None: its stamp recorded no time).
+    stage_seconds: dict[str, float | None]
+    done_earlier: list[str] = Field(default_factory=list)  # the stages this run skipped
     scoring_dtype: str | None = None  # the arithmetic the stages scored in
     folds: int
     queries_per_fold: list[int]

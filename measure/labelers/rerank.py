@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from tqdm.auto import tqdm
 
 from core.cli import bounded, parse_config, run_main
 from core.errors import InputError
-from core.io import check_writable_file, refuse_overlap
+from core.io import check_writable_file, refuse_overlap, write_json
 from data.beir import Collection, Run, ranked, read_trec_run, write_trec_run
 from measure.labelers import Hit, Labeler, make_labeler
 
@@ -94,16 +95,44 @@ def main(args: Sequence[str] | None = None) -> None:
     # Found before the grading is paid for, not when the run is written.
     inputs = [("run", config.run), ("grader", config.grader), ("corpus", config.corpus)]
     refuse_overlap("out", config.out, inputs)
+    refuse_overlap("out", str(summary_path(config.out)), inputs)
     check_writable_file("out", config.out)
     run, collection = read_trec_run(config.run), Collection.load(config.corpus)
     check_run_against(run, config.run, collection)
     labeler = make_labeler(f"grader:{config.grader}", cache_dir=config.label_cache)
     reranked = rerank(run, collection, labeler, config.k)
     write_trec_run(config.out, reranked, tag=config.tag)
-    print(
-        f"wrote {config.out} ({len(reranked)} queries, top {config.k} reranked by the grader, "
-        "the hits below kept in the run's order)"
+    dtype = scoring_dtype()
+    record = summary_path(config.out)
+    write_json(
+        record,
+        {
+            "run": config.run,
+            "grader": config.grader,
+            "k": config.k,
+            "queries": len(reranked),
+            "scoring_dtype": dtype,
+            "out": config.out,
+        },
     )
+    print(
+        f"wrote {config.out} ({len(reranked)} queries, top {config.k} reranked by the grader "
+        f"scoring in {dtype}, the hits below kept in the run's order) and {record}"
+    )
+
+
+def summary_path(out: str) -> Path:
+    """Where the rerank records what it did (``OUT.summary.json``, as data.label does)."""
+    return Path(out).with_suffix(".summary.json")
+
+
+def scoring_dtype() -> str:
+    """The dtype the grader scores in here, as metrics.json records it (float32 on a CPU)."""
+    import torch
+
+    from models.resolve import dtype_name
+
+    return dtype_name("cuda" if torch.cuda.is_available() else "cpu")
 
 
 if __name__ == "__main__":

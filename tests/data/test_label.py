@@ -257,8 +257,12 @@ def test_openai_backend_retries_parses_records_errors_and_caches(tmp_path: Path)
 
 @pytest.mark.parametrize(
     ("refused", "used"),
-    [({"json_schema": 500}, "json_object"), ({"json_schema": 400, "json_object": 400}, None)],
-    ids=["llama.cpp-refuses-json_schema", "refuses-both"],
+    [
+        ({}, "json_schema"),
+        ({"json_schema": 500}, "json_object"),
+        ({"json_schema": 400, "json_object": 400}, None),
+    ],
+    ids=["takes-json_schema", "llama.cpp-refuses-json_schema", "refuses-both"],
 )
 def test_a_server_that_refuses_the_response_format_is_found_once_and_asked_the_next_way(
     tmp_path: Path, caplog, refused: dict, used: str | None
@@ -273,11 +277,15 @@ def test_a_server_that_refuses_the_response_format_is_found_once_and_asked_the_n
         summary = label(LabelConfig(out=str(out), pairs=str(pairs)), openai_judge(server))
         formats = [(b.get("response_format") or {}).get("type") for b in server.bodies]
     assert summary["failed"] == 0 and summary["judged_now"] == 12
+    # The summary says which format the server finally took (once only a log line did).
+    written = json.loads(out.with_suffix(".summary.json").read_text())
+    assert summary["response_format"] == written["response_format"] == (used or "none")
     assert server.refusals == len(refused)  # one refused request per refused format, no retries
     assert formats[: len(refused)] == list(refused)
     assert formats[len(refused) :] == [used] * 12
     assert sum(server.requests.values()) == 12 + len(refused)
-    assert f"refused response_format json_schema ({refused['json_schema']}" in caplog.text
+    if refused:
+        assert f"refused response_format json_schema ({refused['json_schema']}" in caplog.text
     judged = list(read_records(out, Judgment))
     assert [j.label for j in judged] == [i % 2 for i in range(12)]
 

@@ -303,3 +303,21 @@ def test_the_teacher_labels_the_pooled_top_k_the_flag_names(tmp_path: Path):
     (config,) = parse_config([PipelineConfig], args)
     retrieval = next(s for s in Pipeline(config).stages() if s.name == "retrieval runs")
     assert retrieval.configs[0].k == 3
+
+
+def test_the_teacher_endpoint_is_a_flag_of_the_job(tmp_path: Path):
+    """The README's own-corpus command names its endpoint with --teacher_base_url, which reaches
+    the label stage (--base_url was no flag of the job: a traceback)."""
+    args = ["--config", str(REPO / "eval/configs/main.yaml"), "--qrels", "none"]
+    args += ["--teacher_backend", "openai", "--run_dir", str(tmp_path / "run")]
+    args += ["--teacher_base_url", "http://127.0.0.1:8080/v1"]
+    (config,) = parse_config([PipelineConfig], args)
+    teacher = next(s for s in Pipeline(config).stages() if s.name == "teacher labels")
+    _, judge = teacher.configs
+    assert judge.base_url == "http://127.0.0.1:8080/v1"
+    (default,) = parse_config([PipelineConfig], args[:-2])
+    stage = next(s for s in Pipeline(default).stages() if s.name == "teacher labels")
+    assert stage.configs[1].base_url is None  # OPENAI_BASE_URL, else OpenAI's API
+    refused = ["--config", str(REPO / "eval/configs/main.yaml"), *args[-2:]]
+    with pytest.raises(ValueError, match="teacher_base_url: the qrels teacher asks no endpoint"):
+        parse_config([PipelineConfig], refused)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import yaml
@@ -14,7 +15,7 @@ import yaml
 from core.cli import cli_args, parse_config
 from core.errors import InputError
 from core.io import fingerprint
-from core.job_stages import StageRecord, stage_writing
+from core.job_stages import StageRecord, stage_times, stage_writing
 from eval.jobs.pipeline import Pipeline, PipelineConfig, Stage, settings_mapping
 
 REPO = Path(__file__).resolve().parents[2]
@@ -93,3 +94,58 @@ def test_a_run_folder_of_an_earlier_release_resumes(tmp_path: Path):
     assert job.is_done(stage, stage.fingerprint())
     # The stamp names what the stage writes: a hand-run command may not write there.
     assert stage_writing(config.out) == (stage.slug, job.root.resolve())
+
+
+class FakeClock:
+    """perf_counter for the job: each stage's command takes ``seconds``."""
+
+    def __init__(self, seconds: float) -> None:
+        self.now, self.seconds = 0.0, seconds
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def test_a_stage_a_re_run_skips_keeps_the_time_it_took(tmp_path: Path, monkeypatch):
+    """A re-run that skips every stage once wrote each at 0.0 s and a total of seconds: the
+    stamp keeps what the stage took, and the reports say it was done earlier."""
+    from eval.jobs import pipeline as pipeline_module
+    from measure.classification.summaries import JobSummary
+    from tests.eval.report_inputs import make_main_job_folder, make_search_folders
+
+    clock = FakeClock(42.5)
+    monkeypatch.setattr(pipeline_module, "time", clock)
+
+    def run_command(command, log):
+        clock.now += clock.seconds
+        stage.output.parent.mkdir(parents=True, exist_ok=True)
+        stage.output.write_text("{}")
+        return 0
+
+    monkeypatch.setattr(pipeline_module, "_run_logged", run_command)
+    first = pipeline(tmp_path)
+    stage = first.retrieval_stage()
+    first.run_stage(stage)
+    assert first.timings == {"retrieval runs": 42.5} and first.done_earlier == []
+    assert StageRecord.read(first.stamp(stage)).seconds == 42.5
+
+    monkeypatch.setattr(pipeline_module, "_run_logged", None)  # a re-run runs nothing
+    again = pipeline(tmp_path)
+    again.run_stage(stage)
+    assert again.timings == {"retrieval runs": 42.5}
+    assert again.done_earlier == ["retrieval runs"]
+    # A stamp of version 1 recorded no time: said so, not 0.0 s.
+    StageRecord(fingerprint=stage.fingerprint(), outs=stage.outs()).write(again.stamp(stage))
+    older = pipeline(tmp_path)
+    older.run_stage(stage)
+    assert older.timings == {"retrieval runs": None}
+    assert stage_times(
+        SimpleNamespace(stage_seconds=older.timings, done_earlier=["retrieval runs"])
+    ) == {"retrieval runs": "skipped (done earlier, time not recorded)"}
+
+    # The report of such a re-run (a main job folder whose summary says so).
+    adi = REPO / "data" / "collections" / "adi"
+    folder = make_main_job_folder(make_search_folders(adi, tmp_path)["human"], adi, tmp_path)
+    report = pipeline_module.report_markdown(JobSummary.read(folder / JobSummary.FILE))
+    assert "total 12.5 s in this run, 1 of 2 stages done earlier (40.0 s when they ran)" in report
+    assert "- retrieval runs: skipped (done earlier, 40.0 s)\n- metric pipeline: 3.0\n" in report

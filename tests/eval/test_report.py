@@ -201,7 +201,14 @@ def test_the_main_job_folder_adds_the_ranking_and_unknown_tables(folders):
     assert f"PPI++ ({JUDGED} human-judged queries)" in ranking.scores
     assert len(report.held_out.extra["calibration_check"]) == 5  # a table the page did not know
     assert report.headline.cells["good"][f"ndcg@{K}"].human_all == pytest.approx(0.5)
-    assert report.provenance.stage_seconds == {"metric pipeline": 3.0}
+    assert report.provenance.stage_seconds == {"retrieval runs": 40.0, "metric pipeline": 3.0}
+    assert report.provenance.stage_times == {
+        "retrieval runs": "skipped (done earlier, 40.0 s)",
+        "metric pipeline": "3.0",
+    }
+    assert report.provenance.total_note == (
+        "in this run, 1 of 2 stages done earlier (40.0 s when they ran)"
+    )
 
 
 def test_the_held_out_quality_is_the_cross_validation_of_summary_json(folders):

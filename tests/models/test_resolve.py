@@ -178,3 +178,48 @@ def test_the_embedder_pools_unit_vectors_of_the_models_width(tiny_model_dir: Pat
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
     np.testing.assert_allclose(embedder.encode(texts[1:2]), vectors[1:2], rtol=1e-4, atol=1e-5)
     assert embedder.encode([]).shape == (0, embedder.dimension)
+
+
+def test_prepare_prints_where_an_embedded_model_lies_for_llama_cpp(capsys):
+    """llama.cpp's server needs the embedded model's GGUF file: one command prints its path
+    (nothing converted or loaded); a model that is not embedded is refused by name."""
+    from core.errors import InputError
+    from models.prepare import main as prepare
+
+    prepare(["--model", "smollm2-135m", "--print_path", "true"])
+    path = Path(capsys.readouterr().out.strip())
+    assert path.suffix == ".gguf" and path.read_bytes()[:4] == b"GGUF"
+    prepare(["--model", "minilm-l6", "--print_path", "true"])
+    assert (Path(capsys.readouterr().out.strip()) / "config.json").is_file()
+    with pytest.raises(InputError, match="'gpt2' is not an embedded model"):
+        prepare(["--model", "gpt2", "--print_path", "true"])
+
+
+def test_a_crowded_cpu_embeds_on_one_thread_and_the_threads_come_back(
+    tiny_model_dir: Path, monkeypatch
+):
+    """On 2 cores at load 12-17, MiniLM embedded twice as fast on one torch thread as on two, at
+    load 8 slower (BENCHMARKS.md): the embedder takes one thread on a crowded CPU, the default
+    below, and leaves torch's thread count as it found it."""
+    from models import embedder as embedder_module
+
+    default = torch.get_num_threads()
+    assert embedder_module.embedding_threads(load=13.0, cores=2) == 1
+    assert embedder_module.embedding_threads(load=0.5, cores=2) == default
+    assert embedder_module.embedding_threads(load=8.0, cores=2) == default
+    seen: list[int] = []
+    embedder = embedder_module.Embedder.load(str(tiny_model_dir), dtype=torch.float32)
+    original = embedder._encode_batches
+
+    def recording(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(embedder, "_encode_batches", recording)
+    monkeypatch.setattr(embedder_module.os, "getloadavg", lambda: (13.0, 13.0, 13.0))
+    monkeypatch.setattr(embedder_module.os, "cpu_count", lambda: 2)
+    crowded = embedder.encode(["axon terminal", "x"])
+    monkeypatch.setattr(embedder_module.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+    idle = embedder.encode(["axon terminal", "x"])
+    assert seen == [1, default] and torch.get_num_threads() == default
+    np.testing.assert_allclose(crowded, idle, atol=1e-6)  # the same vectors, to float noise
