@@ -203,6 +203,8 @@ def _batches(ids: list[list[int]], batch_size: int):
 
 def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([BenchTrainingConfig], args)
+    if config.variant == "all" and config.padding_free:
+        raise InputError("padding_free: give --variant ours-full or ours-lora (the paper's pad)")
     if config.variant != "all":
         print("RESULT " + json.dumps(run_variant(config)), flush=True)
         return
