@@ -227,6 +227,7 @@ class Grading:
             "seconds": seconds,
             "pairs_per_s": len(self.ids) / seconds,
             "real_tokens_per_s": self.real / seconds,
+            "forward_flops": self.useful,  # exact, of the real tokens
             "fraction_of_gemm": self.useful / seconds / self.peak,
         }
         if reads_p and self.plain_p is None:
