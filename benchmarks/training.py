@@ -1,8 +1,10 @@
 """Training throughput: our path (length-grouped, dynamically padded batches) against the HF
-Trainer with every sequence padded to 512, for full fine-tuning and LoRA.
+Trainer with every sequence padded to 512, for full fine-tuning and LoRA; ours with the training
+options ``--padding_free`` and ``--use_liger_kernel`` (the training config's switches).
 
     python -m benchmarks.training                                  # CPU: SmolLM2-135M, a few steps
     python -m benchmarks.training --model llama-1b-random --steps 30 --batch_size 16   # GPU: 1B shape
+    python -m benchmarks.training --model llama-1b-random --variant ours-full --padding_free true
 
 Each variant runs in its own process (clean peak-memory numbers); the table gives real tokens/s,
 padded tokens/s, steps/s, peak memory and, on GPU, MFU from the exact training FLOPs (3x forward).
@@ -18,6 +20,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -30,11 +33,9 @@ from benchmarks.common import (
     trec_dl_pairs,
 )
 from core.cli import parse_config, run_main
+from core.errors import InputError
 
 VARIANTS = ("ours-full", "padded-full", "ours-lora", "padded-lora")
-# Padding-free packing (models.packing): each step's pairs side by side in rows_per_step rows of
-# max_length tokens (a token budget per step, not a pair count); run on their own (--variant).
-PACKED_VARIANTS = ("packed-full", "packed-lora")
 
 
 @dataclass
@@ -45,19 +46,15 @@ class BenchTrainingConfig:
     steps: int = field(default=8)
     batch_size: int = field(default=8)
     max_length: int = field(default=512)
-    variant: str = field(
-        default="all",
-        metadata={"help": f"all, or one of {', '.join(VARIANTS + PACKED_VARIANTS)}."},
-    )
-    rows_per_step: int = field(
-        default=8,
-        metadata={
-            "help": "Packed variants: rows of max_length tokens per step (8 x 512 holds about "
-            "the real tokens of 16 pairs of mean 268 tokens)."
-        },
-    )
+    variant: str = field(default="all", metadata={"help": f"all, or one of {', '.join(VARIANTS)}."})
     gradient_checkpointing: bool = field(default=False)
     torch_compile: bool = field(default=False)
+    padding_free: bool = field(
+        default=False, metadata={"help": "ours-*: the training option (train.padding_free)."}
+    )
+    use_liger_kernel: bool = field(
+        default=False, metadata={"help": "Liger's kernels, as the training option (GPU only)."}
+    )
 
 
 def run_variant(config: BenchTrainingConfig) -> dict:
@@ -69,12 +66,14 @@ def run_variant(config: BenchTrainingConfig) -> dict:
     from models.losses import build_loss
     from train.config import GraderTrainingArguments
     from train.grader_data import GraderCollator
+    from train.padding_free import PaddingFreeCollator
     from train.trainer import GraderTrainer
 
-    if config.variant not in VARIANTS + PACKED_VARIANTS:
-        raise ValueError(f"variant: expected one of {VARIANTS + PACKED_VARIANTS}")
+    if config.variant not in VARIANTS:
+        raise InputError(f"variant: expected one of {VARIANTS}, got {config.variant!r}")
     ours, mode = config.variant.split("-")[0] == "ours", config.variant.split("-")[1]
-    packed = config.variant.startswith("packed")
+    if config.padding_free and not ours:
+        raise InputError("padding_free: the paper's variants pad every input to max_length")
     device = "cuda" if torch.cuda.is_available() else "cpu"
     bf16 = device == "cuda"
     if config.model == "llama-1b-random":
@@ -108,36 +107,26 @@ def run_variant(config: BenchTrainingConfig) -> dict:
             )
         )
     fmt = GraderInputFormat.from_tokenizer(tokenizer, max_length=config.max_length)
-    if packed:
-        ids, dataset, collator = packed_dataset(config, tokenizer, fmt)
-        n = len(ids)
-    else:
-        n = config.steps * config.batch_size
-        pairs = trec_dl_pairs(n)
-        ids = format_pairs(tokenizer, fmt, [q for q, _ in pairs], [d for _, d in pairs]).input_ids
-        dataset = Dataset.from_dict(
-            {
-                "input_ids": ids,
-                "labels": [i % 2 for i in range(n)],
-                "soft_targets": [0.0] * n,
-                "length": [len(x) for x in ids],
-            }
-        )
-        collator = GraderCollator(
-            tokenizer.pad_token_id, pad_to_multiple_of=None if ours else config.max_length
-        )
-    if packed:
-        collator.attn_implementation = model.config._attn_implementation
-    if packed and config.torch_compile:
-        # Compiled in place: compute_loss calls the decoder itself (models.packing), which a
-        # torch.compile wrapper around the whole model would leave uncompiled. Static shapes.
-        from models.backbone import decoder
-
-        decoder(model).compile()
+    n = config.steps * config.batch_size
+    pairs = trec_dl_pairs(n)
+    ids = format_pairs(tokenizer, fmt, [q for q, _ in pairs], [d for _, d in pairs]).input_ids
+    dataset = Dataset.from_dict(
+        {
+            "input_ids": ids,
+            "labels": [i % 2 for i in range(n)],
+            "soft_targets": [0.0] * n,
+            "length": [len(x) for x in ids],
+        }
+    )
+    collator: Any = GraderCollator(
+        tokenizer.pad_token_id, pad_to_multiple_of=None if ours else config.max_length
+    )
+    if config.padding_free:
+        collator = PaddingFreeCollator(model.config._attn_implementation)
     args = GraderTrainingArguments(
         output_dir=tempfile.mkdtemp(),
         max_steps=config.steps,
-        per_device_train_batch_size=1 if packed else config.batch_size,
+        per_device_train_batch_size=config.batch_size,
         eval_strategy="no",
         save_strategy="no",
         load_best_model_at_end=False,
@@ -148,8 +137,10 @@ def run_variant(config: BenchTrainingConfig) -> dict:
         disable_tqdm=True,
         gradient_checkpointing=config.gradient_checkpointing,
         train_sampling_strategy="group_by_length" if ours else "random",
-        torch_compile=config.torch_compile and not packed,
+        torch_compile=config.torch_compile,
         optim="adamw_torch_fused" if device == "cuda" else "adamw_torch",
+        padding_free=config.padding_free,
+        use_liger_kernel=config.use_liger_kernel,
     )
     trainer = GraderTrainer(
         model=model,
@@ -166,18 +157,19 @@ def run_variant(config: BenchTrainingConfig) -> dict:
         torch.cuda.synchronize()
     seconds = time.perf_counter() - start
     real = sum(len(x) for x in ids)
-    padded = (
-        config.steps * config.rows_per_step * config.max_length
-        if packed
-        else n * config.max_length
-        if not ours
-        else sum(
+    if config.padding_free:
+        padded = real
+    elif not ours:
+        padded = n * config.max_length
+    else:
+        padded = sum(
             max(len(ids[i]) for i in batch) * len(batch)
             for batch in _batches(ids, config.batch_size)
         )
-    )
     result = {
         "variant": config.variant,
+        "padding_free": config.padding_free,
+        "use_liger_kernel": config.use_liger_kernel,
         "seconds": seconds,
         "real_tokens_per_s": real / seconds,
         "padded_tokens_per_s": padded / seconds,
@@ -194,51 +186,12 @@ def run_variant(config: BenchTrainingConfig) -> dict:
         # Forward + backward ~ 3x forward, each sequence with its own attention length.
         "useful_flops": 3 * sum(forward_flops(model.config, len(x), len(x)) for x in ids),
     }
-    if packed:
-        result["rows_per_step"] = config.rows_per_step
     if device == "cuda":
         # Training ~ 3x forward (forward + backward); padded positions cost compute too.
         flops = 3 * forward_flops(model.config, padded, int(padded / n))
         result["mfu_percent"] = 100 * flops / seconds / H100_BF16_FLOPS
         result["mfu_real_percent"] = 100 * result["useful_flops"] / seconds / H100_BF16_FLOPS
     return result
-
-
-def packed_dataset(config: BenchTrainingConfig, tokenizer, fmt):
-    """The packed variants' steps: TREC DL pairs enough to fill ``steps x rows_per_step`` rows
-    of ``max_length`` (first-fit decreasing), one dataset item per step. Returns the pairs' ids
-    (those trained on), the items and the collator."""
-    from models.input_format import format_pairs
-    from models.packing import PackedCollator, packed_steps
-
-    rows = config.steps * config.rows_per_step
-    n = max(8, rows * config.max_length // 300)
-    while True:
-        pairs = trec_dl_pairs(n)
-        ids = format_pairs(tokenizer, fmt, [q for q, _ in pairs], [d for _, d in pairs]).input_ids
-        steps = packed_steps(
-            [len(x) for x in ids], config.max_length, config.rows_per_step, config.steps
-        )
-        if steps is not None:
-            break
-        if len(pairs) < n:
-            raise ValueError(f"{len(pairs)} TREC DL pairs do not fill {rows} rows")
-        n += max(8, n // 10)
-    items, used = [], []
-    for step in steps:
-        members = [i for row in step for i in row]
-        local = {i: k for k, i in enumerate(members)}
-        items.append(
-            {
-                "input_ids": [ids[i] for i in members],
-                "rows": [[local[i] for i in row] for row in step],
-                "labels": [i % 2 for i in members],
-                "soft_targets": [0.0] * len(members),
-            }
-        )
-        used += members
-    collator = PackedCollator(tokenizer.pad_token_id, config.max_length, config.rows_per_step)
-    return [ids[i] for i in used], items, collator
 
 
 def _batches(ids: list[list[int]], batch_size: int):
@@ -250,6 +203,8 @@ def _batches(ids: list[list[int]], batch_size: int):
 
 def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([BenchTrainingConfig], args)
+    if config.variant == "all" and config.padding_free:
+        raise InputError("padding_free: give --variant ours-full or ours-lora (the paper's pad)")
     if config.variant != "all":
         print("RESULT " + json.dumps(run_variant(config)), flush=True)
         return

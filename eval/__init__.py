@@ -13,7 +13,8 @@ draw, the judging page, recalibration). The modules at eval's top are commands' 
 (``python -m eval.ppi`` runs ``judgments.draw``, ``eval.pipeline`` runs ``eval.jobs.pipeline``,
 ``eval.annotate`` runs ``judgments.annotate``, ...).
 
-Beside the product (run from a checkout, not installed): the benchmarks, the GPU kit and the
-downstream experiment in ``benchmarks/``, the doubles they share with the tests in ``support/``.
+Beside the product (run from a checkout, not installed): the benchmarks (the GPU one among
+them) and the downstream experiment in ``benchmarks/``, the doubles they share with the tests
+in ``support/``.
 ``eval.bench`` only keeps the benchmarks' former command names (``python -m eval.bench.NAME``).
 """

@@ -159,6 +159,25 @@ class Grader:
     # backbone never trained reads and stores each sequence's log-likelihood, shared with its
     # training and with other graders on the same base model. Batch commands turn it on.
     state_cache: Path | None = None
+    # Opt-in fast path (models.speed): classifier graders' decoder layers compiled at bucketed
+    # static shapes, and Liger's fused kernels (a CUDA GPU with liger-kernel). Off by default:
+    # on a CPU compiling costs more than it saves.
+    compile: bool = False
+    liger_kernel: bool = False
+
+    def __post_init__(self) -> None:
+        if self.compile and self.family.name != CLASSIFIER.name:
+            raise InputError(
+                f"compile: the compiled fast path serves classifier graders, not the "
+                f"{self.family.name} family of {self.name or 'this grader'}"
+            )
+        if self.liger_kernel:
+            from models.speed import apply_liger, liger_unavailable
+
+            reason = liger_unavailable(self.model.device)
+            if reason:
+                raise InputError(f"liger_kernel: {reason}")
+            apply_liger(self.model)
 
     @classmethod
     def from_pretrained(
@@ -170,6 +189,8 @@ class Grader:
         dtype: torch.dtype | str | None = None,
         max_length: int = 512,
         batch_size: int = 32,
+        compile: bool = False,
+        liger_kernel: bool = False,
     ) -> Grader:
         device, dtype = resolve_device_and_dtype(device, dtype)
         name = str(path_or_name)
@@ -201,6 +222,8 @@ class Grader:
             info=info,
             batch_size=batch_size,
             relevant_from=info.relevant_from,
+            compile=compile,
+            liger_kernel=liger_kernel,
         )
 
     @property

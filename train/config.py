@@ -19,6 +19,8 @@ from train.grader_data import SOFT_TARGETS
 
 logger = logging.getLogger(__name__)
 STATE_DTYPES = ("auto", "float32", "bfloat16", "float16")
+# Decoder families whose batches can be flattened (train.padding_free, TRL's padding_free).
+PADDING_FREE_FAMILIES = ("classifier", "answer_token")
 
 
 @dataclass
@@ -116,6 +118,14 @@ class GraderTrainingArguments(TrainingArguments):
             "help": "Folder that keeps cached states across runs (folds, resumes); none: memory only."
         },
     )
+    padding_free: bool = field(
+        default=False,
+        metadata={
+            "help": "Each batch's pairs end to end in one row, without padding, position ids "
+            "restarting per pair (transformers' DataCollatorWithFlattening; TRL's padding_free "
+            "for the generative modes); the loss reads each pair at its last token."
+        },
+    )
 
     def __post_init__(self) -> None:
         if not self.use_cpu and not accelerator_available():
@@ -125,9 +135,23 @@ class GraderTrainingArguments(TrainingArguments):
             self.use_cpu = True
             self.cpu_by_default = True  # not asked for: a large model is refused (train.train)
         self.bf16, self.fp16 = supported_precision(self.bf16, self.fp16, self.use_cpu)
+        refuse_unavailable_liger(self.use_liger_kernel, self.use_cpu)
         self.resume_from_checkpoint = resume_target(self.resume_from_checkpoint)
         super().__post_init__()
         check_choices(self, names=["state_dtype"])
+
+
+def refuse_unavailable_liger(use_liger_kernel: bool, use_cpu: bool) -> None:
+    """``use_liger_kernel`` (transformers' switch, which TRL reads too) refused in one line where
+    Liger's kernels cannot run, before any model loads: they are Triton kernels for a GPU."""
+    if not use_liger_kernel:
+        return
+    from models.speed import liger_unavailable
+
+    device = "cpu" if use_cpu else ("cuda" if torch.cuda.is_available() else "mps")
+    reason = liger_unavailable(device)
+    if reason:
+        raise InputError(f"use_liger_kernel: {reason}; leave it false here")
 
 
 def resume_target(value: str | bool | None) -> str | bool | None:
@@ -191,6 +215,18 @@ def check_combination(
         raise InputError(
             f"mode={model_config.mode} trains a small top on cached states, which FSDP would "
             "shard for nothing: run it on one GPU or under DDP (train/configs/accelerate/ddp.yaml)"
+        )
+    for option in ("padding_free", "use_liger_kernel"):
+        if getattr(args, option) and mode.cached_states and args.cache_states:
+            raise InputError(
+                f"{option}: mode={model_config.mode} trains a small top on cached states, "
+                "where this option does not apply; use it with mode full, lora or generative "
+                "(or cache_states: false)"
+            )
+    if args.padding_free and model_config.family.name not in PADDING_FREE_FAMILIES:
+        raise InputError(
+            f"padding_free: the {model_config.family.name} family has no padding-free batches "
+            f"(only {', '.join(PADDING_FREE_FAMILIES)})"
         )
     classes = model_config.num_labels
     if loss_config.class_weights is not None and len(loss_config.class_weights) != classes:

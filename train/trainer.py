@@ -4,7 +4,6 @@ checkpoint self-describing, and the fit and save steps that every recipe shares.
 from __future__ import annotations
 
 import json
-from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -65,16 +64,15 @@ class GraderTrainer(Trainer):
         inputs = dict(inputs)
         labels = inputs.pop("labels")
         soft_targets = inputs.pop("soft_targets", None)
-        if "seq_ends" in inputs:  # packed rows (models.packing.PackedCollator): one logit per pair
+        # Added by the Trainer when use_liger_kernel evaluates the loss alone; a classifier's
+        # forward takes no such argument, and its logits are two per pair anyway.
+        inputs.pop("skip_logits", None)
+        if "seq_ends" in inputs:  # a padding-free batch (train.padding_free): one logit per pair
             from transformers.modeling_outputs import SequenceClassifierOutput
 
-            from models.packing import packed_inputs_logits
+            from train.padding_free import padding_free_logits
 
-            # accelerate puts mixed precision on the model's forward (bf16 autocast, float32
-            # outputs), which this path bypasses by calling the decoder itself: without the same
-            # here, a bf16 run trained packed rows in float32.
-            with self.accelerator.autocast() if hasattr(self, "accelerator") else nullcontext():
-                logits = packed_inputs_logits(model, inputs).float()
+            logits = padding_free_logits(model, inputs).float()
             loss = self.loss_fn(logits, labels, soft_targets)
             return (loss, SequenceClassifierOutput(logits=logits)) if return_outputs else loss
         outputs = model(**inputs)

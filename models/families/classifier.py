@@ -54,6 +54,10 @@ class ClassifierFamily(ScoringFamily):
     def class_probabilities(self, grader: Grader, batch: PairBatch) -> np.ndarray:
         from models.scoring import classifier_probabilities, shared_prefix_classifier_probabilities
 
+        if grader.compile:  # the opt-in fast path (models.speed)
+            from models.speed import compiled_classifier_probabilities
+
+            return compiled_classifier_probabilities(grader, batch)
         if grader.prefix_cache and batch.prefix_lengths is not None:
             return shared_prefix_classifier_probabilities(
                 grader.model, batch.input_ids, batch.prefix_lengths, batch_size=grader.batch_size

@@ -21,7 +21,7 @@ MOVED = sorted(
 
 
 def test_every_former_benchmark_name_finds_the_moved_module():
-    assert {path.stem for path in MOVED} >= {"reliability", "grading", "gpu_plan", "gpu_steps"}
+    assert {path.stem for path in MOVED} >= {"reliability", "grading", "fast_path"}
     for path in MOVED:
         spec = importlib.util.find_spec(f"eval.bench.{path.stem}")
         assert spec is not None and Path(spec.origin) == path, path.stem
@@ -32,7 +32,6 @@ def test_every_former_benchmark_name_finds_the_moved_module():
     ("former", "usage"),
     [
         ("eval.bench.reliability", "usage:"),
-        ("eval.bench.gpu_plan", "usage: python -m benchmarks.gpu.gpu_plan"),
         ("eval.downstream", "usage:"),
     ],
 )

@@ -108,7 +108,16 @@ def generative_trainer(
         remove_unused_columns=True,
         train_sampling_strategy="random",
     )
-    sft_args = SFTConfig(**shared, completion_only_loss=True, max_length=fmt.max_length + 8)
+    # padding_free (TRL's own switch): the batch's prompts end to end in one row. TRL leaves the
+    # length to the data then; format_pairs has already cut every prompt to fit max_length.
+    padding_free = getattr(args, "padding_free", False)
+    max_length = None if padding_free else fmt.max_length + 8
+    sft_args = SFTConfig(
+        **shared,
+        completion_only_loss=True,
+        max_length=max_length,
+        padding_free=padding_free,
+    )
     return SFTTrainer(
         model=model,
         args=sft_args,

@@ -57,6 +57,10 @@ def classifier_trainer(job: TrainingJob) -> Trainer:
     )
     trained: torch.nn.Module = job.model
     collator: Any = GraderCollator(job.tokenizer.pad_token_id)
+    if args.padding_free:
+        from train.padding_free import PaddingFreeCollator
+
+        collator = PaddingFreeCollator(job.model.config._attn_implementation)
     if settings.model.training_mode.cached_states and args.cache_states:
         from train.cached_states import collate_states
 
