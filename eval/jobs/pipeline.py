@@ -253,6 +253,13 @@ class PipelineConfig:
             raise InputError(
                 f"validation_size: a number of queries is whole, got {self.validation_size}"
             )
+        from judgments.coverage import MIN_JUDGED_QUERIES
+
+        if 0 < self.human_queries < MIN_JUDGED_QUERIES:
+            raise InputError(
+                f"human_queries: {self.human_queries} judged queries give no interval; give 0 "
+                f"(none) or at least {MIN_JUDGED_QUERIES}"
+            )
         for name in ("k", "batch_size", "judge_sample"):
             if getattr(self, name) < 1:
                 raise InputError(f"{name}: expected >= 1, got {getattr(self, name)}")
@@ -765,10 +772,15 @@ class Pipeline:
         c = self.config
         if not c.qrels or not c.human_queries:
             return None
-        from data.beir import read_qrels, write_trec_qrels
+        from data.beir import graded_qrels, read_qrels, write_trec_qrels
         from judgments.draw import draw_queries
 
-        qrels = read_qrels(c.qrels)  # as judged: eval.search reads the sample like the original
+        # Written in TREC format on the 0-3 scale (as eval.search reads that format), whatever
+        # the scale of the collection's file: a binary collection's 1 stays relevant.
+        grade_map = (
+            {int(k): int(v) for k, v in json.loads(c.grade_map).items()} if c.grade_map else None
+        )
+        qrels = graded_qrels(read_qrels(c.qrels), c.qrels, grade_map)
         if len(qrels) < c.human_queries + 2:
             raise InputError(
                 f"human_queries: {c.qrels} judges {len(qrels)} queries; leave at least 2 unjudged "

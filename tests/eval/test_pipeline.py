@@ -62,7 +62,7 @@ def test_main_job_end_to_end_reduced(
     run with its log named, a re-run resumes, an unchanged re-run skips every stage and a changed
     setting re-runs exactly the stages that depend on it."""
     monkeypatch.chdir(REPO)
-    collection = small_trec_dl(tmp_path / "dl", trec_dl_dir)
+    collection = small_trec_dl(tmp_path / "dl", trec_dl_dir, queries=12)
     config = PipelineConfig(
         run_dir=str(tmp_path / "run"),
         collection=str(collection),
@@ -80,7 +80,7 @@ def test_main_job_end_to_end_reduced(
         retrievers=["bm25"],
         rerank="bm25",
         k=5,
-        human_queries=4,
+        human_queries=10,
         state_cache=str(tmp_path / "states"),
         zoo=str(small_zoo(tmp_path / "zoo.yaml")),
     )
@@ -143,18 +143,18 @@ def test_main_job_end_to_end_reduced(
     # The labelers ranked on the zoo: the grader and the classifier head (which also rerank),
     # the calibrated cosine and BM25 score, a constant and a random labeler.
     board = summary["leaderboard"]
-    assert len(board["systems"]) == 5 and board["queries"] == 8
+    assert len(board["systems"]) == 5 and board["queries"] == 12
     readings = {(r["labeler"], r["reading"]) for r in board["readings"]}
     assert {("grader", "labels"), ("grader", "scores"), ("classifier head", "scores")} <= readings
     assert {("MiniLM cosine", "labels"), ("BM25 score", "labels"), ("random", "labels")} <= readings
     grader = next(r for r in board["readings"] if r["labeler"] == "grader")
     assert grader["self_preference"]["own_systems"] == ["bm25-top10-grader"]
     assert "Labelers ranked by how they rank 5 systems" in (run / "report.md").read_text()
-    # Four queries keep their human judgments: PPI estimates of every run and of the difference.
-    assert summary["ppi"]["judged_queries"] == 4
+    # Ten queries keep their human judgments: PPI estimates of every run and of the difference.
+    assert summary["ppi"]["judged_queries"] == 10
     assert set(summary["ppi"]["runs"]) == {"bm25", "bm25-grader"}
     assert "bm25-grader - bm25" in summary["ppi"]["differences"]
-    assert "corrected by 4 human-judged queries" in report
+    assert "corrected by 10 human-judged queries" in report
     # The README's results block comes from this summary, between its markers, and the check
     # finds a README that says something else.
     from eval.jobs.readme import END, START, differences, replace_between_markers, results_table
