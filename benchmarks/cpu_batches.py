@@ -46,8 +46,8 @@ class BenchCpuBatchesConfig:
         metadata={"help": "torch thread counts to try (default: torch's own, one per core)."},
     )
     models: list[str] = field(
-        default_factory=lambda: ["embedder", "query_likelihood"],
-        metadata={"help": "Which to time: embedder (MiniLM), query_likelihood (SmolLM2-135M)."},
+        default_factory=lambda: ["embedder", "smollm2"],
+        metadata={"help": "Which to time: embedder (MiniLM), smollm2 (SmolLM2-135M's query likelihood)."},
     )
     attention: list[str] = field(
         default_factory=lambda: ["sdpa", "eager"],
@@ -167,7 +167,7 @@ def main(args: Sequence[str] | None = None) -> None:
     rows = []
     if "embedder" in config.models:
         rows += embedder_rows(config)
-    if "query_likelihood" in config.models:
+    if "smollm2" in config.models:
         rows += query_likelihood_rows(config)
     print_table(
         "Padded tokens per batch on this CPU",

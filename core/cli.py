@@ -135,9 +135,12 @@ def _type_problem(annotation: Any, value: Any) -> str | None:
     return None if ok else f"expected {named[annotation]}, got {value!r}"
 
 
-def check_yaml_config(path: str, dataclass_types: Sequence[type]) -> None:
+def check_yaml_config(
+    path: str, dataclass_types: Sequence[type], others: Sequence[str] = ()
+) -> None:
     """Read a ``--config`` file and check its values' types against the commands' dataclasses,
-    so that a typo is one line naming the file and the option rather than a traceback later."""
+    so that a typo is one line naming the file and the option rather than a traceback later
+    (``others``: keys the caller reads itself)."""
     import yaml
 
     try:
@@ -159,7 +162,7 @@ def check_yaml_config(path: str, dataclass_types: Sequence[type]) -> None:
         item.name for kind in dataclass_types for item in dataclasses.fields(kind) if item.init
     }
     for key in data:
-        if key not in known | {"env"}:
+        if key not in known | {"env", *others}:
             close = _closest(str(key), known)
             hint = f"did you mean {close}?" if close else "--help lists the options"
             raise InputError(f"{path}: {key}: not an option of this command ({hint})")

@@ -26,8 +26,7 @@ Stages:
     of the dense run (``eval.rerank``);
  7. the metric pipeline over the runs with grader labels (``eval.search``);
  8. the labeler leaderboard (``eval.zoo.command``): a compact zoo of 15 retrieval systems, and
-    the grader, the classifier head, the calibrated cosine and BM25 score, a constant and a
-    random labeler, each by how well its ranking of the systems matches the human one (τ with
+    the grader, the calibrated cosine and BM25 score, a constant and a random labeler, each by how well its ranking of the systems matches the human one (τ with
     bootstrap intervals, PPI++ rows, self-preference).
 Everything lands in ``run_dir``: report.md, summary.json, metrics, plots and the exported grader.
 
@@ -191,9 +190,9 @@ class PipelineConfig:
         default="eval/configs/zoo/compact.yaml",
         metadata={
             "help": "The system zoo the labelers are ranked on (relevance-grader zoo): the "
-            "exported grader, the classifier head, the calibrated MiniLM cosine and BM25 score, a "
-            "constant and a random labeler, each by how its system ranking matches the human one "
-            "(needs --qrels; empty: none)."
+            "exported grader, the calibrated MiniLM cosine and BM25 score, a constant and a "
+            "random labeler, each by how its system ranking matches the human one (needs "
+            "--qrels; empty: none)."
         },
     )
     batch_size: int = field(default=32)
@@ -719,10 +718,10 @@ class Pipeline:
         labelers: the Platt scaling, temperature and threshold that fold 0's baseline rows fitted
         on its validation queries, as the grader's were."""
         c = self.config
-        labelers = {"grader": f"grader:{self.path('export')}"}
-        if c.classifier_config:
-            labelers["classifier head"] = f"grader:{self.export_fold / 'classifier' / 'grader'}"
-        return labelers | {
+        # The classifier head would need a backbone pass of its own over every pooled pair
+        # (minutes on a CPU): it is ranked in the full leaderboard (docs/results.md), not here.
+        return {
+            "grader": f"grader:{self.path('export')}",
             "MiniLM cosine": "cosine:minilm-l6",
             "BM25 score": f"bm25:{c.collection}",
             "constant": "constant:",
@@ -762,7 +761,6 @@ class Pipeline:
                 c.qrels,
                 str(self.path("export")),
                 *(str(path) for path in calibrations.values()),
-                *([str(self.export_fold / "classifier")] if c.classifier_config else []),
             ],
         )
 

@@ -172,15 +172,13 @@ class ZooRun:
             raise InputError(f"scorers: {sorted(both)[0]!r} is a labeler already")
         if not self.labeler_specs:
             raise InputError("labelers: give at least one NAME=SPEC to rank")
-        self.mappings = {
-            name: ScoreMapping.read(path)
-            for name, path in named(config.calibrations, "calibrations").items()
-        }
+        calibrations = named(config.calibrations, "calibrations")
         self.related = named(config.related, "related")
-        for flag, names in (("calibrations", self.mappings), ("related", self.related)):
+        for flag, names in (("calibrations", calibrations), ("related", self.related)):
             unknown = set(names) - set(self.labeler_specs)
             if unknown:
                 raise InputError(f"{flag}: {sorted(unknown)[0]!r} is not one of --labelers")
+        self.mappings = {name: ScoreMapping.read(path) for name, path in calibrations.items()}
         self.definition = read_zoo(config.zoo)
         self.collection = Collection.load(config.collection)
         qrels_path = config.qrels or str(Path(config.collection) / "qrels.tsv")

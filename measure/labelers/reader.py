@@ -74,7 +74,7 @@ class ReaderConfig(ChatSettings):
 
         from core.cli import check_bounds, check_yaml_config
 
-        check_yaml_config(str(path), [cls])
+        check_yaml_config(str(path), [cls], others=ignore)
         settings = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
         settings = {k: v for k, v in settings.items() if k not in ignore}
         unknown = set(settings) - set(cls.__dataclass_fields__)

@@ -140,12 +140,12 @@ def test_main_job_end_to_end_reduced(
     assert ("Not trustworthy: the grader" in first_lines) == (not verdict)
     assert "classifier head (smollm2-135m-B-frozen)" in report
     assert set(summary["search"]) == {"bm25", "bm25-grader"}
-    # The labelers ranked on the zoo: the grader and the classifier head (which also rerank),
-    # the calibrated cosine and BM25 score, a constant and a random labeler.
+    # The labelers ranked on the zoo: the grader (which also reranks), the calibrated cosine and
+    # BM25 score, a constant and a random labeler.
     board = summary["leaderboard"]
     assert len(board["systems"]) == 5 and board["queries"] == 12
     readings = {(r["labeler"], r["reading"]) for r in board["readings"]}
-    assert {("grader", "labels"), ("grader", "scores"), ("classifier head", "scores")} <= readings
+    assert {("grader", "labels"), ("grader", "scores")} <= readings
     assert {("MiniLM cosine", "labels"), ("BM25 score", "labels"), ("random", "labels")} <= readings
     grader = next(r for r in board["readings"] if r["labeler"] == "grader")
     assert grader["self_preference"]["own_systems"] == ["bm25-top10-grader"]
