@@ -66,6 +66,56 @@ def build_tiny_llama(path: Path, seed: int = 0, tokenizer_dir: Path | None = Non
     return path
 
 
+def build_tiny_bert(path: Path, seed: int = 0) -> Path:
+    """A 2-layer random BERT (a ``BertModel``, as the embedded all-MiniLM-L6-v2 is) with a small
+    WordPiece tokenizer trained here on committed queries and passages: what the cross-encoder
+    family starts from, in miniature."""
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    texts = [
+        f"{row.get('title', '')} {row['text']}"
+        for name, file in (("adi", "corpus.jsonl"), ("trec-dl-2019-passage", "queries.jsonl"))
+        for row in map(json.loads, (COLLECTIONS / name / file).read_text().splitlines())
+    ]
+    wordpiece = BertWordPieceTokenizer(lowercase=True)
+    wordpiece.train_from_iterator(
+        texts, vocab_size=800, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    )
+    tokenizer = BertTokenizerFast(tokenizer_object=wordpiece._tokenizer, do_lower_case=True)
+    torch.manual_seed(seed)
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    BertModel(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture
+def model_dir_for(request: pytest.FixtureRequest):
+    """The tiny base model a training mode starts from: a BERT for the cross-encoder family, a
+    Llama for the others."""
+
+    def model_dir(mode: str) -> Path:
+        from models.families import CROSS_ENCODER, family_of
+
+        encoder = family_of(mode) is CROSS_ENCODER
+        return request.getfixturevalue("tiny_bert_dir" if encoder else "tiny_model_dir")
+
+    return model_dir
+
+
 @pytest.fixture(scope="session")
 def llama3_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random Llama with the Llama-3-style tokenizer (what ``python -m models.random_model

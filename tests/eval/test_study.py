@@ -22,10 +22,23 @@ def test_study_configs_parse(path: Path):
     assert {"bm25", "cosine"} <= set(config.models)
     for train_config in config.trained_models().values():
         assert (REPO / train_config).exists()
-    for extra in config.train_only:  # committed, or what data.synthesize writes under runs/
-        assert (REPO / extra).exists() or (
-            not config.real_training_queries and extra.startswith("runs/")
+    for extra in config.train_only:  # committed, or what data.synthesize writes under runs/,
+        # or a QA mix that a data/configs/ config of data.mix builds there
+        assert (
+            (REPO / extra).exists()
+            or (not config.real_training_queries and extra.startswith("runs/"))
+            or extra in built_mixes()
         )
+
+
+def built_mixes() -> set[str]:
+    """The judgments files that data.mix's committed configs write (under runs/, not committed)."""
+    from data.mix import MixConfig
+
+    return {
+        f"{parse_config([MixConfig], ['--config', str(path)])[0].out}/judgments.jsonl"
+        for path in (REPO / "data/configs").glob("qa-mix*.yaml")
+    }
 
 
 @pytest.mark.slow
