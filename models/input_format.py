@@ -159,6 +159,11 @@ class GraderInputFormat:
                 "[SEP] pair with token types; the cross_encoder family needs a BERT-style encoder "
                 "(e.g. minilm-l6)"
             )
+        if max_length > tokenizer.model_max_length:  # an encoder's learnt positions end there
+            raise InputError(
+                f"max_length: {name} reads at most {tokenizer.model_max_length} tokens, got "
+                f"{max_length}"
+            )
         template = f"{cls_token} {{query}} {sep_token} {{document}} {sep_token}"
         return cls(
             PAIR_FORMAT_NAME,
@@ -309,7 +314,11 @@ def _format_sentence_pairs(
     limit = query_budget(fmt, tokenizer.num_special_tokens_to_add(pair=True))
     if limit <= 0:
         raise InputError(f"max_length={fmt.max_length} leaves no room for a query and a document")
-    query_tokens = tokenizer(queries, add_special_tokens=False, **split)["input_ids"]
+    # Lengths only matter up to the cut: counting further would tokenize whole long texts (and
+    # warn that they exceed the model's 512 positions, which no input here does).
+    query_tokens = tokenizer(
+        queries, add_special_tokens=False, truncation=True, max_length=limit + 1, **split
+    )["input_ids"]
     query_truncated = [len(tokens) > limit for tokens in query_tokens]
     queries = [
         tokenizer.decode(tokens[:limit]) if cut else query
@@ -318,7 +327,10 @@ def _format_sentence_pairs(
     # [CLS] query [SEP]: the part that the inputs of one query share.
     heads = [len(ids) for ids in tokenizer(queries, **split)["input_ids"]]
     doc_lengths = [
-        len(ids) for ids in tokenizer(documents, add_special_tokens=False, **split)["input_ids"]
+        len(ids)
+        for ids in tokenizer(
+            documents, add_special_tokens=False, truncation=True, max_length=fmt.max_length, **split
+        )["input_ids"]
     ]
     input_ids = tokenizer(
         queries, documents, truncation="only_second", max_length=fmt.max_length, **split

@@ -82,7 +82,9 @@ def build_tiny_bert(path: Path, seed: int = 0) -> Path:
     wordpiece.train_from_iterator(
         texts, vocab_size=800, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     )
-    tokenizer = BertTokenizerFast(tokenizer_object=wordpiece._tokenizer, do_lower_case=True)
+    tokenizer = BertTokenizerFast(
+        tokenizer_object=wordpiece._tokenizer, do_lower_case=True, model_max_length=512
+    )
     torch.manual_seed(seed)
     config = BertConfig(
         vocab_size=len(tokenizer),
