@@ -214,13 +214,13 @@ def test_a_cross_encoder_is_a_study_row_beside_the_baselines(
     trains the cross-encoder from its config and scores it on the baseline's test pairs."""
     import yaml
 
-    collection = small_trec_dl(tmp_path / "dl", trec_dl_dir, queries=6, docs_per_query=10)
+    collection = small_trec_dl(tmp_path / "dl", trec_dl_dir, queries=8, docs_per_query=10)
     config = StudyConfig(
         collection=str(collection),
         out=str(tmp_path / "study"),
         folds=2,
         max_pairs_per_query=10,
-        validation_size=1,
+        validation_size=2,  # queries
         student=str(tiny_bert_dir),
         max_length=128,
         models=["bm25", "ce=train/configs/minilm-l6-cross-encoder.yaml"],

@@ -57,7 +57,7 @@ def trained(
         cross_encoder_config(tiny_bert_dir),
         DataConfig(dataset=str(tiny_dataset)),
         LossConfig(),
-        args_for(root, learning_rate=1e-3, num_train_epochs=4, per_device_train_batch_size=8),
+        args_for(root, learning_rate=2e-3, num_train_epochs=6, per_device_train_batch_size=8),
     )
     return root / "out", metrics
 
