@@ -206,10 +206,7 @@ def test_a_cross_encoder_is_a_grader_labeler_and_reranks_a_run(
     )  # fmt: skip
     reranked = read_trec_run(tmp_path / "reranked.trec")[qid]
     grader = Grader.from_pretrained(out, device="cpu", dtype="float32")
-    texts = [collection.corpus[d] for d in docs]
-    expected = grader.score(
-        collection.queries[qid], [t.text for t in texts], [t.title or None for t in texts]
-    )
+    expected = grader.score(collection.queries[qid], [collection.corpus[d] for d in docs])
     by_score = [d for _, d in sorted(zip(-expected, docs, strict=True))]
     assert sorted(reranked, key=lambda d: -reranked[d]) == by_score
 
@@ -233,3 +230,20 @@ def test_the_new_heads_own_learning_rate_reaches_an_encoders_classifier(
     rates = {id(p): group["lr"] for group in optimizer.param_groups for p in group["params"]}
     assert {rates[p] for p in head} == {1e-3}
     assert {r for p, r in rates.items() if p not in head} == {1e-5}
+
+
+def test_decoder_only_training_options_are_refused_for_a_cross_encoder(tmp_path: Path):
+    """Padding-free batches (position ids restarting per pair) and Liger's kernels are decoder
+    techniques: with a cross-encoder each is one line before any model loads, not ignored."""
+    from core.errors import InputError
+    from train.config import check_combination
+    from train.recipes import TrainingSettings, recipe_for
+
+    config = cross_encoder_config(Path("minilm-l6"))
+    with pytest.raises(InputError, match="padding_free: the cross_encoder family has no"):
+        check_combination(config, DataConfig(), LossConfig(), args_for(tmp_path, padding_free=True))
+    args = args_for(tmp_path)
+    args.use_liger_kernel = True  # as a GPU with liger-kernel installed would accept it
+    settings = TrainingSettings(config, DataConfig(), LossConfig(), args)
+    with pytest.raises(InputError, match="use_liger_kernel: Liger has no kernels"):
+        recipe_for(config.family).check(settings)

@@ -9,9 +9,10 @@ from typing import Any
 import torch
 from transformers import Trainer
 
+from core.errors import InputError
 from models.scoring import pair_token_type_ids
 from train.grader_data import GraderCollator
-from train.recipes import TrainingJob
+from train.recipes import TrainingJob, TrainingSettings
 from train.recipes.classifier import ClassifierRecipe, classifier_trainer
 
 
@@ -33,6 +34,13 @@ class PairCollator(GraderCollator):
 
 class CrossEncoderRecipe(ClassifierRecipe):
     family = "cross_encoder"
+
+    def check(self, settings: TrainingSettings) -> None:
+        if settings.args.use_liger_kernel:  # Liger patches decoders; on BERT it does nothing
+            raise InputError(
+                "use_liger_kernel: Liger has no kernels for the cross-encoder's BERT-style "
+                "encoder; leave it false"
+            )
 
     def trainer(self, job: TrainingJob) -> Trainer:
         tokenizer = job.tokenizer
