@@ -111,10 +111,10 @@ def test_the_cross_encoder_reads_the_pair_only_from_a_pair_tokenizer(
     fmt = CROSS_ENCODER.input_format(bert, 128, "auto", "tiny-bert")
     assert (fmt.id, fmt.pair, fmt.max_length) == ("cross-encoder@1", True, 128)
     assert fmt.template == "[CLS] {query} [SEP] {document} [SEP]"
-    with pytest.raises(InputError, match="max_length: .* reads at most 512 tokens, got 1024"):
+    with pytest.raises(InputError, match=r"max_length: .* reads at most 512 tokens, got 1024"):
         CROSS_ENCODER.input_format(bert, 1024, "auto", "tiny-bert")
     with pytest.raises(InputError, match="prompt_format: a cross-encoder reads no prompt"):
         CROSS_ENCODER.input_format(bert, 128, "chat", "tiny-bert")
     llama = AutoTokenizer.from_pretrained(tiny_model_dir)
-    with pytest.raises(InputError, match="model_name_or_path: .* builds no \\[CLS\\] query"):
+    with pytest.raises(InputError, match=r"model_name_or_path: .* builds no \[CLS\] query"):
         CROSS_ENCODER.input_format(llama, 128, "auto", "tiny-llama")
