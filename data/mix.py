@@ -1,6 +1,8 @@
 """Training judgments from other question-answering collections (never the evaluation queries).
 
     python -m data.mix --shared ../shared/data --out data/collections/qa-training-mix
+    # the paper-scale mix (~48k pairs, tens of MB: built, never committed)
+    python -m data.mix --config data/configs/qa-mix-48k.yaml --shared ../shared/data
 
 A student trained on a few dozen queries of one collection learns that collection's queries, not
 relevance. Questions from other collections, with the passage that answers them and passages on
@@ -11,7 +13,14 @@ the same topic that do not, teach "does this passage answer this question" acros
   strings (grade 0: same topic, no answer; the answer check guards against the false negatives
   that SQuAD's README warns of);
 - WikiQA (Microsoft Research data licence): every candidate sentence of the questions that have
-  a correct one, with the Wikipedia page title (correct: grade 3, others: grade 0).
+  a correct one, with the Wikipedia page title (correct: grade 3, others: grade 0);
+- SciFact *train* claims (CC BY-NC 2.0; ``qrels_train.tsv``, never the test claims of
+  ``qrels.tsv``): each claim's cited abstracts (grade 3) and its ``scifact_negatives`` best BM25
+  hits among the other abstracts (grade 0: on topic, not cited; ``data.candidates.BM25Index``,
+  the project's one BM25, over title and text).
+
+Counts are numbers of questions (SQuAD, SciFact) or pairs (WikiQA, whole questions): 0 takes
+none of that source, -1 all of it.
 
 Query ids are prefixed with the collection's name, so they can never collide with evaluation
 queries. The output is a judgments JSONL (``judge.model`` names the source) that ``data.build
@@ -31,7 +40,10 @@ from core.cli import parse_config, run_main
 from core.errors import InputError
 from core.io import READ_ENCODING, refuse_overlap, write_json, write_jsonl
 from core.records import Judgment, label_from_grade
-from data.beir import Collection
+from data.beir import Collection, read_qrels
+
+# A count option's "every question (or pair) of the source".
+ALL = -1
 
 
 @dataclass
@@ -41,20 +53,34 @@ class MixConfig:
     )
     out: str = field(default="data/collections/qa-training-mix")
     squad_questions: int = field(
-        default=300, metadata={"help": "SQuAD questions sampled (0: none)."}
+        default=300, metadata={"help": "SQuAD questions sampled (0: none, -1: all)."}
     )
     squad_negatives: int = field(
-        default=2, metadata={"help": "Same-article negatives per question."}
+        default=2, metadata={"help": "Same-article negatives per question (at most)."}
     )
     wikiqa_pairs: int = field(
-        default=400, metadata={"help": "WikiQA pairs, whole questions (0: none)."}
+        default=400, metadata={"help": "WikiQA pairs, whole questions (0: none, -1: all)."}
+    )
+    scifact_claims: int = field(
+        default=0, metadata={"help": "SciFact train claims sampled (0: none, -1: all)."}
+    )
+    scifact_negatives: int = field(
+        default=3, metadata={"help": "BM25 negatives per SciFact claim."}
     )
     seed: int = field(default=13)
 
     def __post_init__(self) -> None:
-        for name in ("squad_questions", "squad_negatives", "wikiqa_pairs"):
+        for name in ("squad_questions", "wikiqa_pairs", "scifact_claims"):
+            if getattr(self, name) < ALL:
+                raise InputError(f"{name}: expected >= 0, or -1 for all, got {getattr(self, name)}")
+        for name in ("squad_negatives", "scifact_negatives"):
             if getattr(self, name) < 0:
                 raise InputError(f"{name}: expected >= 0, got {getattr(self, name)}")
+
+
+def _first(items: list[str], count: int) -> list[str]:
+    """The first ``count`` items, or all of them for :data:`ALL`."""
+    return items if count == ALL else items[:count]
 
 
 def _queries_with_extras(path: Path) -> dict[str, dict[str, Any]]:
@@ -70,8 +96,17 @@ def _queries_with_extras(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def _judgment(
-    source: str, qid: str, query: str, doc_id: str, text: str, title: str | None, grade: int
+    source: str,
+    qid: str,
+    query: str,
+    doc_id: str,
+    text: str,
+    title: str | None,
+    grade: int,
+    judge: str | None = None,
 ) -> Judgment:
+    """A judgment of ``source`` with ids prefixed by it; ``judge`` names where the grade came from
+    (default: the source's gold labels)."""
     return Judgment(
         qid=f"{source}:{qid}",
         query=query,
@@ -80,7 +115,7 @@ def _judgment(
         title=title or None,
         grade=grade,
         label=label_from_grade(grade),
-        judge={"model": f"{source} gold labels", "prompt": "qrels", "backend": "qrels"},
+        judge={"model": judge or f"{source} gold labels", "prompt": "qrels", "backend": "qrels"},
     )
 
 
@@ -95,7 +130,7 @@ def squad_judgments(
     qids = sorted(q for q in extras if extras[q].get("metadata", {}).get("gold_doc"))
     rng.shuffle(qids)
     out: list[Judgment] = []
-    for qid in qids[:questions]:
+    for qid in _first(qids, questions):
         row = extras[qid]
         gold = row["metadata"]["gold_doc"]
         answers = [a.lower() for a in row.get("answers", []) if a.strip()]
@@ -118,7 +153,7 @@ def wikiqa_judgments(root: Path, pairs: int, rng: random.Random) -> list[Judgmen
     rng.shuffle(qids)
     out: list[Judgment] = []
     for qid in qids:
-        if len(out) >= pairs:
+        if pairs != ALL and len(out) >= pairs:
             break
         for doc_id, grade in sorted(collection.qrels[qid].items()):
             doc = collection.corpus[doc_id]
@@ -134,6 +169,41 @@ def wikiqa_judgments(root: Path, pairs: int, rng: random.Random) -> list[Judgmen
                 )
             )
     return out
+
+
+def scifact_judgments(
+    root: Path, claims: int, negatives: int, rng: random.Random
+) -> list[Judgment]:
+    """SciFact train claims: each cited abstract (grade 3) and the claim's best ``negatives``
+    BM25 hits that it does not cite (grade 0)."""
+    from data.candidates import BM25Index, corpus_texts
+
+    collection = Collection.load(root)
+    qrels = read_qrels(root / "qrels_train.tsv")
+    qids = sorted(q for q, docs in qrels.items() if any(g > 0 for g in docs.values()))
+    rng.shuffle(qids)
+    qids = _first(qids, claims)
+    doc_ids = sorted(collection.corpus)  # the order corpus_texts indexes
+    index = BM25Index(corpus_texts(collection))
+    claims_text = [_claim(collection, root, qid) for qid in qids]
+    # Enough hits that the negatives remain after the cited abstracts are left out.
+    depth = min(len(doc_ids), negatives + max(len(qrels[q]) for q in qids)) if qids else 0
+    hits = index.search(claims_text, depth) if negatives and qids else [[] for _ in qids]
+    out: list[Judgment] = []
+    for qid, claim, found in zip(qids, claims_text, hits, strict=True):
+        cited = sorted(d for d, grade in qrels[qid].items() if grade > 0)
+        uncited = [doc_ids[i] for i, _ in found if doc_ids[i] not in qrels[qid]][:negatives]
+        for doc_id, grade in [(d, 3) for d in cited] + [(d, 0) for d in uncited]:
+            doc = collection.corpus[doc_id]
+            judge = "scifact gold labels" if grade else "scifact BM25 negatives"
+            out.append(_judgment("scifact", qid, claim, doc_id, doc.text, doc.title, grade, judge))
+    return out
+
+
+def _claim(collection: Collection, root: Path, qid: str) -> str:
+    if qid not in collection.queries:
+        raise InputError(f"{root / 'qrels_train.tsv'}: claim {qid!r} is not in queries.jsonl")
+    return collection.queries[qid]
 
 
 class MixManifest(TypedDict):
@@ -156,6 +226,10 @@ def build_mix(config: MixConfig) -> MixManifest:
         )
     if config.wikiqa_pairs:
         judgments += wikiqa_judgments(shared / "wikiqa", config.wikiqa_pairs, rng)
+    if config.scifact_claims:
+        judgments += scifact_judgments(
+            shared / "scifact", config.scifact_claims, config.scifact_negatives, rng
+        )
     out = Path(config.out)
     write_jsonl(out / "judgments.jsonl", judgments)
     counts: dict[str, dict[str, int]] = {}

@@ -19,7 +19,10 @@ from models.input_format import GraderInputFormat
 from models.resolve import LABEL_NAMES
 
 # Hub ids of the embedded defaults, for the card's ``base_model``.
-HUB_IDS = {"smollm2-135m": "HuggingFaceTB/SmolLM2-135M-Instruct"}
+HUB_IDS = {
+    "smollm2-135m": "HuggingFaceTB/SmolLM2-135M-Instruct",
+    "minilm-l6": "sentence-transformers/all-MiniLM-L6-v2",
+}
 
 
 def hub_base_model(base: str) -> str | None:
@@ -174,9 +177,7 @@ Evaluated on held-out queries; the decision threshold ({threshold:.3f}) and the 
 
 ## Usage with plain transformers
 
-The input format `{fmt.name}@{fmt.version}` is stored in `config.json` (key `grader`): a
-template with `{{query}}` and `{{document}}` slots, at most {fmt.max_length} tokens; long
-documents are cut at the end, never the query.
+{family.input_section(fmt)}
 
 ```python
 {family.usage_snippet(path)}```

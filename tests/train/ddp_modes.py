@@ -1,6 +1,6 @@
 """Trains a tiny grader in each mode given, under a distributed launch (run by test_ddp.py).
 
-    accelerate launch --config_file train/configs/accelerate/ddp.yaml --num_processes 2 tests/train/ddp_modes.py MODEL DATASET OUT MODE...
+    accelerate launch --config_file train/configs/accelerate/ddp.yaml --num_processes 2 tests/train/ddp_modes.py MODEL DATASET OUT MODE[=MODEL]...
 
 Each mode trains a few steps with DDP (gloo on the CPU); rank 0 prints one JSON line per mode with
 its training loss, so the test can see every mode finish on both ranks.
@@ -18,7 +18,8 @@ from train.train import DataConfig, LossConfig, train
 
 
 def main(model: str, dataset: str, out: str, modes: list[str]) -> None:
-    for mode in modes:
+    for spec in modes:
+        mode, _, own_model = spec.partition("=")  # a family with its own kind of base model
         # use_cpu left false, as the GPU configs have it: the machine's lack of a GPU decides.
         args = args_for(
             Path(out) / mode,
@@ -29,7 +30,9 @@ def main(model: str, dataset: str, out: str, modes: list[str]) -> None:
             eval_strategy="no",
         )
         metrics = train(
-            GraderModelConfig(model_name_or_path=model, mode=mode, max_length=256, lora_r=4),
+            GraderModelConfig(
+                model_name_or_path=own_model or model, mode=mode, max_length=256, lora_r=4
+            ),
             DataConfig(dataset=dataset),
             LossConfig(),
             args,

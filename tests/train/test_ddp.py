@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 @pytest.mark.slow
 def test_every_mode_trains_under_ddp_on_two_cpu_processes_without_use_cpu(
-    tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
+    model_dir_for, tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
 ):
     """The README's multi-GPU launch on a machine without a GPU: no --use_cpu is needed, every
     mode's parameters all receive gradients (so DDP runs without find_unused_parameters and does
@@ -28,7 +28,7 @@ def test_every_mode_trains_under_ddp_on_two_cpu_processes_without_use_cpu(
         str(tiny_model_dir),
         str(tiny_dataset),
         str(tmp_path / "out"),
-        *MODES,
+        *(f"{mode}={model_dir_for(mode)}" for mode in MODES),
     ]
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)

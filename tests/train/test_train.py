@@ -39,6 +39,9 @@ def test_every_training_config_parses(config_path: Path):
     assert args.metric_for_best_model == "f1" and args.load_best_model_at_end
     if config_path.name.startswith("llama"):
         assert model_config.model_name_or_path == "meta-llama/Llama-3.2-1B-Instruct" and args.bf16
+    elif config_path.name.startswith("minilm"):  # the cross-encoder reads the retriever's weights
+        assert model_config.model_name_or_path == "minilm-l6"
+        assert model_config.family.name == "cross_encoder" and not args.bf16
     else:
         assert model_config.model_name_or_path == "smollm2-135m"
 

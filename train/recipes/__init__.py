@@ -54,7 +54,7 @@ StateScorer = Callable[[Sequence[Any]], np.ndarray]
 
 
 class TrainingRecipe:
-    """The base of the three recipes."""
+    """The base of the recipes."""
 
     family: str = ""
     # False where the Trainer's own evaluation is not P(relevant) (TRL's SFT loss); the recipe
@@ -82,9 +82,16 @@ class TrainingRecipe:
 def recipe_for(family: ScoringFamily) -> TrainingRecipe:
     from train.recipes.answer_token import AnswerTokenRecipe
     from train.recipes.classifier import ClassifierRecipe
+    from train.recipes.cross_encoder import CrossEncoderRecipe
     from train.recipes.query_likelihood import QueryLikelihoodRecipe
 
     recipes: dict[str, TrainingRecipe] = {
-        r.family: r for r in (ClassifierRecipe(), AnswerTokenRecipe(), QueryLikelihoodRecipe())
+        r.family: r
+        for r in (
+            ClassifierRecipe(),
+            AnswerTokenRecipe(),
+            QueryLikelihoodRecipe(),
+            CrossEncoderRecipe(),
+        )
     }
     return recipes[family.name]

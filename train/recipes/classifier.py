@@ -37,8 +37,9 @@ class ClassifierRecipe(TrainingRecipe):
         return classifier_state_scorer(trained_states(grader, settings))
 
 
-def classifier_trainer(job: TrainingJob) -> Trainer:
-    """The Trainer for a classifier grader: on token ids, or on cached states of the bottom layers."""
+def classifier_trainer(job: TrainingJob, collator: Any = None) -> Trainer:
+    """The Trainer for a classifier grader: on token ids (batched by ``collator``, default
+    right-padding), or on cached states of the bottom layers."""
     settings = job.settings
     loss, data, args = settings.loss, settings.data, settings.args
     loss_fn = build_loss(
@@ -56,7 +57,7 @@ def classifier_trainer(job: TrainingJob) -> Trainer:
         for raw in (job.train_raw, job.eval_raw)
     )
     trained: torch.nn.Module = job.model
-    collator: Any = GraderCollator(job.tokenizer.pad_token_id)
+    collator = collator or GraderCollator(job.tokenizer.pad_token_id)
     if args.padding_free:
         from train.padding_free import PaddingFreeCollator
 
