@@ -493,7 +493,7 @@ YAML_LOADED_BY = {
     "data/prompts/*.yaml": "tests/data/test_label.py::test_every_prompt_loads_with_name_version_and_slots",
     "data/prompts/queries/*.yaml": "tests/data/test_synthesize.py::test_every_query_prompt_loads",
     "data/configs/engines/*.yaml": "tests/data/test_engine.py::test_every_preset_loads_and_fills_a_short_yaml",
-    "data/configs/qa-mix*.yaml": "tests/data/test_mix.py::test_the_48k_config_asks_for_every_question_of_every_source",
+    "data/configs/qa-mix*.yaml": "tests/data/test_mix.py::test_every_mix_config_loads_and_builds_under_runs",
     "eval/configs/main.yaml": "tests/eval/test_pipeline.py::test_main_config_parses",
     "eval/configs/study*.yaml": "tests/eval/test_study.py::test_study_configs_parse",
     "eval/configs/reader-*.yaml": "tests/eval/test_downstream.py::test_reader_and_judge_configs_load",

@@ -14,7 +14,10 @@ row is scored on exactly the same test pairs:
 - ``bm25``, ``cosine``: the untrained baselines (eval.baselines);
 - ``zero-shot``: the student's P(yes) with the grader's prompt;
 - ``NAME=CONFIG.yaml``: a grader trained with ``python -m train``'s config plus ``train_args``;
-- ``NAME=judgments:FILE``: a judge's labels (e.g. the embedded LLM judge's), where it judged.
+- ``NAME=judgments:FILE``: a judge's labels (e.g. the embedded LLM judge's), where it judged;
+- ``NAME=grader:PATH``: a grader trained elsewhere (an export or checkpoint, e.g. on a QA mix that
+  holds none of the collection's queries), scored on each fold's test pairs with its threshold and
+  temperature fitted on the fold's validation pairs, as every row's are.
 
 Pooled over the folds (``eval.crossval``): each model's out-of-fold metrics and each grader's
 paired per-query ROC-AUC difference to every baseline with a 95% interval. A learning curve trains
@@ -110,8 +113,9 @@ class StudyConfig:
     models: list[str] = field(
         default_factory=lambda: ["bm25", "cosine", "zero-shot"],
         metadata={
-            "help": "bm25, cosine, zero-shot, NAME=TRAIN_CONFIG.yaml (a grader trained per fold) "
-            "and NAME=judgments:FILE (a judge's labels, read where they exist) entries."
+            "help": "bm25, cosine, zero-shot, NAME=TRAIN_CONFIG.yaml (a grader trained per fold), "
+            "NAME=judgments:FILE (a judge's labels, read where they exist) and NAME=grader:PATH "
+            "(a grader trained elsewhere, calibrated per fold) entries."
         },
     )
     train_only: list[str] = field(
@@ -182,8 +186,8 @@ class StudyConfig:
         for spec in self.models:
             if spec not in (*BASELINES, "zero-shot") and "=" not in spec:
                 raise InputError(
-                    f"models: {spec!r} is not bm25, cosine, zero-shot, NAME=TRAIN_CONFIG.yaml "
-                    "or NAME=judgments:FILE"
+                    f"models: {spec!r} is not bm25, cosine, zero-shot, NAME=TRAIN_CONFIG.yaml, "
+                    "NAME=judgments:FILE or NAME=grader:PATH"
                 )
         if self.labels != "teacher" and not self.qrels:
             raise InputError(f"labels: {self.labels} needs --qrels (the human judgments)")
@@ -197,9 +201,22 @@ class StudyConfig:
         if self.learning_curve_model and self.learning_curve_model not in trained:
             raise InputError(f"learning_curve_model: {self.learning_curve_model!r} is not trained")
 
+    def graders(self) -> list[str]:
+        """The rows paired with the baselines: the graders trained per fold and those trained
+        elsewhere (not the judges' labels)."""
+        return [
+            spec.partition("=")[0]
+            for spec in self.models
+            if "=" in spec and not spec.partition("=")[2].startswith("judgments:")
+        ]
+
     def trained_models(self) -> dict[str, str]:
         pairs = (spec.split("=", 1) for spec in self.models if "=" in spec)
-        return {name: source for name, source in pairs if not source.startswith("judgments:")}
+        return {
+            name: source
+            for name, source in pairs
+            if not source.startswith(("judgments:", "grader:"))
+        }
 
 
 def fold_folders(dataset: Path) -> list[Path]:
@@ -317,7 +334,9 @@ class Study:
             c.labels,
             c.qrels or "",
             sha256_path(data),
-            sha256_path(source[len("judgments:") :]) if source.startswith("judgments:") else "",
+            sha256_path(source.partition(":")[2])
+            if source.startswith(("judgments:", "grader:"))
+            else "",
         )
         done = out / CheckpointMetrics.FILE
         if done.exists():
@@ -357,6 +376,8 @@ class Study:
         if source.startswith("judgments:"):  # a judge's labels, read at its own 0.5
             common.pop("calibration_data")
             return CheckpointEvalConfig(judgments=source[len("judgments:") :], **common), None
+        if source.startswith("grader:"):  # trained elsewhere: calibrated on the fold, not trained
+            return CheckpointEvalConfig(model=source[len("grader:") :], **common), None
         grader, settings = self.train_grader(source, data, out / "grader")
         scorer = None
         if self.state_cache is not None:  # the states training stored: no forward pass again
@@ -453,7 +474,7 @@ class Study:
                 per_fold.append(FoldResult(fold=fold, model=name, **row_metrics(result, c.labels)))
             if self.curve_wanted(curve_model, fold):
                 curve += self.learning_curve(curve_model, data, fold, per_fold)
-        cross = cross_validate(outputs, list(trained), _baselines(c.models), row_source(c.labels))
+        cross = cross_validate(outputs, c.graders(), _baselines(c.models), row_source(c.labels))
         summary = summarise(per_fold, curve, c, folders, cross)
         summary.write(self.root / StudySummary.FILE)
         with atomic_writer(self.root / "study.md") as handle:

@@ -186,3 +186,13 @@ def test_the_48k_config_asks_for_every_question_of_every_source():
     assert (config.squad_questions, config.wikiqa_pairs, config.scifact_claims) == (-1, -1, -1)
     assert (config.squad_negatives, config.scifact_negatives) == (3, 3)
     assert config.out.startswith("runs/")  # built, never committed
+
+
+def test_every_mix_config_loads_and_builds_under_runs():
+    from core.cli import parse_config
+    from data.mix import MixConfig
+
+    for path in sorted(Path("data/configs").glob("qa-mix-*.yaml")):
+        (config,) = parse_config([MixConfig], ["--config", str(path)])
+        assert config.out.startswith("runs/"), path  # built, never committed
+        assert config.squad_negatives == config.scifact_negatives == 3

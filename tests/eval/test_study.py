@@ -243,3 +243,33 @@ def test_a_cross_encoder_is_a_study_row_beside_the_baselines(
     assert {(d["model"], d["baseline"]) for d in summary["cross_validation"]["differences"]} == {
         ("ce", "bm25")
     }
+
+
+@pytest.mark.slow
+def test_a_grader_trained_elsewhere_is_a_row_calibrated_per_fold_not_trained(
+    tiny_grader_dir: Path, trec_dl_dir: Path, tmp_path: Path
+):
+    """NAME=grader:PATH: an export or checkpoint trained on other data (a QA mix) is scored on
+    every fold's test pairs, its threshold fitted on that fold's validation pairs; nothing is
+    trained, and the row pairs with the baselines like a trained one."""
+    collection = small_trec_dl(tmp_path / "dl", trec_dl_dir, queries=8, docs_per_query=10)
+    config = StudyConfig(
+        collection=str(collection),
+        out=str(tmp_path / "study"),
+        folds=2,
+        max_pairs_per_query=10,
+        validation_size=2,  # queries
+        models=["bm25", f"elsewhere=grader:{tiny_grader_dir}"],
+    )
+    summary = Study(config).run().dump()
+    root = tmp_path / "study"
+    for fold in range(2):
+        pairs = (root / "dataset" / f"fold-{fold}" / "test.jsonl").read_text().splitlines()
+        result = json.loads((root / f"fold-{fold}" / "elsewhere" / "metrics.json").read_text())
+        assert result["pairs"] == len(pairs) and result["calibration_pairs"] > 0
+        assert not (root / f"fold-{fold}" / "elsewhere" / "grader").exists()  # not trained
+        assert 0 < result["threshold"] < 1
+    assert {(d["model"], d["baseline"]) for d in summary["cross_validation"]["differences"]} == {
+        ("elsewhere", "bm25")
+    }
+    assert config.trained_models() == {}
