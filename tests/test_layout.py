@@ -499,6 +499,7 @@ YAML_LOADED_BY = {
     "eval/configs/reader-*.yaml": "tests/eval/test_downstream.py::test_reader_and_judge_configs_load",
     "eval/configs/judge-*.yaml": "tests/eval/test_downstream.py::test_reader_and_judge_configs_load",
     "eval/configs/zoo/*.yaml": "tests/measure/test_zoo.py::test_every_committed_zoo_loads",
+    "eval/configs/leaderboard-*.yaml": "tests/eval/test_zoo.py::test_every_leaderboard_config_parses",
     "benchmarks/downstream/squad.yaml": "tests/benchmarks/test_downstream.py::test_squad_config_parses",
 }
 

@@ -85,8 +85,9 @@ class ZooConfig:
     related: list[str] = field(
         default_factory=list,
         metadata={
-            "help": "NAME=PATTERN: systems a labeler is related to beyond its own scores (shared "
-            "weights), for self-preference, e.g. cross-encoder='dense-*'."
+            "help": "NAME=PATTERN[,PATTERN...]: systems a labeler is related to beyond its own "
+            "scores (shared weights), for self-preference, e.g. "
+            "cross-encoder=dense-exact,dense-hnsw."
         },
     )
     queries: str | None = field(
@@ -107,6 +108,10 @@ class ZooConfig:
     label_cache: str | None = field(
         default=None, metadata={"help": "Label cache folder (default: OUT/labels)."}
     )
+
+
+# Labeler kinds whose value is a file or folder, checked before any work.
+PATH_KINDS = ("grader", "judge", "qrels", "judgments", "bm25")
 
 
 def named(entries: Sequence[str], flag: str) -> dict[str, str]:
@@ -172,6 +177,11 @@ class ZooRun:
             raise InputError(f"scorers: {sorted(both)[0]!r} is a labeler already")
         if not self.labeler_specs:
             raise InputError("labelers: give at least one NAME=SPEC to rank")
+        for flag, specs in (("labelers", self.labeler_specs), ("scorers", self.scorer_specs)):
+            for name, spec in specs.items():
+                kind, _, value = spec.partition(":")
+                if kind in PATH_KINDS and not Path(value).exists():
+                    raise InputError(f"{flag}: {name}: {value} does not exist")
         calibrations = named(config.calibrations, "calibrations")
         self.related = named(config.related, "related")
         for flag, names in (("calibrations", calibrations), ("related", self.related)):
@@ -230,9 +240,8 @@ class ZooRun:
                 flush=True,
             )
             labels = label_pool(labeler, self.collection, pool)
-            own = own_systems(
-                identity(spec), scorers, [self.related[name]] if name in self.related else []
-            )
+            related = [p for p in self.related.get(name, "").split(",") if p]
+            own = own_systems(identity(spec), scorers, related)
             for reading in readings(labels, labeler.verdicts, self.mappings.get(name)):
                 matrices = reading_matrices(reading, zoo.runs, pool, k)
                 readings_out.append(

@@ -135,6 +135,7 @@ def test_a_second_run_labels_nothing_again(board_dir, adi_dir, capsys):
     [
         ("--labelers", ["oops"], "NAME=VALUE"),
         ("--calibrations", ["cosine=x.json"], "not one of --labelers"),
+        ("--labelers", ["ours=grader:no/such/export"], "ours: no/such/export does not exist"),
     ],
 )
 def test_bad_flags_are_one_line(adi_dir, tmp_path, flag, value, words):
@@ -209,3 +210,11 @@ def test_a_good_labeler_corrected_by_ppi_beats_its_judged_queries_alone():
 def test_the_leaderboard_json_is_strict(board_dir):
     data = json.loads((board_dir / "out" / "leaderboard.json").read_text())
     assert data["format_version"] == Leaderboard.FORMAT_VERSION
+
+
+def test_every_leaderboard_config_parses():
+    from core.cli import parse_config
+
+    for path in sorted(Path("eval/configs").glob("leaderboard-*.yaml")):
+        (config,) = parse_config([ZooConfig], ["--config", str(path)])
+        assert len(config.labelers) >= 7 and Path(config.zoo).is_file(), path
