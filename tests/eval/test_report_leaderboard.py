@@ -201,6 +201,18 @@ def test_the_main_job_page_adds_the_leaderboard_section(browser, folders):
     assert tau.find_element(By.CLASS_NAME, "ci").text == "[0.33, 1.00]"
     source = browser.find_element(By.ID, "leaderboard-source").text
     assert "zoo/leaderboard.json" in source
+    # Every column within a 1280-pixel window: one past the edge of a container whose scrollbar
+    # is hidden (macOS, screenshots) looks like a missing column.
+    browser.set_window_size(1280, 900)
+    for table in ("leaderboard-table", "zoo-systems-table"):
+        right, edge = browser.execute_script(
+            "const t = document.getElementById(arguments[0]);"
+            "return [t.getBoundingClientRect().right, Math.min("
+            " t.parentElement.getBoundingClientRect().right,"
+            " document.documentElement.clientWidth)];",
+            table,
+        )
+        assert right <= edge + 0.5, (table, right, edge)
 
 
 @pytest.mark.browser
