@@ -40,7 +40,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "eval.zoo.command",
         "rank labelers by how they rank a zoo of retrieval systems (τ, τ_AP, ρ, PPI++)",
     ),
-    "report": ("eval.report", "one HTML page of an eval.search or main-job folder"),
+    "report": ("eval.report", "one HTML page of an eval.search, main-job or zoo folder"),
     "ppi": ("eval.ppi", "draw the queries to have judged (PPI++ estimates in search)"),
     "annotate": ("eval.annotate", "judge the drawn queries' hits in the browser (agreement: κ)"),
     "recalibrate": ("eval.recalibrate", "refit an export's threshold on your judged queries"),

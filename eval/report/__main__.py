@@ -2,6 +2,7 @@
 
 python -m eval.report --input runs/search/cmp                  # writes runs/search/cmp/report.html
 python -m eval.report --input runs/main --out runs/shots/report.html --screenshot runs/shots/report.png
+python -m eval.report --input runs/zoo                          # a relevance-grader zoo folder
 """
 
 from __future__ import annotations
@@ -25,7 +26,11 @@ from eval.report.page import (
 @dataclass
 class ReportConfig:
     input: str = field(
-        default="", metadata={"help": "An eval.search output folder or a main-job run folder."}
+        default="",
+        metadata={
+            "help": "An eval.search output folder, a main-job run folder or a relevance-grader "
+            "zoo output folder (its leaderboard.json)."
+        },
     )
     out: str | None = field(default=None, metadata={"help": "Default: INPUT/report.html."})
     corpus: str | None = field(
@@ -56,7 +61,8 @@ class ReportConfig:
         default="",
         metadata={
             "help": "What the screenshot shows: the top of the page (empty), a whole section "
-            "(headline, queries, agreement, ranking, held-out, provenance), query=QID (its hits) "
+            "(headline, queries, agreement, leaderboard, ranking, held-out, provenance), "
+            "query=QID (its hits) "
             "or query (the judged query where labeler and people disagree most)."
         },
     )
@@ -71,7 +77,9 @@ class ReportConfig:
 def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([ReportConfig], args)
     if not config.input:
-        raise InputError("input: give --input FOLDER (an eval.search output or a main-job run)")
+        raise InputError(
+            "input: give --input FOLDER (an eval.search output, a main-job run or a zoo output)"
+        )
     if not Path(config.input).is_dir():
         raise FileNotFoundError(f"input: {config.input} is not a folder")
     options = ReportOptions(

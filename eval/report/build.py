@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from eval.report.held_out import held_out, learned_queries_note, out_of_fold_agreement
-from eval.report.inputs import HumanLabels, Inputs, read_human_pairs, read_inputs
+from eval.report.inputs import HumanLabels, Inputs, locate, read_human_pairs, read_inputs
+from eval.report.leaderboard import leaderboard_section, zoo_report
 from eval.report.model import (
     Cell,
     Difference,
@@ -508,8 +509,11 @@ def _held_out_warning(inputs: Inputs) -> str | None:
 
 
 def build_report(folder: str | Path, options: ReportOptions | None = None) -> Report:
-    """Everything the page shows, from an eval.search output folder or a main-job run folder."""
+    """Everything the page shows, from an eval.search output folder, a main-job run folder or a
+    relevance-grader zoo output folder."""
     options = options or ReportOptions()
+    if locate(Path(folder))[0] == "zoo":
+        return zoo_report(Path(folder))
     inputs = read_inputs(folder)
     notes: list[str] = []
     headline = build_headline(inputs, notes)
@@ -539,5 +543,8 @@ def build_report(folder: str | Path, options: ReportOptions | None = None) -> Re
         agreement=out_of_fold_agreement(inputs, held) or label_agreement(inputs.per_query, human),
         ranking=ranking(inputs, headline, options.agreement),
         held_out=held,
+        leaderboard=leaderboard_section(inputs.leaderboard, inputs.leaderboard_source)
+        if inputs.leaderboard
+        else None,
         notes=[*notes, *([learned] if learned else [])],
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from eval.report.model import Headline, HeldOut, LabelAgreement, Report
+from eval.report.model import Headline, HeldOut, LabelAgreement, LeaderboardSection, Report
 
 LABELER, HUMAN, PPI, TRUTH = "#7f7f7f", "#e07b00", "#1f5fbf", "#111111"
 WINS, LOSES = "#137333", "#b3261e"
@@ -201,9 +201,66 @@ def differences_figure(held: HeldOut) -> str:
     return _svg(fig)
 
 
+def leaderboard_figure(board: LeaderboardSection) -> str:
+    """Each labeler's Kendall τ with the human ranking of the systems, with its 95% bootstrap
+    interval over queries (a hollow dot: no interval; none: undefined), best first, beside the
+    mean τ of the judged queries alone (dashed)."""
+    plt = _pyplot()
+    rows = board.rows
+    fig, ax = plt.subplots(figsize=(6.4, 0.42 * len(rows) + 1.3))
+    for y, row in enumerate(reversed(rows)):
+        tau = row.tau
+        if tau.value is None:
+            ax.annotate(tau.note or "", (0, y), ha="center", va="center", fontsize=8, color=LOSES)
+            continue
+        if tau.low is None or tau.high is None:
+            ax.plot(tau.value, y, "o", mfc="white", color=PPI, ms=5)
+        else:
+            error = [[tau.value - tau.low], [tau.high - tau.value]]
+            ax.errorbar(tau.value, y, xerr=error, fmt="o", color=PPI, ms=5, capsize=4, lw=1.6)
+        ax.annotate(
+            f"{tau.value:.2f}",
+            (tau.value, y),
+            textcoords="offset points",
+            xytext=(0, 7),
+            ha="center",
+            fontsize=8,
+            color=PPI,
+        )
+    # The judged queries alone, without a labeler: what judging that many queries gives.
+    alone = [row for row in board.people_only if row.mean is not None]
+    for row, dashes in zip(alone, ("--", "-.", ":", (0, (5, 1, 1, 1))), strict=False):
+        ax.axvline(
+            row.mean,
+            color=LABELER,
+            lw=1.0,
+            ls=dashes,
+            label=f"{row.judged} judged queries alone, no labeler (mean τ {row.mean:.2f})",
+        )
+    ax.axvline(0, color="#555555", lw=0.8, ls=":")
+    labels = [f"{row.labeler} ({row.reading})" for row in reversed(rows)]
+    ax.set_yticks(range(len(rows)), labels)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_xlim(-1.05, 1.05)
+    ax.tick_params(axis="y", length=0)
+    ax.set_xlabel(
+        f"Kendall τ with the human ranking of {len(board.systems)} systems by {board.metric} "
+        "(95% interval over queries)"
+    )
+    ax.grid(axis="x", color="#dddddd", lw=0.6)
+    if alone:
+        ax.legend(loc="upper left", bbox_to_anchor=(0, -0.16 - 0.6 / len(rows)), frameon=False)
+    fig.tight_layout()
+    return _svg(fig)
+
+
 def report_figures(report: Report) -> dict[str, str]:
     """Every plot the page shows, by the name its container carries."""
-    figures = {"estimates": estimates_figure(report.headline)}
+    figures = {}
+    if report.headline is not None:
+        figures["estimates"] = estimates_figure(report.headline)
+    if report.leaderboard is not None and report.leaderboard.rows:
+        figures["leaderboard"] = leaderboard_figure(report.leaderboard)
     agreement = report.agreement
     if agreement is not None and agreement.reliability:
         figures["reliability"] = reliability_figure(agreement)

@@ -1,6 +1,7 @@
-"""Reading an evaluation folder for the report: an ``eval.search`` output folder or a main-job run
-folder. Only ``metrics.json`` is required; every other file adds its section when it exists, so a
-folder from an older version, or one a job is still writing, gives the page it can."""
+"""Reading an evaluation folder for the report: an ``eval.search`` output folder, a main-job run
+folder or a ``relevance-grader zoo`` output folder. Only ``metrics.json`` is required (a zoo
+folder's ``leaderboard.json``); every other file adds its section when it exists, so a folder from
+an older version, or one a job is still writing, gives the page it can."""
 
 from __future__ import annotations
 
@@ -20,10 +21,12 @@ from data.build import DatasetManifest, read_manifest
 from measure.classification.summaries import JobSummary, StudySummary
 from measure.metrics.ranking_agreement import RankingAgreement
 from measure.metrics.settings import PerQueryResults, RunResults, SearchEvalConfig, SearchMetrics
+from measure.zoo.record import Leaderboard
 
 SEARCH_STAGE = "metric-pipeline"  # the main job's eval.search stage (stages/NAME.json, .yaml)
 A = TypeVar("A", bound=Artifact)
 CV_DIR = "cv"  # the main job's cross-validation: study.json, fold-K/MODEL/predictions.jsonl
+ZOO_DIR = "zoo"  # the main job's labeler leaderboard: leaderboard.json (relevance-grader zoo)
 
 
 def read_json(path: Path) -> Any:
@@ -65,6 +68,8 @@ class Inputs:
     manifest: DatasetManifest | None = None  # its folds (dataset/manifest.json)
     job_config: JobConfig | None = None  # the main job's config.json
     agreement: RankingAgreement | None = None
+    leaderboard: Leaderboard | None = None  # the main job's labeler leaderboard
+    leaderboard_source: str = ""  # the file it was read from
     stage_commands: dict[str, str] = field(default_factory=dict)
 
     def resolve(self, path: str | None) -> Path | None:
@@ -79,15 +84,29 @@ class Inputs:
 
 
 def locate(folder: Path) -> tuple[str, Path]:
-    """("search" | "main job", the eval.search folder inside ``folder``)."""
+    """("search" | "main job", the eval.search folder inside ``folder``), or ("zoo", ``folder``)
+    for a ``relevance-grader zoo`` output folder (leaderboard.json, no evaluation of runs)."""
     if (folder / "metrics.json").is_file():
         return "search", folder
     if (folder / "search" / "metrics.json").is_file():
         return "main job", folder / "search"
+    if (folder / Leaderboard.FILE).is_file():
+        return "zoo", folder
     raise FileNotFoundError(
         f"input: {folder} holds neither an eval.search output (metrics.json) nor a main-job run "
-        "folder (search/metrics.json)"
+        f"folder (search/metrics.json) nor a relevance-grader zoo output ({Leaderboard.FILE})"
     )
+
+
+def job_leaderboard(root: Path, summary: JobSummary | None) -> tuple[Leaderboard, str] | None:
+    """The main job's labeler leaderboard and the file it comes from: zoo/leaderboard.json (the
+    stage's own file, there as soon as the stage ends), else the copy in summary.json."""
+    path = root / ZOO_DIR / Leaderboard.FILE
+    if path.is_file():
+        return Leaderboard.read(path), str(path)
+    if summary is not None and summary.leaderboard is not None:
+        return summary.leaderboard, f"{root / JobSummary.FILE} (its leaderboard)"
+    return None
 
 
 def _search_config(recorded: Any) -> SearchEvalConfig | None:
@@ -169,6 +188,9 @@ def read_inputs(folder: str | Path) -> Inputs:
         path = root / "agreement" / RankingAgreement.FILE
         inputs.agreement = RankingAgreement.read(path) if path.is_file() else None
         inputs.stage_commands = _stage_commands(root)
+        found = job_leaderboard(root, inputs.summary)
+        if found:
+            inputs.leaderboard, inputs.leaderboard_source = found
         if evaluated is None:
             inputs.base = _job_base(root, inputs.job_config)
             inputs.search_command = inputs.stage_commands.get(SEARCH_STAGE)

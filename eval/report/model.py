@@ -170,6 +170,102 @@ class Ranking:
 
 
 @dataclass
+class RankEstimate:
+    """A statistic of the system ranking on all the queries and its 95% bootstrap interval over
+    queries; ``note`` says why there is no value or no interval, in the words of the Markdown
+    leaderboard (eval.zoo.render)."""
+
+    value: float | None
+    low: float | None = None
+    high: float | None = None
+    note: str | None = None
+
+
+@dataclass
+class DrawnTaus:
+    """τ over ``draws`` random draws of ``judged`` human-judged queries: the mean and the 5th to
+    95th percentile of the draws (mean None: every draw tied every system)."""
+
+    judged: int
+    draws: int
+    mean: float | None
+    low: float | None
+    high: float | None
+    undefined: int = 0  # draws that tied every system, left out of the mean
+    note: str | None = None  # why there is no mean
+
+
+@dataclass
+class RankError:
+    places: float
+    system: str
+    human_rank: float
+    labeler_rank: float
+
+
+@dataclass
+class SelfPreferenceShown:
+    own_systems: list[str]
+    lift: RankEstimate  # places above their human rank, on average (negative: below)
+    tau_without_own: float | None  # τ over the other systems alone
+
+
+@dataclass
+class LabelerRow:
+    """One labeler read one way (``labels``: its verdicts; ``scores``: P(relevant) as the gain)
+    against the human ranking of the systems on the primary metric."""
+
+    labeler: str
+    spec: str
+    reading: str
+    tau: RankEstimate
+    tau_ap: RankEstimate
+    rho: RankEstimate
+    top1: bool | None  # None: the labeler ties every system
+    top3: int | None  # of the human top 3, how many are in the labeler's top 3
+    largest_error: RankError | None
+    ppi: list[DrawnTaus | None]  # after PPI++, one per the section's ppi_sizes (None: not run)
+    share_relevant: float | None  # of the pooled hits, the labels reading only
+    threshold: float | None
+    self_preference: SelfPreferenceShown | None
+
+
+@dataclass
+class ZooSystem:
+    name: str
+    kind: str
+    human: dict[str, float]  # metric -> mean over the queries, as trec_eval computes it
+    judged_at_k: float  # the share of its top k hits the qrels judge
+    labelers: dict[str, float]  # labeler -> the primary metric under its primary reading
+
+
+@dataclass
+class LeaderboardSection:
+    """The labeler leaderboard (``relevance-grader zoo``'s leaderboard.json): each labeler by how
+    well its ranking of the zoo's systems matches the human one."""
+
+    source: str  # the file it was read from
+    collection: str
+    qrels: str
+    queries: int
+    k: int
+    metric: str  # the primary metric the τ columns rank by (ndcg@k)
+    pooled_pairs: int
+    human_share_relevant: float
+    resamples: int
+    rows: list[LabelerRow]  # best τ first, as the Markdown leaderboard orders them
+    ppi_sizes: list[int]  # the numbers of judged queries of the PPI++ columns
+    people_only: list[DrawnTaus]  # the judged queries alone, without a labeler
+    human_metrics: list[str]
+    primary_readings: dict[str, str]  # labeler -> the reading the systems table shows
+    systems: list[ZooSystem]  # best human primary metric first
+    skipped: dict[str, str]  # systems not built, and why
+    legend: str  # the labelers' columns, in the Markdown leaderboard's words
+    marks: str  # what the marks of the cells say (undefined, no interval, –)
+    systems_legend: str
+
+
+@dataclass
 class AucDifference:
     """A grader's per-query ROC-AUC minus a baseline's, over the queries both label, with its
     Student-t 95% interval over those queries (``eval.crossval``)."""
@@ -262,14 +358,15 @@ class Provenance:
 @dataclass
 class Report:
     title: str
-    kind: str  # "search" (an eval.search folder) or "main job"
-    headline: Headline
+    kind: str  # "search" (an eval.search folder), "main job" or "zoo" (relevance-grader zoo)
+    headline: Headline | None  # None: a zoo folder (no evaluation of runs)
     queries: list[QueryRow]
     documents: dict[str, Document]
     provenance: Provenance
     agreement: LabelAgreement | None = None
     ranking: Ranking | None = None
     held_out: HeldOut | None = None
+    leaderboard: LeaderboardSection | None = None
     notes: list[str] = field(default_factory=list)  # what could not be shown, and why
 
     def telling_query(self) -> str | None:

@@ -5,7 +5,8 @@
   const payload = JSON.parse(document.getElementById("report-data").textContent);
   const R = payload.report;
   const FIGURES = payload.figures || {};
-  const H = R.headline;
+  const H = R.headline; // null for a relevance-grader zoo folder: no evaluation of runs
+  const L = R.leaderboard;
 
   function el(tag, attrs, ...children) {
     const node = document.createElement(tag);
@@ -43,21 +44,27 @@
 
   function drawHeader() {
     $("title").textContent = R.title;
-    const parts = [
+    const parts = H ? [
       R.kind === "main job" ? "main-job run" : "eval.search output",
       `labeler ${R.provenance.labeler || "?"}`,
       `top ${R.provenance.k}`,
       `${H.runs.length} run${H.runs.length > 1 ? "s" : ""}`,
       `${R.queries.length} queries`,
       H.intervals ? `${H.judged_queries} judged by people` : "no human judgments",
+    ] : [
+      "relevance-grader zoo output",
+      `${L.systems.length} systems`,
+      `${new Set(L.rows.map((r) => r.labeler)).size} labelers`,
+      `top ${L.k}`,
+      `${L.queries} queries judged by people`,
     ];
     $("subtitle").textContent = parts.join(" · ");
     const sections = [["headline", "Headline"], ["queries", "Per query"], ["agreement", "Labeler vs people"],
-      ["ranking", "Ranking"], ["held-out", "Held-out quality"], ["provenance", "Provenance"]];
+      ["leaderboard", "Leaderboard"], ["ranking", "Ranking"], ["held-out", "Held-out quality"], ["provenance", "Provenance"]];
+    const present = { headline: Boolean(H), queries: R.queries.length > 0, agreement: Boolean(R.agreement),
+      leaderboard: Boolean(L), ranking: Boolean(R.ranking), "held-out": Boolean(R.held_out), provenance: true };
     for (const [id, name] of sections) {
-      const present = !(id === "agreement" && !R.agreement) && !(id === "ranking" && !R.ranking)
-        && !(id === "held-out" && !R.held_out);
-      if (present) $("nav").append(el("a", { href: `#${id}`, text: name }));
+      if (present[id]) $("nav").append(el("a", { href: `#${id}`, text: name }));
     }
     for (const note of R.notes) $("notes").append(el("p", { class: "note", text: note }));
   }
@@ -99,6 +106,7 @@
   }
 
   function drawHeadline() {
+    if (!H) { $("headline").hidden = true; return; }
     const notice = $("headline-notice");
     notice.textContent = H.notice;
     if (!H.intervals || H.untrusted) notice.classList.add("biased");
@@ -154,7 +162,8 @@
   }
 
   // ---- per query -------------------------------------------------------------------------
-  const state = { metric: H.primary, compared: H.runs[1] || H.runs[0], baseline: H.runs[0], sort: null, dir: 1, selected: null };
+  const runs = H ? H.runs : [];
+  const state = { metric: H ? H.primary : null, compared: runs[1] || runs[0], baseline: runs[0], sort: null, dir: 1, selected: null };
   const metricsOfQueries = [...new Set(R.queries.flatMap((q) => Object.values(q.labeler).flatMap(Object.keys)))];
   const anyHuman = R.queries.some((q) => q.human);
   const anyJudgedHits = R.queries.some((q) => q.judged_hits > 0);
@@ -324,6 +333,111 @@
     table.append(body);
   }
 
+  // ---- the labeler leaderboard (relevance-grader zoo) --------------------------------------
+  // Two decimals, as the Markdown leaderboard (eval.zoo.render) prints them.
+  const two = (v, digits = 2) => (v === null || v === undefined ? "–" : Number(v).toFixed(digits));
+
+  function estimateCell(e, key, digits = 2) {
+    const td = el("td", { class: "num", "data-key": key });
+    if (e.value === null) { td.append(el("span", { class: "undefined", text: e.note })); return td; }
+    td.append(el("span", { class: "est", text: two(e.value, digits) }));
+    td.append(e.low !== null
+      ? el("div", { class: "ci", text: `[${two(e.low, digits)}, ${two(e.high, digits)}]` })
+      : el("div", { class: "ci none", text: e.note }));
+    return td;
+  }
+
+  function drawnCell(d, key) {
+    const td = el("td", { class: "num", "data-key": key });
+    if (!d) { td.textContent = "–"; return td; }
+    if (d.mean === null) { td.append(el("span", { class: "undefined", text: d.note })); return td; }
+    td.append(el("span", { class: "est", text: two(d.mean) }));
+    if (d.low !== null) td.append(el("div", { class: "spread", title: "5th to 95th percentile of the draws", text: `${two(d.low)} to ${two(d.high)}` }));
+    if (d.undefined) td.append(el("div", { class: "sub", text: `${d.undefined} of ${d.draws} draws tied` }));
+    return td;
+  }
+
+  function liftCell(row) {
+    const td = el("td", { class: "num lift", "data-key": "lift" });
+    const S = row.self_preference;
+    if (!S) { td.textContent = "–"; return td; }
+    const lift = S.lift;
+    if (lift.value === null) td.append("–");
+    else {
+      td.append(el("span", { class: `est ${lift.low !== null && lift.low > 0 ? "lifted" : ""}`, text: two(lift.value, 1) }));
+      td.append(lift.low !== null ? el("div", { class: "ci", text: `[${two(lift.low, 1)}, ${two(lift.high, 1)}]` })
+        : el("div", { class: "ci none", text: lift.note }));
+    }
+    const own = S.own_systems.length;
+    td.append(el("div", { class: "sub", title: S.own_systems.join(", "), text: `places (${own} own)` }));
+    if (S.tau_without_own !== null) td.append(el("div", { class: "sub", text: `τ without them ${two(S.tau_without_own)}` }));
+    return td;
+  }
+
+  function leaderboardRow(row) {
+    const error = row.largest_error;
+    return el("tr", { "data-labeler": row.labeler, "data-reading": row.reading },
+      el("td", { class: "labeler-name" }, row.labeler, el("div", { class: "sub spec", title: row.spec, text: row.spec })),
+      el("td", {}, row.reading, row.threshold !== null ? el("div", { class: "sub", text: `threshold ${fmt(row.threshold)}` }) : null),
+      estimateCell(row.tau, "tau"), estimateCell(row.tau_ap, "tau_ap"), estimateCell(row.rho, "rho"),
+      el("td", { "data-key": "top1", text: row.top1 === null ? "–" : row.top1 ? "yes" : "no" }),
+      el("td", { class: "num", "data-key": "top3", text: row.top3 === null ? "–" : `${row.top3}/3` }),
+      el("td", { "data-key": "largest-error" }, error === null ? "–" : `${error.places} (${error.system})`,
+        error === null ? null : el("div", { class: "sub", text: `rank ${error.human_rank} by people, ${error.labeler_rank} by the labeler` })),
+      L.ppi_sizes.map((n, i) => drawnCell(row.ppi[i], `ppi-${n}`)),
+      el("td", { class: "num", "data-key": "relevant", text: row.share_relevant === null ? "–" : pct(row.share_relevant) }),
+      liftCell(row));
+  }
+
+  function drawZooSystems() {
+    const table = $("zoo-systems-table");
+    const labelers = Object.keys(L.primary_readings);
+    table.append(el("thead", {}, el("tr", {}, el("th", { text: "system" }),
+      L.human_metrics.map((m) => el("th", { class: "num wrap", text: `human ${m}` })),
+      el("th", { class: "num", text: `judged@${L.k}` }),
+      labelers.map((name) => el("th", { class: "num wrap", "data-labeler": name }, `${name} ${L.metric}`,
+        el("div", { class: "sub", text: L.primary_readings[name] }))))));
+    const body = el("tbody");
+    for (const system of L.systems) {
+      body.append(el("tr", { "data-system": system.name },
+        el("td", { class: "system-name" }, system.name, el("div", { class: "sub", text: system.kind })),
+        L.human_metrics.map((m) => el("td", { class: "num", "data-key": m, text: fmt(system.human[m]) })),
+        el("td", { class: "num", "data-key": "judged", text: pct(system.judged_at_k) }),
+        labelers.map((name) => el("td", { class: "num", "data-labeler": name, text: fmt(system.labelers[name]) }))));
+    }
+    table.append(body);
+    $("zoo-systems-title").textContent = `The systems (${L.systems.length})`;
+    const skipped = Object.entries(L.skipped).map(([name, why]) => `${name}: ${why}`).join("; ");
+    $("zoo-systems-legend").textContent = L.systems_legend + (skipped ? ` Not built: ${skipped}.` : "");
+  }
+
+  function drawLeaderboard() {
+    if (!L) return;
+    $("leaderboard").hidden = false;
+    $("leaderboard-title").textContent = `Labelers ranked by how they rank ${L.systems.length} systems`;
+    $("leaderboard-summary").replaceChildren(el("code", { text: L.collection }),
+      `, ${L.queries} judged queries (`, el("code", { text: L.qrels }),
+      `), each system's top ${L.k}: ${L.pooled_pairs} pooled pairs, ${pct(L.human_share_relevant)} of them relevant by the human judgments.`);
+    const table = $("leaderboard-table");
+    table.append(el("thead", {}, el("tr", {}, el("th", { text: "labeler" }), el("th", { text: "reading" }),
+      el("th", { class: "num wrap", text: `τ, ${L.metric} (95% CI)` }), el("th", { class: "num wrap", text: "τ_AP (95% CI)" }),
+      el("th", { class: "num wrap", text: "ρ (95% CI)" }), el("th", { text: "top 1" }), el("th", { class: "num", text: "top 3" }),
+      el("th", { text: "largest rank error" }),
+      L.ppi_sizes.map((n) => el("th", { class: "num wrap", text: `τ after PPI++, ${n} judged` })),
+      el("th", { class: "num wrap", text: "calls relevant" }), el("th", { class: "num wrap", text: "lifts its own systems" }))));
+    table.append(el("tbody", {}, L.rows.map(leaderboardRow)));
+    $("leaderboard-legend").textContent = L.legend;
+    $("leaderboard-marks").textContent = L.marks;
+    if (L.people_only.length) {
+      $("people-only").replaceChildren(`The same judged queries without a labeler (each system's NDCG@${L.k} over them alone): `,
+        ...L.people_only.map((d, i) => el("span", { class: "people-only", "data-judged": d.judged },
+          `${i ? "; " : ""}${d.judged} queries: τ `, el("strong", { text: d.mean === null ? d.note : two(d.mean) }),
+          d.low !== null ? ` (${two(d.low)} to ${two(d.high)})` : "")), ".");
+    }
+    drawZooSystems();
+    $("leaderboard-source").textContent = `From ${L.source} (relevance-grader zoo; bootstrap over queries with ${L.resamples} resamples).`;
+  }
+
   function drawRanking() {
     const K = R.ranking;
     if (!K) return;
@@ -490,6 +604,7 @@
   drawHeadline();
   drawQueries();
   drawAgreement();
+  drawLeaderboard();
   drawRanking();
   drawHeldOut();
   drawProvenance();

@@ -54,7 +54,8 @@ def screenshot(
 ) -> Path:
     """A PNG of the page as headless Chromium draws it, ``width`` pixels wide: its top ``height``
     pixels, or with ``at`` one part of it whole: a section's id (``queries``, ``agreement``,
-    ``ranking``, ...) or ``query=QID`` (that query's hits, opened as a click opens them)."""
+    ``leaderboard``, ``ranking``, ...) or ``query=QID`` (that query's hits, opened as a click
+    opens them)."""
     from selenium.webdriver.common.by import By
 
     from eval.report.browser import chromium_driver

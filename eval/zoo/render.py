@@ -6,15 +6,20 @@ from __future__ import annotations
 from core.io import markdown_table
 from measure.zoo.record import DrawnTausRecord, Estimate, Leaderboard, ReadingResult
 
+# What an estimate without a value, or without an interval, says in its cell (the Markdown
+# leaderboard and the report page, eval.report, say the same).
+UNDEFINED = "undefined (ties every system)"
+NO_INTERVAL = "no interval: no spread over resamples"
+
 
 def estimate_text(estimate: Estimate, digits: int = 2) -> str:
     if estimate.value is None:
-        return "undefined (ties every system)"
+        return UNDEFINED
     value = (
         f"{estimate.value:+.{digits}f}" if estimate.value < 0 else f"{estimate.value:.{digits}f}"
     )
     if estimate.low is None or estimate.high is None:
-        return f"{value} (no interval: no spread over resamples)"
+        return f"{value} ({NO_INTERVAL})"
     return f"{value} [{estimate.low:.{digits}f}, {estimate.high:.{digits}f}]"
 
 
@@ -114,18 +119,10 @@ def people_only_text(board: Leaderboard) -> str:
     return "; ".join(f"{row.judged} queries: τ {drawn_text(row)}" for row in board.people_only)
 
 
-def leaderboard_markdown(board: Leaderboard, level: int = 1) -> str:
-    """The leaderboard as a page (``level`` 1) or a section of one (2: its headings one lower)."""
-    k = board.k
-    heading = "#" * level
-    lines = [
-        f"{heading} Labelers ranked by how they rank {len(board.systems)} systems",
-        "",
-        f"`{board.collection}`, {board.queries} judged queries (`{board.qrels}`), each system's top "
-        f"{k}: {board.pooled_pairs} pooled pairs, {board.human_share_relevant:.0%} of them relevant "
-        "by the human judgments.",
-        "",
-        labelers_table(board),
+def labelers_legend(board: Leaderboard) -> str:
+    """The labelers' table's columns in words, as the Markdown leaderboard prints them under it
+    (the report page, eval.report, prints the same words under its table)."""
+    return (
         "Columns: τ is Kendall's τ-b between the systems' order by mean NDCG@k under the labeler "
         "and under the human judgments (as trec_eval computes them); τ_AP weighs swaps near the "
         "top more (Yilmaz et al. 2008; ties averaged, Urbano & Marrero 2017); ρ is Spearman's. "
@@ -138,7 +135,23 @@ def leaderboard_markdown(board: Leaderboard, level: int = 1) -> str:
         "queries, each system's NDCG corrected by them (5th to 95th percentile of the draws). "
         "Calls relevant: the labeler's share of relevant pooled hits. Own systems: those ordered by "
         "the labeler's own score (or related to it); lift: places above their human rank, on "
-        "average.",
+        "average."
+    )
+
+
+def leaderboard_markdown(board: Leaderboard, level: int = 1) -> str:
+    """The leaderboard as a page (``level`` 1) or a section of one (2: its headings one lower)."""
+    k = board.k
+    heading = "#" * level
+    lines = [
+        f"{heading} Labelers ranked by how they rank {len(board.systems)} systems",
+        "",
+        f"`{board.collection}`, {board.queries} judged queries (`{board.qrels}`), each system's top "
+        f"{k}: {board.pooled_pairs} pooled pairs, {board.human_share_relevant:.0%} of them relevant "
+        "by the human judgments.",
+        "",
+        labelers_table(board),
+        labelers_legend(board),
         "",
     ]
     if board.people_only:

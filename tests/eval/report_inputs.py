@@ -1,6 +1,7 @@
 """Small evaluation folders for the report tests: eval.search on ADI with a noisy ``judgments:``
-labeler (two runs, top 5), with and without human judgments of 12 queries, and a main-job run
-folder around the first (with a 5-fold cross-validation of synthetic predictions)."""
+labeler (two runs, top 5), with and without human judgments of 12 queries, a main-job run
+folder around the first (with a 5-fold cross-validation of synthetic predictions), and a small
+labeler leaderboard (relevance-grader zoo)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from measure.classification.summaries import (
     ModelSummary,
     StudySummary,
 )
+from measure.zoo.record import Leaderboard
 
 K = 5
 JUDGED = 12  # queries people judged (at least judgments.coverage.MIN_JUDGED_QUERIES)
@@ -267,3 +269,105 @@ def make_main_job_folder(search: Path, adi: Path, root: Path) -> Path:
         calibration_check=[{"fold": i, "ece": 0.05 + i / 100} for i in range(FOLDS)],
     ).write(run / JobSummary.FILE)
     return run
+
+
+def make_leaderboard() -> Leaderboard:
+    """A small labeler leaderboard (relevance-grader zoo) with every case a cell can show: a τ
+    with its interval, one without (no spread), an undefined one (a constant labeler ties every
+    system), a PPI++ row missing for one size, a labeler that lifts its own system, people alone."""
+    from measure.zoo.record import (
+        Agreement,
+        DrawnTausRecord,
+        Estimate,
+        RankErrorRecord,
+        ReadingResult,
+        SelfPreference,
+        SystemRecord,
+    )
+
+    # People rank dense, grader-rerank, bm25, random; the grader puts its own rerank first.
+    systems = {"bm25": 0.42, "dense": 0.55, "grader-rerank": 0.48, "random": 0.05}
+
+    def means(values: dict[str, float]) -> dict[str, dict[str, float]]:
+        return {name: {"ndcg@10": value} for name, value in values.items()}
+
+    def agreement(tau: Estimate) -> dict[str, Agreement]:
+        return {"ndcg@10": Agreement(kendall_tau=tau, tau_ap=tau, spearman_rho=tau)}
+
+    def drawn(judged: int, mean: float | None, undefined: int = 0) -> DrawnTausRecord:
+        spread = (None, None) if mean is None else (mean - 0.2, min(1.0, mean + 0.1))
+        return DrawnTausRecord(
+            judged=judged, draws=200, mean=mean, sd=None, low=spread[0], high=spread[1],
+            undefined=undefined,
+        )  # fmt: skip
+
+    grader_scores = ReadingResult(
+        labeler="grader",
+        spec="grader:runs/main/export",
+        reading="scores",
+        means=means({"bm25": 0.5, "dense": 0.6, "grader-rerank": 0.8, "random": 0.1}),
+        agreement=agreement(Estimate(value=0.667, low=0.333, high=1.0)),
+        top1=True,
+        top3=1.0,
+        largest_error=RankErrorRecord(
+            places=1, system="grader-rerank", human_rank=2, labeler_rank=1
+        ),
+        self_preference=SelfPreference(
+            own_systems=["grader-rerank"],
+            lift=Estimate(value=1.0, low=0.5, high=2.0),
+            tau_without_own=1.0,
+        ),
+        ppi=[drawn(10, 0.81), drawn(20, 0.9)],
+    )
+    grader_labels = grader_scores.model_copy(
+        update={
+            "reading": "labels",
+            "means": means({"bm25": 0.45, "dense": 0.7, "grader-rerank": 0.6, "random": 0.2}),
+            "agreement": agreement(Estimate(value=1.0)),  # the same in every resample
+            "largest_error": RankErrorRecord(
+                places=0, system="dense", human_rank=1, labeler_rank=1
+            ),
+            "self_preference": SelfPreference(
+                own_systems=["grader-rerank"],
+                lift=Estimate(value=0.0, low=-0.5, high=0.5),
+                tau_without_own=1.0,
+            ),
+            "share_relevant": 0.31,
+            "threshold": 0.42,
+            "ppi": [drawn(10, 0.85, undefined=3)],  # no row for 20 judged queries
+        }
+    )
+    constant = ReadingResult(
+        labeler="constant",
+        spec="constant:",
+        reading="labels",
+        means=means(dict.fromkeys(systems, 1.0)),
+        agreement=agreement(Estimate(value=None)),
+        top1=None,
+        top3=None,
+        largest_error=None,
+        share_relevant=1.0,
+        ppi=[drawn(10, None), drawn(20, 0.7)],
+    )
+    return Leaderboard(
+        collection="data/collections/trec-dl-2019-passage",
+        qrels="data/collections/trec-dl-2019-passage/qrels.tsv",
+        queries=43,
+        k=10,
+        pooled_pairs=1234,
+        human_share_relevant=0.27,
+        resamples=1000,
+        systems=[
+            SystemRecord(
+                name=name,
+                kind="rerank" if name == "grader-rerank" else name,
+                human={"ndcg@10": value, "p@10": value / 2, "map@10": value / 3},
+                judged_at_k=0.9,
+                seconds=1.0,
+            )
+            for name, value in systems.items()
+        ],
+        skipped={"dense-hnsw": "hnswlib is not installed"},
+        people_only=[drawn(10, 0.74), drawn(20, 0.86)],
+        readings=[constant, grader_labels, grader_scores],
+    )
