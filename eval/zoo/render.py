@@ -9,7 +9,7 @@ from measure.zoo.record import DrawnTausRecord, Estimate, Leaderboard, ReadingRe
 # What an estimate without a value, or without an interval, says in its cell (the Markdown
 # leaderboard and the report page, eval.report, say the same).
 UNDEFINED = "undefined (ties every system)"
-NO_INTERVAL = "no interval: no spread over resamples"
+NO_INTERVAL = "no interval: none estimable over the resamples"
 
 
 def estimate_text(estimate: Estimate, digits: int = 2) -> str:
@@ -27,7 +27,7 @@ def drawn_text(drawn: DrawnTausRecord | None) -> str:
     if drawn is None:
         return "–"
     if drawn.mean is None:
-        return "undefined (ties)"
+        return UNDEFINED
     spread = f" ({drawn.low:.2f} to {drawn.high:.2f})" if drawn.low is not None else ""
     return f"{drawn.mean:.2f}{spread}"
 
@@ -95,7 +95,8 @@ def systems_table(board: Leaderboard) -> str:
     k = board.k
     metrics = list(board.systems[0].human)
     primary = f"ndcg@{k}"
-    shown = [r for r in board.readings if r.reading == "scores"] or board.readings
+    labelers = dict.fromkeys(r.labeler for r in board.readings)
+    shown = [primary_reading(board, labeler) for labeler in labelers]
     systems = sorted(board.systems, key=lambda s: -s.human[primary])
     header = [
         "system",
@@ -113,6 +114,14 @@ def systems_table(board: Leaderboard) -> str:
         for system in systems
     ]
     return markdown_table(header, rows)
+
+
+def primary_reading(board: Leaderboard, labeler: str) -> ReadingResult:
+    """The reading a labeler is shown by where one is shown: its scores (no threshold) where it
+    has them, else its verdicts."""
+    found = board.reading(labeler, "scores") or board.reading(labeler, "labels")
+    assert found is not None
+    return found
 
 
 def people_only_text(board: Leaderboard) -> str:
@@ -160,7 +169,15 @@ def leaderboard_markdown(board: Leaderboard, level: int = 1) -> str:
             f"alone): {people_only_text(board)}.",
             "",
         ]
-    lines += [f"{heading}# The systems ({len(board.systems)})", "", systems_table(board)]
+    lines += [
+        f"{heading}# The systems ({len(board.systems)})",
+        "",
+        systems_table(board),
+        f"Human: each system's mean over the queries under the judgments, as trec_eval computes "
+        f"them; judged@{k}: the share of its top {k} hits the judgments hold; then each "
+        f"labeler's mean NDCG@{k} on its labels of the pool (by P(relevant) where it gives one, "
+        "else by its verdicts).",
+    ]
     if board.skipped:
         skipped = "; ".join(f"{name}: {why}" for name, why in board.skipped.items())
         lines += ["", f"Not built: {skipped}."]
@@ -181,7 +198,7 @@ def compact_markdown(board: Leaderboard) -> str:
     n = min((row.judged for r in board.readings for row in r.ppi), default=None)
     rows = []
     for labeler in labelers:
-        primary = board.reading(labeler, "scores") or board.reading(labeler, "labels")
+        primary = primary_reading(board, labeler)
         rows.append(
             [
                 labeler,
