@@ -78,6 +78,12 @@ class FakeOpenAI:
         self.forget_batches = False  # every batch id answers 404 (deleted at the provider)
         self.batches_accepted: int | None = None  # after this many, creating one is refused
         self.chat_delay = 0.0  # seconds every chat request waits (for interrupt-and-resume tests)
+        # Answer this many chat requests, then hold every later one until ``release`` is set:
+        # an interrupt test then interrupts a client that is waiting, whatever the machine's speed.
+        self.hold_after: int | None = None
+        self.release = threading.Event()
+        self.answered = 0  # chat replies sent
+        self.held = 0  # chat requests waiting for ``release``
         # response_format types refused, with the status (llama.cpp's server: json_schema, 500)
         self.refused_formats: dict[str, int] = {}
         self.refusals = 0
@@ -94,8 +100,11 @@ class FakeOpenAI:
                     return self._send(200, server.upload(self.headers["Content-Type"], data))
                 if path.endswith("/batches"):
                     return self._send(*server.create_batch(json.loads(data)))
+                server.hold_if_due()
                 status, payload, content_type, headers = server.chat(json.loads(data))
                 self._send_raw(status, payload, content_type, headers)
+                with server.lock:
+                    server.answered += 1
 
             def do_GET(self) -> None:
                 path = self.path.split("?")[0]
@@ -128,6 +137,15 @@ class FakeOpenAI:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def hold_if_due(self) -> None:
+        """Wait for ``release`` once ``hold_after`` requests have been let through."""
+        with self.lock:
+            due = self.hold_after is not None and self.answered + self.held >= self.hold_after
+            if due:
+                self.held += 1
+        if due:
+            self.release.wait()
 
     def chat(self, body: dict) -> tuple[int, bytes, str, dict]:
         """(status, body, content type, headers) of one chat-completions request."""

@@ -405,7 +405,7 @@ def test_ctrl_c_keeps_every_reply_that_arrived_and_the_resumed_run_asks_only_the
     out = tmp_path / "synthetic"
     cache = out / "generation.cache.jsonl"
     with FakeOpenAI() as server:
-        server.chat_delay = 0.1
+        server.hold_after = 20  # 20 replies, then the client waits: interrupted while it waits
         command = [
             sys.executable,
             "-m",
@@ -425,17 +425,23 @@ def test_ctrl_c_keeps_every_reply_that_arrived_and_the_resumed_run_asks_only_the
         ]
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
         process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
-        deadline = time.time() + 120
-        while sum(server.requests.values()) < 20 and time.time() < deadline:
+        deadline = time.time() + 300
+        while not (server.answered >= 20 and server.held) and time.time() < deadline:
             time.sleep(0.02)
-        time.sleep(0.15)  # the 20th reply arrives; 20 more are still to be asked
+        # The 20 replies are cached as they arrive: wait for them, not for a time.
+        while time.time() < deadline and (
+            not cache.exists() or len(cache.read_text().splitlines()) < 20
+        ):
+            time.sleep(0.02)
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=60)
+        server.hold_after = None
+        server.release.set()
         assert process.returncode == 130, stderr
         assert "finished work is kept" in stderr
         kept = {json.loads(line)["doc_id"] for line in cache.read_text().splitlines()}
         asked_before = dict(server.requests)
-        assert len(kept) >= 16 and len(asked_before) < 40
+        assert len(kept) == 20 and len(asked_before) < 40
         resumed = subprocess.run(command, env=env, capture_output=True, text=True)
         assert resumed.returncode == 0, resumed.stderr
     assert all(server.requests[doc_id] == 1 for doc_id in kept)  # not asked again
