@@ -158,8 +158,7 @@ def human_metrics(
     qrels = human_qrels(path, scale)
     if only is not None:
         qrels = {qid: docs for qid, docs in qrels.items() if qid in only}
-    require_judged(len(qrels), "queries", f"human: {path}", minimum)
-    out = {}
+    # A query no run has is a wrong file, said before the count of judged queries.
     for name, run in runs.items():
         missing = sorted(set(qrels) - set(run))
         if missing:
@@ -167,6 +166,9 @@ def human_metrics(
                 f"human: {path} judges {len(missing)} queries that {name} does not have "
                 f"(first: {missing[0]}); give judgments for queries of the run"
             )
+    require_judged(len(qrels), "queries", f"human: {path}", minimum)
+    out = {}
+    for name, run in runs.items():
         top = {qid: dict(ranked(run[qid])[:k]) for qid in qrels}
         graded = {qid: dict(qrels[qid]) for qid in top}
         binary = {qid: {d: label_from_grade(g) for d, g in qrels[qid].items()} for qid in top}
