@@ -66,12 +66,13 @@ from data.build import BALANCE_MODES, TESTED_FILE, BuildConfig
 from data.candidates import POOL_FILE, RETRIEVERS, CandidatesConfig
 from data.judges.backends import BACKENDS
 from eval.search.ppi_report import ppi_table
+from eval.search.settings import SearchEvalConfig
 from eval.zoo.render import leaderboard_markdown
 from measure.classification.baselines import BASELINES
 from measure.classification.crossval import pooled_table
 from measure.classification.summaries import JobSummary, StudySummary
+from measure.metrics.results import SearchMetrics
 from measure.metrics.retrieval import metrics_table
-from measure.metrics.settings import SearchEvalConfig, SearchMetrics
 from measure.zoo.record import Leaderboard
 
 logger = logging.getLogger(__name__)
