@@ -53,7 +53,8 @@ class TrainingRecipe:
     def state_scorer(self, grader: Path, settings: TrainingSettings) -> StateScorer | None:
         """P(relevant) of a grader trained on cached states, read through its trained top from the
         state cache: a full forward pass's scores without running the frozen bottom again (cross-
-        validation folds share every pair's states). None where the family has no such path."""
+        validation folds share every pair's states). None where the family has no such path, or
+        the state cache is off (then the grader is scored by a full forward pass)."""
         return None
 
 
