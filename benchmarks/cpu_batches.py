@@ -47,7 +47,9 @@ class BenchCpuBatchesConfig:
     )
     models: list[str] = field(
         default_factory=lambda: ["embedder", "smollm2"],
-        metadata={"help": "Which to time: embedder (MiniLM), smollm2 (SmolLM2-135M's query likelihood)."},
+        metadata={
+            "help": "Which to time: embedder (MiniLM), smollm2 (SmolLM2-135M's query likelihood)."
+        },
     )
     attention: list[str] = field(
         default_factory=lambda: ["sdpa", "eager"],
@@ -133,8 +135,8 @@ def embedder_rows(config: BenchCpuBatchesConfig) -> list[list]:
 
 
 def query_likelihood_rows(config: BenchCpuBatchesConfig) -> list[list]:
+    from models.families.query_likelihood.scoring import pmi_scores, query_likelihood_format
     from models.input_format import format_pairs
-    from models.query_likelihood import pmi_scores, query_likelihood_format
     from models.resolve import load_model
 
     pairs = trec_dl_pairs(config.pairs, seed=2)

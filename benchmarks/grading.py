@@ -9,8 +9,9 @@ Paths, on the same pairs and model (``hits_per_query`` documents per query, as a
   the query's documents (what ``Grader`` does);
 - paper: every input padded to 512 tokens, batches of 40, argmax (their released evaluation code);
 - pipeline: ``pipeline("text-classification")`` over the formatted texts;
-- query likelihood: the main job's grader (``models.query_likelihood``): one pass per pair over
-  its own template and one per distinct query for the prior, the LM head on the query's tokens.
+- query likelihood: the main job's grader (``models.families.query_likelihood.scoring``): one pass
+  per pair over its own template and one per distinct query for the prior, the LM head on the
+  query's tokens.
 Each of ours and the query-likelihood path is timed in every dtype asked for (on a CPU with bf16
 instructions: float32, then bfloat16); the paper's and the pipeline's in the first. Reports pairs/s,
 tokens/s (real tokens), the fraction of a plain GEMM's FLOP/s in that dtype measured in the same
@@ -221,7 +222,11 @@ def time_dtype(
         )
 
     if not config.skip_query_likelihood:
-        from models.query_likelihood import pmi_scores, query_likelihood_format, split_inputs
+        from models.families.query_likelihood.scoring import (
+            pmi_scores,
+            query_likelihood_format,
+            split_inputs,
+        )
 
         causal_lm = load_causal_lm(config, device, dtype, tokenizer)
         ql_format = query_likelihood_format(config.max_length)

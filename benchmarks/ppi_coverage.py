@@ -57,7 +57,7 @@ from judgments.design import (
 )
 from judgments.ppi import INTERVALS, estimate_metric, paired_difference
 from judgments.samples import human_metrics
-from measure.metrics.settings import PerQueryResults, RunResults
+from measure.metrics.results import PerQueryResults, RunResults
 
 # eval.search's names of the five metrics at k = 10.
 METRICS = ["ndcg@10", "map", "mrr", "precision@10", "hit@10"]

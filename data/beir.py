@@ -370,6 +370,20 @@ class Collection:
         )
 
 
+def read_texts(
+    corpus: str | os.PathLike[str], queries: str | os.PathLike[str] | None = None
+) -> tuple[dict[str, Document], dict[str, str]]:
+    """The documents and queries runs are labelled against: a BEIR folder's (its queries.jsonl
+    unless ``queries`` is given), or a corpus.jsonl file's with its ``queries`` file."""
+    path = Path(corpus)
+    if path.is_dir():
+        collection = Collection.load(path)
+        return collection.corpus, read_queries(queries) if queries else collection.queries
+    if not queries:
+        raise InputError("queries: give --queries with a corpus.jsonl file")
+    return read_corpus(path), read_queries(queries)
+
+
 def find_qrels(root: Path, qrels_file: str | None = None) -> Path | None:
     """The qrels file of a BEIR folder: ``qrels_file`` (absolute, or relative to the folder), else
     ``qrels.tsv`` or ``qrels/test.tsv``; None when there is none."""

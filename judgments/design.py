@@ -58,7 +58,7 @@ from judgments.ppi import (
     on_lattice,
     pseudo_weight,
 )
-from measure.metrics.settings import RunResults
+from measure.metrics.results import RunResults
 
 DESIGNS = ("uniform", "proportional", "neyman")
 UNITS = ("queries", "hits")

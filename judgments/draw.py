@@ -14,7 +14,7 @@ from core.cli import bounded, check_choices, choice, parse_config, run_main
 from core.errors import InputError
 from judgments.coverage import MIN_JUDGED_QUERIES
 from judgments.ppi import INTERVALS, Interval, queries_for_width, width_for_queries
-from measure.metrics.settings import PerQueryResults, RunResults
+from measure.metrics.results import PerQueryResults, RunResults
 
 
 def draw_queries(qids: Sequence[str], n: int, seed: int = 0) -> list[str]:
@@ -161,7 +161,7 @@ def _sized(config: DrawConfig, population: int) -> int:
 
 def _pilot_interval(path: str, metric: str) -> Interval:
     """The first run's PPI++ interval of ``metric`` in an eval.search metrics.json."""
-    from measure.metrics.settings import SearchMetrics
+    from measure.metrics.results import SearchMetrics
 
     report = SearchMetrics.read(path).ppi
     first = next(iter(report.runs.values()), None) if report else None

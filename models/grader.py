@@ -155,10 +155,11 @@ class Grader:
     # The first class counted as relevant: 1 for a binary head, the grade threshold (2) for a
     # graded one.
     relevant_from: int = 1
-    # Opt-in: a state cache folder (models.state_cache) where a query-likelihood grader whose
-    # backbone never trained reads and stores each sequence's log-likelihood, shared with its
-    # training and with other graders on the same base model. Batch commands turn it on.
-    state_cache: Path | None = None
+    # Opt-in: a query-likelihood grader whose backbone never trained reads and stores each
+    # sequence's log-likelihood in the process's state cache (models.state_cache), shared with its
+    # training and with other graders on the same base model. Batch labelling turns it on; a
+    # server's graders keep it off (no disk written per request).
+    shares_states: bool = False
     # Opt-in fast path (models.speed): classifier graders' decoder layers compiled at bucketed
     # static shapes, and Liger's fused kernels (a CUDA GPU with liger-kernel). Off by default:
     # on a CPU compiling costs more than it saves.

@@ -2,8 +2,15 @@
 
 One file per (base model, what was computed, dtype, token ids): the bottom layers' states of the
 cached-state training modes, or a whole sequence's query log-likelihood (``LOG_LIKELIHOOD`` of
-``models.query_likelihood``). Cross-validation folds, studies, resumed runs and a query-likelihood
-grader's later labelling share it, so each pair runs through a model once per machine.
+``models.families.query_likelihood.scoring``). Cross-validation folds, studies, resumed runs and a
+query-likelihood grader's later labelling share it, so each pair runs through a model once per
+machine.
+
+The cache belongs to the process, not to a command: the code that computes states asks
+:func:`state_cache_for` and no job, command or config passes a folder. One switch,
+``RELEVANCE_GRADER_STATE_CACHE``, sets it for a process and the processes it starts (a job's
+stages, a study's training runs): unset, the machine's folder beside the converted models; a
+folder, that folder; ``none``, off (states live in memory and each run computes its own).
 """
 
 from __future__ import annotations
@@ -20,11 +27,35 @@ if TYPE_CHECKING:
     import torch
 
 
-def default_state_cache() -> Path:
+STATE_CACHE_ENV = "RELEVANCE_GRADER_STATE_CACHE"
+
+
+def machine_state_cache() -> Path:
     """The machine-wide state cache (beside the converted models), shared by runs and studies."""
     from core.io import cache_dir
 
     return cache_dir() / "states"
+
+
+def default_state_cache() -> Path | None:
+    """This process's state cache folder: ``$RELEVANCE_GRADER_STATE_CACHE`` (``none``: off, None),
+    else the machine's (:func:`machine_state_cache`)."""
+    value = os.environ.get(STATE_CACHE_ENV, "").strip()
+    if not value:
+        return machine_state_cache()
+    return None if value.lower() == "none" else Path(value)
+
+
+def state_cache_for(model_name_or_path: str, processes: int = 1) -> StateCache | None:
+    """The state cache of a base model in this process (None: off, states live in memory).
+
+    Several processes (DDP) share states through the machine's folder even when it is off: the
+    main process computes each state once, the others read it, and none holds them all in memory.
+    """
+    folder = default_state_cache()
+    if folder is None and processes > 1:
+        folder = machine_state_cache()
+    return StateCache(folder, state_cache_key(model_name_or_path)) if folder else None
 
 
 def state_cache_key(model_name_or_path: str) -> str:

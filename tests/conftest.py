@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import random
+import shutil
 import sys
+import tempfile
 
 # No hub at test time, ever (set before transformers is imported anywhere).
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -21,6 +24,12 @@ import torch
 
 from models.assets import TINY_TOKENIZER
 from tests.browser import browser  # noqa: F401  (the page tests' fixture)
+
+# The state cache (models.state_cache) is on, as for a user, but this session's, not the machine's:
+# one folder shared by the tests and the processes they start, removed at the end.
+_SESSION_STATES = tempfile.mkdtemp(prefix="relevance-grader-states-")
+os.environ.setdefault("RELEVANCE_GRADER_STATE_CACHE", _SESSION_STATES)
+atexit.register(shutil.rmtree, _SESSION_STATES, ignore_errors=True)
 
 REPO = Path(__file__).resolve().parents[1]
 COLLECTIONS = REPO / "data" / "collections"

@@ -129,7 +129,7 @@ def test_only_the_jobs_that_train_import_train():
 PARTS = {
     "measure": (
         "labelers",  # the labelers, the RAG reader of the eRAG ones, the grader rerank
-        "metrics",  # the retrieval-metric library, labelling runs, ranking agreement, settings
+        "metrics",  # the retrieval-metric library, labelling runs, ranking agreement, the results
         "zoo",  # the system zoo: its definition, its systems, the leaderboard's record
         "classification",  # held-out classification evaluation: baselines, checkpoints, plots
     ),

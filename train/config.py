@@ -103,7 +103,9 @@ class GraderTrainingArguments(TrainingArguments):
     cache_states: bool = field(
         default=True,
         metadata={
-            "help": "frozen / top_layers: compute the untrained bottom layers once per pair."
+            "help": "frozen / top_layers: compute the untrained bottom layers once per pair, "
+            "kept in the state cache (RELEVANCE_GRADER_STATE_CACHE: a folder, or none for "
+            "memory only; default: the model cache's states/ folder)."
         },
     )
     state_dtype: str = choice(
@@ -111,12 +113,6 @@ class GraderTrainingArguments(TrainingArguments):
         STATE_DTYPES,
         "Dtype of the cached-state pass (auto: bf16 on a GPU; float32 on a CPU unless "
         "RELEVANCE_GRADER_CPU_DTYPE says otherwise).",
-    )
-    state_cache: str | None = field(
-        default=None,
-        metadata={
-            "help": "Folder that keeps cached states across runs (folds, resumes); none: memory only."
-        },
     )
     padding_free: bool = field(
         default=False,
@@ -187,6 +183,16 @@ def supported_precision(bf16: bool, fp16: bool, use_cpu: bool = False) -> tuple[
         )
         return False, True
     return bf16, fp16
+
+
+@dataclass
+class TrainingSettings:
+    """The four parsed configs of one training run."""
+
+    model: GraderModelConfig
+    data: DataConfig
+    loss: LossConfig
+    args: GraderTrainingArguments
 
 
 def check_combination(

@@ -36,6 +36,7 @@ from train.config import (
     DataConfig,
     GraderTrainingArguments,
     LossConfig,
+    TrainingSettings,
     check_combination,
     supported_precision,
 )
@@ -46,7 +47,8 @@ from train.grader_data import (
     missing_grades,
     prediction_probabilities,
 )
-from train.recipes import TrainingJob, TrainingSettings, recipe_for
+from train.recipes import recipe_for
+from train.recipes.base import TrainingJob
 from train.trainer import describe_checkpoints, fit, save_trained
 
 __all__ = [
@@ -147,8 +149,8 @@ def train(
     ):
         # Trained on cached states, evaluated exactly as the saved grader reads these pairs
         # (same forward pass, state dtype): stored, so its evaluation does not score them again.
+        from models.cached_states import resolve_state_dtype
         from models.grader import save_validation_scores
-        from train.cached_states import resolve_state_dtype
 
         save_validation_scores(
             args.output_dir,

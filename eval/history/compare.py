@@ -32,7 +32,7 @@ from core.errors import InputError
 from data.beir import Run, ranked, read_trec_run
 from eval.history.stats import PairedComparison, called, compare
 from eval.history.store import READER_STORE_HELP, EvaluationInfo, HistoryStore, open_store
-from measure.metrics.settings import PRIMARY_METRIC
+from measure.metrics.names import PRIMARY_METRIC
 
 # What two evaluations must share to be compared, and how a difference is named.
 SAME = (

@@ -25,7 +25,7 @@ from eval.history.store import Estimate, EvaluationRecord, HistoryStore, open_st
 from judgments.coverage import MIN_JUDGED_QUERIES
 from judgments.ppi import classical_mean
 from measure.metrics.ppi_record import EstimateRecord
-from measure.metrics.settings import HumanPerQuery, PerQueryResults, RunResults, SearchMetrics
+from measure.metrics.results import HumanPerQuery, PerQueryResults, RunResults, SearchMetrics
 
 METRIC_RANGE = (0.0, 1.0)  # every metric eval.search reports is a share or a mean of shares
 

@@ -10,13 +10,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from core.errors import InputError
-from data.beir import Run
+from data.beir import Run, read_texts
 from eval.history.stats import PairedComparison, compare
 from eval.history.store import EvaluationInfo
 from measure.labelers import make_labeler
 from measure.metrics.labelling import label_runs
 from measure.metrics.retrieval import inferred_qrels, pooled_metrics
-from measure.metrics.settings import SearchEvalConfig
 
 
 @dataclass(frozen=True)
@@ -47,8 +46,8 @@ def relabel_and_compare(
     if len(common) < 2:
         raise InputError(f"{a.ref} and {b.ref} share {len(common)} queries; at least 2 are needed")
     both = {name: {qid: run[qid] for qid in common} for name, run in zip("AB", runs, strict=True)}
-    settings = SearchEvalConfig(run="A", corpus=corpus, labeler=labeler, k=k)
-    results = label_runs(settings, make_labeler(labeler, cache_dir=label_cache), both)
+    documents, queries = read_texts(corpus)
+    results = label_runs(make_labeler(labeler, cache_dir=label_cache), both, documents, queries, k)
     per_run = pooled_metrics(both, results, k)
     metrics = list(metrics) or list(per_run["A"])
     unknown = sorted(set(metrics) - set(per_run["A"]))

@@ -66,12 +66,13 @@ from data.build import BALANCE_MODES, TESTED_FILE, BuildConfig
 from data.candidates import POOL_FILE, RETRIEVERS, CandidatesConfig
 from data.judges.backends import BACKENDS
 from eval.search.ppi_report import ppi_table
+from eval.search.settings import SearchEvalConfig
 from eval.zoo.render import leaderboard_markdown
 from measure.classification.baselines import BASELINES
 from measure.classification.crossval import pooled_table
 from measure.classification.summaries import JobSummary, StudySummary
+from measure.metrics.results import SearchMetrics
 from measure.metrics.retrieval import metrics_table
-from measure.metrics.settings import SearchEvalConfig, SearchMetrics
 from measure.zoo.record import Leaderboard
 
 logger = logging.getLogger(__name__)
@@ -155,13 +156,6 @@ class PipelineConfig:
     )
     max_length: int = field(
         default=256, metadata={"help": "Grader input tokens (TREC passages are short)."}
-    )
-    state_cache: str | None = field(
-        default=None,
-        metadata={
-            "help": "frozen / top_layers: cached states shared across runs on this machine "
-            "(default: the model cache's states/ folder; 'none' to keep them in memory)."
-        },
     )
     # Baselines
     zero_shot: bool = field(
@@ -407,10 +401,6 @@ class Pipeline:
         self.timings: dict[str, float | None] = {}  # a skipped stage's: when it ran
         self.done_earlier: list[str] = []  # the stages this run skipped
         self.search_runs: list[str] = []  # the metric pipeline's runs, set by stages()
-        from models.state_cache import default_state_cache
-
-        cache = config.state_cache or str(default_state_cache())
-        self.state_cache = None if cache == "none" else cache
 
     def path(self, *parts: str) -> Path:
         return self.root.joinpath(*parts)
@@ -628,7 +618,6 @@ class Pipeline:
                 max_length=c.max_length,
                 train_args=c.train_args,
                 train_launcher=c.train_launcher,
-                state_cache=self.state_cache or "none",
                 labels="both" if human else "teacher",
                 qrels=c.qrels if human else None,
                 batch_size=c.batch_size,

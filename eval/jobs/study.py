@@ -25,8 +25,8 @@ paired per-query ROC-AUC difference to every baseline with a 95% interval. A lea
 ``out/study.md``, ``out/study.json``, plots, and per fold and model the usual ``metrics.json`` and
 ``predictions.jsonl`` (each trained grader in ``fold-K/NAME/grader``). Finished folds and models
 are skipped on a re-run (fingerprinted like the main job's stages); the frozen bottom's states
-are computed once per pair for all folds and shared with the main job (``state_cache``), and
-graders trained on them are scored from them too.
+are computed once per pair for all folds and shared with the main job (the state cache,
+``models.state_cache``), and graders trained on them are scored from them too.
 """
 
 from __future__ import annotations
@@ -78,7 +78,6 @@ from measure.classification.summaries import (
     StudySummary,
 )
 from models.builder import GraderModelConfig
-from models.state_cache import default_state_cache
 from train.recipes import recipe_for
 
 logger = logging.getLogger(__name__)
@@ -149,14 +148,6 @@ class StudyConfig:
     )
     learning_curve_folds: int = field(
         default=0, metadata={"help": "Folds that get the learning curve (0: all; time budget)."}
-    )
-    state_cache: str | None = field(
-        default=None,
-        metadata={
-            "help": "Cached bottom-layer states, shared with other runs on this machine "
-            "(default: the model cache's states/ folder; 'none': in memory, and graders are "
-            "evaluated by a full forward pass)."
-        },
     )
     train_launcher: str | None = field(
         default=None,
@@ -234,11 +225,6 @@ class Study:
     def __init__(self, config: StudyConfig) -> None:
         self.config = config
         self.root = Path(config.out)
-        self.state_cache: Path | None = (
-            None
-            if config.state_cache == "none"
-            else Path(config.state_cache or default_state_cache())
-        )
         self.folders: list[Path] = []
         self.baseline_tables: dict[str, dict[tuple[str, str], float]] = {}
         self.extra_train: list[dict[str, Any]] = []
@@ -379,9 +365,8 @@ class Study:
         if source.startswith("grader:"):  # trained elsewhere: calibrated on the fold, not trained
             return CheckpointEvalConfig(model=source[len("grader:") :], **common), None
         grader, settings = self.train_grader(source, data, out / "grader")
-        scorer = None
-        if self.state_cache is not None:  # the states training stored: no forward pass again
-            scorer = recipe_for(settings.model.family).state_scorer(grader, settings)
+        # The states training stored in the state cache: no forward pass again (None: it is off).
+        scorer = recipe_for(settings.model.family).state_scorer(grader, settings)
         return CheckpointEvalConfig(model=str(grader), **common), scorer
 
     def baseline_scorer(self, name: str) -> Scorer:
@@ -416,7 +401,7 @@ class Study:
         this process or, under a launcher, in its own; --train_args, the user's flags, last."""
         import yaml
 
-        from train.recipes import TrainingSettings
+        from train.config import TrainingSettings
         from train.train import DataConfig, GraderTrainingArguments, LossConfig, train
 
         c = self.config
@@ -432,8 +417,6 @@ class Study:
             load_best_model_at_end=False,
             disable_tqdm=True,
         )
-        if self.state_cache is not None:
-            values["state_cache"] = str(self.state_cache)
         fold_config = grader.parent / f"{grader.name}-training.yaml"
         fold_config.parent.mkdir(parents=True, exist_ok=True)
         fold_config.write_text(yaml.safe_dump(values, sort_keys=False), encoding="utf-8")

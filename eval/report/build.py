@@ -31,7 +31,7 @@ from judgments.coverage import (
 )
 from judgments.samples import human_qrels
 from measure.metrics.ppi_record import PpiRecord
-from measure.metrics.settings import HitResult, RunResults
+from measure.metrics.results import HitResult, RunResults
 from measure.metrics.significance import LabelerTests, labeler_tests
 
 # The order a reader expects; metrics the file has beyond these follow in its own order.
@@ -379,12 +379,10 @@ def load_texts(
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """The corpus and the queries eval.search read (or the options' own); empty with a note when
     they cannot be found."""
-    from dataclasses import replace
+    from data.beir import read_texts
+    from eval.report.inputs import RecordedSearch
 
-    from measure.metrics.labelling import load_texts
-    from measure.metrics.settings import SearchEvalConfig
-
-    config = inputs.search_config or SearchEvalConfig()
+    config = inputs.search_config or RecordedSearch()
     corpus = options.corpus or config.corpus
     queries = options.queries or config.queries
     found = inputs.resolve(corpus)
@@ -395,8 +393,7 @@ def load_texts(
         )
         return {}, {}
     query_path = inputs.resolve(queries) if queries else None
-    located = replace(config, corpus=str(found), queries=str(query_path) if query_path else None)
-    return load_texts(located)
+    return read_texts(found, query_path)
 
 
 def _hit_rows(qid: str, hits: list[HitResult], human: HumanLabels | None) -> list[HitRow]:

@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pydantic import BaseModel, Field, ValidationError
+
 from core.artifacts import Artifact
 from core.errors import InputError
 from core.job_stages import JobConfig, read_stage_record
@@ -20,7 +22,7 @@ from data.beir import Qrels
 from data.build import DatasetManifest, read_manifest
 from measure.classification.summaries import JobSummary, StudySummary
 from measure.metrics.ranking_agreement import RankingAgreement
-from measure.metrics.settings import PerQueryResults, RunResults, SearchEvalConfig, SearchMetrics
+from measure.metrics.results import PerQueryResults, RunResults, SearchMetrics
 from measure.zoo.record import Leaderboard
 
 SEARCH_STAGE = "metric-pipeline"  # the main job's eval.search stage (stages/NAME.json, .yaml)
@@ -59,7 +61,7 @@ class Inputs:
     search_dir: Path
     metrics: SearchMetrics
     per_query: dict[str, RunResults] | None  # per_query.json's runs
-    search_config: SearchEvalConfig | None  # the settings eval.search ran with, where recorded
+    search_config: RecordedSearch | None  # the settings eval.search ran with, where recorded
     search_command: str | None
     evaluated: ProvenanceRecord | None  # eval.search's provenance.json
     base: Path  # the folder that the recorded relative paths are relative to
@@ -109,18 +111,36 @@ def job_leaderboard(root: Path, summary: JobSummary | None) -> tuple[Leaderboard
     return None
 
 
-def _search_config(recorded: Any) -> SearchEvalConfig | None:
-    """eval.search's settings from a recorded config (its provenance.json's, or the config file
-    the main job ran its stage with); None when there is none or it does not fit this release's
-    settings (the page then leaves out what needs them)."""
-    from dataclasses import fields
+class RecordedSearch(BaseModel):
+    """The settings eval.search ran with, as its provenance.json (or the main job's stage file)
+    records them: the ones the page reads, typed, and every recorded key (``recorded``) for the
+    provenance section. They are the search command's flags (``eval.search.settings``), read here
+    as data because the command builds on the report (it writes its page); the defaults are the
+    flags' (a test holds them together)."""
 
+    corpus: str = ""
+    queries: str | None = None
+    human: str | None = None
+    human_pairs: str | None = None
+    human_scale: str = "format"
+    alpha: float = 0.05
+    recorded: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def declared_human_scale(self) -> str | None:
+        """--human_scale where it declares one (None: the file's format says)."""
+        return None if self.human_scale == "format" else self.human_scale
+
+
+def _search_config(recorded: Any) -> RecordedSearch | None:
+    """eval.search's settings from a recorded config (its provenance.json's, or the config file
+    the main job ran its stage with); None when there is none or it does not fit (the page then
+    leaves out what needs them)."""
     if not isinstance(recorded, dict):
         return None
-    names = {f.name for f in fields(SearchEvalConfig)}
     try:
-        return SearchEvalConfig(**{k: v for k, v in recorded.items() if k in names})
-    except (ValueError, TypeError):
+        return RecordedSearch.model_validate({**recorded, "recorded": recorded})
+    except ValidationError:
         return None
 
 

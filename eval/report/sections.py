@@ -5,7 +5,7 @@ labeler against people, the system ranking under each labeler, and where the num
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,7 @@ from eval.report.model import (
     Tau,
 )
 from measure.metrics.ranking_agreement import RankingAgreement, left_out_note
-from measure.metrics.settings import RunResults
+from measure.metrics.results import RunResults
 from models.grader_config import ExportCheck, GraderDescription
 
 BINARY = ["not relevant", "relevant"]
@@ -219,7 +219,7 @@ def provenance(inputs: Inputs) -> Provenance:
         commands = [Command("eval.search", inputs.search_command)] if inputs.search_command else []
     evaluated = inputs.evaluated
     settings = (inputs.job_config.settings() if inputs.job_config else None) or (
-        asdict(inputs.search_config) if is_dataclass(inputs.search_config) else None
+        inputs.search_config.recorded if inputs.search_config else None
     )
     summary = inputs.summary
     return Provenance(

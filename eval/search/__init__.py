@@ -1,8 +1,10 @@
 """eval.search: the grader as labeler in the retrieval-metric pipeline (``python -m eval.search``).
 
-- :mod:`measure.metrics.settings` (the metric library's): the command's settings and the files it
-  reads and writes, which the report reads back;
-- :mod:`measure.metrics.labelling`: every run's top-k hits through one labeler;
+- :mod:`eval.search.settings`: the command's flags and the files it reads and writes;
+- :mod:`measure.metrics.results` (the metric library's records): what it writes, which the report,
+  the history and the draws read back;
+- :mod:`measure.metrics.labelling`: every run's top-k hits through one labeler (data in: the
+  labeler, the runs, the corpus, the queries, k);
 - :mod:`measure.metrics.retrieval`: retrieval metrics through ranx (one query, pooled runs, paired
   tests);
 - :mod:`eval.search.human`: people's judgments as the flags give them, the draw's design and the
@@ -14,7 +16,7 @@ The library's entry points are :func:`evaluate_query` (one query's ranked hits) 
 """
 
 from eval.search.command import main
+from eval.search.settings import SearchEvalConfig
 from measure.metrics.retrieval import evaluate_query
-from measure.metrics.settings import SearchEvalConfig
 
 __all__ = ["SearchEvalConfig", "evaluate_query", "main"]

@@ -25,31 +25,26 @@ from core.cli import parse_config
 from core.errors import InputError
 from core.io import refuse_overlap
 from core.provenance import write_provenance
-from data.beir import (
-    read_named_runs,
-    write_trec_qrels,
-)
+from data.beir import read_named_runs, read_texts, write_trec_qrels
 from eval.search.human import read_human
 from eval.search.ppi_report import ppi_heading, ppi_table, report_ppi
+from eval.search.settings import SEARCH_OUTPUTS, SearchEvalConfig, search_inputs
 from measure.labelers import QrelsLabeler, make_labeler
 from measure.metrics.labelling import label_runs
+from measure.metrics.names import PRIMARY_METRIC
+from measure.metrics.results import (
+    HumanPerQuery,
+    PerQueryResults,
+    RunResults,
+    SearchMetrics,
+    Unusable,
+)
 from measure.metrics.retrieval import (
     compare_runs,
     inferred_qrels,
     mean_metrics,
     pooled_metrics,
     with_unretrieved,
-)
-from measure.metrics.settings import (
-    PRIMARY_METRIC,
-    SEARCH_OUTPUTS,
-    HumanPerQuery,
-    PerQueryResults,
-    RunResults,
-    SearchEvalConfig,
-    SearchMetrics,
-    Unusable,
-    search_inputs,
 )
 from measure.metrics.significance import LabelerTests, labeler_tests, marked_table
 
@@ -185,7 +180,10 @@ def main(args: Sequence[str] | None = None) -> None:
             "with it in `relevance-grader zoo` (with a calibration), or rerank by it"
         )
     human, human_pairs, (query_design, pair_design) = read_human(config, runs)
-    results = label_runs(config, labeler, runs)
+    corpus, queries = read_texts(config.corpus, config.queries)
+    results = label_runs(
+        labeler, runs, corpus, queries, config.k, batch_queries=config.batch_queries
+    )
     unusable = count_unusable(results)
     counts = QrelsLabeler(config.num_relevant_from) if config.num_relevant_from else None
     extra = config.extra_metrics()

@@ -11,6 +11,7 @@ from core.errors import InputError
 from data.beir import (
     Run,
 )
+from eval.search.settings import SearchEvalConfig
 from judgments.coverage import MIN_JUDGED_QUERIES
 from judgments.samples import (
     fully_judged,
@@ -19,8 +20,8 @@ from judgments.samples import (
     read_human_pairs,
     realised_sample,
 )
+from measure.metrics.names import PRIMARY_METRIC
 from measure.metrics.ppi_record import SampleCheck
-from measure.metrics.settings import PRIMARY_METRIC, SearchEvalConfig
 
 logger = logging.getLogger(__name__)
 RANDOM_SAMPLE_P = 0.01

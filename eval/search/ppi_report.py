@@ -8,6 +8,7 @@ from typing import Any
 
 from core.io import markdown_table
 from eval.search.human import check_random_sample
+from eval.search.settings import SearchEvalConfig
 from judgments.coverage import (
     MIN_JUDGED_QUERIES,
     NOT_STUDIED,
@@ -18,6 +19,7 @@ from judgments.coverage import (
     require_judged,
 )
 from judgments.samples import describe_sample, human_scale, judged_queries
+from measure.metrics.names import PRIMARY_METRIC
 from measure.metrics.ppi_record import (
     EstimateRecord,
     Estimates,
@@ -25,7 +27,7 @@ from measure.metrics.ppi_record import (
     Multiplicity,
     PpiRecord,
 )
-from measure.metrics.settings import PRIMARY_METRIC, RunResults, SearchEvalConfig
+from measure.metrics.results import RunResults
 from measure.metrics.significance import holm_adjusted, multiplicity_rule
 
 logger = logging.getLogger(__name__)

@@ -138,13 +138,13 @@ class Labeler:
 
 
 class GraderLabeler(Labeler):
-    """A grader export or checkpoint's labels; with ``state_cache``, a query-likelihood grader
-    reads the log-likelihoods its training stored there (``Grader.state_cache``)."""
+    """A grader export or checkpoint's labels; with ``shares_states``, a query-likelihood grader
+    reads the log-likelihoods its training stored in the state cache (``Grader.shares_states``)."""
 
-    def __init__(self, path: str, grader: Any = None, state_cache: Path | None = None) -> None:
+    def __init__(self, path: str, grader: Any = None, shares_states: bool = False) -> None:
         self.path = path
         self._grader = grader
-        self.state_cache = state_cache
+        self.shares_states = shares_states
         self.name = f"grader:{path}"
         self._weights_digest: str | None = None
 
@@ -155,7 +155,7 @@ class GraderLabeler(Labeler):
             from models.grader import Grader
 
             self._grader = Grader.from_pretrained(self.path)
-            self._grader.state_cache = self.state_cache
+            self._grader.shares_states = self.shares_states
         return self._grader
 
     @property
@@ -564,11 +564,8 @@ def make_labeler(spec: str, cache_dir: str | Path | None = None) -> Labeler:
     if kind == "gold-doc":
         return GoldDocLabeler(value)
     if kind == "grader":
-        from models.state_cache import default_state_cache
-
-        # Batch labelling with a label cache also shares the machine's state cache.
-        state_cache = default_state_cache() if cache_dir is not None else None
-        labeler: Labeler = GraderLabeler(value, state_cache=state_cache)
+        # Batch labelling with a label cache also shares the process's state cache.
+        labeler: Labeler = GraderLabeler(value, shares_states=cache_dir is not None)
     elif kind == "judge":
         labeler = JudgeLabeler(value)
     elif kind == "qrels":

@@ -2,58 +2,41 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Mapping
 
 from tqdm.auto import tqdm
 
 from core.errors import InputError
-from data.beir import (
-    Collection,
-    Run,
-    ranked,
-    read_corpus,
-    read_queries,
-)
+from data.beir import Document, Run, ranked
 from measure.labelers import Hit, Labeler
-from measure.metrics.settings import (
-    HitResult,
-    QueryResult,
-    QueryUsage,
-    RunResults,
-    SearchEvalConfig,
-)
-
-
-def load_texts(config: SearchEvalConfig) -> tuple[dict, dict[str, str]]:
-    path = Path(config.corpus)
-    if path.is_dir():
-        collection = Collection.load(path)
-        return collection.corpus, read_queries(
-            config.queries
-        ) if config.queries else collection.queries
-    if not config.queries:
-        raise InputError("queries: give --queries with a corpus.jsonl file")
-    return read_corpus(path), read_queries(config.queries)
+from measure.metrics.results import HitResult, QueryResult, QueryUsage, RunResults
 
 
 def label_runs(
-    config: SearchEvalConfig, labeler: Labeler, runs: dict[str, Run]
+    labeler: Labeler,
+    runs: Mapping[str, Run],
+    corpus: Mapping[str, Document],
+    queries: Mapping[str, str],
+    k: int,
+    *,
+    batch_queries: int = 16,
 ) -> dict[str, RunResults]:
-    """Per-run, per-query labels (per_query.json's results, their metrics still to be set);
-    every (query, doc) is labelled once across runs."""
-    corpus, queries = load_texts(config)
+    """Each run's top ``k`` hits of every query, labelled by ``labeler`` ``batch_queries`` queries
+    at a time: per-run, per-query results (their metrics still to be set). The texts come from
+    ``corpus`` and ``queries`` (``data.beir.read_texts`` reads them); a cached labeler
+    (``make_labeler`` with a cache folder) labels each (query, doc) once across runs."""
     results: dict[str, RunResults] = {}
     for name, run in runs.items():
         per_query: RunResults = {}
         qids = sorted(run)
         bar = tqdm(total=len(qids), desc=f"labelling {name}", unit="query")
-        for start in range(0, len(qids), config.batch_queries):
+        for start in range(0, len(qids), batch_queries):
             batch = []
-            for qid in qids[start : start + config.batch_queries]:
+            for qid in qids[start : start + batch_queries]:
                 if qid not in queries:
                     raise InputError(f"query {qid!r} of {name} is not in the queries file")
                 hits = []
-                for doc_id, _ in ranked(run[qid])[: config.k]:
+                for doc_id, _ in ranked(run[qid])[:k]:
                     doc = corpus.get(doc_id)
                     if doc is None:
                         raise InputError(f"document {doc_id!r} of {name} is not in the corpus")

@@ -14,6 +14,11 @@ from dataclasses import dataclass
 
 from core.errors import InputError
 
+# The metric of the one significance rule (Holm-adjusted over the pairs of runs) and of the
+# labeler's random-sample check, at the cut-off k.
+PRIMARY_METRIC = "ndcg@{k}"
+STAT_TESTS = ("student", "fisher", "tukey")  # ranx's paired tests
+
 # This tool's base name -> ranx's.
 GRADED = {"ndcg": "ndcg_burges"}
 BINARY = {

@@ -31,11 +31,10 @@ from core.artifacts import Artifact
 from core.cli import parse_config, run_main
 from core.errors import InputError
 from core.io import markdown_table
-from data.beir import Run, ranked, read_named_runs
+from data.beir import Document, Run, ranked, read_named_runs, read_texts
 from measure.labelers import PARTIAL_KINDS, Labeler, make_labeler
 from measure.metrics.labelling import label_runs
 from measure.metrics.retrieval import mean_metrics, pooled_metrics
-from measure.metrics.settings import SearchEvalConfig
 
 
 class LeftOut(BaseModel):
@@ -102,14 +101,18 @@ class SystemAgreementConfig:
 
 
 def system_scores(
-    config: SystemAgreementConfig, spec: str, runs: dict[str, Run], labeler: Labeler | None = None
+    config: SystemAgreementConfig,
+    spec: str,
+    runs: dict[str, Run],
+    texts: tuple[dict[str, Document], dict[str, str]],
+    labeler: Labeler | None = None,
 ) -> dict[str, float]:
-    """Each run's metric under ``spec`` (built here unless given: one model in memory at once)."""
+    """Each run's metric under ``spec`` (built here unless given: one model in memory at once),
+    its hits read from ``texts`` (the corpus and the queries)."""
     labeler = labeler or make_labeler(
         spec, cache_dir=config.label_cache or Path(config.out) / "labels"
     )
-    search = SearchEvalConfig(corpus=config.corpus, k=config.k, labeler=spec)
-    results = label_runs(search, labeler, runs)
+    results = label_runs(labeler, runs, *texts, config.k)
     per_run = pooled_metrics(runs, results, config.k)
     means = {name: mean_metrics(per_metric) for name, per_metric in per_run.items()}
     if config.metric not in next(iter(means.values())):
@@ -202,11 +205,12 @@ def agreement(config: SystemAgreementConfig) -> RankingAgreement:
     runs, left_out = condense(read_named_runs(config.runs, "runs"), partial, config.k)
     if not next(iter(runs.values())):
         raise InputError(f"no query keeps a labelled hit in every run: {left_out_note(left_out)}")
-    reference = system_scores(config, config.reference, runs, partial.get(config.reference))
+    texts = read_texts(config.corpus)
+    reference = system_scores(config, config.reference, runs, texts, partial.get(config.reference))
     names = sorted(runs)
     scores, agreements = {config.reference: reference}, {}
     for spec in config.labelers:
-        scores[spec] = system_scores(config, spec, runs, partial.get(spec))
+        scores[spec] = system_scores(config, spec, runs, texts, partial.get(spec))
         ours = [scores[spec][n] for n in names]
         tau = kendalltau([reference[n] for n in names], ours)
         rho = spearmanr([reference[n] for n in names], ours)

@@ -19,7 +19,7 @@ from data.beir import (
 )
 from measure.labelers import Hit, HitLabel, Labeler, QrelsLabeler
 from measure.metrics.names import JUDGED, MetricName, parse_metric, standard_metric_names
-from measure.metrics.settings import HitResult, RunResults
+from measure.metrics.results import HitResult, RunResults
 
 
 def in_trec_eval_order(run: Run, k: int | None = None) -> Run:
@@ -333,7 +333,7 @@ def compile_ranx(k: int = 10) -> None:
     ``install.sh`` runs this once instead of a user's first evaluation paying for it."""
     from ranx import Qrels, Run, evaluate
 
-    from measure.metrics.settings import STAT_TESTS
+    from measure.metrics.names import STAT_TESTS
 
     graded = {"q1": {"d1": 3, "d2": 0}, "q2": {"d3": 2, "d4": 1}}
     binary = {qid: {d: int(g >= 2) for d, g in docs.items()} for qid, docs in graded.items()}

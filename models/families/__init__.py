@@ -12,8 +12,9 @@ it means. Everything else asks ``family_of(mode)`` or ``training_mode(mode)``.
 | ``query_likelihood`` | query_likelihood | scale and bias of the read-out, optionally the top layers, on cached states |
 | ``cross_encoder`` | cross_encoder | everything: an encoder reading the (query, document) pair, and its head |
 
-Adding a mode is one row here; adding a family is its module (a :class:`ScoringFamily`), one
-entry in ``FAMILIES``, and its training recipe (``train.recipes``).
+Adding a mode is one row here; adding a family is its package (``models/families/NAME/``: its
+:class:`ScoringFamily`, and its cached-state head where it has one), one entry in ``FAMILIES``,
+and its training recipe (``train/recipes/NAME.py``).
 """
 
 from __future__ import annotations

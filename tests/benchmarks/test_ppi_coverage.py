@@ -21,7 +21,7 @@ from benchmarks.ppi_coverage import main as coverage_study
 from benchmarks.ppi_coverage_summary import main as summarize
 from data.beir import read_trec_run, write_trec_qrels, write_trec_run
 from judgments.samples import human_metrics
-from measure.metrics.settings import PerQueryResults
+from measure.metrics.results import PerQueryResults
 
 
 def _strict_json(path: Path):

@@ -231,3 +231,19 @@ def test_a_qrels_pair_given_two_grades_keeps_the_last_with_a_warning(
     caplog.clear()
     path.write_text("q1 0 d1 3\nq1 0 d1 3\n")  # the same grade twice: no conflict
     assert read_qrels(path) == {"q1": {"d1": 3}} and not caplog.text
+
+
+def test_the_texts_runs_are_labelled_against_come_from_a_folder_or_a_corpus_and_queries_file(
+    adi_dir: Path, tmp_path: Path
+):
+    from data.beir import read_texts
+
+    corpus, queries = read_texts(adi_dir)
+    assert corpus == Collection.load(adi_dir).corpus and queries
+    (tmp_path / "queries.jsonl").write_text('{"_id": "only", "text": "one query"}\n')
+    _, own = read_texts(adi_dir, tmp_path / "queries.jsonl")  # a folder's queries replaced
+    assert own == {"only": "one query"}
+    alone, _ = read_texts(adi_dir / "corpus.jsonl", tmp_path / "queries.jsonl")
+    assert alone == corpus
+    with pytest.raises(InputError, match=r"queries: give --queries with a corpus\.jsonl file"):
+        read_texts(adi_dir / "corpus.jsonl")

@@ -8,6 +8,7 @@ import pytest
 
 from core.cli import parse_config
 from eval.jobs.pipeline import Pipeline, PipelineConfig, StageFailed
+from models.state_cache import STATE_CACHE_ENV
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -62,6 +63,7 @@ def test_main_job_end_to_end_reduced(
     run with its log named, a re-run resumes, an unchanged re-run skips every stage and a changed
     setting re-runs exactly the stages that depend on it."""
     monkeypatch.chdir(REPO)
+    monkeypatch.setenv(STATE_CACHE_ENV, str(tmp_path / "states"))  # every stage's, by the switch
     collection = small_trec_dl(tmp_path / "dl", trec_dl_dir, queries=12)
     config = PipelineConfig(
         run_dir=str(tmp_path / "run"),
@@ -81,7 +83,6 @@ def test_main_job_end_to_end_reduced(
         rerank="bm25",
         k=5,
         human_queries=10,
-        state_cache=str(tmp_path / "states"),
         zoo=str(small_zoo(tmp_path / "zoo.yaml")),
     )
     broken = dataclasses.replace(config, train_args=["--mode", "frozne"])
@@ -248,6 +249,7 @@ def test_main_job_on_a_corpus_without_qrels(
     monkeypatch.setenv("OPENAI_API_KEY", "test-key")
     collection = unjudged_corpus(tmp_path / "corpus", unusable=5)
     run = tmp_path / "run"
+    monkeypatch.setenv(STATE_CACHE_ENV, "none")  # states in memory: the switch reaches every stage
     with FakeOpenAI() as server:
         config = PipelineConfig(
             run_dir=str(run),
@@ -264,7 +266,6 @@ def test_main_job_on_a_corpus_without_qrels(
             retrievers=["bm25"],
             rerank="bm25",
             k=5,
-            state_cache="none",
         )
         pipeline = Pipeline(config)
         assert [s.name for s in pipeline.stages()][:2] == ["retrieval runs", "teacher labels"]

@@ -11,8 +11,9 @@ import pytest
 
 from core.errors import InputError
 from eval.search.ppi_report import ppi_estimates, ppi_heading, ppi_table
+from eval.search.settings import SearchEvalConfig
 from measure.metrics.ppi_record import PpiRecord
-from measure.metrics.settings import SearchEvalConfig, SearchMetrics
+from measure.metrics.results import SearchMetrics
 
 INTERVAL_KEYS = {"estimate", "low", "high", "n", "unjudged", "lam", "method", "se", "df", "width"}
 

@@ -13,7 +13,7 @@ import pytest
 from data.beir import graded_qrels, read_qrels
 from eval.report.build import ReportOptions, build_report
 from eval.report.page import render, write_report
-from measure.metrics.settings import PerQueryResults
+from measure.metrics.results import PerQueryResults
 from tests.eval.report_inputs import JUDGED, K, make_main_job_folder, make_search_folders
 
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from eval.report.page import write_report
-from measure.metrics.settings import PerQueryResults
+from measure.metrics.results import PerQueryResults
 from tests.browser import console_errors, network_requests
 from tests.eval.report_inputs import JUDGED, K, make_main_job_folder, make_search_folders
 

@@ -12,8 +12,8 @@ import pytest
 
 from data.beir import graded_qrels, read_qrels, read_trec_run, write_trec_run
 from measure.labelers import Hit
+from measure.metrics.results import PerQueryResults
 from measure.metrics.retrieval import evaluate_query, ranx_metrics
-from measure.metrics.settings import PerQueryResults
 from tests.doubles import DictLabeler
 
 REPO = Path(__file__).resolve().parents[2]
@@ -247,7 +247,7 @@ def test_system_ranking_agreement_is_perfect_for_identical_labels(adi_dir: Path,
 
 
 def test_an_unknown_stat_test_is_refused_before_any_labelling(tmp_path: Path):
-    from measure.metrics.settings import SearchEvalConfig
+    from eval.search.settings import SearchEvalConfig
 
     with pytest.raises(ValueError, match="stat_test"):
         SearchEvalConfig(stat_test="bogus")  # as a YAML value reaches it
@@ -533,7 +533,7 @@ def test_more_metrics_by_name_with_their_own_cut_offs(adi_dir: Path, tmp_path: P
     ],
 )
 def test_a_metric_this_tool_does_not_compute_is_refused_before_labelling(names, problem):
-    from measure.metrics.settings import SearchEvalConfig
+    from eval.search.settings import SearchEvalConfig
 
     with pytest.raises(ValueError, match=r"^--metrics: ") as refused:
         SearchEvalConfig(metrics=names, k=10)
@@ -564,7 +564,7 @@ def test_unusable_replies_are_a_typed_entry_of_metrics_json(tmp_path):
     import json
 
     from eval.search.command import count_unusable
-    from measure.metrics.settings import HitResult, QueryResult, SearchMetrics
+    from measure.metrics.results import HitResult, QueryResult, SearchMetrics
 
     def run(why: str | None) -> dict[str, QueryResult]:
         hits = [HitResult(id="d1", relevant=False, unusable=why), HitResult(id="d2", relevant=True)]
@@ -579,3 +579,22 @@ def test_unusable_replies_are_a_typed_entry_of_metrics_json(tmp_path):
     written = json.loads((tmp_path / "m.json").read_text())["unusable"]
     assert set(written) == {"counts", "rule"}
     assert SearchMetrics.read(tmp_path / "m.json").unusable == unusable
+
+
+def test_the_report_reads_the_recorded_settings_with_the_flags_defaults():
+    """The report reads eval.search's recorded settings as data (the search command builds on
+    the report, so the report cannot import its flags): the keys it reads default as the flags
+    do, and a folder's recorded settings come back key for key."""
+    from dataclasses import asdict
+
+    from eval.report.inputs import RecordedSearch, _search_config
+    from eval.search.settings import SearchEvalConfig
+
+    flags = asdict(SearchEvalConfig())
+    read = RecordedSearch().model_dump(exclude={"recorded"})
+    assert read == {name: flags[name] for name in read}
+    recorded = asdict(SearchEvalConfig(corpus="c", human="h.qrels", human_scale="binary"))
+    settings = _search_config(recorded)
+    assert settings is not None and settings.recorded == recorded
+    assert (settings.corpus, settings.declared_human_scale) == ("c", "binary")
+    assert _search_config({"alpha": "not a level"}) is None

@@ -18,7 +18,7 @@ from core.errors import InputError
 from data.beir import read_corpus, read_qrels, read_queries, write_trec_qrels, write_trec_run
 from eval.history import listing, record_command, show
 from eval.history.store import open_store
-from measure.metrics.settings import PerQueryResults
+from measure.metrics.results import PerQueryResults
 from support.postgres import free_port
 from tests.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
 
@@ -166,7 +166,7 @@ def test_history_record_refuses_a_name_that_could_not_be_named_back(folder: Path
 @pytest.mark.parametrize("flag", ["system", "version", "note"])
 def test_a_name_version_or_note_without_a_store_is_refused(flag: str):
     from eval.jobs.pipeline import PipelineConfig
-    from measure.metrics.settings import SearchEvalConfig
+    from eval.search.settings import SearchEvalConfig
 
     for config in (SearchEvalConfig, PipelineConfig):
         with pytest.raises(InputError, match=f"{flag}: give --track STORE"):
@@ -234,7 +234,7 @@ def test_the_history_command_runs_its_subcommands(tmp_path: Path):
 @pytest.mark.slow
 def test_the_main_job_records_its_metric_stage_once(folder: Path, tmp_path: Path):
     from eval.jobs.pipeline import Pipeline, PipelineConfig, Stage
-    from measure.metrics.settings import SearchEvalConfig
+    from eval.search.settings import SearchEvalConfig
 
     store = str(tmp_path / "h.sqlite")
     job = Pipeline(PipelineConfig(run_dir=str(tmp_path / "job"), track=store, version="v1"))
@@ -252,7 +252,7 @@ def test_ppi_estimates_from_too_few_judged_queries_are_recorded_as_the_labelers_
     queries: the store records the labeler's t interval, as for a folder without judgments."""
     from eval.history.record import _estimates
     from judgments.ppi import estimate_metric
-    from measure.metrics.settings import SearchMetrics
+    from measure.metrics.results import SearchMetrics
 
     labeler = {f"q{i}": 0.1 * (i % 9) for i in range(20)}
     metrics = SearchMetrics(labeler="x", k=10, mean={"run": {"ndcg@10": 0.4, "map": 0.4}})

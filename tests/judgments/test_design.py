@@ -24,7 +24,7 @@ from judgments.design import (
     write_design,
 )
 from judgments.draw import draw_queries
-from measure.metrics.settings import PerQueryResults
+from measure.metrics.results import PerQueryResults
 
 
 def every_sample(strata: list[list[str]], sizes: list[int]):

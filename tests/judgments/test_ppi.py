@@ -26,7 +26,7 @@ from judgments.ppi import (
     queries_for_width,
 )
 from measure.metrics.ppi_record import PpiRecord
-from measure.metrics.settings import SearchMetrics
+from measure.metrics.results import SearchMetrics
 
 REPO = Path(__file__).resolve().parents[2]
 

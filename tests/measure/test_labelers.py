@@ -6,7 +6,7 @@ from pathlib import Path
 
 from data.beir import read_qrels
 from measure.labelers import CachedLabeler, Hit, HitLabel, QrelsLabeler
-from measure.metrics.settings import HitResult, QueryResult
+from measure.metrics.results import HitResult, QueryResult
 from tests.doubles import DictLabeler
 
 

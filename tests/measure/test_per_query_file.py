@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import InputError
-from measure.metrics.settings import HitResult, PerQueryResults, QueryResult, QueryUsage
+from measure.metrics.results import HitResult, PerQueryResults, QueryResult, QueryUsage
 
 
 def _results() -> PerQueryResults:

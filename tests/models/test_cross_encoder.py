@@ -236,8 +236,8 @@ def test_decoder_only_training_options_are_refused_for_a_cross_encoder(tmp_path:
     """Padding-free batches (position ids restarting per pair) and Liger's kernels are decoder
     techniques: with a cross-encoder each is one line before any model loads, not ignored."""
     from core.errors import InputError
-    from train.config import check_combination
-    from train.recipes import TrainingSettings, recipe_for
+    from train.config import TrainingSettings, check_combination
+    from train.recipes import recipe_for
 
     config = cross_encoder_config(Path("minilm-l6"))
     with pytest.raises(InputError, match="padding_free: the cross_encoder family has no"):

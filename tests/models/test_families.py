@@ -89,7 +89,7 @@ def test_only_the_classifier_reads_the_query_likelihood_prompt(tiny_model_dir):
 
     from core.errors import InputError
     from models.families import family_of
-    from models.query_likelihood import query_likelihood_format
+    from models.families.query_likelihood.scoring import query_likelihood_format
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     fmt = family_of("frozen").input_format(tokenizer, 192, "query-likelihood", "tiny")

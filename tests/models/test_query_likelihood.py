@@ -11,17 +11,18 @@ import torch
 
 from models.builder import GraderModelConfig, read_grader_config
 from models.families import QUERY_LIKELIHOOD
-from models.families.query_likelihood import plain_query_log_likelihood, scale_and_bias
-from models.grader import Grader, stored_validation_scores
-from models.input_format import format_pairs
-from models.query_likelihood import (
+from models.families.query_likelihood.family import plain_query_log_likelihood, scale_and_bias
+from models.families.query_likelihood.scoring import (
     MARKER,
     pmi_probabilities,
     pmi_scores,
     query_likelihood_format,
     split_inputs,
 )
+from models.grader import Grader, stored_validation_scores
+from models.input_format import format_pairs
 from models.resolve import load_model
+from models.state_cache import STATE_CACHE_ENV
 from tests.train.conftest import args_for
 from train.train import DataConfig, GraderTrainingArguments, LossConfig, train
 
@@ -35,7 +36,7 @@ DOCUMENTS = [
 
 def log_likelihood_by_hand(model, tokenizer, text: str) -> float:
     """The export's plain read-out: one unbatched pass over all logits, no padding, no prior
-    sharing (``models.families.query_likelihood.plain_query_log_likelihood``)."""
+    sharing (``models.families.query_likelihood.family.plain_query_log_likelihood``)."""
     return plain_query_log_likelihood(model, tokenizer, text, MARKER, add_special_tokens=True)
 
 
@@ -154,7 +155,7 @@ def test_probabilities_are_a_logistic_function_of_pmi():
 @pytest.mark.slow
 @pytest.mark.parametrize("trainable_layers", [0, 1])
 def test_a_query_likelihood_grader_trains_on_cached_states_and_scores_the_same_reloaded(
-    trainable_layers: int, tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
+    trainable_layers: int, tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path, monkeypatch
 ):
     """The Trainer fits the scale and bias (and the top layer) on cached states; reloaded, the
     grader's full forward passes give the Trainer's own validation scores."""
@@ -166,13 +167,8 @@ def test_a_query_likelihood_grader_trains_on_cached_states_and_scores_the_same_r
         trainable_layers=trainable_layers,
         max_length=256,
     )
-    args = args_for(
-        tmp_path,
-        num_train_epochs=4,
-        learning_rate=1e-2,
-        head_learning_rate=1e-2,
-        state_cache=str(tmp_path / "states"),
-    )
+    monkeypatch.setenv(STATE_CACHE_ENV, str(tmp_path / "states"))
+    args = args_for(tmp_path, num_train_epochs=4, learning_rate=1e-2, head_learning_rate=1e-2)
     metrics = train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args)
     assert metrics["eval_roc_auc"] >= 0.8, metrics
     if trainable_layers:
@@ -205,10 +201,12 @@ def test_a_query_likelihood_grader_trains_on_cached_states_and_scores_the_same_r
     assert stored is not None
     # The cached-state pass and the full forward sum in different orders: float32 noise only.
     np.testing.assert_allclose(stored, reloaded, atol=1e-4)
-    # Cross-validation's path: the states from the cache, the trained top (models.cached_states).
+    # Cross-validation's path: the states from the cache, the trained top
+    # (models.families.query_likelihood.states).
     from types import SimpleNamespace
 
-    from train.recipes import TrainingSettings, recipe_for
+    from train.config import TrainingSettings
+    from train.recipes import recipe_for
 
     settings = TrainingSettings(
         model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args
@@ -228,12 +226,13 @@ def test_a_query_likelihood_grader_trains_on_cached_states_and_scores_the_same_r
 
 @pytest.mark.slow
 def test_a_frozen_head_on_the_query_likelihood_prompt_trains_on_the_graders_states(
-    tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
+    tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path, monkeypatch
 ):
     """The main job's held-out table: beside a query-likelihood grader, a frozen classifier head
     reading the grader's prompt trains on the states the grader's pass left in the state cache,
     running no backbone pass of its own."""
     states = tmp_path / "states"
+    monkeypatch.setenv(STATE_CACHE_ENV, str(states))
     data = DataConfig(dataset=str(tiny_dataset))
     grader = GraderModelConfig(
         model_name_or_path=str(tiny_model_dir),
@@ -241,7 +240,7 @@ def test_a_frozen_head_on_the_query_likelihood_prompt_trains_on_the_graders_stat
         trainable_layers=0,  # the main job's: only the scale and bias
         max_length=256,
     )
-    train(grader, data, LossConfig(), args_for(tmp_path / "ql", state_cache=str(states)))
+    train(grader, data, LossConfig(), args_for(tmp_path / "ql"))
     stored = sorted(states.glob("*.pt"))
     head = GraderModelConfig(
         model_name_or_path=str(tiny_model_dir),
@@ -249,7 +248,7 @@ def test_a_frozen_head_on_the_query_likelihood_prompt_trains_on_the_graders_stat
         prompt_format="query-likelihood",
         max_length=256,
     )
-    metrics = train(head, data, LossConfig(), args_for(tmp_path / "head", state_cache=str(states)))
+    metrics = train(head, data, LossConfig(), args_for(tmp_path / "head"))
     assert sorted(states.glob("*.pt")) == stored  # every state was there already
     assert "eval_roc_auc" in metrics
     info = read_grader_config(tmp_path / "head" / "out")
@@ -346,26 +345,26 @@ def test_evaluation_reuses_the_validation_scores_training_stored_for_exactly_the
 
 
 def test_a_grader_on_an_untrained_backbone_reads_what_its_training_stored(
-    tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
+    tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path, monkeypatch
 ):
     """One score per pair across stages: labelling the pairs its training scored, a grader with
     the state cache reads their log-likelihoods (the model runs for new pairs only), and gives
     the probabilities it computes without the cache."""
-    states = tmp_path / "states"
+    monkeypatch.setenv(STATE_CACHE_ENV, str(tmp_path / "states"))
     model_config = GraderModelConfig(
         model_name_or_path=str(tiny_model_dir),
         mode="query_likelihood",
         trainable_layers=0,
         max_length=256,
     )
-    args = args_for(tmp_path, state_cache=str(states), num_train_epochs=1)
+    args = args_for(tmp_path, num_train_epochs=1)
     train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args)
     validation = [json.loads(line) for line in (tiny_dataset / "validation.jsonl").open()]
     queries, texts = [r["query"] for r in validation], [r["text"] for r in validation]
     grader = Grader.from_pretrained(args.output_dir, dtype="float32", device="cpu")
     computed = grader.raw_probabilities(queries, texts)
 
-    grader.state_cache = states
+    grader.shares_states = True  # as batch labelling turns it on
     forward = grader.model.model.forward
     calls: list[int] = []
 

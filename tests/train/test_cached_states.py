@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -15,10 +16,13 @@ from core.cli import parse_config
 from core.errors import InputError
 from models.backbone import split_index
 from models.builder import GraderModelConfig, build_grader, read_grader_config
+from models.cached_states import compute_states
+from models.families.classifier.states import GraderTop
 from models.input_format import GraderInputFormat, format_pairs
 from models.scoring import pad_right
+from models.state_cache import STATE_CACHE_ENV
 from tests.train.conftest import PARSERS, args_for
-from train.cached_states import CachedStates, GraderTop, collate_states, compute_states
+from train.recipes.classifier import CachedStates, collate_states
 from train.train import DataConfig, LossConfig, train
 
 
@@ -159,7 +163,9 @@ def test_ignored_combinations_fail_before_any_model_loads(
         train(model_config, data_config, loss_config, args)
 
 
-def test_top_layers_trains_only_the_top(tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path):
+def test_top_layers_trains_only_the_top(
+    tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path, monkeypatch
+):
     model_config = GraderModelConfig(
         model_name_or_path=str(tiny_model_dir),
         mode="top_layers",
@@ -167,9 +173,8 @@ def test_top_layers_trains_only_the_top(tiny_model_dir: Path, tiny_dataset: Path
         max_length=256,
     )
     before, _ = build_grader(model_config)
-    args = args_for(
-        tmp_path, num_train_epochs=2, learning_rate=1e-2, state_cache=str(tmp_path / "states")
-    )
+    monkeypatch.setenv(STATE_CACHE_ENV, str(tmp_path / "states"))
+    args = args_for(tmp_path, num_train_epochs=2, learning_rate=1e-2)
     data = DataConfig(dataset=str(tiny_dataset))
     train(model_config, data, LossConfig(), args)
     after = load_file(str(Path(args.output_dir) / "model.safetensors"))
@@ -183,12 +188,13 @@ def test_top_layers_trains_only_the_top(tiny_model_dir: Path, tiny_dataset: Path
     assert any(name.startswith("model.layers.1.") for name in changed)
     info = json.loads((Path(args.output_dir) / "grader_config.json").read_text())
     assert info["model"]["trainable_layers"] == 1
-    # Scored from the cached states through the trained top (models.cached_states, what
-    # cross-validation uses), the grader gives its full forward pass's P(relevant).
+    # Scored from the cached states through the trained top (models.families.classifier.states,
+    # what cross-validation uses), the grader gives its full forward pass's P(relevant).
     from types import SimpleNamespace
 
     from models.grader import Grader
-    from train.recipes import TrainingSettings, recipe_for
+    from train.config import TrainingSettings
+    from train.recipes import recipe_for
 
     settings = TrainingSettings(model_config, data, LossConfig(), args)
     scorer = recipe_for(model_config.family).state_scorer(Path(args.output_dir), settings)
@@ -232,9 +238,8 @@ def test_states_with_a_cache_are_read_from_disk_when_indexed(
     """With a state cache the states are not all held in host memory (8 KB per token at
     Llama-3.2-1B width, in every DDP process): each is read back when the trainer asks for it,
     equal to the state computed in memory."""
-    import train.cached_states as cached_states
+    from models.cached_states import StoredStates
     from models.state_cache import StateCache
-    from train.cached_states import StoredStates, state_cache_for
 
     model, tokenizer = build_grader(
         GraderModelConfig(model_name_or_path=str(tiny_model_dir), mode="full", max_length=256)
@@ -255,17 +260,14 @@ def test_states_with_a_cache_are_read_from_disk_when_indexed(
         path.unlink()
     with pytest.raises(FileNotFoundError, match="state of pair 0 is gone"):
         stored[0]
-    # DDP processes share the machine-wide cache when none is given; one process keeps memory.
-    monkeypatch.setattr(cached_states, "default_state_cache", lambda: tmp_path / "shared")
-    assert state_cache_for(None, str(tiny_model_dir)) is None
-    assert state_cache_for(None, str(tiny_model_dir), processes=2).folder == tmp_path / "shared"
 
 
 def test_the_head_can_train_at_its_own_learning_rate(
     tiny_model_dir: Path, tiny_dataset: Path, tmp_path: Path
 ):
+    from train.config import TrainingSettings
     from train.grader_data import load_split
-    from train.recipes import TrainingJob, TrainingSettings
+    from train.recipes.base import TrainingJob
     from train.recipes.classifier import classifier_trainer
 
     model_config = GraderModelConfig(
@@ -296,7 +298,6 @@ def test_the_head_can_train_at_its_own_learning_rate(
 def test_two_writers_of_one_state_at_once_both_succeed(tmp_path: Path, monkeypatch):
     """DDP ranks store the same pairs at the same time; one write inside another stands for that
     interleaving, which a shared temporary name turned into a lost or missing file."""
-    import train.cached_states as cached_states
     from models.state_cache import StateCache
 
     cache = StateCache(tmp_path / "states", "tiny")
@@ -309,8 +310,36 @@ def test_two_writers_of_one_state_at_once_both_succeed(tmp_path: Path, monkeypat
             inner_done.append(True)
             cache.put([1, 2, 3], 1, torch.float32, torch.ones(2))
 
-    monkeypatch.setattr(cached_states.torch, "save", save_then_let_the_other_rank_write)
+    monkeypatch.setattr(torch, "save", save_then_let_the_other_rank_write)
     cache.put([1, 2, 3], 1, torch.float32, torch.ones(2))
-    monkeypatch.setattr(cached_states.torch, "save", real_save)
+    monkeypatch.setattr(torch, "save", real_save)
     assert torch.equal(cache.get([1, 2, 3], 1, torch.float32), torch.ones(2))
     assert [p.name for p in (tmp_path / "states").iterdir() if p.suffix != ".pt"] == []
+
+
+def test_one_switch_sets_the_state_cache_every_layer_uses(
+    tiny_model_dir: Path, tmp_path: Path, monkeypatch
+):
+    """The state cache is the process's (models.state_cache): RELEVANCE_GRADER_STATE_CACHE names
+    a folder or turns it off, no config passes one, and with it off a run keeps its states in
+    memory and cross-validation scores graders by a full forward pass (no state scorer)."""
+    from models.state_cache import default_state_cache, state_cache_for
+    from train.config import TrainingSettings
+    from train.recipes import recipe_for
+
+    monkeypatch.setenv("RELEVANCE_GRADER_CACHE", str(tmp_path / "machine"))
+    monkeypatch.delenv(STATE_CACHE_ENV, raising=False)
+    assert default_state_cache() == tmp_path / "machine" / "states"  # the machine's, by default
+    monkeypatch.setenv(STATE_CACHE_ENV, str(tmp_path / "mine"))
+    cache = state_cache_for(str(tiny_model_dir))
+    assert cache is not None and cache.folder == tmp_path / "mine"
+    monkeypatch.setenv(STATE_CACHE_ENV, "none")
+    assert default_state_cache() is None and state_cache_for(str(tiny_model_dir)) is None
+    # DDP processes share states through the machine's folder even then: none holds them all.
+    shared = state_cache_for(str(tiny_model_dir), processes=2)
+    assert shared is not None and shared.folder == tmp_path / "machine" / "states"
+    model_config = GraderModelConfig(model_name_or_path=str(tiny_model_dir), mode="frozen")
+    settings = TrainingSettings(model_config, DataConfig(), LossConfig(), args_for(tmp_path))
+    # Off: nothing stored to read, so no state scorer (and no grader loaded to find that out).
+    assert recipe_for(model_config.family).state_scorer(tmp_path / "absent", settings) is None
+    assert "state_cache" not in {f.name for f in dataclasses.fields(type(settings.args))}

@@ -21,7 +21,8 @@ from core.metrics import classification_metrics
 from models.grader_config import GraderDescription
 from models.input_format import GraderInputFormat, format_pairs
 from models.scoring import answer_token_probabilities
-from train.recipes import TrainingJob, TrainingRecipe, TrainingSettings
+from train.config import TrainingSettings
+from train.recipes.base import TrainingJob, TrainingRecipe
 
 
 def prompt_completion(

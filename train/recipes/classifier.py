@@ -1,10 +1,19 @@
 """The classifier recipe: a classification head trained with a swappable loss
 (``models.losses``), on token ids or, in the cached-state modes, on states of the frozen bottom
-layers computed once per pair (``train.cached_states``). A graded head (``relevant_from`` > 1)
-trains on the grades and is evaluated on P(relevant)."""
+layers computed once per pair (``models.cached_states``) under the family's top
+(``models.families.classifier.states``). A graded head (``relevant_from`` > 1) trains on the
+grades and is evaluated on P(relevant).
+
+Frozen mode (paper config B) trains the head alone; ``top_layers`` mode trains the last
+``trainable_layers`` decoder layers, the final norm and the head. Either way the bottom of the
+network never changes, so its output is computed once per pair and the same ``Trainer`` as every
+other mode trains the top on it: resume, logging, evaluation, checkpoints and early stopping
+behave alike. The top holds the model's own parameter objects, so training it trains the full
+model in place, which is then saved as usual."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -13,10 +22,12 @@ import torch
 from datasets import Dataset
 from transformers import Trainer
 
+from models.cached_states import StateScorer, pad_states
 from models.losses import build_loss
-from train.cached_states import state_cache_for
+from models.state_cache import state_cache_for
+from train.config import TrainingSettings
 from train.grader_data import GraderCollator, compute_metrics, tokenize
-from train.recipes import StateScorer, TrainingJob, TrainingRecipe, TrainingSettings
+from train.recipes.base import TrainingJob, TrainingRecipe, trained_states
 from train.trainer import grader_trainer
 
 
@@ -29,12 +40,12 @@ class ClassifierRecipe(TrainingRecipe):
     def state_scorer(self, grader: Path, settings: TrainingSettings) -> StateScorer | None:
         """Frozen / top_layers graders: the bottom layers' states from the cache, the top's
         class probabilities on them."""
-        from models.cached_states import classifier_state_scorer
-        from train.cached_states import trained_states
+        from models.families.classifier.states import classifier_state_scorer
 
         if not (settings.model.training_mode.cached_states and settings.args.cache_states):
             return None
-        return classifier_state_scorer(trained_states(grader, settings))
+        trained = trained_states(grader, settings)
+        return classifier_state_scorer(trained) if trained else None
 
 
 def classifier_trainer(job: TrainingJob, collator: Any = None) -> Trainer:
@@ -63,8 +74,6 @@ def classifier_trainer(job: TrainingJob, collator: Any = None) -> Trainer:
 
         collator = PaddingFreeCollator(job.model.config._attn_implementation)
     if settings.model.training_mode.cached_states and args.cache_states:
-        from train.cached_states import collate_states
-
         trained, train_ds, eval_ds = cached_state_datasets(job, train_ds, eval_ds)
         collator = collate_states
     return grader_trainer(
@@ -84,13 +93,14 @@ def cached_state_datasets(
 ) -> tuple[torch.nn.Module, Any, Any]:
     """The trained top and the cached states of the frozen layers below it, per split."""
     from models.backbone import split_index
-    from train.cached_states import CachedStates, GraderTop, compute_states, resolve_state_dtype
+    from models.cached_states import compute_states, resolve_state_dtype
+    from models.families.classifier.states import GraderTop
 
     model, model_config, args = job.model, job.settings.model, job.settings.args
     first = split_index(model, model_config.trained_layers)
     dtype = resolve_state_dtype(args.state_dtype, args.device)
     model.to(args.device).eval()
-    cache = state_cache_for(args.state_cache, model_config.model_name_or_path, args.world_size)
+    cache = state_cache_for(model_config.model_name_or_path, args.world_size)
 
     def states(ds: Dataset) -> CachedStates:
         # Under DDP the main process computes and stores the states, then the others read them.
@@ -110,3 +120,40 @@ def cached_state_datasets(
     # The cached states fix the sequence lengths; the Trainer's length grouping reads input_ids.
     args.train_sampling_strategy = "random"
     return GraderTop(model, first).train(), train_states, eval_states
+
+
+class CachedStates(torch.utils.data.Dataset):
+    """Cached states with their labels and soft targets: the dataset ``Trainer`` sees."""
+
+    def __init__(
+        self,
+        states: Sequence[torch.Tensor],
+        labels: Sequence[int],
+        soft_targets: Sequence[float],
+    ) -> None:
+        if not len(states) == len(labels) == len(soft_targets):
+            raise ValueError("states, labels and soft targets differ in length")
+        self.states = states
+        self.labels = list(labels)
+        self.soft_targets = list(soft_targets)
+
+    def __len__(self) -> int:
+        return len(self.states)
+
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        return {
+            "hidden_states": self.states[index],
+            "labels": self.labels[index],
+            "soft_targets": self.soft_targets[index],
+        }
+
+
+def collate_states(features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+    """Right-pads cached states (zeros; masked out) into one batch."""
+    states, mask = pad_states([f["hidden_states"] for f in features])
+    return {
+        "hidden_states": states,
+        "attention_mask": mask,
+        "labels": torch.tensor([int(f["labels"]) for f in features], dtype=torch.long),
+        "soft_targets": torch.tensor([float(f["soft_targets"]) for f in features]),
+    }

@@ -11,8 +11,9 @@ from transformers import Trainer
 
 from core.errors import InputError
 from models.scoring import pair_token_type_ids
+from train.config import TrainingSettings
 from train.grader_data import GraderCollator
-from train.recipes import TrainingJob, TrainingSettings
+from train.recipes.base import TrainingJob
 from train.recipes.classifier import ClassifierRecipe, classifier_trainer
 
 

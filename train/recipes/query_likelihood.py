@@ -26,7 +26,9 @@ from transformers.modeling_outputs import SequenceClassifierOutput
 
 from core.errors import InputError
 from models.backbone import decoder
-from models.cached_states import (
+from models.cached_states import StateScorer
+from models.families.query_likelihood.scoring import MARKER, fit_scale_and_bias, pmi_scores
+from models.families.query_likelihood.states import (
     QueryLikelihoodStates,
     QueryLikelihoodTop,
     ScaleAndBias,
@@ -38,12 +40,8 @@ from models.cached_states import (
 from models.grader_config import GraderDescription
 from models.input_format import GraderInputFormat
 from models.losses import build_loss
-from models.query_likelihood import (
-    MARKER,
-    fit_scale_and_bias,
-    pmi_scores,
-)
-from train.recipes import StateScorer, TrainingJob, TrainingRecipe, TrainingSettings
+from train.config import TrainingSettings
+from train.recipes.base import TrainingJob, TrainingRecipe, trained_states
 
 
 class PMIReadOut(ScaleAndBias, torch.nn.Module):
@@ -142,7 +140,8 @@ class QueryLikelihoodRecipe(TrainingRecipe):
         """The grader's top (or only its scale and bias) on cached states of every pair and
         query prior."""
         from models.backbone import split_index
-        from train.cached_states import resolve_state_dtype, state_cache_for
+        from models.cached_states import resolve_state_dtype
+        from models.state_cache import state_cache_for
         from train.grader_data import tokenize
         from train.trainer import grader_trainer
 
@@ -156,7 +155,7 @@ class QueryLikelihoodRecipe(TrainingRecipe):
         ]
         args.train_sampling_strategy = "random"  # the cached states fix the lengths
         loss = build_loss("cross_entropy", class_weights=class_weights)
-        cache = state_cache_for(args.state_cache, model_config.model_name_or_path, args.world_size)
+        cache = state_cache_for(model_config.model_name_or_path, args.world_size)
         dtype = resolve_state_dtype(args.state_dtype, args.device)
         if first == len(decoder(model).layers):  # nothing but the read-out trains
             with args.main_process_first(desc="cached log-likelihoods"):
@@ -225,9 +224,8 @@ class QueryLikelihoodRecipe(TrainingRecipe):
             read_out.backbone = state_cache_key(job.settings.model.model_name_or_path)
         info.query_likelihood = read_out
 
-    def state_scorer(self, grader: Path, settings: TrainingSettings) -> StateScorer:
+    def state_scorer(self, grader: Path, settings: TrainingSettings) -> StateScorer | None:
         """sigmoid(scale * PMI + bias) with each pair's and each query prior's states read from
         the cache (or computed into it) and the trained top above them."""
-        from train.cached_states import trained_states
-
-        return query_likelihood_state_scorer(trained_states(grader, settings))
+        trained = trained_states(grader, settings)
+        return query_likelihood_state_scorer(trained) if trained else None

@@ -1,4 +1,5 @@
-"""The classifier family: a sequence-classification head on the decoder's last token.
+"""The classifier family's scoring and export read-out: a sequence-classification head on the
+decoder's last token.
 
 P(relevant) is the softmax mass of the relevant classes: the second of two (``labels: binary``),
 or grades >= 2 of a graded 0-3 head, which also gives each pair a grade. Modes ``full``,
@@ -43,10 +44,10 @@ class ClassifierFamily(ScoringFamily):
     ) -> GraderInputFormat:
         """The grader prompt, or with ``query-likelihood`` the query-likelihood grader's own: a
         frozen head beside that grader then reads the last-layer states its pass stored for the
-        same token ids (``models.query_likelihood.pmi_scores``), so the backbone runs once per
-        pair for both rows of a cross-validation."""
+        same token ids (``models.families.query_likelihood.scoring.pmi_scores``), so the backbone
+        runs once per pair for both rows of a cross-validation."""
         if prompt_format == "query-likelihood":
-            from models.query_likelihood import query_likelihood_format
+            from models.families.query_likelihood.scoring import query_likelihood_format
 
             return query_likelihood_format(max_length)
         return super().input_format(tokenizer, max_length, prompt_format, model)

@@ -1,9 +1,11 @@
-"""The query-likelihood family: how much the document raises the query's log-likelihood.
+"""The query-likelihood family's scoring and export read-out: how much the document raises the
+query's log-likelihood.
 
 P(relevant) = sigmoid(scale * PMI + bias), PMI = log P(query | document) - log P(query | empty
-passage) under the causal LM (``models.query_likelihood`` holds the batched primitives). Mode
-``query_likelihood``: the scale and bias, and optionally the top decoder layers, train on cached
-states. vLLM has no read-out for it: serve it with transformers.
+passage) under the causal LM (:mod:`models.families.query_likelihood.scoring` holds the batched
+primitives). Mode ``query_likelihood``: the scale and bias, and optionally the top decoder layers,
+train on cached states (:mod:`models.families.query_likelihood.states`). vLLM has no read-out for
+it: serve it with transformers.
 """
 
 from __future__ import annotations
@@ -95,7 +97,7 @@ class QueryLikelihoodFamily(ScoringFamily):
     def input_format(
         self, tokenizer: PreTrainedTokenizerBase, max_length: int, prompt_format: str, model: str
     ) -> GraderInputFormat:
-        from models.query_likelihood import query_likelihood_format
+        from models.families.query_likelihood.scoring import query_likelihood_format
 
         return query_likelihood_format(max_length)
 
@@ -113,14 +115,14 @@ class QueryLikelihoodFamily(ScoringFamily):
         )
 
     def class_probabilities(self, grader: Grader, batch: PairBatch) -> np.ndarray:
-        from models.query_likelihood import pmi_probabilities, pmi_scores
-        from models.state_cache import StateCache
+        from models.families.query_likelihood.scoring import pmi_probabilities, pmi_scores
+        from models.state_cache import StateCache, default_state_cache
 
-        # A backbone that never trained is its base model: with a state cache, the
-        # log-likelihoods its training (or another grader on that base) stored are read there.
+        # A backbone that never trained is its base model: a grader that shares states reads the
+        # log-likelihoods its training (or another grader on that base) stored in the state cache.
         read_out = grader.info.query_likelihood
         backbone = read_out.backbone if read_out else None
-        shared = grader.state_cache is not None and backbone
+        folder = default_state_cache() if grader.shares_states and backbone else None
         pmi = pmi_scores(
             grader.model,
             grader.tokenizer,
@@ -129,7 +131,7 @@ class QueryLikelihoodFamily(ScoringFamily):
             batch_size=grader.batch_size,
             max_batch_tokens=grader.max_batch_tokens,
             show_progress=batch.show_progress,
-            cache=StateCache(grader.state_cache, backbone) if shared else None,
+            cache=StateCache(folder, backbone) if folder and backbone else None,
         )
         return pmi_probabilities(pmi, *scale_and_bias(grader.info))
 

@@ -9,9 +9,10 @@ summed over the query's tokens (the query-likelihood rankers of Sachan et al. 20
 Zhuang et al. 2023, with the query's own prior subtracted so that scores of different queries are
 comparable). P(relevant) = sigmoid(scale * PMI + bias); ``scale`` and ``bias`` are fitted on the
 training pairs, and in ``query_likelihood`` mode the top decoder layers also train on that
-objective (``models.cached_states``). Measured on TREC DL 2019 (docs/results.md), the untrained SmolLM2-135M
-separates relevant from non-relevant pairs this way about as well as the MiniLM cosine, where its
-yes/no answer and a classifier head on its last token stay near chance.
+objective (``models.families.query_likelihood.states``). Measured on TREC DL 2019
+(docs/results.md), the untrained SmolLM2-135M separates relevant from non-relevant pairs this way
+about as well as the MiniLM cosine, where its yes/no answer and a classifier head on its last
+token stay near chance.
 
 Only the token ids are needed: the query's tokens are those after the template's marker
 (``A question that this passage answers:``), and each query's prior input is the empty-passage
