@@ -150,7 +150,9 @@ def trec_dl_inputs(root: Path) -> dict[str, Path]:
             for q, docs in run.items()
         }
     (root / "labels").mkdir()
-    (root / "labels" / "per_query.json").write_text(json.dumps(labels))
+    (root / "labels" / "per_query.json").write_text(
+        json.dumps({"format_version": 1, "runs": labels})
+    )
     return {"collection": TREC_DL, "a": root / "bm25.trec", "b": root / "dense.trec"}
 
 
