@@ -1,4 +1,4 @@
-"""One HTML page per evaluation: ``python -m eval.report --input FOLDER`` (``relevance-grader
+"""One HTML page per evaluation: ``relevance-grader report --input FOLDER`` (``relevance-grader
 report``) reads an ``eval.search`` output folder or a main-job run folder and writes
 ``FOLDER/report.html``, a single self-contained file (styles, script, data and plots inline; it
 asks no network for anything) with the headline estimates and their intervals, a per-query table

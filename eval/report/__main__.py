@@ -1,7 +1,7 @@
-"""``python -m eval.report --input FOLDER``: the HTML report of an evaluation (see eval.report).
+"""``relevance-grader report --input FOLDER``: the HTML report of an evaluation (see eval.report).
 
-python -m eval.report --input runs/search/cmp                  # writes runs/search/cmp/report.html
-python -m eval.report --input runs/main --out runs/shots/report.html --screenshot runs/shots/report.png
+relevance-grader report --input runs/search/cmp                  # writes runs/search/cmp/report.html
+relevance-grader report --input runs/main --out runs/shots/report.html --screenshot runs/shots/report.png
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from eval.report.page import (
 @dataclass
 class ReportConfig:
     input: str = field(
-        default="", metadata={"help": "An eval.search output folder or a main-job run folder."}
+        default="",
+        metadata={"help": "A relevance-grader search output folder or a main-job run folder."},
     )
     out: str | None = field(default=None, metadata={"help": "Default: INPUT/report.html."})
     corpus: str | None = field(
@@ -41,7 +42,9 @@ class ReportConfig:
     )
     agreement: str | None = field(
         default=None,
-        metadata={"help": "An eval.ranking_agreement agreement.json (the main job's is found)."},
+        metadata={
+            "help": "A relevance-grader ranking-agreement agreement.json (the main job's is found)."
+        },
     )
     max_queries: int = bounded(1000, 0, help="Queries whose hits and documents are embedded.")
     text_chars: int = bounded(600, 1, help="Characters of each document shown.")
@@ -71,7 +74,9 @@ class ReportConfig:
 def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([ReportConfig], args)
     if not config.input:
-        raise InputError("input: give --input FOLDER (an eval.search output or a main-job run)")
+        raise InputError(
+            "input: give --input FOLDER (a relevance-grader search output or a main-job run)"
+        )
     if not Path(config.input).is_dir():
         raise FileNotFoundError(f"input: {config.input} is not a folder")
     options = ReportOptions(

@@ -1,4 +1,5 @@
-"""eval.search: the grader as labeler in the retrieval-metric pipeline (``python -m eval.search``).
+"""eval.search: the grader as labeler in the retrieval-metric pipeline (``relevance-grader
+search``).
 
 - :mod:`measure.metrics.settings` (the metric library's): the command's settings and the files it
   reads and writes, which the report reads back;
