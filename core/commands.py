@@ -121,7 +121,7 @@ def usage() -> str:
         "Train relevance graders and use them to label retrieval runs; "
         f"`{PROGRAM} COMMAND --help` lists a command's flags.",
         "",
-        "commands (the module that runs each in brackets):",
+        "commands (the module that runs each in parentheses):",
     ]
     lines += [
         f"  {name:<{width}}  {command.help} ({command.module})"

@@ -429,7 +429,8 @@ def test_the_command_writes_the_page_and_names_a_bad_folder(folders, tmp_path: P
         [
             sys.executable,
             "-m",
-            "eval.report",
+            "core.commands",
+            "report",
             "--input",
             str(folders["no_human"]),
             "--out",
@@ -443,14 +444,14 @@ def test_the_command_writes_the_page_and_names_a_bad_folder(folders, tmp_path: P
     assert result.returncode == 0, result.stderr[-2000:]
     assert out.stat().st_size < 2_000_000 and "no interval" in out.read_text()
     bad = subprocess.run(
-        [sys.executable, "-m", "eval.report", "--input", str(tmp_path)],
+        [sys.executable, "-m", "core.commands", "report", "--input", str(tmp_path)],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert bad.returncode == 2
-    assert "holds neither an eval.search output" in bad.stderr
+    assert "holds neither a relevance-grader search output" in bad.stderr
 
 
 def test_judged_hits_alone_give_the_share_of_relevant_hits_an_interval(folders, adi_dir: Path):
