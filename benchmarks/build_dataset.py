@@ -1,4 +1,4 @@
-"""Benchmark ``python -m data.build`` on synthetic judgments: wall time and peak memory.
+"""Benchmark ``relevance-grader build`` on synthetic judgments: wall time and peak memory.
 
     python -m benchmarks.build_dataset --n 1000000
 

@@ -25,7 +25,7 @@ from train.train import DataConfig, GraderTrainingArguments, LossConfig, train
 @dataclass
 class BenchFrozenConfig:
     dataset: str = field(
-        default="runs/dataset", metadata={"help": "Folder from `python -m data.build`."}
+        default="runs/dataset", metadata={"help": "Folder from `relevance-grader build`."}
     )
     model: str = field(default="smollm2-135m")
     train_pairs: int = field(default=512)

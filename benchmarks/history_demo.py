@@ -35,8 +35,9 @@ JUDGED = 12
 
 
 def command(*args: str) -> int:
-    print("$", " ".join(args), flush=True)
-    return subprocess.run([sys.executable, "-m", *args], cwd=REPO).returncode
+    """Run ``relevance-grader ARGS`` (the console script of this checkout)."""
+    print("$ relevance-grader", " ".join(args), flush=True)
+    return subprocess.run([sys.executable, "-m", "core.commands", *args], cwd=REPO).returncode
 
 
 def human_sample(path: Path) -> Path:
@@ -55,13 +56,13 @@ def release(engine: SearchEngine, out: Path, version: str, note: str) -> int:
         yaml.safe_dump({"preset": "opensearch", "url": f"{engine.url}/adi/_search"})
     )
     queries = str(ADI / "queries.jsonl")
-    command("data.engine", "--engine", str(config), "--queries", queries, "--k", "10",
+    command("run", "--engine", str(config), "--queries", queries, "--k", "10",
             "--out", str(run), "--run_name", "adi")  # fmt: skip
     human = ["--human", str(human_sample(out / "human.qrels"))] if "judged" in note else []
-    command("eval.search", "--run", str(run), "--corpus", str(ADI),
+    command("search", "--run", str(run), "--corpus", str(ADI),
             "--labeler", f"qrels:{ADI / 'qrels.tsv'}", "--out", str(out / "search" / version),
             "--track", store, "--system", "adi", "--version", version, "--note", note, *human)  # fmt: skip
-    return command("eval.history", "gate", "--store", store, "--system", "adi",
+    return command("history", "gate", "--store", store, "--system", "adi",
                    "--candidate", version, "--baseline", "last", "--metric", "ndcg@10",
                    "--margin", "0.02", "--without_baseline", "pass")  # fmt: skip
 
@@ -87,7 +88,7 @@ def main() -> None:
         engine.stop()
     print("gate exit codes:", codes)
     shot = ["--screenshot", str(Path(args.screenshot).resolve())] if args.screenshot else []
-    command("eval.history", "page", "--store", str(out / "history.sqlite"),
+    command("history", "page", "--store", str(out / "history.sqlite"),
             "--out", str(out / "history.html"), *shot)  # fmt: skip
 
 

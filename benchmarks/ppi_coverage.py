@@ -21,7 +21,7 @@ under its design, against uniform PPI++ on the uniform draws (the same seeds):
     python -m benchmarks.ppi_coverage --search grader=runs/main/search judge=runs/search-judge \
         --runs ... --qrels ... --designs uniform proportional neyman --strata 2
 
-The intervals are those the tool reports: :func:`eval.ppi.estimate_metric` with the metric's
+The intervals are those the tool reports: :func:`judgments.ppi.estimate_metric` with the metric's
 bounds ((0, 1) for a system, (-1, 1) for a paired difference), read from its ``to_dict()`` as
 ``eval.search`` writes them to metrics.json; the same uniform draws serve every system, metric and
 labeler. Where the human-judged sample is a large share of the population (TREC DL 2019: 20 of
@@ -225,7 +225,7 @@ def _median(values: Sequence[float]) -> float:
 def estimator_name(config: CoverageConfig) -> str:
     if config.finite_population:
         return "design-based (one-stratum uniform draw) with the finite-population correction"
-    return "eval.ppi.estimate_metric, as eval.search reports it"
+    return "judgments.ppi.estimate_metric, as eval.search reports it"
 
 
 def design_draws(

@@ -114,11 +114,13 @@ def make_files(root: Path) -> None:
     (root / "latin1.yaml").write_bytes("model: caf\xe9\n".encode("latin-1"))
     checkpoint = root / "truncated-config"
     checkpoint.mkdir()
-    (checkpoint / "grader_config.json").write_text(json.dumps({"mode": "full"}))
+    (checkpoint / "grader_config.json").write_text(
+        json.dumps({"format_version": 1, "mode": "full"})
+    )
     (checkpoint / "config.json").write_text('{"architectures": ["LlamaForSeq')
     weights = root / "truncated-weights"
     weights.mkdir()
-    (weights / "grader_config.json").write_text(json.dumps({"mode": "full"}))
+    (weights / "grader_config.json").write_text(json.dumps({"format_version": 1, "mode": "full"}))
     (weights / "config.json").write_text(
         json.dumps(
             {
@@ -187,8 +189,8 @@ eval.search | run empty | --run {dir}/run-empty.trec --corpus {adi} --labeler {q
 eval.search | two runs with one name | --run {dir}/system-a/run.trec --compare {dir}/system-b/run.trec --corpus {adi} --labeler {qrels} --out {dir}/s | both system 'run'
 eval.search | runs over different queries | --run {dir}/system-a/run.trec --compare {dir}/run-other-queries.trec --corpus {adi} --labeler {qrels} --out {dir}/s | rank different queries
 eval.search | stat_test unknown | {search} --stat_test bogus | stat_test
-eval.rerank | rerank onto its own run | --run {dir}/system-a/run.trec --corpus {adi} --grader {dir}/a-folder --out {dir}/system-a/run.trec | would replace --run
-eval.rerank | rerank unknown document | --run {dir}/run-unknown-doc.trec --corpus {adi} --grader {dir}/a-folder --out {dir}/r.trec | nosuchdoc, corpus.jsonl
+measure.labelers.rerank | rerank onto its own run | --run {dir}/system-a/run.trec --corpus {adi} --grader {dir}/a-folder --out {dir}/system-a/run.trec | would replace --run
+measure.labelers.rerank | rerank unknown document | --run {dir}/run-unknown-doc.trec --corpus {adi} --grader {dir}/a-folder --out {dir}/r.trec | nosuchdoc, corpus.jsonl
 data.label | label out onto its cache | --pairs {dir}/pairs.jsonl --out {dir}/labels.cache.jsonl --cache {dir}/labels.cache.jsonl | would replace --cache
 data.build | build out holds its judgments | --judgments {dir}/holds-judgments/judgments.jsonl --out {dir}/holds-judgments --overwrite true | would replace --judgments
 data.build | build label_threshold 5 | --judgments {dir}/judgments.jsonl --label_threshold 5 --out {dir}/ds | label_threshold
@@ -196,14 +198,14 @@ data.build | build one query id, two texts | --judgments {dir}/one-qid-two-texts
 data.build | build blank query | --judgments {dir}/blank-query.jsonl --out {dir}/ds | blank-query.jsonl:1, blank query
 data.candidates | candidates k 0 | --collection {adi} --k 0 --out {dir}/c | k
 data.candidates | candidates collection missing | --collection {dir}/nope --out {dir}/c | nope
-eval.rerank | rerank k 0 | --run {dir}/run-dup.trec --corpus {adi} --grader {dir}/a-folder --k 0 | k
+measure.labelers.rerank | rerank k 0 | --run {dir}/run-dup.trec --corpus {adi} --grader {dir}/a-folder --k 0 | k
 models.export | export of a non-checkpoint | --checkpoint {dir}/a-folder --out {dir}/e | a-folder
 models.export | export truncated config.json | --checkpoint {dir}/truncated-config --out {dir}/e | config.json
 models.export | export truncated weights | --checkpoint {dir}/truncated-weights --out {dir}/e | model.safetensors
 models.export | export onto the checkpoint | --checkpoint {dir}/truncated-config --out {dir}/truncated-config | would replace --checkpoint
 models.export | export onto a user's folder | --checkpoint {dir}/truncated-config --out {dir}/users | not a previous export
-eval.checkpoint | evaluate batch_size 0 | --judgments {dir}/judgments.jsonl --batch_size 0 | batch_size
-eval.checkpoint | evaluate missing data | --judgments {dir}/nope.jsonl --data {dir}/nope.jsonl | nope.jsonl
+measure.classification.checkpoint | evaluate batch_size 0 | --judgments {dir}/judgments.jsonl --batch_size 0 | batch_size
+measure.classification.checkpoint | evaluate missing data | --judgments {dir}/nope.jsonl --data {dir}/nope.jsonl | nope.jsonl
 train | train mode unknown | --mode everything | mode
 train | train dataset missing | --dataset {dir}/nope --model_name_or_path {dir}/a-folder | nope
 """
@@ -211,9 +213,9 @@ train | train dataset missing | --dataset {dir}/nope --model_name_or_path {dir}/
 
 # ---- Round 3 (issue 42), data side: bad inputs that must be refused in one line ----------------
 CASE_TABLE_ROUND3_DATA = """
-eval.recalibrate | recalibrate out holds the export | --export {dir}/holder/export --judgments {dir}/judgments.jsonl --out {dir}/holder --overwrite true | would replace --export
+judgments.recalibrate | recalibrate out holds the export | --export {dir}/holder/export --judgments {dir}/judgments.jsonl --out {dir}/holder --overwrite true | would replace --export
 data.synthesize | synthesize out holds its examples | --collection {adi} --out {dir}/holds-judgments --examples_file {dir}/holds-judgments/judgments.jsonl --examples 1 | would replace --examples_file
-eval.checkpoint | calibration pairs without a relevant pair | --baseline bm25 --data {dir}/judgments.jsonl --calibration_data {dir}/no-relevant.jsonl --out {dir}/ck | no-relevant.jsonl, no relevant pair
+measure.classification.checkpoint | calibration pairs without a relevant pair | --baseline bm25 --data {dir}/judgments.jsonl --calibration_data {dir}/no-relevant.jsonl --out {dir}/ck | no-relevant.jsonl, no relevant pair
 data.candidates | judged query missing from queries.jsonl | --collection {dir}/missing-query --out {dir}/c --retrievers bm25 --judged_queries_only true | queries.jsonl, '1'
 data.validate | every bad line of every file | --files {dir}/bad-json.jsonl {dir}/missing-field.jsonl --record judgment | 2 bad line(s) in 2 file(s)
 """
@@ -833,8 +835,9 @@ def replay_agreement_unjudged_pairs(root: Path) -> None:
 
 
 def replay_compare_leaves_out_loudly(root: Path) -> None:
-    """Item 21: eval.compare --labels human over a grader evaluated with --labels both and a
-    baseline evaluated as the docs show (teacher labels only) dropped the baseline silently."""
+    """Item 21: relevance-grader compare --labels human over a grader evaluated with --labels
+    both and a baseline evaluated as the docs show (teacher labels only) dropped the baseline
+    silently."""
     from measure.classification.compare import main as compare
 
     metrics = {"at_0.5": {"pairs": 10, "roc_auc": 0.8}}
@@ -842,7 +845,8 @@ def replay_compare_leaves_out_loudly(root: Path) -> None:
         ("grader", ("teacher", "human"), None),
         ("bm25", ("teacher",), "bm25"),
     ):
-        result = {  # the fields every eval.checkpoint metrics.json has
+        result = {  # the fields every relevance-grader evaluate metrics.json has
+            "format_version": 1,
             "name": name,
             "data": "test.jsonl",
             "pairs": 10,

@@ -26,8 +26,8 @@ ADI = COLLECTIONS / "adi"
 # command | case | arguments | words the error line must contain ({dir}, {adi}, {qrels}: as in
 # benchmarks.reliability's CASE_TABLE).
 CASE_TABLE_JUDGING = """
-eval.ppi | pilot width the run cannot reach | --run {dir}/run-43.trec --pilot {dir}/pilot.json --target_width 0.1 | target_width, needs about 160, 43, reaches about 0.193
-eval.ppi | a corpus given as the run | --run {adi}/corpus.jsonl --n 10 | corpus.jsonl, is a corpus
+judgments.draw | pilot width the run cannot reach | --run {dir}/run-43.trec --pilot {dir}/pilot.json --target_width 0.1 | target_width, needs about 160, 43, reaches about 0.193
+judgments.draw | a corpus given as the run | --run {adi}/corpus.jsonl --n 10 | corpus.jsonl, is a corpus
 data.validate | an empty document | --files {dir}/empty-document.jsonl --record judgment | 1 bad line(s) in 1 file(s)
 eval.search | human grades off the 0-3 scale | --run {dir}/run-adi.trec --corpus {adi} --labeler {qrels} --human {dir}/grade-4.qrels --out {dir}/s | grade-4.qrels, grade 4, 0-3 scale
 """
@@ -61,7 +61,8 @@ def make_judging_files(root: Path) -> None:
     interval = {"estimate": 0.5, "low": 0.3, "high": 0.7, "n": 10, "lam": 1.0}  # 160 for 0.1
     interval |= {"unjudged": 33, "method": "t", "width": 0.4}
     estimates = {"labeler_mean": 0.5, "queries": 43, "human_only": interval, "ppi": interval}
-    pilot = {  # an eval.search metrics.json with people's judgments
+    pilot = {  # a relevance-grader search metrics.json with people's judgments
+        "format_version": 1,
         "labeler": "grader:runs/export",
         "k": 10,
         "mean": {"bm25": {"ndcg@10": 0.5}},
@@ -175,8 +176,8 @@ def replay_best_queries_judged(root: Path) -> None:
 
 
 def replay_recalibrate_own_validation(root: Path) -> None:
-    """Item 9: eval.recalibrate given the export's own validation pairs said nothing, and its
-    'stored' figures were measured on the split the threshold was fitted on."""
+    """Item 9: relevance-grader recalibrate given the export's own validation pairs said nothing,
+    and its 'stored' figures were measured on the split the threshold was fitted on."""
     from core.io import read_records
     from core.records import Judgment
     from data.build import BuildConfig, build_dataset
@@ -201,8 +202,8 @@ def replay_recalibrate_own_validation(root: Path) -> None:
 
 
 def replay_rerank_keeps_tail_and_link(root: Path) -> None:
-    """Item 10: eval.rerank --k 2 on a run of depth 5 dropped three hits, and an --out that is a
-    link to a file was replaced by a plain file (the target kept its old run)."""
+    """Item 10: relevance-grader rerank --k 2 on a run of depth 5 dropped three hits, and an --out
+    that is a link to a file was replaced by a plain file (the target kept its old run)."""
     from data.beir import Collection, ranked, read_trec_run, write_trec_run
     from measure.labelers import HitLabel, Labeler
     from measure.labelers.rerank import rerank
@@ -247,11 +248,8 @@ def _session(root: Path) -> tuple[Any, Path]:
     from judgments.store import JudgmentStore, session_secret, write_session
 
     run = _adi_run(root / "run.trec")
-    labels = {
-        "run": {
-            q: {"hits": [{"id": d, "relevant": True, "score": 0.9} for d in run[q]]} for q in run
-        }
-    }
+    hits = {q: {"hits": [{"id": d, "relevant": True, "score": 0.9} for d in run[q]]} for q in run}
+    labels = {"format_version": 1, "runs": {"run": hits}}
     (root / "labels.json").write_text(json.dumps(labels))
     out = root / "session"
     config = AnnotateConfig(corpus=str(ADI), runs=[str(root / "run.trec")], queries=["1", "2"], k=4)

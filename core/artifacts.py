@@ -1,10 +1,11 @@
 """Typed files between stages: each file one stage writes and another reads is one pydantic
 model with a format version, used to write it and to read it (HF's ``TrainerState``, ranx's
 ``Report``), so that readers take attributes rather than walk string keys, and a file of another
-release is read or refused in one line.
+version is refused in one line.
 
-Reading a file of an older version runs the model's :meth:`Artifact.upgrade` from that version;
-a newer one is refused (this release cannot know what changed)."""
+Until the first release there is no upgrade code: a changed format bumps its ``FORMAT_VERSION``,
+and a file of another version (an older one, or one without a version) is refused in one line
+naming the file and saying to re-run the stage that wrote it; a newer one, to upgrade."""
 
 from __future__ import annotations
 
@@ -24,35 +25,33 @@ class Artifact(BaseModel):
     model_config = ConfigDict(extra="forbid")
     FILE: ClassVar[str]
     FORMAT_VERSION: ClassVar[int]
-    # The oldest version written in this shape (files of earlier releases had no format_version:
-    # version 0); older ones go through upgrade.
-    SAME_SHAPE_SINCE: ClassVar[int] = 1
     format_version: int = 0
 
     def model_post_init(self, context: Any) -> None:
         self.format_version = self.FORMAT_VERSION  # what this release writes
 
     @classmethod
-    def upgrade(cls, data: dict[str, Any], version: int) -> dict[str, Any]:
-        """``data`` of an older ``version`` in this version's shape; refused unless a subclass
-        knows the way."""
-        raise InputError(
-            f"{cls.FILE}: format version {version} is older than this release reads "
-            f"({cls.FORMAT_VERSION}); re-run the stage that wrote it"
-        )
-
-    @classmethod
     def from_data(cls, data: Any, where: str) -> Any:
         if not isinstance(data, dict):
             raise InputError(f"{where}: expected a JSON object, got {type(data).__name__}")
-        version = data.get("format_version", 0)
-        if not isinstance(version, int) or version > cls.FORMAT_VERSION:
+        version = data.get("format_version")
+        if isinstance(version, int) and version > cls.FORMAT_VERSION:
             raise InputError(
-                f"{where}: format version {version!r} is newer than this release reads "
+                f"{where}: format version {version} is newer than this release reads "
                 f"({cls.FORMAT_VERSION}); upgrade relevance-grader to read it"
             )
-        if version < cls.SAME_SHAPE_SINCE:
-            data = cls.upgrade(dict(data), version)
+        if version != cls.FORMAT_VERSION:
+            found = "no format version" if version is None else f"format version {version!r}"
+            raise InputError(
+                f"{where}: {found}, but this release reads version {cls.FORMAT_VERSION}: "
+                "re-run the stage that wrote it"
+            )
+        return cls.validated(data, where)
+
+    @classmethod
+    def validated(cls, data: dict[str, Any], where: str) -> Any:
+        """``data`` built by this release (not read from a file) as the model; one line naming
+        ``where`` and the field that does not fit."""
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
@@ -70,9 +69,8 @@ class Artifact(BaseModel):
         return cls.from_data(data, str(path))
 
     def dump(self) -> dict[str, Any]:
-        """The file's JSON object. Optional fields left at their default are left out, as the
-        files were written before they were typed; a value inside that is None (an undefined
-        statistic) stays, as null."""
+        """The file's JSON object. Optional fields left at their default are left out; a value
+        inside that is None (an undefined statistic) stays, as null."""
         return self.model_dump(mode="json", exclude_defaults=True)
 
     def write(self, path: str | Path) -> None:

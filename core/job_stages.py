@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from core.artifacts import Artifact
 from core.errors import InputError
@@ -21,43 +21,33 @@ STAGE_ENV = "RELEVANCE_GRADER_JOB_STAGE"  # set by the main job for the stages i
 class StageRecord(Artifact):
     """``JOB/stages/NAME.json``: the stamp of a finished stage, the digest of its settings and
     inputs (the job skips the stage while it matches), the command it ran, the config file the
-    command read, the outputs it writes and how long it took. Stamps of earlier releases (no
-    format_version) hold the command's flags instead of a config file, ``--out`` among them;
-    those before version 2 hold no time (a re-run that skips the stage says it was not
-    recorded)."""
+    command read, the outputs it writes and how long it took. A stamp of another format version
+    is no stamp: the job re-runs its stage."""
 
     FILE = "NAME.json"
     FORMAT_VERSION = 2
-    SAME_SHAPE_SINCE = 0
-    fingerprint: str = ""
-    command: list[str] = Field(default_factory=list)
-    config: str | None = None  # the YAML the command read (--config)
-    outs: list[str] = Field(default_factory=list)  # the --out of each of the stage's settings
-    seconds: float | None = None  # the time the stage took when it ran (None: not recorded)
-
-    def written(self) -> list[str]:
-        """What the stage writes: its recorded outs, else its command's --out flags."""
-        flags = self.command
-        return self.outs or [flags[i + 1] for i, arg in enumerate(flags[:-1]) if arg == "--out"]
+    fingerprint: str
+    command: list[str]
+    config: str  # the YAML the command read (--config)
+    outs: list[str]  # the --out of each of the stage's settings
+    seconds: float  # the time the stage took when it ran
 
 
 class JobConfig(Artifact):
     """``JOB/config.json``: the settings a job ran with, its config's fields as they were (flat,
     every one kept for the report's settings table). The report reads two of them: ``run_dir``
-    (recorded relative to the folder the job ran in) and ``qrels``. Files of earlier releases
-    (no format_version) are the same object."""
+    (recorded relative to the folder the job ran in) and ``qrels``."""
 
     model_config = ConfigDict(extra="allow")  # the rest of the job's settings, shown as they are
     FILE = "config.json"
     FORMAT_VERSION = 1
-    SAME_SHAPE_SINCE = 0
     run_dir: str | None = None  # the main job's; the cross-validation's config has none
     qrels: str | None = None  # the human judgments (None: a corpus without them)
 
     @classmethod
     def of(cls, settings: Mapping[str, Any]) -> JobConfig:
         """The file of a job's settings (its config dataclass, ``asdict``)."""
-        return cls.from_data(dict(settings), cls.FILE)
+        return cls.validated(dict(settings), cls.FILE)
 
     def settings(self) -> dict[str, Any]:
         """Every setting the file holds (an open mapping: each job's config has its own)."""
@@ -79,12 +69,10 @@ class HistoryRecorded(BaseModel):
 
 class HistoryMark(Artifact):
     """``JOB/stages/history.json``: the --track store the main job recorded its evaluation in,
-    with the fingerprint of the metric stage it came from (a resumed job records it once).
-    Marks of earlier releases (no format_version) are the same object."""
+    with the fingerprint of the metric stage it came from (a resumed job records it once)."""
 
     FILE = "history.json"
     FORMAT_VERSION = 1
-    SAME_SHAPE_SINCE = 0
     recorded: HistoryRecorded
 
 
@@ -106,7 +94,7 @@ def stage_writing(out: str | os.PathLike[str]) -> tuple[str, Path] | None:
             continue
         for path in sorted(stamps.glob("*.json")):
             record = read_stage_record(path)
-            if record and any(Path(p).resolve() == target for p in record.written()):
+            if record and any(Path(p).resolve() == target for p in record.outs):
                 return path.stem, job
     return None
 

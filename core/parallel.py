@@ -4,8 +4,8 @@ collectives that data-parallel grading needs.
 Every process runs the whole command; the grader splits its pairs between them
 (``Grader.class_probabilities_of_ids``), and every process receives all results in the original
 order. Only the main process writes files and prints: ``core.io``'s writers discard the other
-processes' output, so caches and outputs have one writer and no races. A plain ``python -m``
-run is one process, and none of this changes it.
+processes' output, so caches and outputs have one writer and no races. A plain run
+(``relevance-grader NAME``) is one process, and none of this changes it.
 """
 
 from __future__ import annotations

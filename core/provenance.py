@@ -71,12 +71,10 @@ class Environment(BaseModel):
 
 class ProvenanceRecord(Artifact):
     """``OUT/provenance.json``: the command, its settings, the folder its relative paths are
-    relative to, and the :class:`Environment` it ran in. Files of earlier releases (no
-    format_version) are the same object."""
+    relative to, and the :class:`Environment` it ran in."""
 
     FILE = PROVENANCE_FILE
     FORMAT_VERSION = 1
-    SAME_SHAPE_SINCE = 0
     command: str
     config: dict[str, Any]  # the command's settings: each command's own fields
     cwd: str
@@ -110,20 +108,20 @@ def environment() -> Environment:
     return Environment(date=now(), versions=package_versions(), machine=machine())
 
 
-def command_line(module: str, args: list[str] | None = None) -> str:
-    """The command as a user would type it again: ``python -m MODULE ARGS``."""
+def command_line(command: str, args: list[str] | None = None) -> str:
+    """The command as a user would type it again: ``relevance-grader COMMAND ARGS``."""
     args = sys.argv[1:] if args is None else args
-    return shlex.join(["python", "-m", module, *args])
+    return shlex.join(["relevance-grader", *command.split(), *args])
 
 
 def write_provenance(
-    out: str | os.PathLike[str], module: str, config: Any, args: list[str] | None = None
+    out: str | os.PathLike[str], command: str, config: Any, args: list[str] | None = None
 ) -> ProvenanceRecord:
     """Write ``OUT/provenance.json``: the command, its settings (a dataclass), the working folder
     its relative paths are relative to, and :func:`environment`."""
     here = environment()
     record = ProvenanceRecord(
-        command=command_line(module, args),
+        command=command_line(command, args),
         config=asdict(config) if is_dataclass(config) else dict(config),
         cwd=str(Path.cwd()),
         date=here.date,

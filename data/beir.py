@@ -159,12 +159,13 @@ def is_binary_scale(qrels: Qrels) -> bool:
 
 
 def qrels_scale(path: str | os.PathLike[str], qrels: Qrels, declared: str | None = None) -> str:
-    """The scale a qrels file's values are on: ``declared`` (a flag), else the file's format,
-    never which grades one session's judgments happened to reach. TREC qrels (``qid iter docid
-    rel``: NIST's files, eval.annotate's qrels.txt, the main job's sample) are on the 0-3 scale,
-    whatever values occur: a file of 0s and 1s is one in which nothing was judged relevant. A BEIR
-    TSV (``query-id corpus-id score``) is a collection's judgments as BEIR distributes them: binary
-    (1 relevant) when every score is 0 or 1 (SciFact, SQuAD, ADI, CACM, MED), else 0-3 (TREC DL)."""
+    """The scale a qrels file's values are on: ``declared`` (a flag), else the file's format, never
+    which grades one session's judgments happened to reach. TREC qrels (``qid iter docid rel``:
+    NIST's files, relevance-grader annotate's qrels.txt, the main job's sample) are on the 0-3
+    scale, whatever values occur: a file of 0s and 1s is one in which nothing was judged relevant. A
+    BEIR TSV (``query-id corpus-id score``) is a collection's judgments as BEIR distributes them:
+    binary (1 relevant) when every score is 0 or 1 (SciFact, SQuAD, ADI, CACM, MED), else 0-3 (TREC
+    DL)."""
     if declared is not None:
         if declared not in QRELS_SCALES:
             raise InputError(f"scale: expected one of {', '.join(QRELS_SCALES)}, got {declared!r}")
@@ -199,7 +200,7 @@ def graded_qrels(
             logger.warning(
                 "%s: TREC qrels are read on the 0-3 scale, and no pair here reaches grade 2: "
                 "nothing is relevant; if 1 means relevant in this file, give its scale as binary "
-                "(eval.search --human_scale binary)",
+                "(relevance-grader search --human_scale binary)",
                 path,
             )
         return qrels

@@ -1,8 +1,8 @@
 """Judgments → a training dataset: clean, split (by query or by pair), balance the train split.
 
-    python -m data.build --judgments runs/labels/judgments.jsonl --out runs/dataset
-    python -m data.build --judgments a.jsonl b.jsonl --split_by pair --balance both --target_ratio 1.0
-    python -m data.build --config my-build.yaml --seed 13   # a YAML of the fields below
+    relevance-grader build --judgments runs/labels/judgments.jsonl --out runs/dataset
+    relevance-grader build --judgments a.jsonl b.jsonl --split_by pair --balance both --target_ratio 1.0
+    relevance-grader build --config my-build.yaml --seed 13   # a YAML of the fields below
 
 Steps, in order:
 1. read the judgments (strict: stop at the first bad line with ``file:line: field: problem``;
@@ -99,7 +99,8 @@ class BuildConfig:
     train_only: list[str] = field(
         default_factory=list,
         metadata={
-            "help": "Judgments added to the train split alone (other collections, e.g. data.mix)."
+            "help": "Judgments added to the train split alone (other collections, e.g. "
+            "relevance-grader mix)."
         },
     )
     out: str = field(default="runs/dataset", metadata={"help": "Output folder."})
@@ -307,13 +308,11 @@ class DatasetManifest(Artifact):
     finished build): the cleaning, the sources and settings, and the splits, one
     :class:`FoldSplits` per fold (``folds``; each ``fold-K/`` has its own manifest, with ``fold``)
     or the one split's at the top. Every field may be absent: the cross-validation's folds of
-    another source hold only their ``queries``, and files of earlier releases (no format_version)
-    are the same object. Keys this release does not know are kept."""
+    another source hold only their ``queries``. Keys this release does not know are kept."""
 
     model_config = ConfigDict(extra="allow")
     FILE = MANIFEST_FILE
     FORMAT_VERSION = 1
-    SAME_SHAPE_SINCE = 0
     cleaning: dict[str, Any] = Field(default_factory=dict)  # load_judgments' counts, open
     sources: list[dict[str, str]] = Field(default_factory=list)  # path and digest of each file
     train_only_sources: list[dict[str, str]] = Field(default_factory=list)
@@ -327,10 +326,10 @@ class DatasetManifest(Artifact):
 
     @classmethod
     def of(cls, manifest: dict[str, Any]) -> DatasetManifest:
-        return cls.from_data(manifest, cls.FILE)
+        return cls.validated(manifest, cls.FILE)
 
     def dump(self) -> dict[str, Any]:
-        # exclude_unset: the keys written are the ones set, as before the file was typed.
+        # exclude_unset: the keys written are the ones set.
         rest = self.model_dump(mode="json", exclude={"format_version"}, exclude_unset=True)
         return {"format_version": self.format_version, **rest}
 

@@ -1,8 +1,8 @@
 """Candidate pairs: the top-k documents per query from one or more retrievers.
 
-    python -m data.candidates --collection data/collections/trec-dl-2019-passage --out runs/candidates
-    python -m data.candidates --collection data/collections/adi --retrievers bm25 --k 5 --out /tmp/adi
-    python -m data.candidates --config my-candidates.yaml --k 100   # a YAML of the fields below
+    relevance-grader candidates --collection data/collections/trec-dl-2019-passage --out runs/candidates
+    relevance-grader candidates --collection data/collections/adi --retrievers bm25 --k 5 --out /tmp/adi
+    relevance-grader candidates --config my-candidates.yaml --k 100   # a YAML of the fields below
 
 Each retriever writes ``{out}/{name}.pairs.jsonl`` (pairs with ``rank`` and ``retriever_score``)
 and ``{out}/{name}.trec`` (a TREC run), so later steps can label and compare them;
@@ -283,7 +283,7 @@ def generate_candidates(config: CandidatesConfig) -> dict[str, dict]:
     if not collection.queries:
         raise InputError(
             f"collection: {collection.root} has no queries.jsonl; write your queries there, or "
-            "have a teacher write some with python -m data.synthesize"
+            "have a teacher write some with relevance-grader synthesize"
         )
     qids = sorted(collection.qrels if config.judged_queries_only else collection.queries)
     unknown = [qid for qid in qids if qid not in collection.queries]

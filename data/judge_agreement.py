@@ -1,8 +1,8 @@
 """Agreement of a judge with human judgments (or with another judge).
 
-    python -m data.judge_agreement --judgments runs/labels/smollm2.jsonl \\
+    relevance-grader judge-agreement --judgments runs/labels/smollm2.jsonl \\
         --qrels data/collections/trec-dl-2019-passage/qrels.tsv --out runs/labels/agreement
-    python -m data.judge_agreement --judgments a.jsonl --reference b.jsonl
+    relevance-grader judge-agreement --judgments a.jsonl --reference b.jsonl
 
 Reports Cohen's kappa on the binary label and, when both sides have 0-3 grades, the
 quadratic-weighted kappa on grades; the confusion matrix; precision / recall / F1 of the judge's

@@ -1,15 +1,15 @@
 """Teacher labels: judge (query, document) pairs with a large LLM (or human qrels), resumably.
 
     # human judgments as the teacher (TREC DL 2019 judged pool)
-    python -m data.label --collection data/collections/trec-dl-2019-passage --pool_from_qrels true \\
+    relevance-grader label --collection data/collections/trec-dl-2019-passage --pool_from_qrels true \\
         --backend qrels --qrels data/collections/trec-dl-2019-passage/qrels.tsv --out runs/labels/human.jsonl
     # the embedded local judge on 500 pairs, scored from yes/no token probabilities
-    python -m data.label --collection data/collections/trec-dl-2019-passage --pool_from_qrels true \\
+    relevance-grader label --collection data/collections/trec-dl-2019-passage --pool_from_qrels true \\
         --backend hf --model smollm2-135m --prompt binary --sample 500 --out runs/labels/smollm2.jsonl
     # any OpenAI-compatible endpoint (OpenAI, vLLM server, Ollama, llama.cpp server)
-    python -m data.label --pairs pairs.jsonl --backend openai --base_url http://localhost:8000/v1 \\
+    relevance-grader label --pairs pairs.jsonl --backend openai --base_url http://localhost:8000/v1 \\
         --model meta-llama/Llama-3.1-70B-Instruct --prompt binary-cot --concurrency 32 --out judgments.jsonl
-    python -m data.label --config my-judge.yaml --sample 1000   # a YAML of the fields below
+    relevance-grader label --config my-judge.yaml --sample 1000   # a YAML of the fields below
 
 Pairs come from a pairs JSONL (``--pairs``) or from a BEIR collection plus a TREC run
 (``--collection DIR --run RUN``) or its judged pool (``--pool_from_qrels true``).

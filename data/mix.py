@@ -1,8 +1,8 @@
 """Training judgments from other question-answering collections (never the evaluation queries).
 
-    python -m data.mix --shared ../shared/data --out data/collections/qa-training-mix
+    relevance-grader mix --shared ../shared/data --out data/collections/qa-training-mix
     # the paper-scale mix (~48k pairs, tens of MB: built, never committed)
-    python -m data.mix --config data/configs/qa-mix-48k.yaml --shared ../shared/data
+    relevance-grader mix --config data/configs/qa-mix-48k.yaml --shared ../shared/data
 
 A student trained on a few dozen queries of one collection learns that collection's queries, not
 relevance. Questions from other collections, with the passage that answers them and passages on

@@ -3,7 +3,7 @@
 Every random choice here is a seeded hash of the ids it is about (:func:`seeded_key`), so the same
 judgments in any line order give the same dataset, adding a query does not reshuffle the others,
 and a seed changes every choice. ``data.build``, the quality study (``eval.jobs.study``) and
-``eval.recalibrate`` split with these functions and nothing else.
+``relevance-grader recalibrate`` split with these functions and nothing else.
 
 - :func:`cap_per_query`: the ``cap`` pairs of each query with the lowest seeded key;
 - :func:`query_folds`: queries dealt into folds in order of their share of relevant pairs, a seeded

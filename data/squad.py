@@ -1,6 +1,6 @@
 """The SQuAD v1.1 dev subset that the downstream (eRAG) evaluation runs on.
 
-    python -m data.squad --source ../shared/data/squad-dev --out data/collections/squad-dev
+    relevance-grader squad --source ../shared/data/squad-dev --out data/collections/squad-dev
 
 Keeps the whole corpus (2,067 paragraphs of 48 articles: retrieval searches all of them) and a
 seeded sample of questions with their gold answers and gold paragraph, leaving out every question
@@ -103,7 +103,7 @@ def build_subset(config: SquadSubsetConfig) -> SquadSubset:
         readme = source / "README.txt"
         notes = readme.read_text(encoding="utf-8") if readme.exists() else ""
         (tmp / "SOURCE.txt").write_text(
-            notes + f"\nThis subset: python -m data.squad --source {config.source} --out "
+            notes + f"\nThis subset: relevance-grader squad --source {config.source} --out "
             f"{config.out} --questions {config.questions} --seed {config.seed} (the whole corpus; "
             f"questions outside {', '.join(config.exclude)}).\n",
             encoding="utf-8",

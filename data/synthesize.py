@@ -2,10 +2,10 @@
 
     # the embedded SmolLM2-135M-Instruct writes questions for 1,000 TREC DL passages; its own
     # judgments are at chance, so the pairs are labelled by construction
-    python -m data.synthesize --collection data/collections/trec-dl-2019-passage \\
+    relevance-grader synthesize --collection data/collections/trec-dl-2019-passage \\
         --passages 1000 --labels source --out runs/synthetic
     # a production teacher writes InPars-style queries after three examples and labels the pairs
-    python -m data.synthesize --collection my-corpus --examples_file my-examples.jsonl \\
+    relevance-grader synthesize --collection my-corpus --examples_file my-examples.jsonl \\
         --query_prompt inpars --examples 3 --backend openai --model gpt-4o-mini \\
         --prompt binary-cot --concurrency 32 --out runs/synthetic
 
@@ -21,7 +21,7 @@ top ``--negative_depth``, and every pair is labelled by the teacher through ``da
 (``--labels teacher``; a mined negative that is in fact relevant is labelled so) or by
 construction (``--labels source``: the source passage relevant, the negatives not).
 
-Writes to ``--out``: ``judgments.jsonl`` (what ``data.build``, ``python -m train``'s
+Writes to ``--out``: ``judgments.jsonl`` (what ``data.build``, ``relevance-grader train``'s
 ``train_only`` and the study take), ``queries.jsonl`` and a link to the corpus (a BEIR folder the
 metric pipeline can run on), ``pairs.jsonl``, ``generated.jsonl`` (every reply and its fate) and
 ``synthesis.json`` (counts, time, tokens, cost). Every reply is appended to
@@ -125,8 +125,8 @@ class SynthesisConfig:
     labels: str = choice(
         "teacher",
         ("teacher", "source"),
-        "teacher: the teacher judges every pair (data.label); source: the source passage is "
-        "relevant and the negatives are not (InPars' assumption, no labelling cost).",
+        "teacher: the teacher judges every pair (relevance-grader label); source: the source "
+        "passage is relevant and the negatives are not (InPars' assumption, no labelling cost).",
     )
     embedder: str = field(
         default="minilm-l6", metadata={"help": "Embedder of the dense retriever."}

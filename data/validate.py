@@ -1,7 +1,7 @@
 """Validate JSONL record files (pairs or judgments) and report every bad line precisely.
 
-    python -m data.validate --files pairs.jsonl --record pair
-    python -m data.validate --files a.jsonl b.jsonl --record judgment
+    relevance-grader validate --files pairs.jsonl --record pair
+    relevance-grader validate --files a.jsonl b.jsonl --record judgment
 
 Exit code 0 when every line is valid, 2 otherwise; every bad line of every file prints as
 ``error: file:line: field: problem``, then a count. A line is bad as ``data.build`` would refuse it:

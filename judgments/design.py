@@ -4,7 +4,7 @@ chosen.
 A *design* draws the human sample from a population of units: the queries of the runs, or their
 pooled top-k hits (``--human_pairs``).
 
-- ``uniform``: a simple random sample of n units, what PPI++ (:mod:`eval.ppi`) assumes.
+- ``uniform``: a simple random sample of n units, what PPI++ (:mod:`judgments.ppi`) assumes.
 - ``proportional``: the units are cut into H strata of near-equal size by the labeler's own signal
   (its per-unit *uncertainty*, or its *score*), and each stratum gets a simple random sample of
   n_h ∝ N_h units.
@@ -180,8 +180,9 @@ def design_from_dict(data: Mapping[str, Any], where: str = "draw") -> Design:
 
 
 def read_design(path: str | Path, flag: str = "--draw") -> Design:
-    """The draw file ``flag`` names (eval.ppi --out); one missing is an error naming both, never
-    read as no draw (a uniform sample), which would give a stratified sample the wrong estimator."""
+    """The draw file ``flag`` names (relevance-grader ppi --out); one missing is an error naming
+    both, never read as no draw (a uniform sample), which would give a stratified sample the wrong
+    estimator."""
     import json
 
     check_draw_file(path, flag)
@@ -195,7 +196,9 @@ def read_design(path: str | Path, flag: str = "--draw") -> Design:
 def check_draw_file(path: str | Path, flag: str = "--draw") -> None:
     if not Path(path).is_file():
         what = "is a folder, not" if Path(path).is_dir() else "not found: give"
-        raise FileNotFoundError(f"{flag}: {path} {what} a draw file (eval.ppi --out writes one)")
+        raise FileNotFoundError(
+            f"{flag}: {path} {what} a draw file (relevance-grader ppi --out writes one)"
+        )
 
 
 def write_design(path: str | Path, design: Design) -> None:
@@ -387,7 +390,7 @@ def design_mean(
     """The mean of the human value over the units ``labeler`` covers (the domain D), from the
     labeler's value of every unit of D and the human value of the drawn ones, valid under
     ``design``. ``lam`` None tunes λ; 0 is the human-only estimate. Within finite ``bounds`` the
-    rules of :mod:`eval.ppi` hold: binary human values get pseudo-observations at the bounds in
+    rules of :mod:`judgments.ppi` hold: binary human values get pseudo-observations at the bounds in
     each stratum's variance, no interval has zero width (Hoeffding's where the judged values
     have no spread), and an estimate outside the range gives the human-only interval."""
     if interval not in INTERVALS:
@@ -447,7 +450,7 @@ def _stratum_variance(
 ) -> float:
     """s²_h(z) of z = a − λb; with ``bounds`` (binary human values), Agresti-Coull
     pseudo-observations at the bounds with the stratum's share of z²/2 each, as in
-    :func:`eval.ppi.rectifier_variance`, scaled so that the stratum's n_h is kept."""
+    :func:`judgments.ppi.rectifier_variance`, scaled so that the stratum's n_h is kept."""
     z = a - lam * b
     if bounds is None:
         return float(np.var(z, ddof=1))
@@ -533,8 +536,9 @@ def design_estimate(
     bounds: tuple[float, float] = UNBOUNDED,
     finite_population: bool = False,
 ) -> MetricEstimates:
-    """:func:`eval.ppi.estimate_metric` under a design: the labeler's plain mean, the human-only
-    design estimate and the design's PPI++ estimate (only the drawn units' human values count)."""
+    """:func:`judgments.ppi.estimate_metric` under a design: the labeler's plain mean, the
+    human-only design estimate and the design's PPI++ estimate (only the drawn units' human values
+    count)."""
     drawn = {u: human[u] for u in design.drawn if u in human}
     common = {"interval": interval, "finite_population": finite_population, "bounds": bounds}
     return MetricEstimates(

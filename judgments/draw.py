@@ -1,4 +1,4 @@
-"""The draw command (``python -m eval.ppi``): which queries (or hits) people judge, uniform or
+"""The draw command (``relevance-grader ppi``): which queries (or hits) people judge, uniform or
 stratified by the labeler's uncertainty, sized by a pilot or a target width; the design it
 records is read back by judgments.annotate and eval.search. The estimators are :mod:`judgments.ppi`."""
 
@@ -33,8 +33,8 @@ class DrawConfig:
     n: int = bounded(
         20,
         MIN_JUDGED_QUERIES,
-        help=f"Queries (or hits) to have judged; eval.search makes no interval from fewer than "
-        f"{MIN_JUDGED_QUERIES} (judgments.coverage).",
+        help=f"Queries (or hits) to have judged; relevance-grader search makes no interval from "
+        f"fewer than {MIN_JUDGED_QUERIES} (judgments.coverage).",
     )
     seed: int = field(default=0)
     design: str = choice(
@@ -50,8 +50,8 @@ class DrawConfig:
     labels: str | None = field(
         default=None,
         metadata={
-            "help": "eval.search output (folder or per_query.json): the labeler's labels of every "
-            "run's top k, for strata and the hit pool."
+            "help": "relevance-grader search output (folder or per_query.json): the labeler's "
+            "labels of every run's top k, for strata and the hit pool."
         },
     )
     strata: int = bounded(2, 1, help="Strata of the proportional and neyman designs.")
@@ -63,11 +63,16 @@ class DrawConfig:
     k: int = bounded(10, 1, help="Hits per query in the pool of --unit hits without --labels.")
     out: str | None = field(
         default=None,
-        metadata={"help": "Write the draw (design, strata, sample) here, for eval.annotate."},
+        metadata={
+            "help": "Write the draw (design, strata, sample) here, for relevance-grader annotate."
+        },
     )
     pilot: str | None = field(
         default=None,
-        metadata={"help": "metrics.json of an eval.search run with --human: size n for a width."},
+        metadata={
+            "help": "metrics.json of a relevance-grader search run with --human: size n for a "
+            "width."
+        },
     )
     metric: str = field(
         default="ndcg@10",
@@ -93,7 +98,9 @@ def read_labels(path: str) -> dict[str, RunResults]:
 
     file = Path(path) / PerQueryResults.FILE if Path(path).is_dir() else Path(path)
     if not file.is_file():
-        raise FileNotFoundError(f"labels: {file} not found (an eval.search output folder)")
+        raise FileNotFoundError(
+            f"labels: {file} not found (a relevance-grader search output folder)"
+        )
     return PerQueryResults.read(file).runs
 
 
@@ -146,11 +153,11 @@ def _sized(config: DrawConfig, population: int) -> int:
     if needed > population:
         reachable = math.ceil(width_for_queries(pilot, population) * 1000) / 1000
         raise InputError(
-            f"target_width: a {config.metric} interval of width {config.target_width:g} needs "
-            f"about {needed} judged {config.unit}, and the run has {population}; judging all of "
-            f"them reaches about {reachable:g} as eval.search's interval (which treats the "
-            f"{config.unit} as a sample of many more), while their own mean is then known "
-            f"exactly (give --target_width {reachable:g} or more, or judge all {population})"
+            f"target_width: a {config.metric} interval of width {config.target_width:g} needs about "
+            f"{needed} judged {config.unit}, and the run has {population}; judging all of them "
+            f"reaches about {reachable:g} as relevance-grader search's interval (which treats the "
+            f"{config.unit} as a sample of many more), while their own mean is then known exactly "
+            f"(give --target_width {reachable:g} or more, or judge all {population})"
         )
     print(
         f"{needed} judged {config.unit} for a {config.metric} interval of width "
@@ -184,7 +191,7 @@ def draw(config: DrawConfig):
         if config.strata_by == "score" and len(score) < len(uncertainty):
             raise InputError(
                 f"metric: {config.labels} has no {config.metric} for some queries; give --metric "
-                "as eval.search names it (e.g. ndcg@10)"
+                "as relevance-grader search names it (e.g. ndcg@10)"
             )
     elif config.unit == "hits":
         population = _run_hits(config.run, config.k)
@@ -195,7 +202,7 @@ def draw(config: DrawConfig):
         if others:
             raise InputError(
                 f"labels: {config.labels} and {config.run} hold different queries "
-                f"(e.g. {others[0]!r}); label the run with eval.search first"
+                f"(e.g. {others[0]!r}); label the run with relevance-grader search first"
             )
     sources = {"run": config.run or None, "labels": config.labels, "metric": config.metric}
     return draw_design(
@@ -221,8 +228,8 @@ def judging_workload(config: DrawConfig, design: Any) -> str | None:
     mine = sum(1 for qid, _ in _run_hits(config.run, config.k) if qid in drawn)
     return (
         f"workload: the {len(drawn)} drawn queries have {mine} hits in this run's top {config.k} "
-        "to judge (eval.annotate pools every run's top k: more with several runs; at a typical "
-        f"20-40 s a hit, {mine * 20 / 60:.0f}-{mine * 40 / 60:.0f} minutes; the page then shows "
+        "to judge (relevance-grader annotate pools every run's top k: more with several runs; at "
+        f"a typical 20-40 s a hit, {mine * 20 / 60:.0f}-{mine * 40 / 60:.0f} minutes; the page then shows "
         "your own pace)"
     )
 
@@ -245,7 +252,7 @@ def main(args: Sequence[str] | None = None) -> None:
     else:
         print(
             f"{design.describe()}, seed {design.seed}: give --out FILE to record the draw, "
-            "and eval.search --draw FILE records it in metrics.json",
+            "and relevance-grader search --draw FILE records it in metrics.json",
             file=sys.stderr,
         )
 

@@ -23,7 +23,7 @@ get Hoeffding's interval; a PPI++ estimate outside the range, or a rectifier wit
 the human-only interval, said in ``method``. What coverage these intervals reach at which n is
 measured, per metric, in docs/results.md (``judgments.coverage`` carries the table).
 
-The draw of the queries to judge (``python -m eval.ppi``) is :mod:`judgments.draw`; the
+The draw of the queries to judge (``relevance-grader ppi``) is :mod:`judgments.draw`; the
 estimators under a stratified design are :mod:`judgments.design`.
 """
 
@@ -323,7 +323,8 @@ def queries_for_width(pilot: Interval, target_width: float) -> int:
     if pilot.width <= 0:
         raise InputError(
             f"pilot: its interval on {pilot.n} queries has no width, so it cannot size a draw; "
-            "re-run eval.search --human with this release (its intervals always have a width)"
+            "re-run relevance-grader search --human with this release (its intervals always have a "
+            "width)"
         )
     # A rounding error in the widths must not ask for one more query than the law says; fewer
     # than judgments.coverage.MIN_JUDGED_QUERIES get no interval.

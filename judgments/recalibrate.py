@@ -1,8 +1,9 @@
 """Fit an exported grader's threshold and temperature to a new collection, on a few judged queries.
 
     # human labels for the top hits of a few queries of your collection: the judging page's
-    # folder (judgments.annotate) or any judgments JSONL, e.g. from `python -m data.label --backend qrels`
-    python -m eval.recalibrate --export runs/main/export --judgments runs/judging \\
+    # folder (judgments.annotate) or any judgments JSONL, e.g. from
+    # `relevance-grader label --backend qrels`
+    relevance-grader recalibrate --export runs/main/export --judgments runs/judging \\
         --out runs/export-mine
 
 A grader's threshold and temperature are fitted on one collection's validation queries and do not
@@ -47,14 +48,16 @@ RECALIBRATED = "recalibration.json"  # written last: the folder is a finished re
 
 @dataclass
 class RecalibrateConfig:
-    export: str = field(default="", metadata={"help": "An exported grader (models.export)."})
+    export: str = field(
+        default="", metadata={"help": "An exported grader (relevance-grader export)."}
+    )
     judgments: str = field(
         default="",
         metadata={
-            "help": "Judgments JSONL with human labels of a few queries' hits, or an eval.annotate "
-            "folder (several assessors' labels folded into one per hit). Pairs of the export's "
-            "own validation or training split (its dataset, named in the export) are counted in "
-            "a warning: the stored threshold was fitted on them."
+            "help": "Judgments JSONL with human labels of a few queries' hits, or a "
+            "relevance-grader annotate folder (several assessors' labels folded into one per hit). "
+            "Pairs of the export's own validation or training split (its dataset, named in the "
+            "export) are counted in a warning: the stored threshold was fitted on them."
         },
     )
     out: str = field(default="", metadata={"help": "Where the recalibrated copy is written."})

@@ -24,10 +24,11 @@ logger = logging.getLogger(__name__)
 
 
 def human_qrels(path: str, scale: str | None = None) -> Qrels:
-    """Human grades from a qrels file, a judgments JSONL or an eval.annotate session folder (its
-    assessors' grades folded into one per hit, as its qrels.txt holds them). A qrels file's values
-    are on ``scale`` (eval.search --human_scale), else on its format's (:func:`data.beir.
-    qrels_scale`: TREC qrels 0-3, a BEIR TSV of 0/1 scores binary); judgments carry their grades."""
+    """Human grades from a qrels file, a judgments JSONL or a relevance-grader annotate session
+    folder (its assessors' grades folded into one per hit, as its qrels.txt holds them). A qrels
+    file's values are on ``scale`` (eval.search --human_scale), else on its format's
+    (:func:`data.beir.qrels_scale`: TREC qrels 0-3, a BEIR TSV of 0/1 scores binary); judgments
+    carry their grades."""
     from judgments.store import as_qrels, fold, read_judgments, session_folder
 
     if session_folder(path) is not None or str(path).endswith(".jsonl"):
@@ -87,8 +88,8 @@ def realised_sample(design, judged: set, unit: str, flag: str):
     realised = design.judged_part(judged)
     logger.warning(
         "%s: %d of the %d drawn %s are fully judged; the estimates use those %d (a uniform "
-        "subsample of the draw, as eval.annotate serves %s in a random order): judge the rest "
-        "for narrower intervals",
+        "subsample of the draw, as relevance-grader annotate serves %s in a random order): judge "
+        "the rest for narrower intervals",
         flag,
         len(realised.drawn),
         len(design.drawn),
@@ -100,10 +101,10 @@ def realised_sample(design, judged: set, unit: str, flag: str):
 
 
 def fully_judged(path: str, runs: dict[str, Run], k: int) -> set[str] | None:
-    """The queries of an eval.annotate session whose every hit in each run's top k is judged
-    (a query judged in part would count its unjudged hits as not relevant, so it is left out,
-    with a warning); None for a qrels file (its unjudged hits are not relevant, as trec_eval
-    reads them)."""
+    """The queries of a relevance-grader annotate session whose every hit in each run's top k is
+    judged (a query judged in part would count its unjudged hits as not relevant, so it is left out,
+    with a warning); None for a qrels file (its unjudged hits are not relevant, as trec_eval reads
+    them)."""
     from judgments.store import JudgingSession, session_folder
 
     folder = session_folder(path)
@@ -113,8 +114,9 @@ def fully_judged(path: str, runs: dict[str, Run], k: int) -> set[str] | None:
     judged_k = session.k if session else k
     if judged_k < k:
         raise InputError(
-            f"human: {path} judged each run's top {judged_k}, and eval.search measures the top "
-            f"{k} (the k differs): give --k {judged_k}, or judge the session's hits to depth {k}"
+            f"human: {path} judged each run's top {judged_k}, and relevance-grader search measures "
+            f"the top {k} (the k differs): give --k {judged_k}, or judge the session's hits to "
+            f"depth {k}"
         )
     qrels = human_qrels(path)
     complete = {
@@ -177,12 +179,15 @@ def human_metrics(
 
 
 def describe_sample(design: Any) -> SampleDescription:
-    """How the human sample was drawn, for metrics.json: eval.ppi's draw (its design, seed and
-    sources), or unknown (read as a simple random sample, which PPI++ needs)."""
+    """How the human sample was drawn, for metrics.json: relevance-grader ppi's draw (its design,
+    seed and sources), or unknown (read as a simple random sample, which PPI++ needs)."""
     if design is None:
         return SampleDescription(drawn_by=None, design="unknown: read as a simple random sample")
     return SampleDescription(
-        drawn_by="eval.ppi", design=design.describe(), seed=design.seed, sources=design.sources
+        drawn_by="relevance-grader ppi",
+        design=design.describe(),
+        seed=design.seed,
+        sources=design.sources,
     )
 
 
@@ -192,8 +197,8 @@ def judged_queries(human: dict[str, dict[str, dict[str, float]]]) -> set[str]:
 
 
 def read_human_pairs(path: str) -> dict[tuple[str, str], int]:
-    """{(qid, doc_id): 0/1} from a judgments JSONL of human labels or an eval.annotate folder
-    (several assessors' labels folded into one per hit; error records refused)."""
+    """{(qid, doc_id): 0/1} from a judgments JSONL of human labels or a relevance-grader annotate
+    folder (several assessors' labels folded into one per hit; error records refused)."""
     from judgments.store import fold, read_judgments
 
     try:

@@ -19,11 +19,11 @@
   - ``{"undo": REF, ...}``: withdraws the line whose ``ref`` is REF (or ``line N``);
   - ``{"reveal": "session" | QID, ...}``: the labeler's verdicts were shown to the assessor.
 
-  :func:`read_judgments` applies the undo lines and keeps only the graded judgments, so a
-  withdrawn grade or a verdict without one never reaches ``eval.search`` or
-  ``eval.recalibrate``. A file edited by hand that gives one assessor's hit twice is read as
-  every judgments reader reads it: the last record wins, and different verdicts are counted in a
-  warning (:func:`core.records.keep_last`).
+  :func:`read_judgments` applies the undo lines and keeps only the graded judgments, so a withdrawn
+  grade or a verdict without one never reaches ``eval.search`` or ``relevance-grader recalibrate``.
+  A file edited by hand that gives one assessor's hit twice is read as every judgments reader reads
+  it: the last record wins, and different verdicts are counted in a warning
+  (:func:`core.records.keep_last`).
 - ``qrels.txt`` (TREC) is rewritten atomically after every change. Where several assessors
   judged a hit it holds the adjudicator's grade if there is one, else the lower median of their
   grades (for two, the lower grade).
@@ -72,7 +72,9 @@ VERDICTS = ("cannot_tell", "later")  # answers that are not a grade
 Hit = tuple[str, str]
 logger = logging.getLogger(__name__)
 FORMAT = "relevance-grader annotate 1"
-HUMAN = JudgeInfo(model="human", prompt="eval.annotate", backend="eval.annotate")
+HUMAN = JudgeInfo(
+    model="human", prompt="relevance-grader annotate", backend="relevance-grader annotate"
+)
 
 
 class CorpusFile(BaseModel):
@@ -92,15 +94,16 @@ class JudgingSession(Artifact):
 
     FILE = SESSION_FILE
     FORMAT_VERSION = 1
-    SAME_SHAPE_SINCE = 0  # files of earlier releases (no format_version) had this shape
-    # Written beside format_version: earlier releases read a session by this marker.
+    # What the file is: another JSON file given as --out is "not a judging session".
     format: str = FORMAT
     corpus: CorpusFile
-    runs: dict[str, str]  # name -> TREC run; sessions of early releases list "sample" here too
+    runs: dict[str, str]  # name -> TREC run
     k: int
     seed: int
     pool: list[tuple[str, list[str]]]  # (query, its pooled documents), in pooling order
-    draw: dict[str, Any] | None = None  # the eval.ppi draw's design (judgments.design's shape)
+    draw: dict[str, Any] | None = (
+        None  # the relevance-grader ppi draw's design (judgments.design's shape)
+    )
     sample: str | None = None  # the draw file, or "--queries"
     assessors: list[str] | None = None
     labels: str | None = None  # eval.search output holding the labeler's labels

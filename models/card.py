@@ -63,7 +63,7 @@ def base_model_license(base_model: str) -> str:
 
 
 def metrics_table(description: GraderDescription) -> str:
-    # eval.checkpoint's results keep their own open shape inside the description.
+    # relevance-grader evaluate's results keep their own open shape inside the description.
     evaluation = (description.evaluation or {}).get("metrics", {})
     if not evaluation:
         return "No evaluation results were attached to this export (`--metrics`).\n"

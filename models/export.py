@@ -1,6 +1,6 @@
 """Export a trained grader as a self-describing, standard transformers model.
 
-    python -m models.export --checkpoint runs/grader --out runs/export/grader \\
+    relevance-grader export --checkpoint runs/grader --out runs/export/grader \\
         --metrics runs/eval/grader/metrics.json
 
 - LoRA adapters are merged into the base weights; the trained head is kept.
@@ -8,7 +8,7 @@
   token id, safetensors weights, tokenizer.
 - The grader's description travels in ``config.json`` (key ``grader``) and ``grader_config.json``:
   input format name, version and template, maximum length, decision threshold and calibration
-  (from ``--metrics``, fitted on validation by ``python -m eval.checkpoint``), the label threshold
+  (from ``--metrics``, fitted on validation by ``relevance-grader evaluate``), the label threshold
   on grades, the training data summary and metrics.
 - A model card (``README.md`` with hub metadata) is generated from the run.
 - Round trip: the export is reloaded with plain transformers (no code from this repository) and
@@ -77,7 +77,9 @@ class ExportConfig:
     )
     metrics: str | None = field(
         default=None,
-        metadata={"help": "metrics.json from eval.checkpoint: threshold, calibration, results."},
+        metadata={
+            "help": "metrics.json from relevance-grader evaluate: threshold, calibration, results."
+        },
     )
     pairs: str | None = field(
         default=None, metadata={"help": "Judgments/pairs JSONL for the round-trip sample."}
@@ -197,8 +199,8 @@ def exported_description(
     info: GraderDescription, metrics: ExportedEvaluation, names: list[str], where: str
 ) -> GraderDescription:
     """The checkpoint's description with what export adds: the threshold and calibration
-    eval.checkpoint fitted (its metrics.json), the label threshold, the evaluation; a threshold
-    outside (0, 1) is one line naming ``where``."""
+    relevance-grader evaluate fitted (its metrics.json), the label threshold, the evaluation; a
+    threshold outside (0, 1) is one line naming ``where``."""
     threshold = metrics.threshold if metrics.threshold is not None else info.threshold or 0.5
     calibration = (  # the file's as it gives it, else the checkpoint's
         metrics.calibration.model_dump(mode="json", exclude_unset=True)

@@ -2,9 +2,8 @@
 export and read by every stage that loads, exports, recalibrates, reports on or publishes a grader.
 
 ``config.json``'s ``grader`` key (which transformers keeps, for a user of the export with plain
-transformers) holds the same object, built from this model. Descriptions written before the file
-had a format version (training checkpoints) read as version 0: the same shape. Keys this release
-does not know are kept as they are, so a rewrite (recalibration) loses nothing a user's code reads.
+transformers) holds the same object, built from this model. Keys this release does not know are
+kept as they are, so a rewrite (recalibration) loses nothing a user's code reads.
 """
 
 from __future__ import annotations
@@ -68,7 +67,6 @@ class GraderDescription(Artifact):
     model_config = ConfigDict(extra="allow")
     FILE = "grader_config.json"
     FORMAT_VERSION = 1
-    SAME_SHAPE_SINCE = 0  # checkpoints' descriptions had no format_version: the same shape
     mode: str | None = None  # None: a description older than the modes, of a classifier
     base_model: str | None = None
     model: dict[str, Any] | None = None  # models.builder.GraderModelConfig, as trained
@@ -83,8 +81,8 @@ class GraderDescription(Artifact):
     threshold: float | None = None  # None until evaluation fits one and export stores it
     calibration: Calibration | None = None
     label_threshold: LabelThreshold | None = None
-    evaluation: dict[str, Any] | None = None  # eval.checkpoint's results, for the card
-    recalibration: dict[str, Any] | None = None  # eval.recalibrate's record
+    evaluation: dict[str, Any] | None = None  # relevance-grader evaluate's results, for the card
+    recalibration: dict[str, Any] | None = None  # relevance-grader recalibrate's record
 
     @field_validator("threshold", mode="before")
     @classmethod
@@ -137,12 +135,10 @@ class ExportCheck(Artifact):
     """``export_check.json``: an export's round-trip check (plain transformers on the export
     against the grader's own scoring of the checkpoint), written last by models.export, so a
     folder holding it is a finished export; models.push pushes only one that passed, and the
-    report shows the difference. Files of earlier releases (no format_version) are the same
-    object."""
+    report shows the difference."""
 
     FILE = "export_check.json"
     FORMAT_VERSION = 1
-    SAME_SHAPE_SINCE = 0
     out: str
     pairs_checked: int
     max_abs_difference: float
@@ -154,7 +150,7 @@ class ExportCheck(Artifact):
 
 
 class ExportedEvaluation(Artifact):
-    """What models.export takes from eval.checkpoint's ``metrics.json``: the threshold and
+    """What models.export takes from relevance-grader evaluate's ``metrics.json``: the threshold and
     calibration fitted on validation, and the results the card shows. The file's full model is
     measure.classification.checkpoint.CheckpointMetrics, which this layer may not import; this
     one names only the fields the export reads (the same names and types, which the checkpoint's
@@ -164,7 +160,6 @@ class ExportedEvaluation(Artifact):
     model_config = ConfigDict(extra="ignore")
     FILE = "metrics.json"
     FORMAT_VERSION = 1  # CheckpointMetrics.FORMAT_VERSION
-    SAME_SHAPE_SINCE = 0
     data: str | None = None
     pairs: int | None = None
     threshold: float | None = None

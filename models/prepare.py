@@ -1,9 +1,9 @@
 """Prepare an embedded or local model once: convert it into the cache and check that it loads.
 
-    python -m models.prepare                      # SmolLM2-135M as a 2-label classifier
-    python -m models.prepare --model minilm-l6    # the retrieval embedder
-    python -m models.prepare --model meta-llama/Llama-3.2-1B-Instruct   # where the hub is reachable
-    python -m models.prepare --model smollm2-135m --print_path true   # its GGUF file, for llama.cpp
+    relevance-grader prepare                      # SmolLM2-135M as a 2-label classifier
+    relevance-grader prepare --model minilm-l6    # the retrieval embedder
+    relevance-grader prepare --model meta-llama/Llama-3.2-1B-Instruct   # where the hub is reachable
+    relevance-grader prepare --model smollm2-135m --print_path true   # its GGUF file, for llama.cpp
 
 Prints where the weights live, the parameter count and the load time; with ``--print_path true``,
 only the file an embedded model is installed as (nothing converted or loaded).

@@ -1,6 +1,6 @@
 """Push an exported grader to the Hugging Face Hub.
 
-    python -m models.push --export runs/export/grader --repo_id ORG/NAME [--private true] [--revision v1]
+    relevance-grader push --export runs/export/grader --repo_id ORG/NAME [--private true] [--revision v1]
 
 The token comes from ``$HF_TOKEN`` or ``hf auth login``. Creating the repository is idempotent
 (``exist_ok``) and re-pushing the same folder makes no change beyond a new commit of identical
@@ -33,7 +33,7 @@ REQUIRED_FILES = (
 @dataclass
 class PushConfig:
     export: str = field(
-        default="runs/export/grader", metadata={"help": "Folder from `python -m models.export`."}
+        default="runs/export/grader", metadata={"help": "Folder from `relevance-grader export`."}
     )
     repo_id: str = field(default="", metadata={"help": "ORG/NAME on the hub."})
     private: bool = field(default=False)
@@ -79,7 +79,9 @@ def read_export_check(folder: Path) -> ExportCheck:
         return ExportCheck.read(path)
     except (InputError, UnicodeDecodeError) as exc:
         why = str(exc).removeprefix(f"{path}: ")
-        raise InputError(f"{path}: not a round-trip record ({why}); re-run models.export") from None
+        raise InputError(
+            f"{path}: not a round-trip record ({why}); re-run relevance-grader export"
+        ) from None
 
 
 class Pushed(TypedDict):
@@ -99,7 +101,7 @@ def push(config: PushConfig, api: Any = None) -> Pushed:
     missing = [name for name in REQUIRED_FILES if not (folder / name).exists()]
     if missing:
         raise FileNotFoundError(
-            f"{folder}: missing {', '.join(missing)}; run `python -m models.export` first"
+            f"{folder}: missing {', '.join(missing)}; run `relevance-grader export` first"
         )
     check = read_export_check(folder)
     if not check.passed:

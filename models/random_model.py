@@ -1,6 +1,6 @@
 """Random-weight stand-ins for hub students, written offline, for speed and memory runs.
 
-    python -m models.random_model --out runs/llama-3.2-1b-random          # the Llama-3.2-1B shape
+    relevance-grader random-model --out runs/llama-3.2-1b-random          # the Llama-3.2-1B shape
     accelerate launch --config_file accelerate_config.yaml -m train \\
         --config train/configs/llama-3.2-1b-lora.yaml --model_name_or_path runs/llama-3.2-1b-random \\
         --dataset runs/main/dataset --max_steps 40 --eval_strategy no --save_strategy no \\

@@ -147,7 +147,7 @@ def model_dir_for(request: pytest.FixtureRequest):
 
 @pytest.fixture(scope="session")
 def llama3_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny random Llama with the Llama-3-style tokenizer (what ``python -m models.random_model
+    """A tiny random Llama with the Llama-3-style tokenizer (what ``relevance-grader random-model
     --shape tiny`` writes)."""
     from models.random_model import RandomModelConfig, write_random_model
 

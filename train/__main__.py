@@ -1,4 +1,4 @@
-"""``python -m train`` / ``accelerate launch -m train``: see train/train.py."""
+"""``relevance-grader train`` / ``accelerate launch -m train``: see train/train.py."""
 
 from core.cli import run_main
 from train.train import main

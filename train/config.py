@@ -26,7 +26,7 @@ PADDING_FREE_FAMILIES = ("classifier", "answer_token")
 @dataclass
 class DataConfig:
     dataset: str = field(
-        default="runs/dataset", metadata={"help": "Folder from `python -m data.build`."}
+        default="runs/dataset", metadata={"help": "Folder from `relevance-grader build`."}
     )
     max_train_samples: int | None = field(
         default=None, metadata={"help": "Cap on training pairs (debugging)."}

@@ -21,7 +21,7 @@ SOFT_TARGETS = ("none", "p_relevant", "grade")
 
 
 def load_split(dataset_dir: str | Path, split: str) -> Dataset | None:
-    """A split written by ``python -m data.build`` (``{split}.jsonl``), or None when absent."""
+    """A split written by ``relevance-grader build`` (``{split}.jsonl``), or None when absent."""
     path = Path(dataset_dir) / f"{split}.jsonl"
     if not path.exists():
         return None

@@ -1,21 +1,20 @@
 """Fine-tune the grader, in any mode, through one ``Trainer``.
 
     # CPU, the embedded student (small variants of the paper's runs)
-    python -m train --config train/configs/smollm2-135m-lora.yaml --dataset runs/dataset
-    python -m train --config train/configs/smollm2-135m-B-frozen.yaml --dataset runs/dataset --num_train_epochs 3
+    relevance-grader train --config train/configs/smollm2-135m-lora.yaml --dataset runs/dataset
+    relevance-grader train --config train/configs/smollm2-135m-B-frozen.yaml --dataset runs/dataset --num_train_epochs 3
     # one GPU (bf16) or several (DDP/FSDP configs in train/configs/accelerate/)
     accelerate launch --config_file accelerate_config.yaml -m train \\
         --config train/configs/llama-3.2-1b-C-full.yaml --dataset runs/dataset
 
-Every ``--key value`` overrides the YAML. The dataset is a folder written by ``python -m data.build``
-(``train.jsonl``, ``validation.jsonl``). The mode's scoring family (``models.families``) picks the
-recipe that sets up the Trainer (``train.recipes``: TRL's ``SFTTrainer`` for the answer-token
-family), so resume, logging, checkpoints and early stopping work alike. Evaluation runs on the
-validation split each epoch with F1 choosing the best checkpoint, which is loaded at the end and
-saved to ``output_dir`` with its tokenizer and ``grader_config.json`` (input format, mode, loss,
+Every ``--key value`` overrides the YAML. The dataset is a folder written by ``relevance-grader
+build`` (``train.jsonl``, ``validation.jsonl``). The mode's scoring family (``models.families``)
+picks the recipe that sets up the Trainer (``train.recipes``: TRL's ``SFTTrainer`` for the
+answer-token family), so resume, logging, checkpoints and early stopping work alike. Evaluation runs
+on the validation split each epoch with F1 choosing the best checkpoint, which is loaded at the end
+and saved to ``output_dir`` with its tokenizer and ``grader_config.json`` (input format, mode, loss,
 data). Cached-state modes compute the untrained bottom of the network once per pair and train the
-top on those states (``--cache_states false`` runs the whole network at every step instead).
-"""
+top on those states (``--cache_states false`` runs the whole network at every step instead)."""
 
 from __future__ import annotations
 
@@ -87,7 +86,7 @@ def train(
     train_raw = load_split(data_config.dataset, "train")
     if train_raw is None:
         raise FileNotFoundError(
-            f"{data_config.dataset}/train.jsonl not found (run `python -m data.build` first)"
+            f"{data_config.dataset}/train.jsonl not found (run `relevance-grader build` first)"
         )
     eval_raw = load_split(data_config.dataset, "validation")
     if data_config.max_train_samples:

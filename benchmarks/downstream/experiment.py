@@ -214,8 +214,9 @@ class DownstreamRun:
             path = Path(self.config.grader)
             if not (path / "config.json").exists():
                 raise FileNotFoundError(
-                    f"grader: no grader at {path}; train one with `python -m eval.pipeline --config "
-                    "eval/configs/main.yaml`, or drop `grader` from --labelers and use --rerank_depth 0"
+                    f"grader: no grader at {path}; train one with `relevance-grader pipeline "
+                    "--config eval/configs/main.yaml`, or drop `grader` from --labelers and use "
+                    "--rerank_depth 0"
                 )
             from measure.labelers import CachedLabeler
 

@@ -1,9 +1,9 @@
 """The fast path's options, each on and off in one process, on a GPU (or a CPU, as a smoke test).
 
-    python -m models.random_model --out runs/llama-3.2-1b-random --shape llama-3.2-1b --dtype bfloat16
+    relevance-grader random-model --out runs/llama-3.2-1b-random --shape llama-3.2-1b --dtype bfloat16
     python -m benchmarks.gpu.fast_path --model runs/llama-3.2-1b-random --out runs/fast-path.jsonl
     # CPU smoke test: a tiny random model, a few pairs, dynamo's tracing without inductor's build
-    python -m models.random_model --out runs/tiny-random --shape tiny --dtype float32
+    relevance-grader random-model --out runs/tiny-random --shape tiny --dtype float32
     python -m benchmarks.gpu.fast_path --model runs/tiny-random --pairs 12 --steps 2 --warmup 1 \\
         --compile_backend eager --out runs/fast-path-cpu.jsonl
 
@@ -58,7 +58,7 @@ PARTS = (
 @dataclass
 class FastPathConfig:
     model: str = field(
-        metadata={"help": "A classifier or causal-LM folder (python -m models.random_model)."}
+        metadata={"help": "A classifier or causal-LM folder (relevance-grader random-model)."}
     )
     out: str = field(default="runs/fast-path.jsonl", metadata={"help": "The JSONL file."})
     pairs: int = field(default=4000, metadata={"help": "Grading pairs (TREC DL 2019)."})

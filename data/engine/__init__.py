@@ -1,6 +1,6 @@
 """A TREC run straight from a search endpoint, so that evaluating a live engine needs no run file.
 
-    python -m data.engine --engine data/configs/engines/opensearch.yaml --queries Q.jsonl \\
+    relevance-grader run --engine data/configs/engines/opensearch.yaml --queries Q.jsonl \\
         --k 10 --out runs/engine/opensearch.trec
     relevance-grader run --engine my-pinecone.yaml --queries Q.jsonl --k 10 --out run.trec --texts
 
@@ -24,6 +24,6 @@ wrong), and a 3xx is an error naming where it points (never followed: the header
 
 The run and its texts label like any other run:
 
-    python -m eval.search --run run.trec --corpus run.corpus.jsonl --queries Q.jsonl \\
+    relevance-grader search --run run.trec --corpus run.corpus.jsonl --queries Q.jsonl \\
         --labeler grader:runs/export --out runs/search/engine
 """

@@ -1,4 +1,4 @@
-"""``python -m data.engine`` (``relevance-grader run``): a TREC run straight from a search
+"""``relevance-grader run`` (``relevance-grader run``): a TREC run straight from a search
 endpoint, resumable (see :mod:`data.engine`)."""
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class EngineRunConfig:
         default=False,
         metadata={
             "help": "Also write the hits' texts (the engine's text path) as OUT-STEM.corpus.jsonl "
-            "beside the run, for eval.search --corpus FILE --queries QUERIES."
+            "beside the run, for relevance-grader search --corpus FILE --queries QUERIES."
         },
     )
 
@@ -168,8 +168,8 @@ def warn_about(answers: dict[str, Answer], engine: EngineConfig, config: EngineR
     if empty:
         logger.warning(
             "%d of %d queries got no hits (first: %s): they have no line in the run (TREC runs "
-            "allow it); eval.search measures only the queries a run ranks, so they are left out "
-            "of its means rather than counted as 0",
+            "allow it); relevance-grader search measures only the queries a run ranks, so they are "
+            "left out of its means rather than counted as 0",
             len(empty),
             len(answers),
             empty[0],
@@ -203,7 +203,7 @@ def warn_about(answers: dict[str, Answer], engine: EngineConfig, config: EngineR
         if untexted:
             logger.warning(
                 "%d hits have no text at path %r (first: %s of query %s): they are left out of "
-                "the corpus file, and eval.search will name them as not in the corpus",
+                "the corpus file, and relevance-grader search will name them as not in the corpus",
                 len(untexted),
                 engine.text,
                 untexted[0][1],

@@ -107,16 +107,11 @@ class BatchState:
         return str(path.relative_to(self.path.parent))
 
     def file(self, name: str) -> Path:
-        """A file the record names: relative to the record (or, in records written before that,
-        absolute; found in the batch folder by name when the folder has moved)."""
-        path = Path(name)
-        if not path.is_absolute():
-            path = self.path.parent / path
-        if not path.exists() and (self.folder / path.name).exists():
-            path = self.folder / path.name
+        """A file the record names, relative to the record (so the output folder can move)."""
+        path = self.path.parent / name
         if not path.exists():
             raise BatchError(
-                f"{self.path}: names {name}, which is not there (nor in {self.folder}); the "
+                f"{self.path}: names {name}, which is not there; the "
                 f"batch files were moved or deleted: put {self.folder.name}/ back beside "
                 f"{self.path.name}, or move both away to start over (batches in it are paid for)"
             )

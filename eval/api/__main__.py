@@ -1,4 +1,4 @@
-"""Serve the REST API with uvicorn: ``python -m eval.api --model runs/main/export --port 8000``.
+"""Serve the REST API with uvicorn: ``relevance-grader serve --model runs/main/export --port 8000``.
 
 Every :class:`ApiSettings` field is a flag (its default from the ``GRADER_*`` environment);
 ``uvicorn eval.api:app`` serves the same application from the environment alone. The grader is

@@ -1,4 +1,4 @@
-"""``python -m eval.history compare A B``: two recorded evaluations, paired over the queries both
+"""``relevance-grader history compare A B``: two recorded evaluations, paired over the queries both
 have, with intervals (PPI++ on the paired differences where people judged queries in both, the
 labeler-only paired t otherwise, said in words), and the queries that moved most, each with the
 hits that entered or left its top k and their labels (Quepid's snapshot diff, with statistics).
@@ -13,8 +13,8 @@ are not comparable: the command refuses them in one line naming what differs. ``
 LABELER --corpus PATH`` asks for the comparison all the same: both stored runs are labelled again
 by that one labeler first (cached under ``--label_cache``).
 
-    python -m eval.history compare dense@v4 dense@v3 --store runs/history.sqlite
-    python -m eval.history compare id:12 id:9 --store runs/history.sqlite
+    relevance-grader history compare dense@v4 dense@v3 --store runs/history.sqlite
+    relevance-grader history compare id:12 id:9 --store runs/history.sqlite
 """
 
 from __future__ import annotations
@@ -83,9 +83,9 @@ class CompareConfig:
     relabel: str | None = field(
         default=None,
         metadata={
-            "help": "Compare evaluations made by different labelers or on different corpora all "
-            "the same: label both stored runs by this labeler first (as eval.search's --labeler: "
-            "grader:PATH, judge:CONFIG.yaml, qrels:PATH...). Needs --corpus."
+            "help": "Compare evaluations made by different labelers or on different corpora all the "
+            "same: label both stored runs by this labeler first (as relevance-grader search's "
+            "--labeler: grader:PATH, judge:CONFIG.yaml, qrels:PATH...). Needs --corpus."
         },
     )
     corpus: str | None = field(
@@ -101,9 +101,6 @@ class CompareConfig:
             "(refused otherwise)."
         },
     )
-
-
-CONFIG = CompareConfig
 
 
 class HitChange(BaseModel):
@@ -196,7 +193,7 @@ class EvaluationComparison:
         p = self.primary_call[1]
         when = (
             f"when its p-value, Holm-adjusted over the 1 comparison made here ({p:.2g}), is "
-            f"below {alpha:g}, as eval.search calls its runs' differences"
+            f"below {alpha:g}, as relevance-grader search calls its runs' differences"
             if p is not None
             else f"when its interval excludes 0 (a {self.metrics[self.primary].basis} has no "
             "p-value; Holm over the 1 comparison made here is that interval's test)"

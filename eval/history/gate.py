@@ -1,10 +1,10 @@
-"""``python -m eval.history gate``: a release gate for CI. It compares a system's candidate
+"""``relevance-grader history gate``: a release gate for CI. It compares a system's candidate
 version with a baseline (its previous version, or a named one) on one metric and exits 1 with one
 line saying why when the data show the candidate worse than the baseline by more than the margin
 (``--mode regression``), or unless the data show it is not (``--mode non-inferiority``). Exit 0
 passes with the line that says so; bad input is one line and exit 2, as everywhere.
 
-    python -m eval.history gate --store runs/history.sqlite --system dense --candidate v4 \\
+    relevance-grader history gate --store runs/history.sqlite --system dense --candidate v4 \\
         --baseline last --metric ndcg@10 --margin 0.02
 
 ``--candidate`` and ``--baseline`` are versions of ``--system`` (an all-digit build number or
@@ -91,9 +91,6 @@ class GateConfig:
             "moved most to this file as markdown (in GitHub Actions: $GITHUB_STEP_SUMMARY)."
         },
     )
-
-
-CONFIG = GateConfig
 
 
 def find(store: HistoryStore, system: str, ref: str, flag: str) -> EvaluationInfo:

@@ -1,4 +1,4 @@
-"""``python -m eval.history list``: the recorded evaluations as a table, oldest first."""
+"""``relevance-grader history list``: the recorded evaluations as a table, oldest first."""
 
 from __future__ import annotations
 
@@ -15,9 +15,6 @@ from eval.history.store import READER_STORE_HELP, EvaluationInfo, open_store
 class ListConfig:
     store: str = field(default="", metadata={"help": READER_STORE_HELP})
     system: str | None = field(default=None, metadata={"help": "Only this system's evaluations."})
-
-
-CONFIG = ListConfig
 
 
 def when(info: EvaluationInfo) -> str:

@@ -1,9 +1,9 @@
-"""``python -m eval.history monitor``: a live system checked again and again against a fixed
+"""``relevance-grader history monitor``: a live system checked again and again against a fixed
 baseline (re-evaluated daily as its traffic and documents change), gated with an anytime-valid
 confidence sequence, so that asking after every check does not inflate false alarms the way a
 fixed-level test repeated daily does (docs/results.md measures both).
 
-    python -m eval.history monitor --store runs/history.sqlite --system dense --baseline v3 \\
+    relevance-grader history monitor --store runs/history.sqlite --system dense --baseline v3 \\
         --metric ndcg@10 --margin 0.02
 
 Every evaluation of ``--system`` recorded after the baseline's, measured by the baseline's
@@ -59,9 +59,6 @@ class MonitorConfig:
     planned_queries: int = bounded(
         1000, 1, help="Distinct queries over all checks the sequence is tightest at (asymptotic)."
     )
-
-
-CONFIG = MonitorConfig
 
 
 @dataclass(frozen=True)

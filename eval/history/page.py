@@ -195,9 +195,6 @@ class PageConfig:
     )
 
 
-CONFIG = PageConfig
-
-
 def page_point(store: HistoryStore, info: EvaluationInfo, out: Path) -> PagePoint:
     return PagePoint(
         id=info.id,

@@ -130,7 +130,7 @@ def build_record(
     folder = Path(folder)
     for name in (SearchMetrics.FILE, PerQueryResults.FILE, PROVENANCE_FILE):
         if not (folder / name).exists():
-            raise InputError(f"{folder}: no {name}; give an eval.search output folder")
+            raise InputError(f"{folder}: no {name}; give a relevance-grader search output folder")
     metrics = SearchMetrics.read(folder / SearchMetrics.FILE)
     provenance = ProvenanceRecord.read(folder / PROVENANCE_FILE)
     config, cwd = provenance.config, Path(provenance.cwd)

@@ -1,4 +1,4 @@
-"""``python -m eval.history record``: an existing eval.search output folder into the store."""
+"""``relevance-grader history record``: an existing eval.search output folder into the store."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ class RecordConfig:
         default="",
         metadata={
             "aliases": ["--from"],
-            "help": "The eval.search output folder. Its --run is recorded (the --compare runs "
-            "are not); the corpus, queries and run it names must still be in place.",
+            "help": "The relevance-grader search output folder. Its --run is recorded (the "
+            "--compare runs are not); the corpus, queries and run it names must still be in place.",
         },
     )
     system: str | None = field(
@@ -36,9 +36,6 @@ class RecordConfig:
         },
     )
     note: str | None = field(default=None, metadata={"help": "A note kept with the evaluation."})
-
-
-CONFIG = RecordConfig
 
 
 def main(args: Sequence[str] | None = None) -> None:

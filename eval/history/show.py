@@ -1,4 +1,4 @@
-"""``python -m eval.history show``: each metric of one system over its recorded evaluations, the
+"""``relevance-grader history show``: each metric of one system over its recorded evaluations, the
 estimate with its interval, how it was made and on how many queries."""
 
 from __future__ import annotations
@@ -20,9 +20,6 @@ class ShowConfig:
     metric: str | None = field(
         default=None, metadata={"help": "One metric, e.g. ndcg@10 (default: every metric)."}
     )
-
-
-CONFIG = ShowConfig
 
 
 def queries_cell(estimate: Estimate) -> str:

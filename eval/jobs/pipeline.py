@@ -1,7 +1,7 @@
 """The main job: the whole pipeline on one config, each stage through its public command.
 
-    python -m eval.pipeline --config eval/configs/main.yaml
-    python -m eval.pipeline --config eval/configs/main.yaml --run_dir runs/main-2 --max_pairs_per_query 60
+    relevance-grader pipeline --config eval/configs/main.yaml
+    relevance-grader pipeline --config eval/configs/main.yaml --run_dir runs/main-2 --max_pairs_per_query 60
 
 Each stage is its public command run in a subprocess (its memory and its log its own) with
 ``--config run_dir/stages/NAME.yaml``: the config objects the command parses, built here. A
@@ -11,21 +11,21 @@ fingerprint matches, so an interrupted run resumes and a changed config, student
 upstream output re-runs what depends on it. Each stage's output goes to ``run_dir/logs/``.
 
 Stages:
- 1. retrieval runs (``data.candidates``): BM25 and dense top-k of every judged query;
- 2. teacher labels for the judged pool (``data.label``; default teacher: the human qrels);
- 3. cross-validation folds by query, stratified (``data.build --folds``);
- 4. the embedded LLM judge on a sample of the pairs the folds test (``data.label``);
- 5. cross-validation (``eval.study``): per fold, the student grader fitted on the other folds'
-    queries (default: SmolLM2-135M's zero-shot query likelihood, only its scale and bias fitted),
+ 1. retrieval runs (``relevance-grader candidates``): BM25 and dense top-k of every judged query;
+ 2. teacher labels for the judged pool (``relevance-grader label``; default teacher: the qrels);
+ 3. cross-validation folds by query, stratified (``relevance-grader build --folds``);
+ 4. the embedded LLM judge on a sample of the pairs the folds test (``relevance-grader label``);
+ 5. cross-validation (``relevance-grader study``): per fold, the student grader fitted on the
+    other folds' queries (default: SmolLM2-135M's zero-shot query likelihood, only its scale and bias fitted),
     threshold and temperature fitted on validation queries inside them, and evaluated on the fold beside the BM25 and
     cosine baselines (its document embeddings read from the dense index's) and the judge;
     pooled over the folds with the paired per-query difference to each baseline and its 95%
     interval (the report's verdict). The frozen bottom's states are computed once per pair for
     every fold;
- 6. export of fold 0's grader with its round-trip check (``models.export``), and a grader rerank
-    of the dense run (``eval.rerank``);
- 7. the metric pipeline over the runs with grader labels (``eval.search``);
- 8. the labeler leaderboard (``eval.zoo.command``): a compact zoo of 15 retrieval systems, and
+ 6. export of fold 0's grader with its round-trip check (``relevance-grader export``), and a
+    grader rerank of the dense run (``relevance-grader rerank``);
+ 7. the metric pipeline over the runs with grader labels (``relevance-grader search``);
+ 8. the labeler leaderboard (``relevance-grader zoo``): a compact zoo of 15 retrieval systems, and
     the grader, the calibrated cosine and BM25 score, a constant and a random labeler, each by how well its ranking of the systems matches the human one (τ with
     bootstrap intervals, PPI++ rows, self-preference).
 Everything lands in ``run_dir``: report.md, summary.json, metrics, plots and the exported grader.
@@ -108,7 +108,9 @@ class PipelineConfig:
     )
     teacher_args: list[str] = field(
         default_factory=list,
-        metadata={"help": 'Extra data.label flags, quoted: --teacher_args "--concurrency 32".'},
+        metadata={
+            "help": 'Extra relevance-grader label flags, quoted: --teacher_args "--concurrency 32".'
+        },
     )
     # Data
     max_pairs_per_query: int | None = field(
@@ -130,7 +132,10 @@ class PipelineConfig:
     balance: str = choice("none", BALANCE_MODES, "Balancing of the train split.")
     train_only: list[str] = field(
         default_factory=list,
-        metadata={"help": "Judgments of other collections for the train split only (data.mix)."},
+        metadata={
+            "help": "Judgments of other collections for the train split only (relevance-grader "
+            "mix)."
+        },
     )
     seed: int = field(default=42)
     # Student
@@ -146,7 +151,9 @@ class PipelineConfig:
     )
     train_args: list[str] = field(
         default_factory=list,
-        metadata={"help": 'Extra `python -m train` flags, quoted: --train_args "--labels graded".'},
+        metadata={
+            "help": 'Extra `relevance-grader train` flags, quoted: --train_args "--labels graded".'
+        },
     )
     train_launcher: str | None = field(
         default=None,
@@ -196,7 +203,7 @@ class PipelineConfig:
         metadata={
             "help": "Evaluation history store (SQLite file or database URL) to record the metric "
             "stage's evaluation in, after that stage: its primary run (the first retriever's), "
-            "as eval.search --track does. Recorded once per metric-stage result."
+            "as relevance-grader search --track does. Recorded once per metric-stage result."
         },
     )
     system: str | None = field(
@@ -339,29 +346,29 @@ def _as_stage() -> Iterator[None]:
 
 @dataclass
 class Stage:
-    """One step of the main job: a public command, the settings it runs with (the config
-    objects its command parses, written to ``stages/NAME.yaml`` and read with ``--config``),
-    the file that marks it done and what it reads."""
+    """One step of the main job: a ``relevance-grader`` command (its name in
+    :data:`core.commands.COMMANDS`), the settings it runs with (the config objects its command
+    parses, written to ``stages/NAME.yaml`` and read with ``--config``), the file that marks it
+    done and what it reads."""
 
     name: str
     output: Path
-    module: str
+    command: str
     configs: list[Any]
     inputs: list[str] = field(default_factory=list)
-    launcher: list[str] | None = None
 
     @property
     def slug(self) -> str:
         return self.name.replace(" ", "-")
 
-    def command(self, config_file: Path) -> list[str]:
-        return [
-            *(self.launcher or [sys.executable]),
-            "-m",
-            self.module,
-            "--config",
-            str(config_file),
-        ]
+    def argv(self, config_file: Path) -> list[str]:
+        """The command as this job runs it: the console script of this interpreter's checkout
+        (``python -m core.commands`` is ``relevance-grader``)."""
+        return [sys.executable, "-m", "core.commands", self.command, "--config", str(config_file)]
+
+    def typed(self, config_file: Path) -> str:
+        """The command as a user types it again: ``relevance-grader NAME --config FILE``."""
+        return shlex.join(["relevance-grader", *self.command.split(), "--config", str(config_file)])
 
     def outs(self) -> list[str]:
         return [config.out for config in self.configs if getattr(config, "out", None)]
@@ -374,24 +381,7 @@ class Stage:
     def fingerprint(self) -> str:
         """Digest of the settings and of every input file's content (folders: all their files)."""
         settings = json.dumps(settings_mapping(self.configs), sort_keys=True)
-        return fingerprint(self.module, settings, *self._contents())
-
-    def done_by_flags(self, record: StageRecord) -> bool:
-        """Whether a stamp of an earlier release, whose command carried the settings as flags,
-        records this stage: its digest still matches the inputs, and the flags, read by the
-        command's own dataclasses, give today's settings."""
-        command = record.command
-        if record.config is not None or "-m" not in command:
-            return False
-        flags = command[command.index("-m") + 2 :]
-        if fingerprint(self.module, *flags, *self._contents()) != record.fingerprint:
-            return False
-        try:
-            with _as_stage():
-                parsed = parse_config([type(config) for config in self.configs], flags)
-        except (InputError, SystemExit, ValueError, TypeError):
-            return False
-        return list(parsed) == self.configs
+        return fingerprint(self.command, settings, *self._contents())
 
 
 class Pipeline:
@@ -416,7 +406,7 @@ class Pipeline:
         record = read_stage_record(stamp) if stamp.exists() else None
         if record is None or not stage.output.exists():
             return False
-        return record.fingerprint == digest or stage.done_by_flags(record)
+        return record.fingerprint == digest
 
     def run_stage(self, stage: Stage) -> None:
         import yaml
@@ -433,8 +423,8 @@ class Pipeline:
         config_file = self.config_file(stage)
         with atomic_writer(config_file) as handle:
             yaml.safe_dump(settings_mapping(stage.configs), handle, sort_keys=False)
-        command = stage.command(config_file)
-        print(f"\n==> {stage.name}: {shlex.join(command)}", flush=True)
+        command = stage.argv(config_file)
+        print(f"\n==> {stage.name}: {stage.typed(config_file)}", flush=True)
         start = time.perf_counter()
         returncode = _run_logged(command, log)
         if returncode != 0:
@@ -504,7 +494,7 @@ class Pipeline:
         return Stage(
             "retrieval runs",
             self.candidates / "candidates.json",
-            "data.candidates",
+            "candidates",
             stage_configs(
                 [CandidatesConfig],
                 collection=c.collection,
@@ -538,7 +528,7 @@ class Pipeline:
         return Stage(
             "teacher labels",
             self.teacher_file,
-            "data.label",
+            "label",
             with_flags(configs, c.teacher_args, "teacher_args"),
             inputs=[c.collection, *pool_inputs],
         )
@@ -548,7 +538,7 @@ class Pipeline:
         return Stage(
             "dataset",
             self.dataset / "manifest.json",
-            "data.build",
+            "build",
             stage_configs(
                 [BuildConfig],
                 judgments=[self.teacher_file],
@@ -575,7 +565,7 @@ class Pipeline:
         return Stage(
             "LLM judge labels",
             self.judge_file,
-            "data.label",
+            "label",
             stage_configs(
                 [LabelConfig, JudgeConfig],
                 pairs=tested,
@@ -590,7 +580,8 @@ class Pipeline:
         )
 
     def cross_validation_stage(self) -> Stage:
-        """Every fold's grader trained and evaluated beside the baselines (``eval.study``)."""
+        """Every fold's grader trained and evaluated beside the baselines (``relevance-grader
+        study``)."""
         from eval.jobs.study import StudyConfig
 
         c = self.config
@@ -607,7 +598,7 @@ class Pipeline:
         return Stage(
             "cross-validation",
             self.path("cv", StudySummary.FILE),
-            "eval.study",
+            "study",
             stage_configs(
                 [StudyConfig],
                 dataset=self.dataset,
@@ -643,7 +634,7 @@ class Pipeline:
         return Stage(
             "export",
             self.path("export", "export_check.json"),
-            "models.export",
+            "export",
             stage_configs(
                 [ExportConfig],
                 checkpoint=grader,
@@ -662,7 +653,7 @@ class Pipeline:
         return Stage(
             "grader rerank",
             Path(reranked),
-            "eval.rerank",
+            "rerank",
             stage_configs(
                 [RerankConfig],
                 run=run,
@@ -682,7 +673,7 @@ class Pipeline:
         return Stage(
             "metric pipeline",
             self.path("search", "metrics.json"),
-            "eval.search",
+            "search",
             stage_configs(
                 [SearchEvalConfig],
                 run=runs[0],
@@ -730,7 +721,7 @@ class Pipeline:
         return Stage(
             "labeler leaderboard",
             self.path("zoo", "leaderboard.json"),
-            "eval.zoo.command",
+            "zoo",
             stage_configs(
                 [ZooConfig],
                 zoo=c.zoo,
@@ -797,7 +788,7 @@ class Pipeline:
         start = time.perf_counter()
         for stage in self.stages():
             self.run_stage(stage)
-            if stage.module == "eval.search" and self.config.track:
+            if stage.command == "search" and self.config.track:
                 self.record_history(stage)
         summary = self.summarise(time.perf_counter() - start)
         summary.write(self.path(JobSummary.FILE))

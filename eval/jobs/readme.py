@@ -1,8 +1,8 @@
 """The README's results block, regenerated from a main-job run instead of edited by hand.
 
-    python -m eval.jobs.readme --run_dir runs/main                  # print the block
-    python -m eval.jobs.readme --run_dir runs/main --readme README.md   # replace it in place
-    python -m eval.jobs.readme --run_dir runs/main --check README.md    # differ? exit 1
+    relevance-grader readme --run_dir runs/main                  # print the block
+    relevance-grader readme --run_dir runs/main --readme README.md   # replace it in place
+    relevance-grader readme --run_dir runs/main --check README.md    # differ? exit 1
 
 The block is the cross-validated held-out quality (the grader beside the BM25 and MiniLM-cosine
 baselines and the embedded LLM judge, on the same pairs, with the paired intervals), then NDCG@k
@@ -111,7 +111,7 @@ def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([ReadmeConfig], args)
     path = Path(config.run_dir) / JobSummary.FILE
     if not path.is_file():
-        raise FileNotFoundError(f"{path}: no summary (run `python -m eval.pipeline` first)")
+        raise FileNotFoundError(f"{path}: no summary (run `relevance-grader pipeline` first)")
     block = results_table(JobSummary.read(path))
     if config.check:
         written = block_of(Path(config.check).read_text(encoding="utf-8"))

@@ -1,8 +1,8 @@
 """Quality study: every configured grader and baseline over query-grouped cross-validation folds.
 
-    python -m eval.study --config eval/configs/study.yaml
-    python -m eval.study --config eval/configs/study.yaml --folds 3 --models bm25 cosine frozen=train/configs/smollm2-135m-B-frozen.yaml
-    python -m eval.study --dataset runs/main/dataset --models bm25 cosine ql=train/configs/smollm2-135m-ql.yaml
+    relevance-grader study --config eval/configs/study.yaml
+    relevance-grader study --config eval/configs/study.yaml --folds 3 --models bm25 cosine frozen=train/configs/smollm2-135m-B-frozen.yaml
+    relevance-grader study --dataset runs/main/dataset --models bm25 cosine ql=train/configs/smollm2-135m-ql.yaml
 
 The folds are ``data.build --folds``'s: the collection's judged pool (labelled by its qrels, as
 ``data.label --pool_from_qrels`` does for the main job), capped per query and dealt into
@@ -13,7 +13,8 @@ row is scored on exactly the same test pairs:
 
 - ``bm25``, ``cosine``: the untrained baselines (eval.baselines);
 - ``zero-shot``: the student's P(yes) with the grader's prompt;
-- ``NAME=CONFIG.yaml``: a grader trained with ``python -m train``'s config plus ``train_args``;
+- ``NAME=CONFIG.yaml``: a grader trained with ``relevance-grader train``'s config plus
+  ``train_args``;
 - ``NAME=judgments:FILE``: a judge's labels (e.g. the embedded LLM judge's), where it judged;
 - ``NAME=grader:PATH``: a grader trained elsewhere (an export or checkpoint, e.g. on a QA mix that
   holds none of the collection's queries), scored on each fold's test pairs with its threshold and
@@ -53,7 +54,6 @@ from core.io import (
     markdown_table,
     read_records,
     sha256_path,
-    write_json,
     write_jsonl,
 )
 from core.job_stages import JobConfig
@@ -120,8 +120,8 @@ class StudyConfig:
     train_only: list[str] = field(
         default_factory=list,
         metadata={
-            "help": "Judgments from other sources (other collections, data.synthesize) added to "
-            "every fold's train split."
+            "help": "Judgments from other sources (other collections, relevance-grader synthesize) "
+            "added to every fold's train split."
         },
     )
     real_training_queries: bool = field(
@@ -136,7 +136,8 @@ class StudyConfig:
     train_args: list[str] = field(
         default_factory=list,
         metadata={
-            "help": 'Extra `python -m train` flags for every model, quoted: "--labels graded".'
+            "help": "Extra `relevance-grader train` flags for every model, quoted: "
+            '"--labels graded".'
         },
     )
     learning_curve: list[float] = field(
@@ -215,7 +216,7 @@ def fold_folders(dataset: Path) -> list[Path]:
     folders = sorted(dataset.glob("fold-*"), key=lambda p: int(p.name.split("-")[1]))
     if len(folders) < 2 or not all((f / "manifest.json").exists() for f in folders):
         raise FileNotFoundError(
-            f"dataset: {dataset} holds no finished cross-validation folds (python -m data.build "
+            f"dataset: {dataset} holds no finished cross-validation folds (relevance-grader build "
             "--folds N writes fold-0 ... fold-N-1)"
         )
     return folders
@@ -287,7 +288,7 @@ class Study:
         for name, rows in splits.items():
             write_jsonl(folder / f"{name}.jsonl", rows)
         queries = {name: sorted({r["qid"] for r in rows}) for name, rows in splits.items()}
-        write_json(folder / "manifest.json", {"queries": queries})
+        DatasetManifest.of({"queries": queries}).write(folder / DatasetManifest.FILE)
         return [folder]
 
     def curve_fold(self, data: Path, fold: int, share: float) -> Path:

@@ -1,8 +1,8 @@
-"""``python -m eval.report --input FOLDER``: the HTML report of an evaluation (see eval.report).
+"""``relevance-grader report --input FOLDER``: the HTML report of an evaluation (see eval.report).
 
-python -m eval.report --input runs/search/cmp                  # writes runs/search/cmp/report.html
-python -m eval.report --input runs/main --out runs/shots/report.html --screenshot runs/shots/report.png
-python -m eval.report --input runs/zoo                          # a relevance-grader zoo folder
+relevance-grader report --input runs/search/cmp                  # writes runs/search/cmp/report.html
+relevance-grader report --input runs/main --out runs/shots/report.html --screenshot runs/shots/report.png
+relevance-grader report --input runs/zoo                          # a relevance-grader zoo folder
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ class ReportConfig:
     input: str = field(
         default="",
         metadata={
-            "help": "An eval.search output folder, a main-job run folder or a relevance-grader "
-            "zoo output folder (its leaderboard.json)."
+            "help": "A relevance-grader search output folder, a main-job run folder or a "
+            "relevance-grader zoo output folder (its leaderboard.json)."
         },
     )
     out: str | None = field(default=None, metadata={"help": "Default: INPUT/report.html."})
@@ -46,7 +46,9 @@ class ReportConfig:
     )
     agreement: str | None = field(
         default=None,
-        metadata={"help": "An eval.ranking_agreement agreement.json (the main job's is found)."},
+        metadata={
+            "help": "A relevance-grader ranking-agreement agreement.json (the main job's is found)."
+        },
     )
     max_queries: int = bounded(1000, 0, help="Queries whose hits and documents are embedded.")
     text_chars: int = bounded(600, 1, help="Characters of each document shown.")
@@ -78,7 +80,8 @@ def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([ReportConfig], args)
     if not config.input:
         raise InputError(
-            "input: give --input FOLDER (an eval.search output, a main-job run or a zoo output)"
+            "input: give --input FOLDER (a relevance-grader search output, a main-job run or a "
+            "zoo output)"
         )
     if not Path(config.input).is_dir():
         raise FileNotFoundError(f"input: {config.input} is not a folder")

@@ -44,7 +44,7 @@ class ReportOptions:
     corpus: str | None = None  # where the documents are (default: as eval.search read them)
     queries: str | None = None
     human: str | None = None  # human qrels shown beside the labels (default: eval.search's)
-    agreement: str | None = None  # an eval.ranking_agreement agreement.json
+    agreement: str | None = None  # a relevance-grader ranking-agreement agreement.json
     max_queries: int = 1000  # queries whose hits (and documents) the page embeds
     text_chars: int = 600  # characters of each document shown
 
@@ -194,7 +194,7 @@ def withhold_small_samples(ppi: PpiRecord | None, notes: list[str]) -> PpiRecord
         notes.append(
             f"The PPI++ estimates of this evaluation come from {ppi.judged_queries} judged "
             f"queries, fewer than the {MIN_JUDGED_QUERIES} an interval needs (judgments.coverage): "
-            "they are not shown; re-run eval.search --human with more judged queries."
+            "they are not shown; re-run relevance-grader search --human with more judged queries."
         )
         kept.runs, kept.differences, kept.judged_queries = {}, {}, 0
         kept.measured_coverage, kept.multiplicity = {}, None
@@ -224,9 +224,9 @@ def _notice(ppi: PpiRecord | None, labeler: str, withheld: bool = False) -> str:
         return (
             f"No human judgments: these are the labeler's ({labeler}) means over all queries. "
             "They are biased by whatever the labeler gets wrong, and they carry no interval: "
-            "nothing here measures how far they are from what people would say. Give eval.search "
-            "--human with the judgments of a random sample of queries (python -m eval.ppi draws "
-            "them) for PPI++ estimates with confidence intervals."
+            "nothing here measures how far they are from what people would say. Give "
+            "relevance-grader search --human with the judgments of a random sample of queries "
+            "(relevance-grader ppi draws them) for PPI++ estimates with confidence intervals."
         )
     confidence = f"{ppi.confidence:.0%}"
     judged = ppi.judged_queries
@@ -241,7 +241,7 @@ def _notice(ppi: PpiRecord | None, labeler: str, withheld: bool = False) -> str:
         if judged
         else (
             " Only the share of relevant hits has an interval: the other metrics are the labeler's "
-            "means, biased, with no interval (eval.search --human gives them one)."
+            "means, biased, with no interval (relevance-grader search --human gives them one)."
         )
     )
     return (
@@ -308,8 +308,8 @@ def _multiplicity(ppi: PpiRecord | None) -> str | None:
         return None
     rule = ppi.multiplicity.rule if ppi.multiplicity else None
     return rule or (
-        "each difference's interval is a marginal interval, not adjusted for the number of "
-        "metrics and runs (this metrics.json predates the adjustment: re-run eval.search)"
+        "each difference's interval is a marginal interval, not adjusted for the number of metrics "
+        "and runs (this metrics.json predates the adjustment: re-run relevance-grader search)"
     )
 
 

@@ -95,8 +95,9 @@ def locate(folder: Path) -> tuple[str, Path]:
     if (folder / Leaderboard.FILE).is_file():
         return "zoo", folder
     raise FileNotFoundError(
-        f"input: {folder} holds neither an eval.search output (metrics.json) nor a main-job run "
-        f"folder (search/metrics.json) nor a relevance-grader zoo output ({Leaderboard.FILE})"
+        f"input: {folder} holds neither a relevance-grader search output (metrics.json) nor a "
+        f"main-job run folder (search/metrics.json) nor a relevance-grader zoo output "
+        f"({Leaderboard.FILE})"
     )
 
 
@@ -158,15 +159,16 @@ def _stage_config(root: Path, stage: str) -> Any:
 
 
 def _stage_commands(root: Path) -> dict[str, str]:
-    """The main job's stage commands (``stages/NAME.json``), as ``python -m MODULE ARGS``."""
+    """The main job's stage commands (``stages/NAME.json``), as ``relevance-grader NAME ARGS``
+    (the job runs them as ``python -m core.commands NAME ARGS``)."""
     commands = {}
     # In the order they ran: each stage record is written when its stage finishes.
     for path in sorted((root / "stages").glob("*.json"), key=lambda p: p.stat().st_mtime):
         record = read_stage_record(path)
         command = record.command if record else []
-        if "-m" in command:
-            start = command.index("-m")
-            commands[path.stem] = shlex.join(["python", *command[start:]])
+        if "core.commands" in command:
+            start = command.index("core.commands") + 1
+            commands[path.stem] = shlex.join(["relevance-grader", *command[start:]])
     return commands
 
 
@@ -248,7 +250,8 @@ class HumanLabels:
 
 def read_human_pairs(path: Path) -> dict[tuple[str, str], tuple[int | None, bool]]:
     """{(qid, doc_id): (grade or None, relevant)} as eval.search reads ``--human_pairs``: a
-    judgments JSONL or an eval.annotate session folder, several assessors folded into one."""
+    judgments JSONL or a relevance-grader annotate session folder, several assessors folded into
+    one."""
     from judgments.store import fold, read_judgments
 
     records = read_judgments(path)

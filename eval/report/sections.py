@@ -144,15 +144,16 @@ def _number(value: Any) -> float | None:
 
 
 def ranking(inputs: Inputs, headline: Headline, agreement_path: str | None) -> Ranking | None:
-    """The runs ordered under each labeler (an eval.ranking_agreement result where there is one,
-    and the PPI++ estimates where human judgments exist) and Kendall's τ with the reference."""
+    """The runs ordered under each labeler (a relevance-grader ranking-agreement result where
+    there is one, and the PPI++ estimates where human judgments exist) and Kendall's τ with the
+    reference."""
     if len(headline.runs) < 2:
         return None
     agreement = RankingAgreement.read(agreement_path) if agreement_path else inputs.agreement
     if agreement:
         metric, reference = agreement.metric, agreement.reference
         scores = {spec: dict(values) for spec, values in agreement.scores.items()}
-        source = "eval.ranking_agreement (every labeler labels every run's top k)"
+        source = "relevance-grader ranking-agreement (every labeler labels every run's top k)"
         if note := left_out_note(agreement.left_out):
             source = f"{source}. {note}"
     else:
@@ -216,7 +217,7 @@ def provenance(inputs: Inputs) -> Provenance:
     if inputs.stage_commands:
         commands = [Command(name, cmd) for name, cmd in inputs.stage_commands.items()]
     else:
-        commands = [Command("eval.search", inputs.search_command)] if inputs.search_command else []
+        commands = [Command("search", inputs.search_command)] if inputs.search_command else []
     evaluated = inputs.evaluated
     settings = (inputs.job_config.settings() if inputs.job_config else None) or (
         inputs.search_config.recorded if inputs.search_config else None

@@ -1,4 +1,5 @@
-"""eval.search: the grader as labeler in the retrieval-metric pipeline (``python -m eval.search``).
+"""eval.search: the grader as labeler in the retrieval-metric pipeline (``relevance-grader
+search``).
 
 - :mod:`eval.search.settings`: the command's flags and the files it reads and writes;
 - :mod:`measure.metrics.results` (the metric library's records): what it writes, which the report,

@@ -1,10 +1,10 @@
 """The grader as labeler in the retrieval-metric pipeline (per query, and in bulk over runs).
 
     # one run, labelled by an exported grader (labels cached under OUT/labels/)
-    python -m eval.search --run runs/candidates/dense.trec --corpus data/collections/trec-dl-2019-passage \\
+    relevance-grader search --run runs/candidates/dense.trec --corpus data/collections/trec-dl-2019-passage \\
         --labeler grader:runs/export/grader --k 10 --out runs/search/dense
     # several runs on the same queries: one table with paired significance tests (ranx)
-    python -m eval.search --run runs/candidates/bm25.trec --compare runs/candidates/dense.trec \\
+    relevance-grader search --run runs/candidates/bm25.trec --compare runs/candidates/dense.trec \\
         --corpus data/collections/trec-dl-2019-passage --labeler grader:runs/export/grader --out runs/search/cmp
 
 Library: :func:`evaluate_query` labels one query's ranked hits and returns per-hit labels, metrics
@@ -221,7 +221,7 @@ def main(args: Sequence[str] | None = None) -> None:
     if report.ppi is not None:
         print(f"\n{ppi_heading(report.ppi, config.k)}\n")
         print(ppi_table(report.ppi), end="")
-    write_provenance(out, "eval.search", config, None if args is None else list(args))
+    write_provenance(out, "search", config, None if args is None else list(args))
     print(f"wrote {out}/metrics.json, per_query.json and .txt, inferred_qrels.txt (TREC format)")
     logger.debug(json.dumps(summary))
     if config.report:

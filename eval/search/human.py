@@ -1,6 +1,6 @@
 """People's judgments as eval.search takes them (--human, --human_pairs, --draw): the design they
-were drawn under, the check that a sample not drawn by eval.ppi looks random, and the reading of
-both files. Reading a sample itself is :mod:`judgments.samples`."""
+were drawn under, the check that a sample not drawn by relevance-grader ppi looks random, and the
+reading of both files. Reading a sample itself is :mod:`judgments.samples`."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def check_random_sample(
     """A sample of unknown design, checked against what a random draw would give: the first
     run's labeler NDCG@k of the judged and of the other queries, compared by a two-sided
     Mann-Whitney (rank-sum) test, with a warning below p = RANDOM_SAMPLE_P. None for an
-    eval.ppi draw (random by construction; a stratified one is meant to differ)."""
+    relevance-grader ppi draw (random by construction; a stratified one is meant to differ)."""
     from scipy.stats import mannwhitneyu
 
     if design is not None:
@@ -82,7 +82,7 @@ def check_random_sample(
         logger.warning(
             "human: %s: the judged queries' labeler %s on %s (mean %.3f) is unlike the other "
             "queries' (mean %.3f; Mann-Whitney p = %.2g < %g): PPI++ is valid only for a random "
-            "sample of the queries; draw them with eval.ppi",
+            "sample of the queries; draw them with relevance-grader ppi",
             config.human,
             metric,
             run,

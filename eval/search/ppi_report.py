@@ -184,7 +184,7 @@ def pairs_used(
             logger.warning(
                 "human_pairs: %s: %d of the %d judged hits are not in %s's top %d and are "
                 "ignored; its interval uses %d (judge a random sample of the runs' top-k hits: "
-                "eval.ppi --unit hits --k %d draws one)",
+                "relevance-grader ppi --unit hits --k %d draws one)",
                 config.human_pairs,
                 len(human) - count,
                 len(human),

@@ -65,12 +65,12 @@ class SearchEvalConfig:
         default=None,
         metadata={
             "help": "Human judgments of a random sample of the queries (qrels on --human_scale, a "
-            "judgments JSONL or an eval.annotate folder; a grade off the scale is refused): "
-            "prediction-powered (PPI++) estimates and confidence intervals of every metric and "
-            "paired difference, from at least 10 fully judged queries (judgments.coverage). A "
-            "sample not drawn by eval.ppi is checked: a warning when the judged queries' labeler "
-            "NDCG@k differs from the other queries' (two-sided Mann-Whitney p < 0.01); "
-            "metrics.json records how it was drawn."
+            "judgments JSONL or a relevance-grader annotate folder; a grade off the scale is "
+            "refused): prediction-powered (PPI++) estimates and confidence intervals of every "
+            "metric and paired difference, from at least 10 fully judged queries "
+            "(judgments.coverage). A sample not drawn by relevance-grader ppi is checked: a warning "
+            "when the judged queries' labeler NDCG@k differs from the other queries' (two-sided "
+            "Mann-Whitney p < 0.01); metrics.json records how it was drawn."
         },
     )
     human_scale: str = choice(
@@ -83,9 +83,9 @@ class SearchEvalConfig:
     human_pairs: str | None = field(
         default=None,
         metadata={
-            "help": "Human labels of a random sample of the runs' top-k hits (judgments JSONL or "
-            "an eval.annotate folder): PPI++ estimates of each run's share of relevant hits in "
-            "its top k. Each run's interval uses the judged hits in its top k, at least 10 "
+            "help": "Human labels of a random sample of the runs' top-k hits (judgments JSONL or a "
+            "relevance-grader annotate folder): PPI++ estimates of each run's share of relevant "
+            "hits in its top k. Each run's interval uses the judged hits in its top k, at least 10 "
             "(judgments.coverage); the others are ignored, with a warning and their count in "
             "metrics.json (judged_pairs_used)."
         },
@@ -93,8 +93,8 @@ class SearchEvalConfig:
     draw: str | None = field(
         default=None,
         metadata={
-            "help": "The eval.ppi draw file the human sample came from: the estimate valid under "
-            "its design (found by itself in an eval.annotate folder)."
+            "help": "The relevance-grader ppi draw file the human sample came from: the estimate "
+            "valid under its design (found by itself in a relevance-grader annotate folder)."
         },
     )
     alpha: float = bounded(
@@ -103,7 +103,10 @@ class SearchEvalConfig:
     interval: str = choice("t", ("t", "normal"), "Interval: Student's t (n - 1 df) or normal.")
     report: bool = field(
         default=True,
-        metadata={"help": "Also write OUT/report.html, the evaluation as one page (eval.report)."},
+        metadata={
+            "help": "Also write OUT/report.html, the evaluation as one page (relevance-grader "
+            "report)."
+        },
     )
     track: str | None = field(
         default=None,
@@ -111,7 +114,7 @@ class SearchEvalConfig:
             "help": "Evaluation history store to record this evaluation in: a SQLite file "
             "(created if absent) or a database URL (postgresql://USER@HOST/DB). The --run is "
             "recorded (its per-query values, estimates and the run itself), not the --compare "
-            "runs; `python -m eval.history` reads the store."
+            "runs; `relevance-grader history` reads the store."
         },
     )
     system: str | None = field(

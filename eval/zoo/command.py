@@ -77,8 +77,8 @@ class ZooConfig:
     calibrations: list[str] = field(
         default_factory=list,
         metadata={
-            "help": "NAME=METRICS.json: Platt scaling, temperature and threshold of a score "
-            "labeler (cosine, bm25) fitted on validation queries: an eval.study baseline row's "
+            "help": "NAME=METRICS.json: Platt scaling, temperature and threshold of a score labeler "
+            "(cosine, bm25) fitted on validation queries: a relevance-grader study baseline row's "
             "metrics.json (e.g. runs/main/cv/fold-0/cosine/metrics.json)."
         },
     )

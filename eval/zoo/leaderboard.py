@@ -91,7 +91,7 @@ class ScoreMapping:
         if "slope" not in mapping or metrics.threshold is None or metrics.calibration is None:
             raise InputError(
                 f"{path}: not a calibrated baseline row (no score_mapping, calibration or "
-                "threshold): give an eval.study baseline's metrics.json"
+                "threshold): give a relevance-grader study baseline's metrics.json"
             )
         return cls(
             float(mapping["slope"]),

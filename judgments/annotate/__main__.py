@@ -1,10 +1,10 @@
-"""Judge hits in the browser: ``python -m eval.annotate`` (``relevance-grader annotate``).
+"""Judge hits in the browser: ``relevance-grader annotate``.
 
-    python -m eval.annotate --corpus data/collections/trec-dl-2019-passage \\
+    relevance-grader annotate --corpus data/collections/trec-dl-2019-passage \\
         --runs runs/main/candidates/bm25.trec runs/main/candidates/dense.trec \\
         --draw runs/judging/draw.json --out runs/judging --assessors alice bob
-    python -m eval.annotate --out runs/judging                 # resume: the session has the rest
-    python -m eval.annotate.agreement --judgments runs/judging # two assessors: κ, disagreements
+    relevance-grader annotate --out runs/judging                  # resume: the session has the rest
+    relevance-grader annotate agreement --judgments runs/judging  # two assessors: κ, disagreements
 
 Every input is checked before the server starts (a run naming a document the corpus lacks, an
 empty sample, a port in use, an output folder of another corpus or sample, a folder another
@@ -21,7 +21,6 @@ import contextlib
 import ipaddress
 import os
 import socket
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,8 +57,9 @@ class AnnotateConfig:
     draw: str | None = field(
         default=None,
         metadata={
-            "help": "The sample: a draw file of eval.ppi --out (its design goes to eval.search), "
-            "or a text file of query ids (or `qid doc_id` hits), one per line."
+            "help": "The sample: a draw file of relevance-grader ppi --out (its design goes to "
+            "relevance-grader search), or a text file of query ids (or `qid doc_id` hits), one per "
+            "line."
         },
     )
     queries: list[str] = field(
@@ -84,8 +84,8 @@ class AnnotateConfig:
     labels: str | None = field(
         default=None,
         metadata={
-            "help": "eval.search output (folder or per_query.json): the labeler's labels, "
-            "revealed only as --reveal says (default: the session's)."
+            "help": "relevance-grader search output (folder or per_query.json): the labeler's "
+            "labels, revealed only as --reveal says (default: the session's)."
         },
     )
     reveal: str | None = choice(
@@ -207,8 +207,7 @@ def first_run_rankings(session: JudgingSession) -> dict[str, list[str]] | None:
     None where the run file is no longer there (the page then shows counts only)."""
     from data.beir import ranked, read_trec_run
 
-    # Sessions written before "sample" left "runs" still list it there.
-    runs = [path for name, path in session.runs.items() if name != "sample"]
+    runs = list(session.runs.values())
     if not runs or not Path(runs[0]).is_file():
         return None
     run = read_trec_run(runs[0])
@@ -363,11 +362,6 @@ def serve(config: AnnotateConfig) -> None:
 
 
 def main(args: Sequence[str] | None = None) -> None:
-    args = list(sys.argv[1:] if args is None else args)
-    if args[:1] == ["agreement"]:
-        from judgments.annotate.agreement import main as agreement
-
-        return agreement(args[1:])
     (config,) = parse_config([AnnotateConfig], args)
     serve(config)
 

@@ -1,11 +1,11 @@
 """How far two or more assessors of a judging session agree, and the hits to adjudicate.
 
-    python -m eval.annotate.agreement --judgments runs/judging --out runs/judging/agreement
+    relevance-grader annotate agreement --judgments runs/judging --out runs/judging/agreement
 
 For each pair of assessors, on the hits both judged: the share with the same grade and the same
 relevance (grade >= 2), Cohen's κ on relevance and the quadratic-weighted κ on the 0-3 grades
 (scikit-learn, through :func:`data.judge_agreement.agreement`). Then every hit they graded
-differently, for adjudication: ``python -m eval.annotate --out runs/judging --adjudicate true
+differently, for adjudication: ``relevance-grader annotate --out runs/judging --adjudicate true
 --assessor NAME`` serves exactly those hits, and the adjudicator's grade goes into the qrels.
 """
 

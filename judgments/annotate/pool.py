@@ -28,8 +28,8 @@ def shown_order(seed: int, *parts: str) -> str:
 
 
 def read_sample(draw: str | None, queries: Sequence[str]) -> tuple[list[str | Hit], Design | None]:
-    """The units to judge: from a draw file of eval.ppi (JSON, with its design), a text file of
-    query ids (or ``qid doc_id`` hits), one per line, or the ``--queries`` ids."""
+    """The units to judge: from a draw file of relevance-grader ppi (JSON, with its design), a text
+    file of query ids (or ``qid doc_id`` hits), one per line, or the ``--queries`` ids."""
     if draw and queries:
         raise InputError("queries: give --draw FILE or --queries IDS, not both")
     if not draw:

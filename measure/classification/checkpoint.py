@@ -1,10 +1,10 @@
 """Evaluate a grader checkpoint, a zero-shot causal LM or a judge's judgments on a split.
 
-    python -m eval.checkpoint --model runs/grader --data runs/dataset/test.jsonl \\
+    relevance-grader evaluate --model runs/grader --data runs/dataset/test.jsonl \\
         --calibration_data runs/dataset/validation.jsonl --labels both \\
         --qrels data/collections/trec-dl-2019-passage/qrels.tsv --out runs/eval/grader
-    python -m eval.checkpoint --model smollm2-135m --zero_shot true --data runs/dataset/test.jsonl --out runs/eval/zero-shot
-    python -m eval.checkpoint --judgments runs/labels/smollm2.jsonl --data runs/dataset/test.jsonl --out runs/eval/judge
+    relevance-grader evaluate --model smollm2-135m --zero_shot true --data runs/dataset/test.jsonl --out runs/eval/zero-shot
+    relevance-grader evaluate --judgments runs/labels/smollm2.jsonl --data runs/dataset/test.jsonl --out runs/eval/judge
 
 Writes ``OUT/predictions.jsonl`` (per pair: probability, predicted label, reference labels),
 ``OUT/metrics.json`` and plots (PR, ROC, confusion matrix, reliability diagram, score histogram).
@@ -264,17 +264,16 @@ class SourceMetrics(BaseModel):
 
 
 class CheckpointMetrics(Artifact):
-    """OUT/metrics.json of eval.checkpoint (keys in the order written): what was evaluated, what
-    was fitted on --calibration_data, the metrics against each reference and the primary one.
-    eval.study adds its stamp and the time its model took. Files of earlier releases (no
-    format_version) are the same object; models.export reads its part of it through
-    models.grader_config.ExportedEvaluation (that layer may not import this one)."""
+    """OUT/metrics.json of relevance-grader evaluate (keys in the order written): what was
+    evaluated, what was fitted on --calibration_data, the metrics against each reference and the
+    primary one.
+    relevance-grader study adds its stamp and the time its model took; models.export reads its
+    part of it through models.grader_config.ExportedEvaluation (that layer may not import this
+    one)."""
 
-    # Fields of earlier releases that no reader uses are passed over, not refused.
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
     FILE = "metrics.json"
     FORMAT_VERSION = 1
-    SAME_SHAPE_SINCE = 0  # files without a format_version had this shape
     name: str
     data: str
     pairs: int
@@ -297,7 +296,7 @@ class CheckpointMetrics(Artifact):
 
     def dump(self) -> dict[str, Any]:
         """The JSON object: the fields the writer set, nulls among them (an undefined
-        statistic, a judge's unknown speed), as the files were written before they were typed."""
+        statistic, a judge's unknown speed)."""
         return self.model_dump(mode="json", exclude_unset=True, by_alias=True)
 
 

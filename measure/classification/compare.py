@@ -1,13 +1,13 @@
 """Compare evaluation results in one table (the paper's layout), as Markdown, CSV and JSON.
 
-    python -m eval.compare --results runs/eval/zero-shot/metrics.json runs/eval/grader/metrics.json \\
+    relevance-grader compare --results runs/eval/zero-shot/metrics.json runs/eval/grader/metrics.json \\
         --labels human --out runs/eval/comparison
 
-Rows: one per ``metrics.json`` from ``python -m eval.checkpoint``; columns: model | accuracy |
+Rows: one per ``metrics.json`` from ``relevance-grader evaluate``; columns: model | accuracy |
 precision | recall | F1 | κ | ROC-AUC | per-query ROC-AUC | PR-AUC | ECE | threshold, at the
-validation-chosen threshold where one was fitted, else at 0.5. Baseline rows (``eval.checkpoint --baseline``: BM25,
-the embedder's cosine) are marked, and every other row says whether its ROC-AUC beats all of them:
-a grader that does not is flagged, not hidden.
+validation-chosen threshold where one was fitted, else at 0.5. Baseline rows (``relevance-grader
+evaluate --baseline``: BM25, the embedder's cosine) are marked, and every other row says whether its
+ROC-AUC beats all of them: a grader that does not is flagged, not hidden.
 
 A result evaluated without the asked-for labels (``--labels human`` over a baseline evaluated
 against the teacher's labels only) has no row: it is named with the reason under the table, in
@@ -46,11 +46,11 @@ def left_out_reason(result: CheckpointMetrics, labels: str) -> str | None:
     if labels in available:
         return None
     if not available:
-        return "it holds no metrics (not an eval.checkpoint metrics.json)"
+        return "it holds no metrics (not a relevance-grader evaluate metrics.json)"
     fix = "--labels both" + (" --qrels QRELS" if labels == "human" else "")
     return (
         f"evaluated against {' and '.join(available)} labels only, not {labels} "
-        f"(re-run eval.checkpoint with {fix})"
+        f"(re-run relevance-grader evaluate with {fix})"
     )
 
 
@@ -137,7 +137,7 @@ def to_markdown(
 
 
 def read_results(paths: Sequence[str]) -> list[CheckpointMetrics]:
-    """Each eval.checkpoint metrics.json; one of another shape is one line naming it."""
+    """Each relevance-grader evaluate metrics.json; one of another shape is one line naming it."""
     return [CheckpointMetrics.read(path) for path in paths]
 
 

@@ -2,8 +2,8 @@
 differences between a grader and each baseline with a 95% interval.
 
 Each judged query is a test query of exactly one fold, so the folds' test predictions
-(``predictions.jsonl`` of ``eval.checkpoint``, each calibrated and thresholded on its own fold's
-validation queries) together give one out-of-fold prediction per pair. From them:
+(``predictions.jsonl`` of ``relevance-grader evaluate``, each calibrated and thresholded on its own
+fold's validation queries) together give one out-of-fold prediction per pair. From them:
 
 - pooled metrics: ROC-AUC and PR-AUC of the calibrated probabilities, F1 and Cohen's κ of the
   decisions, and the mean per-query ROC-AUC over every query with both classes;

@@ -3,8 +3,7 @@ used by the study and the main job to write them and by the README block, the ma
 report.md and the HTML report to read them.
 
 Both hold the cross-validation (:class:`~measure.classification.crossval.CrossValidationRecord`)
-and each fold's row per model; files written before they carried a format version have today's
-shape and read as version 0. The PPI++ record inside ``summary.json`` is ``metrics.json``'s
+and each fold's row per model. The PPI++ record inside ``summary.json`` is ``metrics.json``'s
 (:class:`~measure.metrics.ppi_record.PpiRecord`), kept as it is."""
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from measure.classification.crossval import CrossValidationRecord
 from measure.metrics.ppi_record import PpiRecord
 from measure.zoo.record import Leaderboard
 
-# The per-fold metrics of each model (eval.checkpoint's, at the validation threshold).
+# The per-fold metrics of each model (relevance-grader evaluate's, at the validation threshold).
 METRICS = ("roc_auc", "query_roc_auc", "pr_auc", "f1", "kappa", "precision", "recall")
 
 
@@ -86,12 +85,11 @@ class CurvePoint(BaseModel):
 
 
 class StudySummary(Artifact):
-    """study.json, eval.study's result: each model's means over the folds, its row per fold, the
-    pooled cross-validation and the learning curve."""
+    """study.json, relevance-grader study's result: each model's means over the folds, its row per
+    fold, the pooled cross-validation and the learning curve."""
 
     FILE = "study.json"
     FORMAT_VERSION = 1
-    SAME_SHAPE_SINCE = 0  # files without a format_version had this shape
     collection: str
     folds: int
     queries_per_fold: list[int]  # test queries of each fold
@@ -111,7 +109,6 @@ class JobSummary(Artifact):
     model_config = ConfigDict(extra="allow")
     FILE = "summary.json"
     FORMAT_VERSION = 2
-    SAME_SHAPE_SINCE = 2  # version 1 held a three-run ranking agreement: re-run the job
     run_dir: str
     seconds: float  # this run's
     # Each stage's time: what it took in this run, or, for a stage done earlier (skipped), when

@@ -4,7 +4,7 @@
   a 0-3 grade, for graded NDCG gains, when the grader was trained with ``labels: graded``);
 - ``judge:CONFIG.yaml``: an LLM judge through the teacher backends (data.judges), grade + rationale;
 - ``qrels:PATH``: human judgments (unjudged hits count as not relevant);
-- ``judgments:PATH``: a judgments JSONL (from ``python -m data.label``);
+- ``judgments:PATH``: a judgments JSONL (from ``relevance-grader label``);
 - ``erag:READER.yaml``: eRAG (Salemi & Zamani, 2024): the RAG system's own LLM answers the query
   from each hit alone; the answer's token F1 (``erag-em:``: exact match) against the gold answers
   is the hit's label;

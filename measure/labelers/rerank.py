@@ -1,7 +1,7 @@
 """Rerank a run's top-k with a grader (a "dense + grader" system for comparisons); the hits below
 the top k keep their order after it, so the output is as deep as the run.
 
-    python -m eval.rerank --run runs/candidates/dense.trec --corpus data/collections/trec-dl-2019-passage \\
+    relevance-grader rerank --run runs/candidates/dense.trec --corpus data/collections/trec-dl-2019-passage \\
         --grader runs/export/grader --k 20 --out runs/candidates/dense-grader.trec
 """
 
@@ -30,16 +30,17 @@ class RerankConfig:
     k: int = bounded(
         10,
         1,
-        help="Top documents per query to rerank (10, as the main job and eval.search's --k); the "
-        "hits below keep their order after them (scored -1, -2, ..., under every P(relevant)).",
+        help="Top documents per query to rerank (10, as the main job and relevance-grader search's "
+        "--k); the hits below keep their order after them (scored -1, -2, ..., under every "
+        "P(relevant)).",
     )
     out: str = field(default="", metadata={"help": "Output TREC run."})
     tag: str = field(default="grader-rerank")
     label_cache: str | None = field(
         default=None,
         metadata={
-            "help": "Label cache folder shared with eval.search: scores computed here are reused "
-            "there (default: none)."
+            "help": "Label cache folder shared with relevance-grader search: scores computed here "
+            "are reused there (default: none)."
         },
     )
 

@@ -1,12 +1,10 @@
 """metrics.json's ``ppi`` section, typed: eval.search's PPI++ estimates of every run's metrics
 (and each compared run's paired difference) from human-judged queries, the relevant share of hits
 from judged hits, and how each sample was drawn. eval.search writes it, summary.json copies it,
-and eval.report, eval.history, eval.jobs and eval.ppi's pilot read it by attribute.
+and eval.report, eval.history, eval.jobs and judgments.draw's pilot read it by attribute.
 
-The section is written with the keys its writer sets and no others (:meth:`PpiRecord.dump`): a
-key that an earlier release did not write is left out when such a file is read and written back,
-and a statistic that is undefined stays, as null. Keys an earlier release wrote and this one does
-not know are passed over."""
+The section is written with the keys its writer sets and no others (:meth:`PpiRecord.dump`),
+and a statistic that is undefined stays, as null; a key this release does not write is refused."""
 
 from __future__ import annotations
 
@@ -16,8 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 
 class _Record(BaseModel):
-    # Earlier releases' keys that no reader uses are passed over, not refused.
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
 
 class IntervalRecord(_Record):
@@ -31,7 +28,7 @@ class IntervalRecord(_Record):
     lam: float  # 0: classical (human only); 1: plain PPI
     method: str
     # The standard error and the t's degrees of freedom behind a t or normal interval; null for
-    # Wilson's and Hoeffding's (absent from files written before they were recorded).
+    # Wilson's and Hoeffding's.
     se: float | None = None
     df: float | None = None
     width: float
@@ -87,9 +84,10 @@ class SampleCheck(_Record):
 
 
 class SampleDescription(_Record):
-    """How a human sample was drawn: eval.ppi's draw (its design, seed and sources) or unknown."""
+    """How a human sample was drawn: relevance-grader ppi's draw (its design, seed and sources) or
+    unknown."""
 
-    drawn_by: str | None  # "eval.ppi", or None: unknown
+    drawn_by: str | None  # "relevance-grader ppi", or None: unknown
     design: str
     seed: int | None = None
     sources: dict[str, Any] | None = None  # the draw's inputs (judgments.design.Design.sources)

@@ -1,7 +1,7 @@
 """Agreement of system rankings: do grader labels rank retrieval systems as humans do?
 (`data.judge_agreement` is the other agreement: a judge's labels against human labels, pair by pair.)
 
-    python -m eval.ranking_agreement --runs runs/candidates/bm25.trec runs/candidates/dense.trec runs/dense-grader.trec \\
+    relevance-grader ranking-agreement --runs runs/candidates/bm25.trec runs/candidates/dense.trec runs/dense-grader.trec \\
         --corpus data/collections/trec-dl-2019-passage \\
         --labelers grader:runs/export/grader judgments:runs/labels/smollm2.jsonl \\
         --reference qrels:data/collections/trec-dl-2019-passage/qrels.tsv --metric ndcg@10 --out runs/agreement
@@ -66,7 +66,6 @@ class RankingAgreement(Artifact):
 
     FILE = "agreement.json"
     FORMAT_VERSION = 1
-    SAME_SHAPE_SINCE = 0  # files without a format_version had this shape
     metric: str
     reference: str
     scores: dict[str, dict[str, float]]  # labeler -> run -> metric

@@ -32,11 +32,9 @@ class SearchMetrics(Artifact):
     PPI++ estimates (:class:`~measure.metrics.ppi_record.PpiRecord`). The tests (ranx's report)
     keep their own open shape."""
 
-    # Fields of earlier releases that no reader uses are passed over, not refused.
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
     FILE = "metrics.json"
     FORMAT_VERSION = 1
-    SAME_SHAPE_SINCE = 0  # files without a format_version had this shape
     labeler: str
     k: int
     scoring_dtype: str | None = None  # the arithmetic the labeler's scores were made in
@@ -89,7 +87,7 @@ class SearchMetrics(Artifact):
 class HumanPerQuery(Artifact):
     """human_per_query.json, written by eval.search with --human: each run's metrics per query
     under the human judgments, for the judged queries (the values its PPI++ estimates use).
-    Folders of earlier releases lack it: their human values are unknown, not absent."""
+    Written only with --human."""
 
     FILE = "human_per_query.json"
     FORMAT_VERSION = 1
@@ -108,8 +106,7 @@ class HitResult(BaseModel):
     score: float | None = None  # P(relevant), for a labeler that gives one
     grade: int | None = None  # 0-3, for a labeler that grades
     justification: str | None = None
-    # False: no judgment of the pair (read as not relevant); files of earlier releases that do
-    # not say count every labelled hit as judged.
+    # False: no judgment of the pair (read as not relevant).
     judged: bool = True
     # The judge's reply that held no verdict (the hit counts as not relevant); left out when none.
     unusable: str | None = Field(default=None, exclude_if=lambda why: why is None)
@@ -162,30 +159,27 @@ RunResults = dict[str, QueryResult]  # qid -> the query's result, in the run's o
 
 
 class PerQueryResults(Artifact):
-    """per_query.json, written by eval.search: every run's labelled top k and metrics, by query.
-    Files of earlier releases are the bare mapping {run: {qid: result}} (version 0)."""
+    """per_query.json, written by eval.search: every run's labelled top k and metrics, by query."""
 
     FILE = "per_query.json"
     FORMAT_VERSION = 1
     runs: dict[str, RunResults]  # run -> qid -> result
 
     @classmethod
-    def upgrade(cls, data: dict[str, Any], version: int) -> dict[str, Any]:
-        return {"runs": data}  # version 0 held the runs at the top level, in the same shape
-
-    @classmethod
     def of(cls, path: str | Path) -> PerQueryResults:
         """The file, or the file in the eval.search output folder ``path``."""
         file = Path(path) / cls.FILE if Path(path).is_dir() else Path(path)
         if not file.is_file():
-            raise FileNotFoundError(f"{file} not found: give an eval.search output folder")
+            raise FileNotFoundError(
+                f"{file} not found: give a relevance-grader search output folder"
+            )
         return cls.read(file)
 
     @field_validator("format_version")
     @classmethod
     def _this_release(cls, version: int) -> int:
         # Only :meth:`read`'s fast path sees a format_version here (the general path checks it
-        # first and upgrades an older file without one): anything else takes the general path.
+        # first and refuses another version in one line): anything else takes the general path.
         if version != cls.FORMAT_VERSION:
             raise ValueError(f"format version {version} is not this release's")
         return version
@@ -194,8 +188,8 @@ class PerQueryResults(Artifact):
     def read(cls, path: str | Path) -> PerQueryResults:
         """The file; one line naming it and the field where it does not fit. The file can be
         large (a hit per query and rank): this release's files are parsed and checked in one
-        pass, others (older, newer or damaged) take :class:`Artifact`'s way, which upgrades or
-        says what is wrong."""
+        pass, others (older, newer or damaged) take :class:`Artifact`'s way, which says what is
+        wrong."""
         with open(path, "rb") as handle:
             raw = handle.read()
         if b'"format_version"' in raw[:64]:  # written by a release that versions it, first
@@ -206,7 +200,7 @@ class PerQueryResults(Artifact):
         return super().read(path)
 
     def dump(self) -> dict[str, Any]:
-        # Every hit field is written, None included, as files were before they were typed.
+        # Every hit field is written, None included.
         return self.model_dump(mode="json")
 
     def write(self, path: str | Path) -> None:

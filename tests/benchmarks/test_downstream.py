@@ -153,7 +153,9 @@ def test_downstream_config_errors_name_the_field(tmp_path: Path):
         labelers=["grader"],
         out=str(tmp_path / "out"),
     )
-    with pytest.raises(FileNotFoundError, match=r"no grader at .*missing.*eval.pipeline"):
+    with pytest.raises(
+        FileNotFoundError, match=r"no grader at .*missing.*relevance-grader pipeline"
+    ):
         DownstreamRun(config).grader  # noqa: B018 - the property loads the grader
 
 

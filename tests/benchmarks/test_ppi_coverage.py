@@ -69,7 +69,9 @@ def population(tmp_path_factory) -> Path:
         for name in runs
     }
     (folder / "search").mkdir()
-    (folder / "search" / "per_query.json").write_text(json.dumps(per_query))
+    (folder / "search" / "per_query.json").write_text(
+        json.dumps({"format_version": 1, "runs": per_query})
+    )
     return folder
 
 
@@ -177,7 +179,7 @@ def test_coverage_is_near_the_nominal_level_where_the_t_interval_holds(populatio
                 "labeler": "grader",
                 "queries": 120,
                 "k": 10,
-                "estimator": "eval.ppi.estimate_metric, as eval.search reports it",
+                "estimator": "judgments.ppi.estimate_metric, as eval.search reports it",
                 "source": "here",
                 "command": f"python -m benchmarks.ppi_coverage_summary {' '.join(argv)} {written}",
                 "coverage": summary,
@@ -241,7 +243,9 @@ def test_the_coverage_study_reads_search_outputs_and_reports_both_intervals(tmp_
             for i, q in enumerate(qids)
         }
     (tmp_path / "search").mkdir()
-    (tmp_path / "search" / "per_query.json").write_text(json.dumps(per_query))
+    (tmp_path / "search" / "per_query.json").write_text(
+        json.dumps({"format_version": 1, "runs": per_query})
+    )
     coverage_study(
         [
             "--search",

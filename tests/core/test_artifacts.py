@@ -1,5 +1,6 @@
-"""Typed files between stages (core.artifacts): written and read through one model, an older
-version upgraded or refused and a newer one refused, each in one line naming the file."""
+"""Typed files between stages (core.artifacts): written and read through one model; a file of
+an older version (or of none) refused with "re-run the stage that wrote it" and a newer one with
+"upgrade", each in one line naming the file."""
 
 from __future__ import annotations
 
@@ -33,13 +34,25 @@ def test_written_and_read_back_with_its_format_version(tmp_path: Path):
     assert RankingAgreement.read(path) == _agreement()
 
 
-def test_a_file_from_before_versions_is_read(tmp_path: Path):
-    """agreement.json of earlier releases has no format_version and the same shape."""
+@pytest.mark.parametrize(
+    ("version", "found"), [(None, "no format version"), (0, "format version 0")]
+)
+def test_a_file_of_an_older_format_is_refused_with_the_stage_to_re_run(
+    tmp_path: Path, version, found
+):
+    """Until the first release there is no upgrade code: a file without a format_version or
+    of an older one (here the same shape) is one line naming it and saying what to re-run."""
     data = _agreement().model_dump(mode="json")
     del data["format_version"]
+    if version is not None:
+        data["format_version"] = version
     path = tmp_path / "agreement.json"
     path.write_text(json.dumps(data))
-    assert RankingAgreement.read(path).agreement["grader:G"].kendall_tau == 1.0
+    with pytest.raises(InputError) as refused:
+        RankingAgreement.read(path)
+    assert str(refused.value) == (
+        f"{path}: {found}, but this release reads version 1: re-run the stage that wrote it"
+    )
 
 
 @pytest.mark.parametrize(

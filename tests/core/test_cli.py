@@ -52,22 +52,17 @@ def test_an_input_error_is_one_line_and_exit_2(capsys, error, line):
 
 
 def every_command() -> list[list[str]]:
-    """Each command of the ``relevance-grader`` table, the nested ones by their subcommands."""
+    """Each command of the ``relevance-grader`` table as it is typed (``history gate``)."""
     from core.commands import COMMANDS
-    from eval.history.__main__ import SUBCOMMANDS
 
-    nested = [["history", name] for name in SUBCOMMANDS] + [["annotate", "agreement"]]
-    return [[name] for name in COMMANDS if name != "history"] + nested
+    return [name.split() for name in COMMANDS]
 
 
-# This process imported the modules before running them as __main__ (runpy warns); the console
-# script runs each in a fresh process.
-@pytest.mark.filterwarnings("ignore:.*found in sys.modules:RuntimeWarning")
 @pytest.mark.parametrize("command", every_command(), ids=" ".join)
 def test_a_misspelt_flag_is_one_line_and_exit_2_in_every_command(command, capsys, monkeypatch):
     """`--margn 0.02` in a CI gate ended in HfArgumentParser's ValueError traceback, exit 1; the
     docs promise one line naming the flag and exit 2. Each command runs as the console script
-    runs it (its module as __main__), in this process."""
+    runs it, in this process."""
     from core.commands import main
 
     monkeypatch.setattr(sys, "argv", ["relevance-grader"])  # the command sets it; put it back
@@ -82,11 +77,12 @@ def test_a_misspelt_flag_is_one_line_and_exit_2_in_every_command(command, capsys
     )
 
 
-def test_a_misspelt_flag_is_named_with_the_flag_it_is_close_to(capsys):
-    from eval.history.__main__ import main
+def test_a_misspelt_flag_is_named_with_the_flag_it_is_close_to(capsys, monkeypatch):
+    from core.commands import main
 
+    monkeypatch.setattr(sys, "argv", ["relevance-grader"])  # the command sets it; put it back
     with pytest.raises(SystemExit) as exit_info:
-        run_main(main, ["gate", "--store", "s.sqlite", "--margn=0.02", "--candidat", "v2"])
+        main(["history", "gate", "--store", "s.sqlite", "--margn=0.02", "--candidat", "v2"])
     assert exit_info.value.code == 2
     assert capsys.readouterr().err.strip() == (
         "error: --margn: not a flag of this command (did you mean --margin?)"

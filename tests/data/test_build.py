@@ -443,9 +443,10 @@ def test_held_out_sizes_count_queries_and_few_validation_queries_are_warned(
         BuildConfig(judgments=[str(judgments)], folds=1)
 
 
-def test_the_manifest_is_typed_and_earlier_manifests_are_read(judgments: Path, tmp_path: Path):
-    """manifest.json keeps the keys it had, plus its format version; one of an earlier release
-    (no format_version) and the cross-validation's bare ``queries`` manifest read the same."""
+def test_the_manifest_is_typed_and_earlier_manifests_are_refused(judgments: Path, tmp_path: Path):
+    """manifest.json keeps the keys it had, plus its format version; one without a format
+    version (as it was first written) is refused in one line; the cross-validation's manifest
+    of another source holds only its ``queries``."""
     from data.build import DatasetManifest, read_manifest
 
     manifest = build_dataset(
@@ -454,11 +455,14 @@ def test_the_manifest_is_typed_and_earlier_manifests_are_read(judgments: Path, t
     written = json.loads((tmp_path / "d" / "manifest.json").read_text())
     keys = {"cleaning", "sources", "train_only_sources", "seed", "config", "counts", "queries"}
     assert set(written) == keys | {"counts_before_balancing", "format_version"}
+    assert DatasetManifest.read(tmp_path / "d" / "manifest.json") == manifest
     del written["format_version"]
     (tmp_path / "old.json").write_text(json.dumps(written))
-    assert DatasetManifest.read(tmp_path / "old.json") == manifest
+    with pytest.raises(ValueError, match=r"old\.json: no format version, .*re-run the stage"):
+        DatasetManifest.read(tmp_path / "old.json")
     assert manifest.label_threshold == 2 and manifest.fold_splits(0) is None
     (tmp_path / "cv").mkdir()
-    (tmp_path / "cv" / "manifest.json").write_text(json.dumps({"queries": {"test": ["q1"]}}))
+    cv = {"format_version": 1, "queries": {"test": ["q1"]}}
+    (tmp_path / "cv" / "manifest.json").write_text(json.dumps(cv))
     assert read_manifest(tmp_path / "cv").queries == {"test": ["q1"]}
     assert read_manifest(tmp_path) is None

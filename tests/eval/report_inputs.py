@@ -10,9 +10,11 @@ import random
 import shutil
 from pathlib import Path
 
-from core.io import write_json, write_jsonl
+from core.io import write_jsonl
+from core.job_stages import JobConfig
 from core.records import Judgment, label_from_grade
 from data.beir import Collection, ranked, write_trec_qrels, write_trec_run
+from data.build import DatasetManifest
 from eval.search.command import main as search_main
 from measure.classification.summaries import (
     METRICS,
@@ -189,7 +191,7 @@ def _cross_validation(collection: Collection, run: Path, rng: random.Random) -> 
             metrics = PooledMetrics.of(OutOfFold.read([folder], "human")).to_dict()
             metrics.pop("queries")
             per_fold.append(FoldResult(fold=k, model=model, **metrics))
-    write_json(run / "dataset" / "manifest.json", {"folds": folds})
+    DatasetManifest.of({"folds": folds}).write(run / "dataset" / DatasetManifest.FILE)
     StudySummary(
         collection=str(collection.root),
         folds=FOLDS,
@@ -222,7 +224,7 @@ def make_main_job_folder(search: Path, adi: Path, root: Path) -> Path:
     (run / "search" / "report.html").unlink(missing_ok=True)
     mean = json.loads((search / "metrics.json").read_text())["mean"]
     qrels = _cross_validation(Collection.load(adi), run, random.Random(1))
-    write_json(run / "config.json", {"run_dir": str(run), "k": K, "qrels": str(qrels)})
+    JobConfig.of({"run_dir": str(run), "k": K, "qrels": str(qrels)}).write(run / JobConfig.FILE)
     scores = {
         "qrels:HUMAN": {r: 0.4 + i / 10 for i, r in enumerate(mean)},
         "judgments:LABELER": {r: 0.9 - i / 10 for i, r in enumerate(mean)},

@@ -41,7 +41,7 @@ def _rerank(launcher: list[str], run: Path, corpus: Path, grader: Path, cache: P
     command = [
         *launcher,
         "-m",
-        "eval.rerank",
+        "measure.labelers.rerank",
         "--run",
         str(run),
         "--corpus",

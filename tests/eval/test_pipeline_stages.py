@@ -1,6 +1,7 @@
 """The main job runs each stage from typed settings: the config objects the stage's command
 parses, written to ``stages/NAME.yaml`` and read back by the command with ``--config`` (no flag
-strings); a run folder whose stamps an earlier release wrote (the settings as flags) resumes."""
+strings), each through its name in the ``relevance-grader`` table; a stamp of an earlier format is
+no stamp (its stage re-runs)."""
 
 from __future__ import annotations
 
@@ -12,11 +13,11 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from core.cli import cli_args, parse_config
+from core.cli import parse_config
+from core.commands import COMMANDS
 from core.errors import InputError
-from core.io import fingerprint
 from core.job_stages import StageRecord, stage_times, stage_writing
-from eval.jobs.pipeline import Pipeline, PipelineConfig, Stage, settings_mapping
+from eval.jobs.pipeline import Pipeline, PipelineConfig, settings_mapping
 
 REPO = Path(__file__).resolve().parents[2]
 MAIN = str(REPO / "eval/configs/main.yaml")
@@ -38,13 +39,16 @@ SETTINGS = {
 def test_the_config_file_a_stage_gets_parses_back_to_its_settings(tmp_path: Path, flags):
     job = pipeline(tmp_path, *flags)
     stages = job.stages()
-    assert len({stage.module for stage in stages}) >= 7
+    assert len({stage.command for stage in stages}) >= 7
     for stage in stages:
         path = tmp_path / f"{stage.slug}.yaml"
         path.write_text(yaml.safe_dump(settings_mapping(stage.configs), sort_keys=False))
         parsed = parse_config([type(config) for config in stage.configs], ["--config", str(path)])
         assert list(parsed) == stage.configs, stage.name
-        assert stage.command(path)[-4:] == ["-m", stage.module, "--config", str(path)]
+        assert stage.command in COMMANDS, stage.name
+        argv = stage.argv(path)
+        assert argv[-5:] == ["-m", "core.commands", stage.command, "--config", str(path)]
+        assert stage.typed(path) == f"relevance-grader {stage.command} --config {path}"
 
 
 def test_the_users_pass_through_flags_are_typed_settings(tmp_path: Path):
@@ -58,39 +62,32 @@ def test_the_users_pass_through_flags_are_typed_settings(tmp_path: Path):
     assert "\n" not in str(refused.value)
 
 
-def _legacy_stamp(job: Pipeline, stage: Stage, flags: list[str]) -> None:
-    """The stamp an earlier release wrote: the settings as the command's flags."""
-    contents = stage._contents()
-    record = {
-        "fingerprint": fingerprint(stage.module, *flags, *contents),
-        "command": [sys.executable, "-m", stage.module, *flags],
-    }
-    job.stamp(stage).parent.mkdir(parents=True, exist_ok=True)
-    job.stamp(stage).write_text(json.dumps(record))
-
-
-def test_a_run_folder_of_an_earlier_release_resumes(tmp_path: Path):
-    """Its stamps' flags, read by the stage's own dataclasses, give today's settings: done; a
-    setting that changed since re-runs the stage. A stamp of this release matches its digest."""
+def test_a_stamp_of_an_earlier_format_is_no_stamp(tmp_path: Path):
+    """An earlier format's stamp (no format_version, the settings as the command's flags) is not
+    read as done, even where its digest was the stage's: the stage re-runs. A stamp of this
+    release matches its digest and names what the stage writes."""
     job = pipeline(tmp_path)
     stage = job.retrieval_stage()
     stage.output.parent.mkdir(parents=True)
     stage.output.write_text("{}")
     (config,) = stage.configs
-    flags = cli_args(
-        collection=config.collection,
-        retrievers=config.retrievers,
-        k=config.k,
-        out=config.out,
-        judged_queries_only=config.judged_queries_only,
-    )
-    _legacy_stamp(job, stage, flags)
-    assert job.is_done(stage, stage.fingerprint())
-    _legacy_stamp(job, stage, [*flags, "--k", "7"])
+    earlier = {
+        "fingerprint": stage.fingerprint(),
+        "command": [sys.executable, "-m", "data.candidates", "--out", config.out],
+    }
+    job.stamp(stage).parent.mkdir(parents=True, exist_ok=True)
+    job.stamp(stage).write_text(json.dumps(earlier))
     assert not job.is_done(stage, stage.fingerprint())
-    StageRecord(fingerprint=stage.fingerprint(), command=[], outs=stage.outs()).write(
-        job.stamp(stage)
+    assert stage_writing(config.out) is None
+    path = job.config_file(stage)
+    record = StageRecord(
+        fingerprint=stage.fingerprint(),
+        command=stage.argv(path),
+        config=str(path),
+        outs=stage.outs(),
+        seconds=1.0,
     )
+    record.write(job.stamp(stage))
     assert job.is_done(stage, stage.fingerprint())
     # The stamp names what the stage writes: a hand-run command may not write there.
     assert stage_writing(config.out) == (stage.slug, job.root.resolve())
@@ -134,14 +131,9 @@ def test_a_stage_a_re_run_skips_keeps_the_time_it_took(tmp_path: Path, monkeypat
     again.run_stage(stage)
     assert again.timings == {"retrieval runs": 42.5}
     assert again.done_earlier == ["retrieval runs"]
-    # A stamp of version 1 recorded no time: said so, not 0.0 s.
-    StageRecord(fingerprint=stage.fingerprint(), outs=stage.outs()).write(again.stamp(stage))
-    older = pipeline(tmp_path)
-    older.run_stage(stage)
-    assert older.timings == {"retrieval runs": None}
     assert stage_times(
-        SimpleNamespace(stage_seconds=older.timings, done_earlier=["retrieval runs"])
-    ) == {"retrieval runs": "skipped (done earlier, time not recorded)"}
+        SimpleNamespace(stage_seconds=again.timings, done_earlier=["retrieval runs"])
+    ) == {"retrieval runs": "skipped (done earlier, 42.5 s)"}
 
     # The report of such a re-run (a main job folder whose summary says so).
     adi = REPO / "data" / "collections" / "adi"

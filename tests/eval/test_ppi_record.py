@@ -1,6 +1,6 @@
 """metrics.json's typed ``ppi`` section (measure.metrics.ppi_record): what eval.search writes reads
-back as it was written, key for key, and a section of an earlier release is read or refused in
-one line."""
+back as it was written, key for key, and a file of an earlier format or a section that does not
+fit is refused in one line."""
 
 from __future__ import annotations
 
@@ -74,63 +74,25 @@ def test_the_written_section_reads_back_key_for_key(tmp_path: Path):
     assert ppi_table(read) == ppi_table(ppi)
 
 
-# The first release's section (c94c509): no format version, no se/df, p-values, coverage,
-# multiplicity or sample records, and an infinite worth.
-FIRST_RELEASE_INTERVAL = {
-    "estimate": 0.5,
-    "low": 0.4,
-    "high": 0.6,
-    "n": 10,
-    "unjudged": 20,
-    "lam": 0.8,
-    "method": "PPI++ (t)",
-    "width": 0.2,
-}
-FIRST_RELEASE_ESTIMATE = {
-    "labeler_mean": 0.55,
-    "queries": 30,
-    "human_only": FIRST_RELEASE_INTERVAL | {"lam": 0.0, "method": "classical (t)"},
-    "ppi": FIRST_RELEASE_INTERVAL,
-    "effective_human_queries": "Infinity",
-}
-FIRST_RELEASE = {
-    "labeler": "judgments:labels.jsonl",
-    "k": 10,
-    "mean": {"a": {"ndcg@10": 0.55}, "b": {"ndcg@10": 0.5}},
-    "ppi": {
-        "human": "h.qrels",
-        "judged_queries": 10,
-        "estimator": "PPI++ with a power-tuned lambda, t interval",
-        "confidence": 0.95,
-        "runs": {
-            "a": {"ndcg@10": FIRST_RELEASE_ESTIMATE},
-            "b": {"ndcg@10": FIRST_RELEASE_ESTIMATE},
-        },
-        "differences": {"b - a": {"ndcg@10": FIRST_RELEASE_ESTIMATE}},
-        "pairs": {"a": {"relevant share": FIRST_RELEASE_ESTIMATE}},
-        "judged_pairs": 40,
-    },
-}
-
-
-def test_a_section_of_the_first_release_is_read_and_shown(tmp_path: Path):
+def test_a_file_of_an_earlier_format_is_refused_in_one_line(tmp_path: Path):
+    """A metrics.json without a format_version (as the section was first written, with no se,
+    df, p-values or coverage) is not upgraded: one line says to re-run the stage."""
+    written = SearchMetrics(labeler="qrels", k=10, mean={"a": {"ndcg@10": 0.3}}, ppi=_section())
+    earlier = written.dump()
+    del earlier["format_version"]
     path = tmp_path / "metrics.json"
-    path.write_text(json.dumps(FIRST_RELEASE).replace('"Infinity"', "Infinity"))
-    ppi = SearchMetrics.read(path).ppi
-    entry = ppi.runs["a"]["ndcg@10"]
-    assert entry.ppi.se is None and entry.p_value is None and ppi.multiplicity is None
-    assert ppi.judged_pairs == 40 and ppi.judged_pairs_used == {} and ppi.sample is None
-    table = ppi_table(ppi)
-    assert "| a | ndcg@10 | 0.550 | 0.500 [0.400, 0.600] | 0.500 [0.400, 0.600] | 0.80 |" in table
-    assert "Holm" not in table  # the first release did not adjust for multiplicity
-    assert ppi_heading(ppi, 10).startswith("With human judgments for 10 queries and 40 sampled")
-    # Written back, the section keeps the keys it had (the infinite worth as null).
-    assert set(ppi.dump()) == set(FIRST_RELEASE["ppi"])
-    assert set(ppi.dump()["runs"]["a"]["ndcg@10"]["ppi"]) == set(FIRST_RELEASE_INTERVAL)
+    path.write_text(json.dumps(earlier))
+    with pytest.raises(InputError) as refused:
+        SearchMetrics.read(path)
+    assert str(refused.value) == (
+        f"{path}: no format version, but this release reads version 1: "
+        "re-run the stage that wrote it"
+    )
 
 
 def test_a_section_that_does_not_fit_is_refused_in_one_line(tmp_path: Path):
-    broken = json.loads(json.dumps(FIRST_RELEASE))
+    written = SearchMetrics(labeler="qrels", k=10, mean={"a": {"ndcg@10": 0.3}}, ppi=_section())
+    broken = written.dump()
     del broken["ppi"]["runs"]["a"]["ndcg@10"]["ppi"]["low"]
     path = tmp_path / "metrics.json"
     path.write_text(json.dumps(broken))

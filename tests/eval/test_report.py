@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from core.job_stages import StageRecord
 from data.beir import graded_qrels, read_qrels
 from eval.report.build import ReportOptions, build_report
 from eval.report.page import render, write_report
@@ -35,7 +36,7 @@ def test_eval_search_writes_the_page_by_default_and_records_how_it_ran(folders):
     assert (folders["human"] / "report.html").is_file()
     assert not (folders["no_human"] / "report.html").exists()  # --report false
     provenance = read(folders["human"], "provenance.json")
-    assert provenance["command"].startswith("python -m eval.search --run ")
+    assert provenance["command"].startswith("relevance-grader search --run ")
     assert provenance["config"]["human"] == str(folders["human_qrels"])
     assert provenance["versions"]["ranx"] and provenance["date"]
 
@@ -378,8 +379,11 @@ def test_the_corpus_is_found_from_the_stage_config_when_provenance_is_missing(
         "human": str(folders["human_qrels"]),
     }
     (stages / "metric-pipeline.yaml").write_text(yaml.safe_dump(settings))
-    command = [sys.executable, "-m", "eval.search", "--config", str(stages / "x.yaml")]
-    (stages / "metric-pipeline.json").write_text(json.dumps({"command": command}))
+    config = str(stages / "x.yaml")
+    command = [sys.executable, "-m", "core.commands", "search", "--config", config]
+    StageRecord(fingerprint="x", command=command, config=config, outs=[], seconds=1.0).write(
+        stages / "metric-pipeline.json"
+    )
     report = build_report(run)
     assert not [
         note
@@ -387,7 +391,7 @@ def test_the_corpus_is_found_from_the_stage_config_when_provenance_is_missing(
         if "learned from" not in note and not note.startswith("Not trustworthy")
     ]
     assert report.documents and any(row.judged for row in report.queries)
-    assert report.provenance.commands[0].command.startswith("python -m eval.search --config")
+    assert report.provenance.commands[0].command.startswith("relevance-grader search --config")
     (stages / "metric-pipeline.yaml").unlink()  # no settings: the page it can, no documents
     assert not build_report(run).documents
 
@@ -425,7 +429,8 @@ def test_the_command_writes_the_page_and_names_a_bad_folder(folders, tmp_path: P
         [
             sys.executable,
             "-m",
-            "eval.report",
+            "core.commands",
+            "report",
             "--input",
             str(folders["no_human"]),
             "--out",
@@ -439,14 +444,14 @@ def test_the_command_writes_the_page_and_names_a_bad_folder(folders, tmp_path: P
     assert result.returncode == 0, result.stderr[-2000:]
     assert out.stat().st_size < 2_000_000 and "no interval" in out.read_text()
     bad = subprocess.run(
-        [sys.executable, "-m", "eval.report", "--input", str(tmp_path)],
+        [sys.executable, "-m", "core.commands", "report", "--input", str(tmp_path)],
         cwd=REPO,
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert bad.returncode == 2
-    assert "holds neither an eval.search output" in bad.stderr
+    assert "holds neither a relevance-grader search output" in bad.stderr
 
 
 def test_judged_hits_alone_give_the_share_of_relevant_hits_an_interval(folders, adi_dir: Path):
@@ -579,43 +584,40 @@ def test_a_grader_that_does_not_beat_its_baselines_is_said_first(folders):
     assert not build_report(folders["human"]).headline.untrusted  # no held-out study: no verdict
 
 
-def test_the_job_config_of_this_release_and_of_earlier_ones_is_read(folders, tmp_path: Path):
-    """config.json: the fixture's has no format_version (an earlier release's); this release's
-    adds it and keeps every setting for the page; one of another shape is one line."""
+def test_the_job_config_is_read_and_one_of_another_shape_refused(folders, tmp_path: Path):
+    """config.json: the job's settings for the page; one of another shape, or without a format
+    version, is one line naming the file."""
     import shutil
 
-    from core.job_stages import JobConfig
-
-    older = build_report(folders["main_job"]).provenance.settings
-    assert older and older["k"] == K and "format_version" not in older
+    settings = build_report(folders["main_job"]).provenance.settings
+    assert settings and settings["k"] == K and "format_version" not in settings
     run = tmp_path / "typed"
     shutil.copytree(folders["main_job"], run)
-    JobConfig.of(read(run, "config.json")).write(run / JobConfig.FILE)
-    assert read(run, "config.json")["format_version"] == JobConfig.FORMAT_VERSION
-    report = build_report(run)
-    assert report.provenance.settings == older
-    assert report.held_out is not None
-    (run / "config.json").write_text(json.dumps({"run_dir": 3, "qrels": None}))
+    (run / "config.json").write_text(json.dumps({"run_dir": 3, "qrels": None, "format_version": 1}))
     with pytest.raises(ValueError, match=r"config\.json: run_dir: Input should be a valid string"):
+        build_report(run)
+    (run / "config.json").write_text(json.dumps({"run_dir": "r", "qrels": None}))
+    with pytest.raises(ValueError, match=r"config\.json: no format version, .*re-run the stage"):
         build_report(run)
 
 
-def test_provenance_of_an_earlier_release_is_read_and_another_shape_refused(
-    folders, tmp_path: Path
-):
-    """provenance.json is a typed file: one written before it had a format_version gives the
-    same page; one of another shape is one line naming the file and the field."""
+def test_provenance_of_an_earlier_format_or_another_shape_is_refused(folders, tmp_path: Path):
+    """provenance.json is a typed file: one without a format_version, or of another shape, is
+    one line naming the file (and the field)."""
     import shutil
 
     folder = tmp_path / "search"
     shutil.copytree(folders["human"], folder)
     provenance = read(folder, "provenance.json")
     assert provenance["format_version"] == 1
-    del provenance["format_version"]
-    (folder / "provenance.json").write_text(json.dumps(provenance))
     report = build_report(folder)
     assert report.provenance.evaluated["versions"] == provenance["versions"]
     assert report.provenance.commands[0].command == provenance["command"]
+    assert provenance["command"].startswith("relevance-grader search ")
+    earlier = {key: value for key, value in provenance.items() if key != "format_version"}
+    (folder / "provenance.json").write_text(json.dumps(earlier))
+    with pytest.raises(ValueError, match=r"provenance\.json: no format version, .*re-run the"):
+        build_report(folder)
     (folder / "provenance.json").write_text(json.dumps({**provenance, "cwd": None}))
     with pytest.raises(ValueError, match=r"provenance\.json: cwd: Input should be a valid string"):
         build_report(folder)

@@ -212,7 +212,7 @@ def test_a_single_run_without_comparisons_draws_without_errors(browser, pages, t
 
 @pytest.mark.parametrize("at", ["", "agreement", "query"])
 def test_screenshots_show_the_page(pages, tmp_path: Path, at: str):
-    """The docs' screenshots (python -m eval.report --screenshot): the part asked for, drawn."""
+    """The docs' screenshots (relevance-grader report --screenshot): the part asked for, drawn."""
     from PIL import Image
 
     from eval.report.browser import available

@@ -143,7 +143,8 @@ def test_bulk_run_compare_and_inferred_qrels(adi_dir: Path, tmp_path: Path):
         [
             sys.executable,
             "-m",
-            "eval.search",
+            "core.commands",
+            "search",
             "--run",
             str(tmp_path / "c" / "bm25.trec"),
             "--compare",
@@ -371,7 +372,7 @@ def test_a_judged_subset_unlike_a_random_draw_is_warned_about_and_the_draw_recor
     report = _search(adi_dir, tmp_path, tmp_path / "run.trec", "--k", "5", "--human",
                      str(tmp_path / "random.qrels"), "--draw", str(tmp_path / "draw.json"))  # fmt: skip
     sample = report["ppi"]["sample"]
-    assert sample["drawn_by"] == "eval.ppi" and sample["check"] is None
+    assert sample["drawn_by"] == "relevance-grader ppi" and sample["check"] is None
     assert sample["design"] == "uniform draw of 10 of 35 queries" and sample["seed"] == 0
 
 
@@ -412,17 +413,17 @@ def test_out_at_a_jobs_stage_folder_is_refused(adi_dir: Path, tmp_path: Path):
     itself (which sets STAGE_ENV for its stages) still writes there."""
     import os
 
-    from core.job_stages import STAGE_ENV
+    from core.job_stages import STAGE_ENV, StageRecord
 
     job = tmp_path / "main"
     stage = job / "search"
     stage.mkdir(parents=True)
     (stage / "metrics.json").write_text('{"from": "the job"}')
-    (job / "stages").mkdir()
-    command = [sys.executable, "-m", "eval.search", "--k", "5", "--out", str(stage)]
-    (job / "stages" / "metric-pipeline.json").write_text(
-        json.dumps({"fingerprint": "x", "command": command})
-    )
+    config = str(job / "stages" / "metric-pipeline.yaml")
+    command = [sys.executable, "-m", "core.commands", "search", "--config", config]
+    StageRecord(
+        fingerprint="x", command=command, config=config, outs=[str(stage)], seconds=1.0
+    ).write(job / "stages" / "metric-pipeline.json")
     _adi_run(adi_dir, tmp_path / "run.trec", 5)
     args = [
         *("--run", str(tmp_path / "run.trec"), "--corpus", str(adi_dir)),
@@ -430,7 +431,15 @@ def test_out_at_a_jobs_stage_folder_is_refused(adi_dir: Path, tmp_path: Path):
     ]
     env = {k: v for k, v in os.environ.items() if k != STAGE_ENV}
     refused = subprocess.run(
-        [sys.executable, "-m", "eval.search", *args, "--out", str(job / "." / "search")],
+        [
+            sys.executable,
+            "-m",
+            "core.commands",
+            "search",
+            *args,
+            "--out",
+            str(job / "." / "search"),
+        ],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -443,7 +452,7 @@ def test_out_at_a_jobs_stage_folder_is_refused(adi_dir: Path, tmp_path: Path):
     assert (stage / "metrics.json").read_text() == '{"from": "the job"}'
     # The job's own run of the stage, and any other folder, are written as before.
     ran = subprocess.run(
-        [sys.executable, "-m", "eval.search", *args, "--out", str(stage)],
+        [sys.executable, "-m", "core.commands", "search", *args, "--out", str(stage)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -467,7 +476,7 @@ def test_a_draw_file_that_is_not_there_is_one_error_naming_the_flag(adi_dir: Pat
     missing = tmp_path / "draws" / "strata.json"
     result = subprocess.run(
         [
-            sys.executable, "-m", "eval.search", "--run", str(tmp_path / "run.trec"),
+            sys.executable, "-m", "core.commands", "search", "--run", str(tmp_path / "run.trec"),
             "--corpus", str(adi_dir), "--labeler", f"qrels:{adi_dir / 'qrels.tsv'}",
             "--human", str(adi_dir / "qrels.tsv"), "--draw", str(missing),
             "--out", str(tmp_path / "s"), "--k", "5",
@@ -477,7 +486,8 @@ def test_a_draw_file_that_is_not_there_is_one_error_naming_the_flag(adi_dir: Pat
     assert result.returncode == 2, result.stderr[-2000:]
     last = result.stderr.strip().splitlines()[-1]
     assert (
-        last == f"error: --draw: {missing} not found: give a draw file (eval.ppi --out writes one)"
+        last
+        == f"error: --draw: {missing} not found: give a draw file (relevance-grader ppi --out writes one)"
     )
     assert not (tmp_path / "s" / "metrics.json").exists()
     with pytest.raises(FileNotFoundError, match=f"^--draw: {re.escape(str(tmp_path))} is a folder"):

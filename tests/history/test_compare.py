@@ -146,7 +146,7 @@ def test_the_gate_command_exits_1_with_one_line_and_0_when_unchanged(tmp_path: P
     record(store, "v1", values(1), 1)
     record(store, "v2", values(1, shift=0.2), 2)
     store.close()
-    command = [sys.executable, "-m", "eval.history", "gate", "--store", str(path)]
+    command = [sys.executable, "-m", "core.commands", "history", "gate", "--store", str(path)]
     command += ["--system", "dense", "--margin", "0.02"]
     failed = subprocess.run(
         [*command, "--candidate", "v2"], capture_output=True, text=True, cwd=REPO
@@ -154,7 +154,7 @@ def test_the_gate_command_exits_1_with_one_line_and_0_when_unchanged(tmp_path: P
     assert failed.returncode == 1 and failed.stdout.startswith("FAIL"), failed.stderr
     assert len(failed.stdout.strip().splitlines()) == 1
     nowhere = subprocess.run(
-        [*command[:5], str(tmp_path / "none.sqlite"), *command[6:], "--candidate", "v2"],
+        [*command[:6], str(tmp_path / "none.sqlite"), *command[7:], "--candidate", "v2"],
         capture_output=True,
         text=True,
         cwd=REPO,

@@ -224,11 +224,13 @@ def test_the_history_command_runs_its_subcommands(tmp_path: Path):
     assert listed.stdout.startswith("| id | system@version | time | labeler | queries | note |")
     unknown = history("gauge")
     assert unknown.returncode == 2 and unknown.stderr.count("\n") == 1
-    assert "unknown subcommand 'gauge'; expected one of record, list, show" in unknown.stderr
+    assert "history: unknown command 'gauge'; expected one of record, list, show" in unknown.stderr
     helped = history("--help")
-    assert (
-        helped.returncode == 0 and "--from FOLDER" in helped.stdout and "--metric" in helped.stdout
-    )
+    assert helped.returncode == 0 and helped.stdout.startswith("usage: relevance-grader history")
+    assert all(f"  {name} " in helped.stdout for name in ("record", "gate", "page"))
+    gate = history("gate", "--help")
+    assert gate.returncode == 0 and gate.stdout.startswith("usage: relevance-grader history gate")
+    assert "--margin" in gate.stdout
 
 
 @pytest.mark.slow
@@ -239,11 +241,11 @@ def test_the_main_job_records_its_metric_stage_once(folder: Path, tmp_path: Path
     store = str(tmp_path / "h.sqlite")
     job = Pipeline(PipelineConfig(run_dir=str(tmp_path / "job"), track=store, version="v1"))
     output = folder / "metrics.json"
-    stage = Stage("metric pipeline", output, "eval.search", [SearchEvalConfig(k=10)])
+    stage = Stage("metric pipeline", output, "search", [SearchEvalConfig(k=10)])
     job.record_history(stage)
     job.record_history(stage)  # resumed: the same stage result
     assert [e.ref for e in open_store(store).list_evaluations()] == ["dense@v1"]
-    job.record_history(Stage("metric pipeline", output, "eval.search", [SearchEvalConfig(k=5)]))
+    job.record_history(Stage("metric pipeline", output, "search", [SearchEvalConfig(k=5)]))
     assert len(open_store(store).list_evaluations()) == 2  # a new result is a new evaluation
 
 

@@ -64,7 +64,9 @@ def make_inputs(root: Path, queries: int = 4, docs: int = 30) -> dict[str, Path]
         for name, run in runs.items()
     }
     (root / "labels").mkdir()
-    (root / "labels" / "per_query.json").write_text(json.dumps(per_query))
+    (root / "labels" / "per_query.json").write_text(
+        json.dumps({"format_version": 1, "runs": per_query})
+    )
     return {"collection": collection, "a": root / "a.trec", "b": root / "b.trec"}
 
 

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.browser
 
 
 class Server:
-    """``python -m eval.annotate`` as a user runs it, on a port of its own; ``links`` holds the
+    """``relevance-grader annotate`` as a user runs it, on a port of its own; ``links`` holds the
     secret link it printed for each assessor."""
 
     def __init__(self, args: list[str]) -> None:
@@ -35,7 +35,7 @@ class Server:
         self.links: dict[str, str] = {}
 
     def start(self, *extra: str) -> str:
-        command = [sys.executable, "-m", "judgments.annotate", *self.args, *extra]
+        command = [sys.executable, "-m", "core.commands", "annotate", *self.args, *extra]
         self.process = subprocess.Popen(
             [*command, "--port", str(self.port)],
             cwd=REPO,
@@ -150,7 +150,9 @@ def trec_dl_inputs(root: Path) -> dict[str, Path]:
             for q, docs in run.items()
         }
     (root / "labels").mkdir()
-    (root / "labels" / "per_query.json").write_text(json.dumps(labels))
+    (root / "labels" / "per_query.json").write_text(
+        json.dumps({"format_version": 1, "runs": labels})
+    )
     return {"collection": TREC_DL, "a": root / "bm25.trec", "b": root / "dense.trec"}
 
 

@@ -1,5 +1,5 @@
-"""session.json as a typed file (judgments.store.JudgingSession): sessions of earlier releases
-read, newer ones and damaged ones refused in one line, and the file an earlier release reads."""
+"""session.json as a typed file (judgments.store.JudgingSession): written and read back field for
+field; a session of an earlier format, a newer one and a damaged one refused in one line."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import pytest
 from core.errors import InputError
 from judgments.store import FORMAT, SESSION_FILE, JudgingSession, new_session, write_session
 
-# A session.json as releases before format_version wrote it (judgments.annotate with --draw-less
-# --queries, two assessors, labels): the "format" marker, a null draw, the settings.
-EARLIER_RELEASE = {
+# A session.json as this release writes it (--queries without a draw, two assessors, labels):
+# the "format" marker, a null draw, the settings.
+SESSION = {
+    "format_version": 1,
     "format": "relevance-grader annotate 1",
     "corpus": {"path": "data/c/corpus.jsonl", "sha256": "ab" * 32},
     "runs": {"bm25": "runs/bm25.trec", "dense": "runs/dense.trec"},
@@ -36,8 +37,8 @@ def write_raw(folder: Path, data: object) -> Path:
     return folder / SESSION_FILE
 
 
-def test_a_session_of_an_earlier_release_reads_and_is_rewritten_with_its_marker(tmp_path: Path):
-    write_raw(tmp_path, EARLIER_RELEASE)
+def test_a_session_reads_and_is_rewritten_with_its_marker(tmp_path: Path):
+    write_raw(tmp_path, SESSION)
     session = JudgingSession.of_folder(tmp_path)
     assert session is not None
     assert (session.k, session.seed, session.corpus.sha256) == (5, 3, "ab" * 32)
@@ -49,21 +50,21 @@ def test_a_session_of_an_earlier_release_reads_and_is_rewritten_with_its_marker(
     )
     write_session(tmp_path, session)
     written = json.loads((tmp_path / SESSION_FILE).read_text())
-    assert written["format_version"] == JudgingSession.FORMAT_VERSION
-    # What an earlier release checks before reading a session: the marker and these fields.
+    assert written == {k: v for k, v in SESSION.items() if v is not None}  # null draw left out
     assert written["format"] == FORMAT
-    assert {k: written[k] for k in ("corpus", "runs", "k", "seed", "pool")} == {
-        k: EARLIER_RELEASE[k] for k in ("corpus", "runs", "k", "seed", "pool")
-    }
     assert JudgingSession.of_folder(tmp_path) == session
 
 
-def test_the_first_releases_session_without_settings_reads(tmp_path: Path):
-    """The first release recorded no settings and listed the sample among the runs."""
-    first = {k: EARLIER_RELEASE[k] for k in ("format", "corpus", "k", "seed", "pool", "draw")}
-    write_raw(tmp_path, first | {"runs": {"bm25": "b.trec", "sample": "--queries"}})
-    session = JudgingSession.of_folder(tmp_path)
-    assert session is not None and session.assessors is None and session.highlight is None
+def test_a_session_of_an_earlier_format_is_refused_in_one_line(tmp_path: Path):
+    """A session.json without a format_version (as sessions were first written) is not read
+    as this release's: one line naming it and saying to re-run the stage."""
+    path = write_raw(tmp_path, {k: v for k, v in SESSION.items() if k != "format_version"})
+    with pytest.raises(InputError) as caught:
+        JudgingSession.of_folder(tmp_path)
+    assert str(caught.value) == (
+        f"out: {path}: no format version, but this release reads version 1: "
+        "re-run the stage that wrote it"
+    )
 
 
 def test_the_round_trip_keeps_every_field(tmp_path: Path):
@@ -91,7 +92,7 @@ def test_the_round_trip_keeps_every_field(tmp_path: Path):
 def test_a_newer_or_damaged_session_is_one_line_naming_the_file_and_field(
     tmp_path: Path, change: dict, expected: str
 ):
-    path = write_raw(tmp_path, EARLIER_RELEASE | change)
+    path = write_raw(tmp_path, SESSION | change)
     with pytest.raises(InputError) as caught:
         JudgingSession.of_folder(tmp_path)
     message = str(caught.value)
@@ -100,6 +101,6 @@ def test_a_newer_or_damaged_session_is_one_line_naming_the_file_and_field(
 
 @pytest.mark.parametrize("field", ["corpus", "runs", "k", "seed", "pool"])
 def test_a_missing_field_is_named(tmp_path: Path, field: str):
-    write_raw(tmp_path, {k: v for k, v in EARLIER_RELEASE.items() if k != field})
+    write_raw(tmp_path, {k: v for k, v in SESSION.items() if k != field})
     with pytest.raises(InputError, match=f"session.json is damaged: it has no '{field}' field"):
         JudgingSession.of_folder(tmp_path)

@@ -209,7 +209,7 @@ def search(adi_dir: Path, tmp_path: Path, human: Path, *extra: str) -> subproces
         out=tmp_path / "s",
         k=5,
     )
-    command = [sys.executable, "-m", "eval.search", *options, *extra]
+    command = [sys.executable, "-m", "core.commands", "search", *options, *extra]
     return subprocess.run(command, cwd=REPO, capture_output=True, text=True)
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from core.errors import InputError
 from measure.classification.checkpoint import CheckpointEvalConfig, CheckpointMetrics, evaluate
 
 REPO = Path(__file__).resolve().parents[2]
@@ -136,7 +137,7 @@ def test_bad_input_is_reported_clearly(tmp_path: Path):
     bad = tmp_path / "test.jsonl"
     bad.write_text('{"qid": "q", "query": "x", "doc_id": "d", "text": "t", "grade": "high"}\n')
     result = subprocess.run(
-        [sys.executable, "-m", "eval.checkpoint", "--data", str(bad), "--model", "x"],
+        [sys.executable, "-m", "core.commands", "evaluate", "--data", str(bad), "--model", "x"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -220,7 +221,7 @@ def test_compare_flags_a_model_that_does_not_beat_the_baselines():
 
     def result(name: str, auc: float, baseline: str | None = None) -> CheckpointMetrics:
         metrics = {"pairs": 10, "roc_auc": auc, "f1": 0.5, "threshold": 0.5}
-        return CheckpointMetrics.from_data(
+        return CheckpointMetrics.validated(
             {
                 "name": name,
                 "data": "test.jsonl",
@@ -253,7 +254,8 @@ def test_compare_names_every_result_it_leaves_out_and_why(tmp_path: Path, capsys
 
     def write(name: str, labels: tuple[str, ...], baseline: str | None = None) -> str:
         metrics = {"pairs": 10, "roc_auc": 0.8, "f1": 0.5, "threshold": 0.5}
-        result = {  # as releases before the format version wrote it
+        result = {
+            "format_version": 1,
             "name": name,
             "data": "test.jsonl",
             "pairs": 10,
@@ -273,7 +275,7 @@ def test_compare_names_every_result_it_leaves_out_and_why(tmp_path: Path, capsys
     main(["--results", grader, bm25, "--labels", "human", "--out", str(tmp_path / "cmp")])
     printed = capsys.readouterr().out
     reason = (
-        "evaluated against teacher labels only, not human (re-run eval.checkpoint with "
+        "evaluated against teacher labels only, not human (re-run relevance-grader evaluate with "
         "--labels both --qrels QRELS)"
     )
     line = f"- baseline: bm25 ({bm25}): {reason}"
@@ -357,10 +359,11 @@ def test_a_baselines_default_out_never_replaces_the_graders():
     assert grader.out == "runs/eval/grader" and baseline.out == "runs/eval/bm25"
 
 
-def _old_metrics_file() -> dict:
-    """metrics.json as eval.checkpoint wrote it before the file had a format version."""
+def _metrics_file() -> dict:
+    """metrics.json as relevance-grader evaluate writes it."""
     at_half = {"pairs": 10, "accuracy": 0.7, "f1": 0.6, "roc_auc": None, "threshold": 0.5}
     return {
+        "format_version": 1,
         "name": "grader",
         "data": "runs/dataset/test.jsonl",
         "pairs": 10,
@@ -383,9 +386,9 @@ def _old_metrics_file() -> dict:
     }
 
 
-def test_a_metrics_file_without_a_format_version_reads_and_keeps_its_keys(tmp_path: Path):
+def test_a_metrics_file_reads_and_keeps_its_keys(tmp_path: Path):
     path = tmp_path / "metrics.json"
-    path.write_text(json.dumps(_old_metrics_file()))
+    path.write_text(json.dumps(_metrics_file()))
     result = CheckpointMetrics.read(path)
     teacher = result.metrics["teacher"]
     assert teacher.decided["f1"] == 0.65 and teacher.at_half["f1"] == 0.6
@@ -394,23 +397,41 @@ def test_a_metrics_file_without_a_format_version_reads_and_keeps_its_keys(tmp_pa
     result.study_fingerprint, result.seconds = "abc123", 4.2
     result.write(path)
     written = json.loads(path.read_text())
-    assert written == {"format_version": 1} | _old_metrics_file() | {
-        "study_fingerprint": "abc123",
-        "seconds": 4.2,
-    }
+    assert written == _metrics_file() | {"study_fingerprint": "abc123", "seconds": 4.2}
     again = CheckpointMetrics.read(path)
     assert (again.study_fingerprint, again.seconds) == ("abc123", 4.2)
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"format_version": None}, "no format version, but this release reads version 1: re-run"),
+        ({"surprise": 1}, "surprise: Extra inputs are not permitted"),
+    ],
+)
+def test_a_metrics_file_of_an_earlier_format_or_another_shape_is_one_line(
+    tmp_path: Path, change: dict, problem: str
+):
+    """A metrics.json without a format_version (as the command wrote it before it had one) is
+    not read as this release's, nor one with a key this release does not write."""
+    data = {k: v for k, v in (_metrics_file() | change).items() if v is not None}
+    path = tmp_path / "metrics.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(InputError) as refused:
+        CheckpointMetrics.read(path)
+    assert str(refused.value).startswith(f"{path}: {problem}")
 
 
 def test_a_metrics_file_of_another_shape_is_refused_in_one_line(tmp_path: Path):
     from core.errors import InputError
     from measure.classification.compare import main
 
-    search = tmp_path / "search.json"  # eval.search's metrics.json, given to eval.compare
-    search.write_text(json.dumps({"labeler": "x", "k": 10, "mean": {"run": {"ndcg@10": 0.5}}}))
+    search = tmp_path / "search.json"  # search's metrics.json, given to compare
+    metrics = {"format_version": 1, "labeler": "x", "k": 10, "mean": {"run": {"ndcg@10": 0.5}}}
+    search.write_text(json.dumps(metrics))
     with pytest.raises(InputError, match=f"^{re.escape(str(search))}: name: Field required$"):
         main(["--results", str(search)])
-    bad = _old_metrics_file()
+    bad = _metrics_file()
     bad["metrics"]["teacher"]["missing"] = "some"
     path = tmp_path / "metrics.json"
     path.write_text(json.dumps(bad))
@@ -429,8 +450,8 @@ def test_the_export_reads_what_eval_checkpoint_writes(tmp_path: Path):
     for name in ("threshold", "calibration"):  # what it decides with: the same types
         assert fields[name].annotation == full[name].annotation
     path = tmp_path / "metrics.json"
-    CheckpointMetrics.from_data(_old_metrics_file(), "test").write(path)
+    CheckpointMetrics.from_data(_metrics_file(), "test").write(path)
     exported = ExportedEvaluation.read(path)
     assert exported.threshold == 0.35 and exported.calibration.temperature == 1.4
-    file = _old_metrics_file()
+    file = _metrics_file()
     assert exported.results() == {k: file[k] for k in ("data", "pairs", "metrics")}

@@ -1,6 +1,6 @@
-"""per_query.json as a typed file (PerQueryResults): written and read through one model, the bare
-{run: {qid: result}} files of earlier releases read as version 0, a newer version and a damaged
-hit each refused in one line naming the file and the field."""
+"""per_query.json as a typed file (PerQueryResults): written and read through one model; the bare
+{run: {qid: result}} file of an earlier format, a newer version and a damaged hit each refused in
+one line naming the file (and the field)."""
 
 from __future__ import annotations
 
@@ -53,21 +53,18 @@ def test_written_and_read_back_with_its_format_version(tmp_path: Path):
     assert PerQueryResults.read(path) == _results()
 
 
-def test_a_bare_file_of_an_earlier_release_is_read_as_version_0(tmp_path: Path):
-    """Earlier releases wrote {run: {qid: result}} with no format_version (runs/final-main's
-    per_query.json has this shape); a hit without ``judged`` counts as judged."""
+def test_a_bare_file_of_an_earlier_format_is_refused_with_the_stage_to_re_run(tmp_path: Path):
+    """The first per_query.json was {run: {qid: result}} with no format_version: not upgraded,
+    one line naming it."""
     bare = {run: results for run, results in _results().dump()["runs"].items()}
-    del bare["dense"]["q1"]["hits"][0]["judged"]
     path = tmp_path / PerQueryResults.FILE
     path.write_text(json.dumps(bare))
-    read = PerQueryResults.read(path)
-    assert read.format_version == PerQueryResults.FORMAT_VERSION
-    assert list(read.runs) == ["bm25", "dense"]
-    assert read.runs["bm25"]["q1"].metric("ndcg@10") == 0.5
-    assert read.runs["bm25"]["q1"].metric("map") is None
-    assert read.runs["dense"]["q1"].hits[0].judged is True
-    assert read.runs["bm25"]["q1"].hits[1].gain_grade == 1
-    assert read.runs["bm25"]["q1"].hits[2].probability == 0.0
+    with pytest.raises(InputError) as refused:
+        PerQueryResults.read(path)
+    assert str(refused.value) == (
+        f"{path}: no format version, but this release reads version 1: "
+        "re-run the stage that wrote it"
+    )
 
 
 @pytest.mark.parametrize(
@@ -109,19 +106,3 @@ def test_a_folder_is_read_through_its_file_and_a_missing_one_named(tmp_path: Pat
     assert PerQueryResults.of(tmp_path) == _results()
     with pytest.raises(FileNotFoundError, match="elsewhere not found"):
         PerQueryResults.of(tmp_path / "elsewhere")
-
-
-def test_the_real_final_main_folder_reads():
-    """runs/final-main/search is a real eval.search folder of an earlier release."""
-    path = Path(__file__).parents[2] / "runs" / "final-main" / "search" / PerQueryResults.FILE
-    if not path.is_file():
-        pytest.skip("runs/final-main is not in this checkout")
-    read = PerQueryResults.read(path)
-    raw = json.loads(path.read_text())
-    assert set(read.runs) == set(raw)
-    for run, results in raw.items():
-        assert list(read.runs[run]) == list(results)
-        first = next(iter(results))
-        assert [h.id for h in read.runs[run][first].hits] == [
-            h["id"] for h in results[first]["hits"]
-        ]

@@ -1,5 +1,5 @@
 """study.json and the main job's summary.json are typed: written and read by one model each, a
-file of an earlier release (no format_version) read as version 0, a newer one refused in one
+file of an earlier format (no format_version, or an older one) and a newer one refused in one
 line, and the README block and report.md made from the typed summary."""
 
 from __future__ import annotations
@@ -132,24 +132,28 @@ def test_a_file_reads_back_as_written(make, tmp_path: Path):
     assert again == written and again.format_version == type(written).FORMAT_VERSION
 
 
-def test_a_study_file_of_an_earlier_release_reads_as_version_0(tmp_path: Path):
+def test_a_study_file_without_a_format_version_is_refused_with_what_to_do(tmp_path: Path):
     """study.json files written before they were typed had today's shape and no
-    format_version; they read, and write back as they were with the version added."""
-    written = study()
-    data = written.dump()
+    format_version: not read as this release's, one line naming the file."""
+    data = study().dump()
     data.pop("format_version")
-    path = tmp_path / written.FILE
+    path = tmp_path / StudySummary.FILE
     path.write_text(json.dumps(data))
-    old = StudySummary.read(path)
-    assert old == written
-    assert old.dump() == data | {"format_version": StudySummary.FORMAT_VERSION}
+    with pytest.raises(InputError) as refused:
+        StudySummary.read(path)
+    assert str(refused.value) == (
+        f"{path}: no format version, but this release reads version 1: "
+        "re-run the stage that wrote it"
+    )
 
 
 def test_a_summary_of_the_three_run_agreement_is_refused_with_what_to_do(tmp_path: Path):
     data = summary().dump() | {"format_version": 1}
     path = tmp_path / JobSummary.FILE
     path.write_text(json.dumps(data))
-    with pytest.raises(InputError, match=r"format version 1 is older.*re-run"):
+    with pytest.raises(
+        InputError, match=r"format version 1, but this release reads version 2: re-run"
+    ):
         JobSummary.read(path)
 
 
@@ -191,16 +195,3 @@ def test_the_readme_block_and_report_md_read_the_typed_summary():
     assert report.startswith("# Main job report\n\n**Not trustworthy")  # cosine not beaten
     assert "- dataset: 1.0" in report
     assert "| 1 | 0.610 | 0.710 | 0.810 |" in study_markdown(study())  # ROC-AUC per fold
-
-
-RUN = Path("runs/final-main")
-
-
-@pytest.mark.skipif(not (RUN / JobSummary.FILE).is_file(), reason="no main-job run here")
-def test_the_existing_main_job_run_reads_and_gives_its_report_again():
-    """The run the README's block comes from (written before the files were typed)."""
-    from eval.jobs.pipeline import report_markdown
-
-    assert StudySummary.read(RUN / "cv" / StudySummary.FILE).folds >= 2
-    typed = JobSummary.read(RUN / JobSummary.FILE)
-    assert report_markdown(typed) == (RUN / "report.md").read_text(encoding="utf-8")

@@ -152,7 +152,13 @@ def test_the_export_reproduces_the_grader_with_plain_transformers(
 ):
     out, _ = trained
     (tmp_path / "metrics.json").write_text(
-        json.dumps({"threshold": 0.4, "calibration": {"method": "temperature", "temperature": 1.5}})
+        json.dumps(
+            {
+                "format_version": 1,
+                "threshold": 0.4,
+                "calibration": {"method": "temperature", "temperature": 1.5},
+            }
+        )
     )
     check = export(
         ExportConfig(

@@ -47,7 +47,11 @@ def lora_checkpoint(tiny_model_dir: Path, tmp_path_factory: pytest.TempPathFacto
         LossConfig(),
         args_for(root, num_train_epochs=1, save_strategy="epoch"),  # a checkpoint too
     )
-    metrics = {"threshold": 0.42, "calibration": {"method": "temperature", "temperature": 1.7}}
+    metrics = {
+        "format_version": 1,
+        "threshold": 0.42,
+        "calibration": {"method": "temperature", "temperature": 1.7},
+    }
     (root / "metrics.json").write_text(json.dumps(metrics))
     return root
 
@@ -298,7 +302,11 @@ def test_every_mode_exports_with_the_checkpoints_scores_and_a_card_snippet_that_
         labels=labels,
     )
     train(model_config, DataConfig(dataset=str(tiny_dataset)), LossConfig(), args_for(tmp_path))
-    metrics = {"threshold": 0.3, "calibration": {"method": "temperature", "temperature": 1.3}}
+    metrics = {
+        "format_version": 1,
+        "threshold": 0.3,
+        "calibration": {"method": "temperature", "temperature": 1.3},
+    }
     (tmp_path / "metrics.json").write_text(json.dumps(metrics))
     out = tmp_path / "export"
     export(

@@ -1,5 +1,6 @@
-"""grader_config.json as a typed file (models.grader_config.GraderDescription): descriptions of
-earlier releases read, newer or damaged ones refused in one line naming the file and the field."""
+"""grader_config.json as a typed file (models.grader_config.GraderDescription): written and read
+back key for key; descriptions of an earlier format, newer or damaged ones refused in one line
+naming the file (and the field)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from core.errors import InputError
 from models.builder import read_grader_config, save_grader_config
 from models.grader_config import GraderDescription, read_description
 
-# A training checkpoint's description as releases before the format version wrote it.
+# A training checkpoint's description as training writes it.
 CHECKPOINT = {
+    "format_version": 1,
     "mode": "query_likelihood",
     "base_model": "smollm2-135m",
     "model": {"model_name_or_path": "smollm2-135m", "mode": "query_likelihood", "labels": "binary"},
@@ -26,9 +28,8 @@ CHECKPOINT = {
     "query_likelihood": {"scale": 0.15, "bias": -1.8, "marker": "Q:", "backbone": "smollm2-135m"},
     "metrics": {"eval_loss": 0.57, "epoch": 1.0},
 }
-# What export added (with format_version 1): threshold, calibration, evaluation with a null inside.
+# What export adds: threshold, calibration, evaluation with a null inside.
 EXPORTED = CHECKPOINT | {
-    "format_version": 1,
     "threshold": 0.318,
     "calibration": {"method": "temperature", "temperature": 0.49},
     "label_threshold": {"scale": "0-3", "relevant_when_grade_at_least": 2},
@@ -43,9 +44,7 @@ def write_raw(folder: Path, data: object, name: str = "grader_config.json") -> P
 
 
 @pytest.mark.parametrize("written", [CHECKPOINT, EXPORTED], ids=["checkpoint", "export"])
-def test_descriptions_of_earlier_releases_read_and_write_back_as_they_were(
-    tmp_path: Path, written: dict
-):
+def test_descriptions_read_and_write_back_as_they_were(tmp_path: Path, written: dict):
     write_raw(tmp_path, written)
     description = read_grader_config(tmp_path)
     assert description is not None and description.mode == "query_likelihood"
@@ -54,7 +53,19 @@ def test_descriptions_of_earlier_releases_read_and_write_back_as_they_were(
     assert description.data and description.data.dataset == "runs/x/dataset/fold-0"
     save_grader_config(tmp_path / "again", description)
     again = json.loads((tmp_path / "again" / "grader_config.json").read_text())
-    assert again == written | {"format_version": GraderDescription.FORMAT_VERSION}
+    assert again == written
+
+
+def test_a_description_without_a_format_version_is_refused_in_one_line(tmp_path: Path):
+    """A checkpoint's description written before the file had a format version: not read as
+    this release's (no upgrade), one line naming the file."""
+    path = write_raw(tmp_path, {k: v for k, v in CHECKPOINT.items() if k != "format_version"})
+    with pytest.raises(InputError) as caught:
+        read_grader_config(tmp_path)
+    assert str(caught.value) == (
+        f"{path}: no format version, but this release reads version 1: "
+        "re-run the stage that wrote it"
+    )
 
 
 def test_the_threshold_and_temperature_of_an_export(tmp_path: Path):
@@ -105,16 +116,19 @@ def test_a_newer_or_damaged_description_is_one_line_naming_the_file_and_field(
     assert len(message.splitlines()) == 1
 
 
-def test_an_export_check_of_an_earlier_release_is_read(tmp_path):
-    """export_check.json written before it had a format_version is the same object."""
+def test_an_export_check_reads_back_and_one_of_an_earlier_format_is_refused(tmp_path):
+    """export_check.json is written with its format version; one without (as it was first
+    written) is refused in one line."""
     import json
 
     from models.grader_config import ExportCheck
 
-    old = {"out": "export", "pairs_checked": 8, "max_abs_difference": 2e-5, "tolerance": 1e-4}
-    (tmp_path / ExportCheck.FILE).write_text(json.dumps(old))
+    fields = {"out": "export", "pairs_checked": 8, "max_abs_difference": 2e-5, "tolerance": 1e-4}
+    ExportCheck(**fields).write(tmp_path / ExportCheck.FILE)
+    assert json.loads((tmp_path / ExportCheck.FILE).read_text()) == {"format_version": 1, **fields}
     check = ExportCheck.read(tmp_path / ExportCheck.FILE)
     assert check.passed and check.pairs_checked == 8
-    check.write(tmp_path / "new.json")
-    assert json.loads((tmp_path / "new.json").read_text()) == {"format_version": 1, **old}
-    assert not ExportCheck(**{**old, "max_abs_difference": 1.0}).passed
+    assert not ExportCheck(**{**fields, "max_abs_difference": 1.0}).passed
+    (tmp_path / "old.json").write_text(json.dumps(fields))
+    with pytest.raises(InputError, match=r"old\.json: no format version, .*re-run the stage"):
+        ExportCheck.read(tmp_path / "old.json")
