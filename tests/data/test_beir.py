@@ -117,7 +117,7 @@ def test_a_trec_qrels_files_scale_is_its_format_not_the_grades_it_happens_to_hol
     assert qrels_scale(path, qrels) == "0-3"
     with caplog.at_level("WARNING"):
         assert graded_qrels(qrels, path) == qrels  # 1 stays grade 1: not relevant
-    assert "give its scale as binary (eval.search --human_scale binary)" in caplog.text
+    assert "give its scale as binary (relevance-grader search --human_scale binary)" in caplog.text
     assert graded_qrels(qrels, path, scale="binary") == {"q1": {"d1": 3, "d2": 0}, "q2": {"d3": 3}}
     assert graded_qrels(qrels, path, scale="0-3") == qrels
     graded = {"q1": {"d1": 2, "d2": 0}}

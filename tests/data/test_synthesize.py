@@ -336,7 +336,7 @@ def test_a_corpus_without_queries_gets_them(adi_dir: Path, tmp_path: Path, monke
     (corpus_only / "corpus.jsonl").write_text((adi_dir / "corpus.jsonl").read_text())
     from data.candidates import CandidatesConfig, generate_candidates
 
-    with pytest.raises(ValueError, match=r"no queries\.jsonl.*data\.synthesize"):
+    with pytest.raises(ValueError, match=r"no queries\.jsonl.*relevance-grader synthesize"):
         generate_candidates(CandidatesConfig(collection=str(corpus_only), retrievers=["bm25"]))
     with pytest.raises(ValueError, match=r"examples_file: .* has no queries"):
         synthesize(corpus_only, tmp_path / "with-examples", examples=2)
