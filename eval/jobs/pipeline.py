@@ -699,7 +699,8 @@ class Pipeline:
         on its validation queries, as the grader's were."""
         c = self.config
         # The classifier head would need a backbone pass of its own over every pooled pair
-        # (minutes on a CPU): it is ranked in the full leaderboard (docs/results.md), not here.
+        # (minutes on a CPU): it is ranked in the full leaderboard
+        # (docs/results/labeler-leaderboard.md), not here.
         return {
             "grader": f"grader:{self.path('export')}",
             "MiniLM cosine": "cosine:minilm-l6",
