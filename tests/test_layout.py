@@ -504,6 +504,15 @@ def test_documented_commands_are_commands_of_the_table(document: str):
         assert found >= 5
 
 
+@pytest.mark.parametrize("script", [".ci/run", "install.sh"])
+def test_the_scripts_run_commands_of_the_table(script: str):
+    """CI's script and the install script run the product as a user does, by the command table
+    (a module they named was deleted once, and only CI's main job found out)."""
+    text = (REPO / script).read_text(encoding="utf-8")
+    problems, _ = documented_problems(f"```bash\n{text}\n```\n")
+    assert problems == []
+
+
 def heading_anchors(text: str) -> set[str]:
     """The anchors GitHub gives a Markdown text's headings (lower case, punctuation dropped,
     spaces as hyphens, a repeated heading numbered), code blocks left out."""
