@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import InputError
+from core.io import sha256_path
 from measure.labelers import GraderLabeler, Hit, HitLabel, Labeler
 
 
@@ -42,6 +43,7 @@ class CrossFittedLabeler(Labeler):
             )
         self.fold_of = self._held_out_queries()
         self._labelers: dict[Path, GraderLabeler] = {}
+        self._id: str | None = None
 
     def _held_out_queries(self) -> dict[str, Path]:
         """query id -> the fold folder whose grader was tested on it (never trained on it)."""
@@ -78,13 +80,16 @@ class CrossFittedLabeler(Labeler):
 
     @property
     def id(self) -> str:
-        # Each fold's weights and its fitted read-out: a re-run study is a new labeler.
-        parts = []
-        for fold in self.folds:
-            evaluation = json.loads((fold / "metrics.json").read_text(encoding="utf-8"))
-            read_out = (evaluation.get("threshold"), evaluation.get("calibration"))
-            parts.append(f"{GraderLabeler(str(fold / 'grader')).id}:{read_out}")
-        return "crossfit:" + hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+        # Each fold's weights and its fitted read-out: a re-run study is a new labeler. Hashing
+        # five graders' weights takes seconds: once per labeler.
+        if self._id is None:
+            parts = []
+            for fold in self.folds:
+                evaluation = json.loads((fold / "metrics.json").read_text(encoding="utf-8"))
+                read_out = (evaluation.get("threshold"), evaluation.get("calibration"))
+                parts.append(f"{sha256_path(fold / 'grader')}:{read_out}")
+            self._id = "crossfit:" + hashlib.sha256("|".join(parts).encode()).hexdigest()[:16]
+        return self._id
 
     def fold_for(self, qid: str) -> Path:
         if qid not in self.fold_of:
