@@ -57,6 +57,11 @@ def in_order(scores: Mapping[str, float], depth: int) -> dict[str, float]:
     return {doc_id: float(len(top) - i) for i, (doc_id, _) in enumerate(top)}
 
 
+def corpus_texts(collection: Collection, doc_ids: list[str]) -> list[str]:
+    """Each document as a retriever indexes it: its title on its own line, then its text."""
+    return [document_text(collection.corpus[d].text, collection.corpus[d].title) for d in doc_ids]
+
+
 def corpus_view(collection: Collection, system: BM25System | DenseSystem) -> tuple[list, list]:
     """The document ids and texts a retriever indexes: the corpus, a seeded share of it, or each
     document cut to its first words."""
@@ -64,7 +69,7 @@ def corpus_view(collection: Collection, system: BM25System | DenseSystem) -> tup
     if system.index_share < 1:
         kept = round(len(doc_ids) * system.index_share)
         doc_ids = sorted(random.Random(f"{system.seed}:share").sample(doc_ids, kept))
-    texts = [document_text(collection.corpus[d].text, collection.corpus[d].title) for d in doc_ids]
+    texts = corpus_texts(collection, doc_ids)
     if system.first_words is not None:
         texts = [" ".join(text.split()[: system.first_words]) for text in texts]
     return doc_ids, texts
@@ -187,7 +192,17 @@ class ZooBuilder:
 
     def _dense(self, system: DenseSystem) -> Run:
         doc_ids, texts = corpus_view(self.collection, system)
-        documents = corpus_embeddings(self.embedder, texts, self.index_dir)
+        if system.first_words is None:
+            # A share of the corpus holds the same texts: its rows of the whole corpus's stored
+            # embeddings (the retrieval runs' own), not a second pass over the documents.
+            all_ids = sorted(self.collection.corpus)
+            rows = {doc_id: i for i, doc_id in enumerate(all_ids)}
+            embedded = corpus_embeddings(
+                self.embedder, corpus_texts(self.collection, all_ids), self.index_dir
+            )
+            documents = embedded[[rows[doc_id] for doc_id in doc_ids]]
+        else:
+            documents = corpus_embeddings(self.embedder, texts, self.index_dir)
         queries = self.embedder.encode(self._queries())
         depth = min(self.depth, len(doc_ids))
         if system.exact:

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from core.errors import InputError
@@ -152,3 +155,40 @@ def test_a_rerank_orders_the_top_by_its_scorer(tmp_path, adi_dir):
     for qid, doc_id in favourite.items():
         assert ranked(reranked[qid])[0][0] == doc_id
         assert set(reranked[qid]) == set(base[qid])  # the same hits, another order
+
+
+class CountingEmbedder:
+    """A stand-in for the MiniLM embedder: a fixed random vector per text, and every text it was
+    asked to encode."""
+
+    name, max_length = "counting", 64
+    model = SimpleNamespace(dtype="float32", config=SimpleNamespace(_attn_implementation="eager"))
+
+    def __init__(self) -> None:
+        self.encoded: list[str] = []
+
+    def encode(self, texts, **_):
+        self.encoded += list(texts)
+        rows = [np.random.default_rng(zlib.crc32(t.encode())).normal(size=8) for t in texts]
+        vectors = np.array(rows, dtype=np.float32)
+        return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+def test_a_share_of_the_corpus_reads_the_whole_corpus_s_stored_embeddings(tmp_path, adi_dir):
+    """The half index embeds nothing again: its documents' rows of the whole corpus's stored
+    embeddings (a second pass over the documents cost the main job minutes)."""
+    collection = Collection.load(adi_dir)
+    zoo_file = write(
+        tmp_path,
+        "systems:\n  - {name: whole, kind: dense, exact: true}\n"
+        "  - {name: half, kind: dense, exact: true, index_share: 0.5}\n",
+    )
+    build = builder(collection, {}, tmp_path / "zoo", tmp_path / "indexes")
+    build._embedder = embedder = CountingEmbedder()
+    zoo = build.build(read_zoo(zoo_file))
+    corpus = [t for t in embedder.encoded if t not in set(build._queries())]
+    assert len(corpus) == len(collection.corpus)  # the whole corpus, once
+    for qid, hits in zoo.runs["half"].items():
+        whole = zoo.runs["whole"][qid]  # the same vectors: the documents both return, one order
+        half_order = [d for d, _ in ranked(hits) if d in whole]
+        assert half_order == [d for d, _ in ranked(whole) if d in hits]
