@@ -85,11 +85,13 @@ def unmet(benchmark: Benchmark, shape: str, run: str) -> str | None:
     """Why ``benchmark`` cannot run here at ``shape`` (None: it can)."""
     import torch
 
-    if not getattr(benchmark, shape):
+    lines = getattr(benchmark, shape)
+    if not lines:
         return f"no {shape} shape"
     if benchmark.gpu and not torch.cuda.is_available():
         return "no CUDA GPU here"
-    for path in (p.replace("{run}", run) for p in benchmark.paths):
+    named = (p for p in benchmark.paths if any(p in line for line in lines))
+    for path in (p.replace("{run}", run) for p in named):
         if not (REPO / path).exists():  # a relative path: from the repository root
             return f"{path} is missing"
     for package in benchmark.packages:

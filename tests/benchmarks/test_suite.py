@@ -52,6 +52,8 @@ def test_the_list_has_every_benchmark_once():
     for benchmark in suite:
         assert benchmark.full, benchmark.name
         assert (REPO / benchmark.figures).is_file(), benchmark.name
+        for path in benchmark.paths:  # a shape needs the paths its commands name
+            assert any(path in line for line in benchmark.smoke + benchmark.full), path
         if benchmark.result:  # the file it embeds is one its command writes under {tmp}
             written = f"{{tmp}}/{Path(benchmark.result).parts[0]}"
             assert any(written in line for line in benchmark.full), benchmark.name
@@ -117,7 +119,11 @@ def test_the_runner_records_ok_failed_and_skipped(tmp_path: Path, capsys):
                         "result": "r.json",
                     },
                     {"name": "fails", "full": ["python -c pass", "python -c 'exit(3)'"]},
-                    {"name": "needs", "full": "python -c pass", "paths": ["{run}/export"]},
+                    {
+                        "name": "needs",
+                        "full": "python -c pass {run}/export",
+                        "paths": ["{run}/export"],
+                    },
                 ]
             }
         )
