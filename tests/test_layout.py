@@ -454,7 +454,7 @@ def command_target(tokens: list[str]) -> tuple[str, list[str]] | str | None:
                 continue
             launched = "accelerate" in tokens[:i]
             if module.split(".")[0] not in PRODUCT_PACKAGES:
-                return (module, args) if module.startswith("benchmarks.") else None
+                return (module, args) if module.split(".")[0] == "benchmarks" else None
             if launched and (module == "train" or module in by_module):
                 return by_module.get(module, "train"), args
             name = by_module.get(module, "NAME")
@@ -667,6 +667,7 @@ YAML_LOADED_BY = {
     "eval/configs/zoo/*.yaml": "tests/measure/test_zoo.py::test_every_committed_zoo_loads",
     "eval/configs/leaderboard-*.yaml": "tests/eval/test_zoo.py::test_every_leaderboard_config_parses",
     "benchmarks/downstream/squad.yaml": "tests/benchmarks/test_downstream.py::test_squad_config_parses",
+    "benchmarks/suite.yaml": "tests/benchmarks/test_suite.py::test_every_command_of_the_list_parses",
 }
 
 
