@@ -734,6 +734,9 @@ class Pipeline:
                 collection=c.collection,
                 qrels=c.qrels,
                 labelers=[f"{name}={spec}" for name, spec in labelers.items()],
+                # The zoo's reranks by the cosine and by BM25 name their scorers so: the same
+                # specs as two labelers, scored once.
+                scorers=[f"cosine={labelers['MiniLM cosine']}", f"bm25={labelers['BM25 score']}"],
                 calibrations=[f"{name}={path}" for name, path in calibrations.items()],
                 k=c.k,
                 ppi_queries=sorted({c.human_queries or 10, 20}),
