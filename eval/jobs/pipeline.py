@@ -65,9 +65,9 @@ from core.job_stages import (
 from data.build import BALANCE_MODES, TESTED_FILE, BuildConfig
 from data.candidates import POOL_FILE, RETRIEVERS, CandidatesConfig
 from data.judges.backends import BACKENDS
+from eval.report.leaderboard_markdown import leaderboard_markdown
 from eval.report.ppi_markdown import ppi_table
 from eval.search.settings import SearchEvalConfig
-from eval.zoo.render import leaderboard_markdown
 from measure.classification.baselines import BASELINES
 from measure.classification.crossval import pooled_table
 from measure.classification.summaries import JobSummary, StudySummary

@@ -22,7 +22,7 @@ from pathlib import Path
 from core.cli import bounded, parse_config, run_main
 from core.errors import InputError
 from core.io import atomic_writer
-from eval.zoo.render import compact_markdown
+from eval.report.leaderboard_markdown import compact_markdown
 from measure.classification.crossval import pooled_table
 from measure.classification.summaries import JobSummary
 

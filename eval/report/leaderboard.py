@@ -1,12 +1,13 @@
 """The labeler leaderboard for the report: a ``relevance-grader zoo`` leaderboard.json (the main
 job's ``zoo/``, or a zoo output folder of its own) as the page's section, in the words of the
-Markdown leaderboard (eval.zoo.render) so both say the same."""
+Markdown leaderboard (eval.report.leaderboard_markdown) so both say the same."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from core.provenance import environment
+from eval.report.leaderboard_markdown import NO_INTERVAL, UNDEFINED, labelers_legend
 from eval.report.model import (
     DrawnTaus,
     LabelerRow,
@@ -18,7 +19,6 @@ from eval.report.model import (
     SelfPreferenceShown,
     ZooSystem,
 )
-from eval.zoo.render import NO_INTERVAL, UNDEFINED, labelers_legend
 from measure.zoo.record import (
     DrawnTausRecord,
     Estimate,
