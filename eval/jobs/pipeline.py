@@ -787,12 +787,20 @@ class Pipeline:
                 self.record_history(stage)
         summary = self.summarise(time.perf_counter() - start)
         summary.write(self.path(JobSummary.FILE))
-        with atomic_writer(self.path("report.md")) as handle:
-            handle.write(report_markdown(summary))
-        from eval.report.page import write_report
-
-        write_report(self.root)  # report.html: the run as one page
+        self.write_reports()
         return summary
+
+    def write_reports(self) -> None:
+        """report.md and report.html (the run as one page), both rendered from the run folder
+        read once, the summary just written among it: the two cannot say different things."""
+        from eval.report.build import report_data
+        from eval.report.inputs import job_summary, read_inputs
+        from eval.report.page import output_path, write_page
+
+        inputs = read_inputs(self.root)
+        with atomic_writer(self.path("report.md")) as handle:
+            handle.write(report_markdown(job_summary(inputs)))
+        write_page(report_data(inputs), output_path(self.root, None))
 
     def record_history(self, stage: Stage) -> None:
         """Record the metric stage's evaluation in --track's store, once per stage result: a

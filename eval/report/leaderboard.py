@@ -4,9 +4,8 @@ Markdown leaderboard (eval.report.leaderboard_markdown) so both say the same."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from core.provenance import environment
+from eval.report.inputs import ZooInputs
 from eval.report.leaderboard_markdown import NO_INTERVAL, UNDEFINED, labelers_legend
 from eval.report.model import (
     DrawnTaus,
@@ -157,12 +156,11 @@ def leaderboard_section(board: Leaderboard, source: str) -> LeaderboardSection:
     )
 
 
-def zoo_report(folder: Path) -> Report:
+def zoo_report(inputs: ZooInputs) -> Report:
     """The page of a ``relevance-grader zoo`` output folder: the leaderboard and where it came
     from (there is no evaluation of runs, so no headline and no queries)."""
-    path = folder / Leaderboard.FILE
-    board = Leaderboard.read(path)
-    section = leaderboard_section(board, str(path))
+    folder, board = inputs.root, inputs.leaderboard
+    section = leaderboard_section(board, inputs.leaderboard_source)
     settings = {
         "collection": board.collection,
         "qrels": board.qrels,
