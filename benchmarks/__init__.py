@@ -1,1 +1,2 @@
-"""Benchmarks that print a table; results go to BENCHMARKS.md with the machine and command."""
+"""Benchmarks that print a table; results go to docs/benchmarks/ with the machine and command,
+the current figure of each to BENCHMARKS.md."""

@@ -1,5 +1,5 @@
-"""Populations and cheap labels for the coverage study (benchmarks.ppi_coverage, docs/results.md
-2026-11-26), where the grader's labels cost too much on a 2-core CPU.
+"""Populations and cheap labels for the coverage study (benchmarks.ppi_coverage,
+docs/results/ppi-coverage.md 2026-11-26), where the grader's labels cost too much on a 2-core CPU.
 
     # a seeded sample of a BEIR collection's queries with their qrels (the corpus linked)
     python -m benchmarks.coverage_populations --task sample --collection ../shared/data/squad-dev \\

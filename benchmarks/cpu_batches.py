@@ -12,7 +12,7 @@ way, 64 inputs a batch whatever their length; ``--threads`` runs each cell at ea
 count. Each cell is the best of ``repeats`` timed passes after a warm-up, with the 1-minute load
 average (``uptime``'s first figure) read when the cell finished: on a machine shared with other
 jobs the figures depend on it. ``models.scoring.CPU_BATCH_TOKENS`` and the embedder's attention on a CPU were
-chosen from this table (BENCHMARKS.md).
+chosen from this table (docs/benchmarks/main-job.md).
 """
 
 from __future__ import annotations

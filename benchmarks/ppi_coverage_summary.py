@@ -4,7 +4,7 @@ population (judgments.coverage) and names the one it was lowest on.
 
     python -m benchmarks.ppi_coverage_summary --inputs runs/coverage/scifact.json \\
         runs/coverage/squad.json --names "SciFact, 300 queries" "SQuAD dev, 1,000 queries" \\
-        --source "docs/results.md 2026-11-26" --out judgments/coverage.json
+        --source "docs/results/ppi-coverage.md 2026-11-26" --out judgments/coverage.json
 
 Each input is a ``benchmarks.ppi_coverage --out`` file, one population; its entry's cells are
 the lowest PPI++ coverage over every labeler and system (each run and paired difference) at that

@@ -11,7 +11,7 @@ traceback, and the files it was given are unchanged.
 Teacher faults: ``data.label`` against a fault-injecting OpenAI-compatible endpoint
 (:mod:`support.fake_openai`: 429s, 500s, cut-off replies, invalid JSON and text/plain bodies,
 non-answers), killed with SIGKILL mid-run and resumed; counted: pairs lost, completed pairs paid
-twice, labels taken from unusable replies. The figures go to BENCHMARKS.md.
+twice, labels taken from unusable replies. The figures go to docs/benchmarks/reliability.md.
 
 Replays (issue 42): each item's reported situation set up and run again (data side: an
 interrupted synthesis, weights' file modes, byte-order marks, an unreplaceable folder, the API's

@@ -1,8 +1,9 @@
 """The measured coverage of the intervals eval.search reports, per metric and number of judged
-queries, from the coverage study (docs/results.md, 2026-11-26). ``judgments/coverage.json`` holds
-each studied population's lowest PPI++ coverage per metric and n (over its systems and paired
-differences); what a user is shown is the lowest over **every** population studied, with the
-population it was lowest on. A nominal 95% is a claim, this is the evidence:
+queries, from the coverage study (docs/results/ppi-coverage.md, 2026-11-26).
+``judgments/coverage.json`` holds each studied population's lowest PPI++ coverage per metric and n
+(over its systems and paired differences); what a user is shown is the lowest over **every**
+population studied, with the population it was lowest on. A nominal 95% is a claim, this is the
+evidence:
 
 * below :data:`MIN_JUDGED_QUERIES` judged queries no interval is made at all (the study's
   smallest size, 5, covered as little as 0.720 for MAP; nothing below 5 was measured);
@@ -28,7 +29,7 @@ TABLE_VERSION = 2
 # size, the lowest coverage of a nominal 95% interval was 0.720 (MAP), 0.857 (P@10), 0.876
 # (NDCG@10) and 0.893 (MRR); at n = 10 it was 0.793, 0.898, 0.876 and 0.922, and it rises with n
 # for every metric but P@10 and hit@10 on one-relevant and near-census populations
-# (docs/results.md 2026-11-26). Below 5 nothing was measured.
+# (docs/results/ppi-coverage.md 2026-11-26). Below 5 nothing was measured.
 MIN_JUDGED_QUERIES = 10
 BELOW_TARGET = "†"
 NOT_STUDIED = "‡"

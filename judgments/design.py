@@ -28,8 +28,8 @@ which overstates θ̂'s variance by the finite-population factor 1 − n_h/N_h: 
 factor (``finite_population=True``) V̂ is unbiased for the variance (tests/judgments/test_design.py
 enumerates every sample of a small population) and the interval is about 30% narrower when half
 the queries are judged, but on TREC DL 2019 its t interval covered the all-query value only
-0.89-0.93 of the time at n = 20 (docs/results.md), so it is not the default. λ is tuned to
-minimise V̂ (one λ for all strata: a stratum holds too few judged units to tune its own), clipped
+0.89-0.93 of the time at n = 20 (docs/results/sampling-designs.md), so it is not the default.
+λ is tuned to minimise V̂ (one λ for all strata: a stratum holds too few judged units to tune its own), clipped
 to [0, 1]; λ = 0 is the human-only (Horvitz-Thompson) estimate. The interval is Student's t with
 Satterthwaite's degrees of freedom.
 """

@@ -21,7 +21,8 @@ interval (human only) or Agresti-Coull pseudo-observations at the bounds in the 
 (Brown, Cai & DasGupta 2001: the Wald interval fails near a bound); judged values with no spread
 get Hoeffding's interval; a PPI++ estimate outside the range, or a rectifier with no spread, gives
 the human-only interval, said in ``method``. What coverage these intervals reach at which n is
-measured, per metric, in docs/results.md (``judgments.coverage`` carries the table).
+measured, per metric, in docs/results/ppi-coverage.md (``judgments.coverage`` carries the
+table).
 
 The draw of the queries to judge (``relevance-grader ppi``) is :mod:`judgments.draw`; the
 estimators under a stratified design are :mod:`judgments.design`.

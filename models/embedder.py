@@ -19,7 +19,8 @@ from models.scoring import length_sorted_batches
 # core: each of the forward pass's parallel regions waits for its slowest thread, and a thread
 # the scheduler has set aside holds up the other (MiniLM, 200 TREC DL passages on 2 cores: at
 # load 12-17, 4.5-5.3 passages/s with 1 thread, 2.0-2.3 with 2; at load 8, 8.2 with 1 and 10.9
-# with 2; BENCHMARKS.md). Below it, the torch default (a thread per core) stays.
+# with 2; docs/benchmarks/cpu-batches.md). Below it, the torch default (a thread per core)
+# stays.
 CROWDED_LOAD_PER_CORE = 6.0
 
 
@@ -67,7 +68,7 @@ class Embedder:
     ) -> Embedder:
         """``dtype`` None: ``models.resolve.inference_dtype`` (bf16 on GPUs and on CPUs with bf16
         instructions; on the build machine it embeds a corpus in 70 s against 172 s, and the
-        cosine baseline's ROC-AUC moves by 0.001; BENCHMARKS.md)."""
+        cosine baseline's ROC-AUC moves by 0.001; docs/benchmarks/grading-speed.md)."""
         path = resolve_model_path(name_or_path)
         device = device or "cpu"
         model = AutoModel.from_pretrained(path, dtype=dtype or inference_dtype(device))

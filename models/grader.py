@@ -150,7 +150,8 @@ class Grader:
     max_batch_tokens: int = 16384
     # Opt-in: each query's prompt + query tokens run once for all its documents (classifier
     # graders). Measured on the 2-core CPU with SmolLM2-135M and TREC passages it saves little
-    # (a 52-token prefix of 143-token inputs, run at batch size 1): BENCHMARKS.md.
+    # (a 52-token prefix of 143-token inputs, run at batch size 1):
+    # docs/benchmarks/grading-speed.md.
     prefix_cache: bool = False
     # The first class counted as relevant: 1 for a binary head, the grade threshold (2) for a
     # graded one.

@@ -163,7 +163,8 @@ def _convert_gguf(gguf: Path, target: Path) -> None:
 
 # CPU flags of bf16 dot-product instructions: AMX tiles (Intel Sapphire Rapids and later) and
 # AVX512-BF16 (AMD Zen 4 and later, Intel Cooper Lake). Without them oneDNN emulates bf16 and a
-# bf16 GEMM is slower than a float32 one (BENCHMARKS.md, "bf16 on a CPU with AVX512-BF16").
+# bf16 GEMM is slower than a float32 one (docs/benchmarks/grading-speed.md, "bf16 on CPU-B
+# (AVX512-BF16)").
 FAST_BF16_CPU_FLAGS = ("amx_bf16", "avx512_bf16")
 
 

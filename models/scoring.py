@@ -36,11 +36,11 @@ def decided_grades(
     return np.where(np.asarray(relevant, dtype=bool), above, below)
 
 
-# Padded tokens per batch on a CPU. Small batches keep a layer's activations in the cores'
-# caches: on 2 cores (python -m benchmarks.cpu_batches, BENCHMARKS.md), at 1,024 tokens a batch
-# SmolLM2-135M's query likelihood runs 1.4x as fast in float32 as at 64 pairs a batch, MiniLM
-# embeds 1.25x (float32) and 1.1x (bf16) as fast; in bf16 the query likelihood is within the
-# noise of the other caps.
+# Padded tokens per batch on a CPU. Small batches keep a layer's activations in the cores' caches:
+# on 2 cores (python -m benchmarks.cpu_batches, docs/benchmarks/main-job.md), at 1,024 tokens a
+# batch SmolLM2-135M's query likelihood runs 1.4x as fast in float32 as at 64 pairs a batch, MiniLM
+# embeds 1.25x (float32) and 1.1x (bf16) as fast; in bf16 the query likelihood is within the noise
+# of the other caps.
 CPU_BATCH_TOKENS = 1024
 
 

@@ -14,9 +14,9 @@
   model's modules and transformers' Llama functions for the whole process, as its training switch
   (``use_liger_kernel``) does.
 
-Measured on one H100 (BENCHMARKS.md, "GPU: the fast path"): bucketed and compiled, 2.59x the
-paper's padded method on real TREC DL pairs against 1.98x for the plain path; Liger's kernels
-2.72x.
+Measured on one H100 (docs/benchmarks/gpu.md, "GPU: the fast path"): bucketed and compiled,
+2.59x the paper's padded method on real TREC DL pairs against 1.98x for the plain path; Liger's
+kernels 2.72x.
 """
 
 from __future__ import annotations

@@ -356,7 +356,13 @@ def test_every_command_prints_help(target: str):
         assert f"usage: relevance-grader {target}" in result.stdout
 
 
-DOCUMENTS = ["README.md", *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").glob("*.md"))]
+# The guides, the results record (docs/results/) and the benchmark records (docs/benchmarks/,
+# BENCHMARKS.md).
+DOCUMENTS = [
+    "README.md",
+    "BENCHMARKS.md",
+    *sorted(str(p.relative_to(REPO)) for p in (REPO / "docs").rglob("*.md")),
+]
 
 
 SHELL_FENCES = ("", "bash", "sh", "shell", "console", "zsh")
@@ -489,13 +495,71 @@ def documented_problems(text: str, help_of=None) -> tuple[list[str], int]:
 
 @pytest.mark.parametrize("document", DOCUMENTS)
 def test_documented_commands_are_commands_of_the_table(document: str):
-    """Every command in the README and docs/ is written `relevance-grader NAME` with NAME in the
-    table (or is a benchmark module): none by the module that runs it."""
+    """Every command in the README, BENCHMARKS.md and docs/ is written `relevance-grader NAME`
+    with NAME in the table (or is a benchmark module): none by the module that runs it."""
     text = (REPO / document).read_text(encoding="utf-8")
     problems, found = documented_problems(text)
     assert problems == []
     if document == "README.md":
         assert found >= 5
+
+
+@pytest.mark.parametrize("script", [".ci/run", "install.sh"])
+def test_the_scripts_run_commands_of_the_table(script: str):
+    """CI's script and the install script run the product as a user does, by the command table
+    (a module they named was deleted once, and only CI's main job found out)."""
+    text = (REPO / script).read_text(encoding="utf-8")
+    problems, _ = documented_problems(f"```bash\n{text}\n```\n")
+    assert problems == []
+
+
+def heading_anchors(text: str) -> set[str]:
+    """The anchors GitHub gives a Markdown text's headings (lower case, punctuation dropped,
+    spaces as hyphens, a repeated heading numbered), code blocks left out."""
+    anchors, seen, fenced = set(), {}, False
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        heading = None if fenced else re.match(r"#{1,6} (.*)", line)
+        if heading:
+            slug = re.sub(r"[^\w\- ]", "", heading.group(1).strip().lower()).replace(" ", "-")
+            anchors.add(f"{slug}-{seen[slug]}" if slug in seen else slug)
+            seen[slug] = seen.get(slug, 0) + 1
+    return anchors
+
+
+def test_anchors_follow_github():
+    assert heading_anchors(
+        "# A B\n```\n# not one\n```\n## 2026-11-23 — The job's (CPU-B)\n# A B"
+    ) == {
+        "a-b",
+        "2026-11-23--the-jobs-cpu-b",
+        "a-b-1",
+    }
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_documented_links_lead_somewhere(document: str):
+    """Every relative link of the README, BENCHMARKS.md and docs/ names a file of the repository,
+    and a heading of it where the link has an anchor (the results and benchmark records moved
+    into docs/results/ and docs/benchmarks/; a link left behind is caught here)."""
+    path = REPO / document
+    text = path.read_text(encoding="utf-8")
+    problems = []
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if re.match(r"[a-z]+:", target):  # https:, mailto:
+            continue
+        file, _, anchor = target.partition("#")
+        linked = (path.parent / file).resolve() if file else path
+        if not linked.exists():
+            problems.append(f"{target}: no such file")
+        elif (
+            anchor
+            and linked.suffix == ".md"
+            and anchor not in heading_anchors(linked.read_text(encoding="utf-8"))
+        ):
+            problems.append(f"{target}: no such heading")
+    assert problems == []
 
 
 @pytest.mark.slow

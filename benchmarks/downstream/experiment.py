@@ -222,7 +222,7 @@ class DownstreamRun:
 
             inner = GraderLabeler(str(path))
             # A query's chunks share the grader's prompt and the query: computed once per query
-            # (1.5x the pairs/s on these short chunks, BENCHMARKS.md).
+            # (1.5x the pairs/s on these short chunks, docs/benchmarks/grading-speed.md).
             inner.grader.prefix_cache = True
             self._grader = CachedLabeler(inner, self.out / "cache" / "labels-grader.jsonl")
             self._grader.name = "grader"

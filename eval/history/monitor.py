@@ -1,7 +1,7 @@
 """``relevance-grader history monitor``: a live system checked again and again against a fixed
 baseline (re-evaluated daily as its traffic and documents change), gated with an anytime-valid
 confidence sequence, so that asking after every check does not inflate false alarms the way a
-fixed-level test repeated daily does (docs/results.md measures both).
+fixed-level test repeated daily does (docs/results/history-monitoring.md measures both).
 
     relevance-grader history monitor --store runs/history.sqlite --system dense --baseline v3 \\
         --metric ndcg@10 --margin 0.02

@@ -28,7 +28,7 @@ for the queries a person judged, the human value. Nothing here reads a store.
   predictable plug-in empirical-Bernstein sequence of Waudby-Smith and Ramdas (JRSS-B 2024,
   "Estimating means of bounded random variables by betting"), valid at every finite n for values
   in ``bounds`` but wider. ``benchmarks/history_monitoring.py`` measures both on real per-query
-  NDCG@10 values (docs/results.md).
+  NDCG@10 values (docs/results/history-monitoring.md).
 
 As everywhere in this repository, no interval shown has zero width or excludes its estimate.
 """

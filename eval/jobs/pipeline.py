@@ -26,8 +26,10 @@ Stages:
     grader rerank of the dense run (``relevance-grader rerank``);
  7. the metric pipeline over the runs with grader labels (``relevance-grader search``);
  8. the labeler leaderboard (``relevance-grader zoo``): a compact zoo of 15 retrieval systems, and
-    the grader, the calibrated cosine and BM25 score, a constant and a random labeler, each by how well its ranking of the systems matches the human one (τ with
-    bootstrap intervals, PPI++ rows, self-preference).
+    the grader (cross-fitted: each query labelled by the fold's grader that held it out), the
+    calibrated cosine and BM25 score, a constant and a random labeler, each by how well its
+    ranking of the systems matches the human one (τ with bootstrap intervals, PPI++ rows,
+    self-preference).
 Everything lands in ``run_dir``: report.md, summary.json, metrics, plots and the exported grader.
 
 A corpus without relevance judgments (``--qrels none``): the teacher labels the runs' pooled
@@ -694,9 +696,13 @@ class Pipeline:
         on its validation queries, as the grader's were."""
         c = self.config
         # The classifier head would need a backbone pass of its own over every pooled pair
-        # (minutes on a CPU): it is ranked in the full leaderboard (docs/results.md), not here.
+        # (minutes on a CPU): it is ranked in the full leaderboard
+        # (docs/results/labeler-leaderboard.md), not here.
+        # The grader row is cross-fitted: each query labelled by the fold's grader that held it
+        # out (measure.labelers.crossfit). The export (fold 0's) trained on most of these
+        # queries and would be ranked on its own training data.
         return {
-            "grader": f"grader:{self.path('export')}",
+            "grader": f"crossfit:{self.path('cv')}",
             "MiniLM cosine": "cosine:minilm-l6",
             "BM25 score": f"bm25:{c.collection}",
             "constant": "constant:",
@@ -734,7 +740,7 @@ class Pipeline:
                 c.zoo,
                 c.collection,
                 c.qrels,
-                str(self.path("export")),
+                str(self.path("cv")),
                 *(str(path) for path in calibrations.values()),
             ],
         )

@@ -111,7 +111,7 @@ class ZooConfig:
 
 
 # Labeler kinds whose value is a file or folder, checked before any work.
-PATH_KINDS = ("grader", "judge", "qrels", "judgments", "bm25")
+PATH_KINDS = ("grader", "crossfit", "judge", "qrels", "judgments", "bm25")
 
 
 def named(entries: Sequence[str], flag: str) -> dict[str, str]:
@@ -180,7 +180,7 @@ class ZooRun:
         for flag, specs in (("labelers", self.labeler_specs), ("scorers", self.scorer_specs)):
             for name, spec in specs.items():
                 kind, _, value = spec.partition(":")
-                if kind in PATH_KINDS and not Path(value).exists():
+                if kind in PATH_KINDS and not Path(value.partition("#")[0]).exists():
                     raise InputError(f"{flag}: {name}: {value} does not exist")
         calibrations = named(config.calibrations, "calibrations")
         self.related = named(config.related, "related")

@@ -9,7 +9,10 @@
   from each hit alone; the answer's token F1 (``erag-em:``: exact match) against the gold answers
   is the hit's label;
 - ``answers:QUERIES.jsonl``: the hit contains a gold answer string (Park & Lim's word label);
-- ``gold-doc:QRELS``: the hit is, or is a chunk of, a judged-relevant document (the doc label).
+- ``gold-doc:QRELS``: the hit is, or is a chunk of, a judged-relevant document (the doc label);
+- ``crossfit:STUDY[#ROW]``: a cross-validated study's grader row, each query labelled by the
+  fold's grader that held it out (:mod:`measure.labelers.crossfit`): a grader trained on the
+  collection ranks systems on queries it never trained on.
 
 The last three need gold answers or documents per query; they come from the queries file's
 ``answers`` field (and the reader YAML's ``answers:`` key for eRAG).
@@ -529,6 +532,7 @@ class CachedLabeler(Labeler):
 
 LABELER_KINDS = (
     "grader",
+    "crossfit",
     "judge",
     "qrels",
     "judgments",
@@ -566,6 +570,10 @@ def make_labeler(spec: str, cache_dir: str | Path | None = None) -> Labeler:
     if kind == "grader":
         # Batch labelling with a label cache also shares the process's state cache.
         labeler: Labeler = GraderLabeler(value, shares_states=cache_dir is not None)
+    elif kind == "crossfit":
+        from measure.labelers.crossfit import CrossFittedLabeler
+
+        labeler = CrossFittedLabeler(value, shares_states=cache_dir is not None)
     elif kind == "judge":
         labeler = JudgeLabeler(value)
     elif kind == "qrels":

@@ -1,7 +1,7 @@
 """The measured coverage shown beside intervals: the lowest over every population studied, read
 at the studied sizes around the session's n, a metric below the target marked †, an n the study
-did not measure marked ‡, and the committed table holding every population docs/results.md
-reports."""
+did not measure marked ‡, and the committed table holding every population
+docs/results/ppi-coverage.md reports."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ TABLE = {
     "populations": [
         {
             "name": "large",
-            "source": "docs/results.md 2026-11-26",
+            "source": "docs/results/ppi-coverage.md 2026-11-26",
             "coverage": {
                 "ndcg@10": {"5": 0.90, "10": 0.94, "20": 0.95},
                 "map": {"5": 0.80, "10": 0.85},
@@ -30,7 +30,7 @@ TABLE = {
         },
         {
             "name": "held-out",
-            "source": "docs/results.md 2026-11-26",
+            "source": "docs/results/ppi-coverage.md 2026-11-26",
             "coverage": {"ndcg@10": {"10": 0.91, "20": 0.96}, "map": {"10": 0.88}},
         },
     ],
@@ -91,11 +91,11 @@ def test_the_search_table_marks_and_explains_every_mark(table):
 
 
 def test_the_committed_table_holds_every_population_the_results_record_reports():
-    """docs/results.md's 2026-11-26 summary gives each population's lowest human-only / PPI++
-    coverage per metric and n; judgments/coverage.json must hold every one of those populations
-    with those PPI++ figures (TREC DL included), so that a held-out population's lower figure is
+    """docs/results/ppi-coverage.md's 2026-11-26 summary gives each population's lowest
+    human-only / PPI++ coverage per metric and n; judgments/coverage.json must hold every one of
+    those populations with those PPI++ figures (TREC DL included), so that a held-out population's lower figure is
     the one shown."""
-    text = (REPO / "docs" / "results.md").read_text(encoding="utf-8")
+    text = (REPO / "docs" / "results" / "ppi-coverage.md").read_text(encoding="utf-8")
     start = text.index("| population, labeler | metric | n = 5 | n = 10 | n = 20 | n = 40 |")
     rows = []
     for line in text[start:].splitlines()[2:]:

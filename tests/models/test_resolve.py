@@ -199,8 +199,8 @@ def test_a_crowded_cpu_embeds_on_one_thread_and_the_threads_come_back(
     tiny_model_dir: Path, monkeypatch
 ):
     """On 2 cores at load 12-17, MiniLM embedded twice as fast on one torch thread as on two, at
-    load 8 slower (BENCHMARKS.md): the embedder takes one thread on a crowded CPU, the default
-    below, and leaves torch's thread count as it found it."""
+    load 8 slower (docs/benchmarks/cpu-batches.md): the embedder takes one thread on a crowded
+    CPU, the default below, and leaves torch's thread count as it found it."""
     from models import embedder as embedder_module
 
     default = torch.get_num_threads()

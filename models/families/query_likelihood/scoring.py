@@ -10,8 +10,8 @@ Zhuang et al. 2023, with the query's own prior subtracted so that scores of diff
 comparable). P(relevant) = sigmoid(scale * PMI + bias); ``scale`` and ``bias`` are fitted on the
 training pairs, and in ``query_likelihood`` mode the top decoder layers also train on that
 objective (``models.families.query_likelihood.states``). Measured on TREC DL 2019
-(docs/results.md), the untrained SmolLM2-135M separates relevant from non-relevant pairs this way
-about as well as the MiniLM cosine, where its yes/no answer and a classifier head on its last
+(docs/results/main-job.md), the untrained SmolLM2-135M separates relevant from non-relevant
+pairs this way about as well as the MiniLM cosine, where its yes/no answer and a classifier head on its last
 token stay near chance.
 
 Only the token ids are needed: the query's tokens are those after the template's marker
