@@ -102,7 +102,7 @@ COMMANDS: dict[str, Command] = {
     "serve": Command("eval.api.__main__", "the eval_search REST API"),
     "pipeline": Command("eval.jobs.pipeline", "the main job, every stage end to end"),
     "study": Command("eval.jobs.study", "baselines and graders over query-grouped folds"),
-    "readme": Command("eval.jobs.readme", "the README's results block from a main-job run"),
+    "readme": Command("eval.report.readme", "the README's results block from a main-job run"),
 }
 
 PROGRAM = "relevance-grader"

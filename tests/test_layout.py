@@ -138,8 +138,8 @@ PARTS = {
         "annotate",  # the judging page
     ),
     "eval": (
+        "report",  # the report: its inputs read once, the page and the Markdown renderings
         "zoo",  # the labeler leaderboard on the system zoo (relevance-grader zoo)
-        "report",  # the HTML report
         "history",  # the evaluation history store (eval.search records into it)
         "search",  # the search command
         "api",  # the REST service

@@ -54,27 +54,22 @@ from typing import Any
 
 from core.cli import bounded, check_choices, choice, parse_config, run_main, split_flags
 from core.errors import InputError
-from core.io import atomic_writer, fingerprint, markdown_table, sha256_path
+from core.io import atomic_writer, fingerprint, sha256_path
 from core.job_stages import (
     HistoryMark,
     HistoryRecorded,
     JobConfig,
     StageRecord,
     read_stage_record,
-    stage_times,
-    total_note,
 )
 from data.build import BALANCE_MODES, TESTED_FILE, BuildConfig
 from data.candidates import POOL_FILE, RETRIEVERS, CandidatesConfig
 from data.judges.backends import BACKENDS
-from eval.search.ppi_report import ppi_table
+from eval.report.markdown import report_markdown
 from eval.search.settings import SearchEvalConfig
-from eval.zoo.render import leaderboard_markdown
 from measure.classification.baselines import BASELINES
-from measure.classification.crossval import pooled_table
 from measure.classification.summaries import JobSummary, StudySummary
 from measure.metrics.results import SearchMetrics
-from measure.metrics.retrieval import metrics_table
 from measure.zoo.record import Leaderboard
 
 logger = logging.getLogger(__name__)
@@ -801,12 +796,20 @@ class Pipeline:
                 self.record_history(stage)
         summary = self.summarise(time.perf_counter() - start)
         summary.write(self.path(JobSummary.FILE))
-        with atomic_writer(self.path("report.md")) as handle:
-            handle.write(report_markdown(summary))
-        from eval.report.page import write_report
-
-        write_report(self.root)  # report.html: the run as one page
+        self.write_reports()
         return summary
+
+    def write_reports(self) -> None:
+        """report.md and report.html (the run as one page), both rendered from the run folder
+        read once, the summary just written among it: the two cannot say different things."""
+        from eval.report.build import report_data
+        from eval.report.inputs import job_summary, read_inputs
+        from eval.report.page import output_path, write_page
+
+        inputs = read_inputs(self.root)
+        with atomic_writer(self.path("report.md")) as handle:
+            handle.write(report_markdown(job_summary(inputs)))
+        write_page(report_data(inputs), output_path(self.root, None))
 
     def record_history(self, stage: Stage) -> None:
         """Record the metric stage's evaluation in --track's store, once per stage result: a
@@ -881,86 +884,6 @@ def _run_logged(command: list[str], log: Path) -> int:
             sys.stdout.buffer.write(chunk)
             sys.stdout.buffer.flush()
         return process.wait()
-
-
-def cross_validation_markdown(summary: JobSummary) -> list[str]:
-    """The held-out quality: the pooled table with its paired intervals, then ROC-AUC per fold."""
-    cross, names = summary.cross_validation, summary.names
-    source = "human judgments" if cross.source == "human" else "teacher labels"
-    models = list(cross.pooled)
-    by_fold = {(r.fold, r.model): r.roc_auc for r in summary.per_fold}
-    per_fold = markdown_table(
-        ["fold", "test queries", *(names.get(m, m) for m in models)],
-        [
-            [fold, queries, *(_number(by_fold.get((fold, m))) for m in models)]
-            for fold, queries in enumerate(summary.queries_per_fold)
-        ],
-    )
-    return [
-        f"{summary.folds}-fold cross-validation by query against the {source}: every judged "
-        "query tests in one fold, thresholds and calibrations are fitted on validation queries "
-        "inside each fold's training side, and the folds' test predictions are pooled. Δ is the "
-        "per-query ROC-AUC difference, grader minus baseline, with its 95% interval over "
-        "queries; the grader beats a baseline only when the interval lies above zero.",
-        "",
-        pooled_table(cross, names),
-        "ROC-AUC per fold:",
-        "",
-        per_fold,
-        f"The grader of fold {summary.export_fold} is exported and labels the retrieval runs "
-        "below.",
-        "",
-    ]
-
-
-def _number(value: float | None) -> str:
-    return "–" if value is None else f"{value:.3f}"
-
-
-def report_markdown(summary: JobSummary) -> str:
-    from measure.classification.crossval import held_out_warning
-
-    warning = held_out_warning(summary.cross_validation, summary.names)
-    lines = [
-        "# Main job report",
-        "",
-        *([f"**{warning}**", ""] if warning else []),
-        f"Run directory `{summary.run_dir}`; total {summary.seconds} s"
-        f"{total_note(summary)}; models scored in "
-        f"{summary.scoring_dtype or 'an unrecorded dtype'}.",
-        "",
-        "## Held-out quality",
-        "",
-        *cross_validation_markdown(summary),
-        "## Retrieval runs labelled by the grader",
-        "",
-    ]
-    lines += [metrics_table(summary.search, digits=3)]
-    if summary.leaderboard is not None:
-        lines += ["", leaderboard_markdown(summary.leaderboard, level=2).rstrip("\n")]
-    else:
-        lines += ["", "No labeler leaderboard: it needs human judgments (--qrels) and a --zoo."]
-    if summary.ppi:
-        ppi = summary.ppi
-        metric = next(m for m in next(iter(summary.search.values())) if m.startswith("ndcg@"))
-        truth = ", ".join(
-            f"{run} {values[metric]:.3f}"
-            for run, values in (summary.human_all_queries or {}).items()
-        )
-        lines += [
-            "",
-            f"## The grader's metrics corrected by {ppi.judged_queries} human-judged queries",
-            "",
-            f"The grader labels every query; {ppi.judged_queries} queries drawn at random also "
-            f"keep their human judgments ({ppi.estimator}). What the estimates estimate, "
-            f"{metric} under all of the human judgments (every judged passage in the ideal "
-            f"ranking): {truth}.",
-            "",
-            ppi_table(ppi).rstrip("\n"),
-        ]
-    lines += ["", "## Stage times (s)", ""]
-    lines += [f"- {name}: {text}" for name, text in stage_times(summary).items()]
-    return "\n".join(lines) + "\n"
 
 
 def main(args: Sequence[str] | None = None) -> None:

@@ -7,6 +7,13 @@ the labelers ranked by how they rank the zoo's systems (the labeler leaderboard)
 ranking under each labeler, the grader's held-out quality beside the baselines, and where it all
 came from (as much of it as the folder holds).
 
-Library: :func:`eval.report.build.build_report` (the page's data, plain Python) and
-:func:`eval.report.page.write_report` (the page).
+The folder is read once (:func:`eval.report.inputs.read_inputs`), and every rendering is made
+from what was read: the page's data (:func:`eval.report.build.report_data`, plain Python; with
+the read, :func:`eval.report.build.build_report`) and the page
+(:func:`eval.report.page.write_page`, :func:`eval.report.page.write_report`); a main job's
+report.md (:mod:`eval.report.markdown`) and the README's results block
+(:mod:`eval.report.readme`, ``relevance-grader readme``); the PPI++ table
+(:mod:`eval.report.ppi_markdown`), the leaderboard's Markdown
+(:mod:`eval.report.leaderboard_markdown`) and the study's tables and plots
+(:mod:`eval.report.study`).
 """

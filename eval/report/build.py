@@ -1,15 +1,23 @@
-"""The report's data, built from an evaluation folder in plain Python (no browser, no plotting):
-:func:`build_report` returns a :class:`~eval.report.model.Report` whose ``to_dict()`` the page
-embeds."""
+"""The report's data in plain Python (no browser, no plotting): :func:`report_data` makes a
+:class:`~eval.report.model.Report`, whose ``to_dict()`` the page embeds, from an evaluation folder
+as :func:`~eval.report.inputs.read_inputs` read it; :func:`build_report` reads the folder and
+makes it."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from eval.report.held_out import held_out, learned_queries_note, out_of_fold_agreement
-from eval.report.inputs import HumanLabels, Inputs, locate, read_human_pairs, read_inputs
+from eval.report.inputs import (
+    HumanLabels,
+    Inputs,
+    Recorded,
+    ZooInputs,
+    read_human_pairs,
+    read_inputs,
+)
 from eval.report.leaderboard import leaderboard_section, zoo_report
 from eval.report.model import (
     Cell,
@@ -252,9 +260,11 @@ def _notice(ppi: PpiRecord | None, labeler: str, withheld: bool = False) -> str:
 
 
 def build_headline(inputs: Inputs, notes: list[str] | None = None) -> Headline:
+    judged = inputs.metrics.ppi is not None
+    shown = withhold_small_samples(inputs.metrics.ppi, notes if notes is not None else [])
+    # The estimates shown, on a copy: the folder as read stays what it holds for other renderings.
+    inputs = replace(inputs, metrics=inputs.metrics.model_copy(update={"ppi": shown}))
     report, k = inputs.metrics, inputs.metrics.k
-    judged = report.ppi is not None
-    report.ppi = withhold_small_samples(report.ppi, notes if notes is not None else [])
     runs = list(report.mean)
     metrics = metric_names(report.mean, k)
     ppi = report.ppi
@@ -313,23 +323,34 @@ def _multiplicity(ppi: PpiRecord | None) -> str | None:
     )
 
 
+def with_options(inputs: Inputs, options: ReportOptions) -> Inputs:
+    """The folder as read, with the files the options name instead of those it recorded (each
+    found here once); a --human replaces both kinds of recorded judgments."""
+    files = inputs.files
+    if options.corpus:
+        files = replace(files, corpus=inputs.recorded(options.corpus))
+    if options.queries:
+        files = replace(files, queries=inputs.recorded(options.queries))
+    if options.human:
+        files = replace(files, human=inputs.recorded(options.human), human_pairs=Recorded())
+    return replace(inputs, files=files)
+
+
 def read_human(inputs: Inputs, options: ReportOptions, notes: list[str]) -> HumanLabels | None:
-    config = inputs.search_config
-    human = options.human or (config.human if config else None)
-    pairs = None if options.human else (config.human_pairs if config else None)
-    found = {
-        flag: inputs.resolve(path) for flag, path in (("human", human), ("human_pairs", pairs))
-    }
-    for flag, path in (("human", human), ("human_pairs", pairs)):
-        if path and found[flag] is None:
-            notes.append(f"The human judgments ({flag}: {path}) are not found here: give --human.")
-    if not found["human"] and not found["human_pairs"]:
+    recorded = {"human": inputs.files.human, "human_pairs": inputs.files.human_pairs}
+    for flag, file in recorded.items():
+        if file.given and file.found is None:
+            notes.append(
+                f"The human judgments ({flag}: {file.given}) are not found here: give --human."
+            )
+    human, pairs = recorded["human"].found, recorded["human_pairs"].found
+    if not human and not pairs:
         return None
     return HumanLabels(
-        source=", ".join(str(path) for path in found.values() if path),
-        qrels_path=found["human"],
-        qrels=human_qrels(str(found["human"]), _scale(inputs, options)) if found["human"] else {},
-        pairs=read_human_pairs(found["human_pairs"]) if found["human_pairs"] else {},
+        source=", ".join(str(file.found) for file in recorded.values() if file.found),
+        qrels_path=human,
+        qrels=human_qrels(str(human), _scale(inputs, options)) if human else {},
+        pairs=read_human_pairs(pairs) if pairs else {},
     )
 
 
@@ -374,26 +395,19 @@ def human_per_query(
     }
 
 
-def load_texts(
-    inputs: Inputs, options: ReportOptions, notes: list[str]
-) -> tuple[dict[str, Any], dict[str, str]]:
+def load_texts(inputs: Inputs, notes: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
     """The corpus and the queries eval.search read (or the options' own); empty with a note when
     they cannot be found."""
     from data.beir import read_texts
-    from eval.report.inputs import RecordedSearch
 
-    config = inputs.search_config or RecordedSearch()
-    corpus = options.corpus or config.corpus
-    queries = options.queries or config.queries
-    found = inputs.resolve(corpus)
-    if found is None:
+    corpus = inputs.files.corpus
+    if corpus.found is None:
         notes.append(
-            f"Document texts are not shown: the corpus ({corpus or 'not recorded'}) is not found "
-            "here; give --corpus."
+            f"Document texts are not shown: the corpus ({corpus.given or 'not recorded'}) is not "
+            "found here; give --corpus."
         )
         return {}, {}
-    query_path = inputs.resolve(queries) if queries else None
-    return read_texts(found, query_path)
+    return read_texts(corpus.found, inputs.files.queries.found)
 
 
 def _hit_rows(qid: str, hits: list[HitResult], human: HumanLabels | None) -> list[HitRow]:
@@ -434,7 +448,7 @@ def build_queries(
         notes.append("Per-query values are not shown: per_query.json is missing.")
         return [], {}, None
     k = inputs.metrics.k
-    corpus, queries = load_texts(inputs, options, notes)
+    corpus, queries = load_texts(inputs, notes)
     human = read_human(inputs, options, notes)
     under_people = human_per_query(per_query, human, k, notes, _scale(inputs, options))
     judged = human.judged_queries() if human else set()
@@ -507,11 +521,16 @@ def _held_out_warning(inputs: Inputs) -> str | None:
 
 def build_report(folder: str | Path, options: ReportOptions | None = None) -> Report:
     """Everything the page shows, from an eval.search output folder, a main-job run folder or a
-    relevance-grader zoo output folder."""
+    relevance-grader zoo output folder (read once)."""
+    return report_data(read_inputs(folder), options)
+
+
+def report_data(inputs: Inputs | ZooInputs, options: ReportOptions | None = None) -> Report:
+    """Everything the page shows, from a folder as read_inputs read it (left as it was read)."""
     options = options or ReportOptions()
-    if locate(Path(folder))[0] == "zoo":
-        return zoo_report(Path(folder))
-    inputs = read_inputs(folder)
+    if isinstance(inputs, ZooInputs):
+        return zoo_report(inputs)
+    inputs = with_options(inputs, options)
     notes: list[str] = []
     headline = build_headline(inputs, notes)
     queries, documents, human = build_queries(inputs, options, headline, notes)

@@ -111,7 +111,7 @@ def held_out(inputs: Inputs) -> HeldOut | None:
 
 def _human_grades(inputs: Inputs) -> dict[str, dict[str, int]]:
     """The job's human qrels as 0-3 grades (empty when they cannot be read as such)."""
-    path = inputs.resolve(inputs.job_config.qrels if inputs.job_config else None)
+    path = inputs.files.qrels.found
     if path is None:
         return {}
     try:

@@ -1,7 +1,11 @@
-"""Reading an evaluation folder for the report: an ``eval.search`` output folder, a main-job run
-folder or a ``relevance-grader zoo`` output folder. Only ``metrics.json`` is required (a zoo
-folder's ``leaderboard.json``); every other file adds its section when it exists, so a folder from
-an older version, or one a job is still writing, gives the page it can."""
+"""Reading an evaluation folder for the report, once: an ``eval.search`` output folder, a main-job
+run folder or a ``relevance-grader zoo`` output folder becomes one typed object (:class:`Inputs`,
+:class:`ZooInputs`) that every rendering reads: the page (eval.report.build, eval.report.page),
+the main job's report.md (eval.report.markdown) and the README's block (eval.report.readme). The
+files the evaluation names outside the folder (corpus, human judgments, the exported grader) are
+found here once too (:class:`RecordedFiles`). Only ``metrics.json`` is required (a zoo folder's
+``leaderboard.json``); every other file adds its section when it exists, so a folder from an older
+version, or one a job is still writing, gives the page it can."""
 
 from __future__ import annotations
 
@@ -52,9 +56,41 @@ def read_artifact(path: Path, kind: type[A]) -> A | None:
     return kind.read(path) if path.is_file() else None
 
 
+@dataclass(frozen=True)
+class Recorded:
+    """A file the evaluation names (``given``: as recorded, or as the report's option gives it) and
+    where it is here (``found``; None: not here)."""
+
+    given: str | None = None
+    found: Path | None = None
+
+
+@dataclass(frozen=True)
+class RecordedFiles:
+    """The files outside the folder that the evaluation read, found here when the folder is read:
+    the sections read these instead of each resolving its own path."""
+
+    corpus: Recorded = Recorded()
+    queries: Recorded = Recorded()
+    human: Recorded = Recorded()  # eval.search's --human qrels
+    human_pairs: Recorded = Recorded()  # its --human_pairs judgments
+    export: Recorded = Recorded()  # the exported grader of a grader:PATH labeler
+    qrels: Recorded = Recorded()  # the main job's --qrels: every human judgment
+
+
+@dataclass
+class ZooInputs:
+    """A ``relevance-grader zoo`` output folder: its leaderboard, and no evaluation of runs."""
+
+    root: Path
+    leaderboard: Leaderboard
+    leaderboard_source: str  # the file it was read from
+    kind: str = "zoo"
+
+
 @dataclass
 class Inputs:
-    """The files of one evaluation folder."""
+    """The files of one evaluation folder, read once."""
 
     kind: str  # "search" or "main job"
     root: Path
@@ -73,6 +109,11 @@ class Inputs:
     leaderboard: Leaderboard | None = None  # the main job's labeler leaderboard
     leaderboard_source: str = ""  # the file it was read from
     stage_commands: dict[str, str] = field(default_factory=dict)
+    files: RecordedFiles = field(default_factory=RecordedFiles)
+
+    def recorded(self, path: str | None) -> Recorded:
+        """``path`` and where it is here (:meth:`resolve`)."""
+        return Recorded(path, self.resolve(path))
 
     def resolve(self, path: str | None) -> Path | None:
         """A recorded path as it exists here: as given, else relative to the folder the command
@@ -187,9 +228,14 @@ def checked_metrics(path: Path) -> SearchMetrics:
     return SearchMetrics.read(path)
 
 
-def read_inputs(folder: str | Path) -> Inputs:
+def read_inputs(folder: str | Path) -> Inputs | ZooInputs:
+    """Every file of an evaluation folder that the report renders, read once (a zoo folder: its
+    leaderboard), and the files the evaluation names found here."""
     root = Path(folder)
     kind, search_dir = locate(root)
+    if kind == "zoo":
+        path = root / Leaderboard.FILE
+        return ZooInputs(root, Leaderboard.read(path), str(path))
     evaluated = read_artifact(search_dir / ProvenanceRecord.FILE, ProvenanceRecord)
     inputs = Inputs(
         kind=kind,
@@ -220,7 +266,34 @@ def read_inputs(folder: str | Path) -> Inputs:
     if recorded is None and kind == "main job":
         recorded = _stage_config(root, SEARCH_STAGE)
     inputs.search_config = _search_config(recorded)
+    inputs.files = _recorded_files(inputs)
     return inputs
+
+
+def _recorded_files(inputs: Inputs) -> RecordedFiles:
+    """The files the evaluation names, each found here once."""
+    config = inputs.search_config or RecordedSearch()
+    labeler = inputs.metrics.labeler or ""
+    export = labeler.removeprefix("grader:") if labeler.startswith("grader:") else None
+    return RecordedFiles(
+        corpus=inputs.recorded(config.corpus),
+        queries=inputs.recorded(config.queries),
+        human=inputs.recorded(config.human),
+        human_pairs=inputs.recorded(config.human_pairs),
+        export=inputs.recorded(export),
+        qrels=inputs.recorded(inputs.job_config.qrels if inputs.job_config else None),
+    )
+
+
+def job_summary(inputs: Inputs | ZooInputs) -> JobSummary:
+    """A main job's summary.json as read with the rest of its folder: what report.md and the
+    README's block render."""
+    summary = inputs.summary if isinstance(inputs, Inputs) else None
+    if summary is None:
+        raise FileNotFoundError(
+            f"{inputs.root / JobSummary.FILE}: no summary (run `relevance-grader pipeline` first)"
+        )
+    return summary
 
 
 @dataclass

@@ -1,12 +1,12 @@
 """The labeler leaderboard for the report: a ``relevance-grader zoo`` leaderboard.json (the main
 job's ``zoo/``, or a zoo output folder of its own) as the page's section, in the words of the
-Markdown leaderboard (eval.zoo.render) so both say the same."""
+Markdown leaderboard (eval.report.leaderboard_markdown) so both say the same."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from core.provenance import environment
+from eval.report.inputs import ZooInputs
+from eval.report.leaderboard_markdown import NO_INTERVAL, UNDEFINED, labelers_legend
 from eval.report.model import (
     DrawnTaus,
     LabelerRow,
@@ -18,7 +18,6 @@ from eval.report.model import (
     SelfPreferenceShown,
     ZooSystem,
 )
-from eval.zoo.render import NO_INTERVAL, UNDEFINED, labelers_legend
 from measure.zoo.record import (
     DrawnTausRecord,
     Estimate,
@@ -157,12 +156,11 @@ def leaderboard_section(board: Leaderboard, source: str) -> LeaderboardSection:
     )
 
 
-def zoo_report(folder: Path) -> Report:
+def zoo_report(inputs: ZooInputs) -> Report:
     """The page of a ``relevance-grader zoo`` output folder: the leaderboard and where it came
     from (there is no evaluation of runs, so no headline and no queries)."""
-    path = folder / Leaderboard.FILE
-    board = Leaderboard.read(path)
-    section = leaderboard_section(board, str(path))
+    folder, board = inputs.root, inputs.leaderboard
+    section = leaderboard_section(board, inputs.leaderboard_source)
     settings = {
         "collection": board.collection,
         "qrels": board.qrels,

@@ -173,7 +173,7 @@ class Ranking:
 class RankEstimate:
     """A statistic of the system ranking on all the queries and its 95% bootstrap interval over
     queries; ``note`` says why there is no value or no interval, in the words of the Markdown
-    leaderboard (eval.zoo.render)."""
+    leaderboard (eval.report.leaderboard_markdown)."""
 
     value: float | None
     low: float | None = None

@@ -334,7 +334,7 @@
   }
 
   // ---- the labeler leaderboard (relevance-grader zoo) --------------------------------------
-  // Two decimals, as the Markdown leaderboard (eval.zoo.render) prints them.
+  // Two decimals, as the Markdown leaderboard (eval.report.leaderboard_markdown) prints them.
   const two = (v, digits = 2) => (v === null || v === undefined ? "–" : Number(v).toFixed(digits));
 
   function estimateCell(e, key, digits = 2) {

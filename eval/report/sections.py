@@ -190,7 +190,7 @@ def _export(inputs: Inputs) -> ExportShown | None:
     labeler = inputs.metrics.labeler or ""
     if not labeler.startswith("grader:"):
         return None
-    folder = inputs.resolve(labeler.removeprefix("grader:"))
+    folder = inputs.files.export.found
     file = folder / GraderDescription.FILE if folder else None
     if file is None or not file.is_file():
         return {"path": labeler.removeprefix("grader:")}

@@ -10,7 +10,8 @@ search``).
   tests);
 - :mod:`eval.search.human`: people's judgments as the flags give them, the draw's design and the
   random-sample check (reading a sample is :mod:`judgments.samples`);
-- :mod:`eval.search.ppi_report`: the metrics corrected by those judgments (PPI++);
+- :mod:`eval.search.ppi_report`: the metrics corrected by those judgments (PPI++; their table is
+  :mod:`eval.report.ppi_markdown`'s);
 - :mod:`eval.search.command`: the command.
 
 The library's entry points are :func:`evaluate_query` (one query's ranked hits) and :func:`main`.

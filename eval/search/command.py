@@ -26,8 +26,9 @@ from core.errors import InputError
 from core.io import refuse_overlap
 from core.provenance import write_provenance
 from data.beir import read_named_runs, read_texts, write_trec_qrels
+from eval.report.ppi_markdown import ppi_heading, ppi_table
 from eval.search.human import read_human
-from eval.search.ppi_report import ppi_heading, ppi_table, report_ppi
+from eval.search.ppi_report import report_ppi
 from eval.search.settings import SEARCH_OUTPUTS, SearchEvalConfig, search_inputs
 from measure.labelers import QrelsLabeler, make_labeler
 from measure.metrics.labelling import label_runs

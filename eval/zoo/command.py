@@ -24,6 +24,7 @@ from core.cli import bounded, parse_config, run_main
 from core.errors import InputError
 from core.io import atomic_writer
 from data.beir import Collection, Qrels, graded_qrels, read_qrels
+from eval.report.leaderboard_markdown import leaderboard_markdown
 from eval.zoo.leaderboard import (
     LeaderboardSettings,
     ScoreMapping,
@@ -37,7 +38,6 @@ from eval.zoo.leaderboard import (
     reading_result,
     readings,
 )
-from eval.zoo.render import leaderboard_markdown
 from measure.labelers import Labeler, make_labeler
 from measure.zoo.build import ZooBuilder
 from measure.zoo.definition import (

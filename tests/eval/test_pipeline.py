@@ -158,7 +158,7 @@ def test_main_job_end_to_end_reduced(
     assert "corrected by 10 human-judged queries" in report
     # The README's results block comes from this summary, between its markers, and the check
     # finds a README that says something else.
-    from eval.jobs.readme import END, START, differences, replace_between_markers, results_table
+    from eval.report.readme import END, START, differences, replace_between_markers, results_table
     from measure.classification.summaries import JobSummary
 
     table = results_table(JobSummary.read(run / JobSummary.FILE))

@@ -107,6 +107,7 @@ def test_a_stage_a_re_run_skips_keeps_the_time_it_took(tmp_path: Path, monkeypat
     """A re-run that skips every stage once wrote each at 0.0 s and a total of seconds: the
     stamp keeps what the stage took, and the reports say it was done earlier."""
     from eval.jobs import pipeline as pipeline_module
+    from eval.report.markdown import report_markdown
     from measure.classification.summaries import JobSummary
     from tests.eval.report_inputs import make_main_job_folder, make_search_folders
 
@@ -138,6 +139,6 @@ def test_a_stage_a_re_run_skips_keeps_the_time_it_took(tmp_path: Path, monkeypat
     # The report of such a re-run (a main job folder whose summary says so).
     adi = REPO / "data" / "collections" / "adi"
     folder = make_main_job_folder(make_search_folders(adi, tmp_path)["human"], adi, tmp_path)
-    report = pipeline_module.report_markdown(JobSummary.read(folder / JobSummary.FILE))
+    report = report_markdown(JobSummary.read(folder / JobSummary.FILE))
     assert "total 12.5 s in this run, 1 of 2 stages done earlier (40.0 s when they ran)" in report
     assert "- retrieval runs: skipped (done earlier, 40.0 s)\n- metric pipeline: 3.0\n" in report

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from core.errors import InputError
-from eval.search.ppi_report import ppi_estimates, ppi_table
+from eval.report.ppi_markdown import ppi_table
+from eval.search.ppi_report import ppi_estimates
 from eval.search.settings import SearchEvalConfig
 from measure.metrics.ppi_record import PpiRecord
 from measure.metrics.results import SearchMetrics

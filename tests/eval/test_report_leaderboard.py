@@ -13,8 +13,8 @@ from core.errors import InputError
 from eval.report.__main__ import main as report_main
 from eval.report.build import build_report
 from eval.report.leaderboard import leaderboard_section
+from eval.report.leaderboard_markdown import NO_INTERVAL, UNDEFINED, labelers_legend
 from eval.report.page import write_report
-from eval.zoo.render import NO_INTERVAL, UNDEFINED, labelers_legend
 from measure.classification.summaries import JobSummary
 from measure.zoo.record import Leaderboard
 from tests.browser import console_errors, network_requests

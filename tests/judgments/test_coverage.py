@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import judgments.coverage as coverage
-from eval.search.ppi_report import ppi_table
+from eval.report.ppi_markdown import ppi_table
 from judgments.ppi import estimate_metric
 from measure.metrics.ppi_record import PpiRecord
 

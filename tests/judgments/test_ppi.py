@@ -126,7 +126,7 @@ def test_what_the_labeler_is_worth_never_exceeds_the_queries_there_are():
     """A labeler that nearly matches people on 43 queries, 20 of them judged: by the 1/sqrt(n)
     law its PPI++ interval is worth far more than 43 judged queries, which there are not. It is
     capped at the population, and the table says it is."""
-    from eval.search.ppi_report import worth_text
+    from eval.report.ppi_markdown import worth_text
 
     rng = np.random.default_rng(0)
     human = {f"q{i}": float(v) for i, v in enumerate(rng.random(43))}

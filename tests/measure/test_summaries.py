@@ -183,9 +183,9 @@ def test_a_table_a_later_job_adds_to_summary_json_is_kept(tmp_path: Path):
 
 
 def test_the_readme_block_and_report_md_read_the_typed_summary():
-    from eval.jobs.pipeline import report_markdown
-    from eval.jobs.readme import results_table
-    from eval.jobs.study import study_markdown
+    from eval.report.markdown import report_markdown
+    from eval.report.readme import results_table
+    from eval.report.study import study_markdown
 
     typed = summary()
     block = results_table(typed)

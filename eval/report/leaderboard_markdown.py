@@ -1,5 +1,6 @@
 """The leaderboard as Markdown: the labelers' table, people alone, the systems, and a legend of
-every column where it is printed."""
+every column where it is printed (``relevance-grader zoo``'s leaderboard.md, the main job's
+report.md, and in short the README's block)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from core.io import markdown_table
 from measure.zoo.record import DrawnTausRecord, Estimate, Leaderboard, ReadingResult
 
 # What an estimate without a value, or without an interval, says in its cell (the Markdown
-# leaderboard and the report page, eval.report, say the same).
+# leaderboard and the report page, eval.report.leaderboard, say the same).
 UNDEFINED = "undefined (ties every system)"
 NO_INTERVAL = "no interval: none estimable over the resamples"
 
@@ -130,7 +131,7 @@ def people_only_text(board: Leaderboard) -> str:
 
 def labelers_legend(board: Leaderboard) -> str:
     """The labelers' table's columns in words, as the Markdown leaderboard prints them under it
-    (the report page, eval.report, prints the same words under its table)."""
+    (the report page, eval.report.leaderboard, prints the same words under its table)."""
     return (
         "Columns: τ is Kendall's τ-b between the systems' order by mean NDCG@k under the labeler "
         "and under the human judgments (as trec_eval computes them); τ_AP weighs swaps near the "

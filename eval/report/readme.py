@@ -22,7 +22,8 @@ from pathlib import Path
 from core.cli import bounded, parse_config, run_main
 from core.errors import InputError
 from core.io import atomic_writer
-from eval.zoo.render import compact_markdown
+from eval.report.inputs import job_summary, read_inputs
+from eval.report.leaderboard_markdown import compact_markdown
 from measure.classification.crossval import pooled_table
 from measure.classification.summaries import JobSummary
 
@@ -110,9 +111,9 @@ def replace_between_markers(text: str, block: str) -> str:
 def main(args: Sequence[str] | None = None) -> None:
     (config,) = parse_config([ReadmeConfig], args)
     path = Path(config.run_dir) / JobSummary.FILE
-    if not path.is_file():
+    if not path.is_file():  # before reading the folder: a folder without a run says only this
         raise FileNotFoundError(f"{path}: no summary (run `relevance-grader pipeline` first)")
-    block = results_table(JobSummary.read(path))
+    block = results_table(job_summary(read_inputs(config.run_dir)))
     if config.check:
         written = block_of(Path(config.check).read_text(encoding="utf-8"))
         found = differences(written, block, config.tolerance)
