@@ -83,6 +83,7 @@ class FakeOpenAI:
         self.hold_after: int | None = None
         self.release = threading.Event()
         self.answered = 0  # chat replies sent
+        self.admitted = 0  # chat requests let through (answered or being answered)
         self.held = 0  # chat requests waiting for ``release``
         # response_format types refused, with the status (llama.cpp's server: json_schema, 500)
         self.refused_formats: dict[str, int] = {}
@@ -140,10 +141,14 @@ class FakeOpenAI:
 
     def hold_if_due(self) -> None:
         """Wait for ``release`` once ``hold_after`` requests have been let through."""
+        # Counted as let through here, not when answered: a request in flight while another
+        # arrives must not let both pass the last place.
         with self.lock:
-            due = self.hold_after is not None and self.answered + self.held >= self.hold_after
+            due = self.hold_after is not None and self.admitted >= self.hold_after
             if due:
                 self.held += 1
+            else:
+                self.admitted += 1
         if due:
             self.release.wait()
 

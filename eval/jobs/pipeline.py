@@ -743,7 +743,9 @@ class Pipeline:
                 c.zoo,
                 c.collection,
                 c.qrels,
-                str(self.path("cv")),
+                # The cross-fitted grader is each fold's grader row: a judge row evaluated
+                # again leaves the leaderboard as it was.
+                *(str(self.path("cv", f"fold-{k}", "grader")) for k in range(c.folds)),
                 *(str(path) for path in calibrations.values()),
             ],
         )

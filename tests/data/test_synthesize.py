@@ -434,7 +434,7 @@ def test_ctrl_c_keeps_every_reply_that_arrived_and_the_resumed_run_asks_only_the
         ):
             time.sleep(0.02)
         process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=60)
+        _, stderr = process.communicate(timeout=300)  # a crowded machine winds down slowly
         server.hold_after = None
         server.release.set()
         assert process.returncode == 130, stderr
