@@ -32,8 +32,7 @@ from tqdm.auto import tqdm
 from core.errors import InputError
 
 if TYPE_CHECKING:
-    from models.families.base import PairBatch
-    from models.grader import Grader
+    from models.families.base import LoadedGrader, PairBatch
 
 # Token widths are multiples of this: at most max_length / BUCKET shapes to compile.
 BUCKET = 64
@@ -99,7 +98,7 @@ def bucket_batches(
     return batches
 
 
-def compiled_classifier_probabilities(grader: Grader, batch: PairBatch) -> np.ndarray:
+def compiled_classifier_probabilities(grader: LoadedGrader, batch: PairBatch) -> np.ndarray:
     """A classifier grader's class probabilities on the compiled fast path (``compile=True``)."""
     if grader.prefix_cache:
         raise InputError(

@@ -14,6 +14,10 @@ import tempfile
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# pytest-xdist runs one test process per core (pyproject's addopts): each computes on one thread,
+# as do the processes its tests start, so that the processes do not fight over the cores.
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 # Exact comparisons need float32; CI machines may or may not have bf16 instructions (bf16 is tested explicitly).
 os.environ.setdefault("RELEVANCE_GRADER_CPU_DTYPE", "float32")
 

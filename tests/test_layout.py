@@ -301,64 +301,81 @@ def command_names() -> list[str]:
     return list(COMMANDS)
 
 
-def test_every_command_imports_its_main():
-    """The fast tier's side of the --help check (slow: one process each): every command of the
-    table, and every benchmark, imports and has the main it runs."""
-    import importlib
-
-    from core.commands import COMMANDS
-
-    assert {"label", "search", "history gate", "annotate", "annotate agreement"} <= set(COMMANDS)
-    for name, command in COMMANDS.items():
-        assert callable(command.main()), name
-    for module in benchmark_modules():
-        imported = importlib.import_module(module)
-        if not hasattr(imported, "main"):  # a package run as ``python -m benchmarks.downstream``
-            imported = importlib.import_module(f"{module}.__main__")
-        assert callable(imported.main), module
-
-
 def is_benchmark(target: str) -> bool:
     """A benchmark module (``benchmarks.grading``) or the benchmarks' runner (``benchmarks``)."""
     return target.split(".")[0] == "benchmarks"
 
 
-def help_argv(target: str) -> list[str]:
-    """How ``target``'s help is asked for: a benchmark module with ``python -m``, a command
-    (``history gate``) through the console script (``python -m core.commands`` from a checkout)."""
-    if is_benchmark(target):
-        return [sys.executable, "-m", target, "--help"]
-    return [sys.executable, "-m", "core.commands", *target.split(), "--help"]
+def benchmark_main(target: str):
+    """The ``main`` that ``python -m target`` runs (a package's is in its ``__main__``)."""
+    import importlib
+
+    module = importlib.import_module(target)
+    if not hasattr(module, "main"):
+        module = importlib.import_module(f"{target}.__main__")
+    return module.main
 
 
 @functools.cache
-def help_texts() -> dict[str, subprocess.CompletedProcess]:
-    """The ``--help`` of every command and benchmark, run on every core at once (each one is
-    mostly importing torch and transformers, so one after another they cost minutes)."""
-    from concurrent.futures import ThreadPoolExecutor
+def help_text(target: str) -> str:
+    """What ``relevance-grader TARGET --help`` (a benchmark: ``python -m TARGET --help``) prints,
+    asked in this process: one import of torch for all of them instead of one per command (the
+    console script itself is run as a process in test_the_console_script_runs_as_a_process).
+    The exit code must be 0."""
+    import contextlib
+    import io
 
-    def run(target: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            help_argv(target), cwd=REPO, capture_output=True, text=True, timeout=300
-        )
+    from core.commands import PROGRAM
+    from core.commands import main as console
 
-    targets = [*command_names(), *benchmark_modules()]
-    with ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as pool:
-        return dict(zip(targets, pool.map(run, targets), strict=True))
+    printed = io.StringIO()
+    argv, columns = sys.argv, os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal; the check reads whole lines
+    try:
+        with contextlib.redirect_stdout(printed), pytest.raises(SystemExit) as exit_info:
+            if is_benchmark(target):
+                sys.argv = [f"python -m {target}", "--help"]
+                benchmark_main(target)()
+            else:
+                sys.argv = [PROGRAM]
+                console([*target.split(), "--help"])
+    finally:
+        sys.argv = argv
+        if columns is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = columns
+    assert exit_info.value.code in (0, None), f"{target} --help exited {exit_info.value.code}"
+    return printed.getvalue()
 
 
-def help_text(target: str) -> subprocess.CompletedProcess:
-    return help_texts()[target]
+@pytest.mark.parametrize("target", [*command_names(), *benchmark_modules()])
+def test_every_command_prints_help(target: str):
+    """Every command of the table, and every benchmark, imports, has its main and answers
+    --help with a usage line that names it as typed."""
+    text = help_text(target)
+    assert "usage:" in text
+    if not is_benchmark(target):
+        assert f"usage: relevance-grader {target}" in text
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("target", [*command_names(), *benchmark_modules()])
-def test_every_command_prints_help(target: str):
-    result = help_text(target)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "usage:" in result.stdout
-    if not is_benchmark(target):  # the usage line names the command as typed
-        assert f"usage: relevance-grader {target}" in result.stdout
+def test_the_console_script_runs_as_a_process():
+    """The console script from a fresh interpreter: a command's help and a group's (the rest
+    are asked in this process by help_text)."""
+    for args, expected in (
+        (["label", "--help"], "usage: relevance-grader label"),
+        (["history", "gate", "--help"], "usage: relevance-grader history gate"),
+    ):
+        result = subprocess.run(
+            [sys.executable, "-m", "core.commands", *args],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert expected in result.stdout
 
 
 # The guides, the results record (docs/results/) and the benchmark records (docs/benchmarks/,
@@ -567,12 +584,11 @@ def test_documented_links_lead_somewhere(document: str):
     assert problems == []
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("document", DOCUMENTS)
 def test_documented_commands_use_only_their_flags(document: str):
     """Every flag a documented command gives is one its --help lists as an option."""
     text = (REPO / document).read_text(encoding="utf-8")
-    problems, _ = documented_problems(text, lambda target: help_text(target).stdout)
+    problems, _ = documented_problems(text, help_text)
     assert problems == []
 
 
@@ -610,7 +626,6 @@ def test_the_documented_command_check_catches_every_other_name():
     ]
 
 
-@pytest.mark.slow
 def test_the_documented_command_check_catches_what_the_parser_would_refuse():
     """The check itself: a made-up flag, a flag only the help's prose mentions, an abbreviation
     argparse would expand, in a fenced block (indented, with a prompt, after ``&&``) or inline,
@@ -618,9 +633,7 @@ def test_the_documented_command_check_catches_what_the_parser_would_refuse():
 
     def help_of(target: str) -> str:
         assert target in ("search", "ppi", "history gate", "rerank", "benchmarks.grading")
-        return subprocess.run(
-            help_argv(target), cwd=REPO, capture_output=True, text=True, timeout=300
-        ).stdout
+        return help_text(target)
 
     problems, _ = documented_problems(CHECKED, help_of)
     assert problems[:4] == [

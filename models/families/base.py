@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -22,13 +22,27 @@ if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from models.grader import Grader
     from models.grader_config import GraderDescription
     from models.input_format import GraderInputFormat
 
 
 # (query, document) texts.
 Pairs = Sequence[tuple[str, str]]
+
+
+class LoadedGrader(Protocol):
+    """What a family's scoring reads of a loaded grader (``models.grader.Grader`` is one): the
+    families are below the grader, so they name this, not the class that imports them."""
+
+    model: PreTrainedModel
+    tokenizer: PreTrainedTokenizerBase
+    input_format: GraderInputFormat
+    info: GraderDescription
+    batch_size: int
+    max_batch_tokens: int
+    prefix_cache: bool
+    shares_states: bool
+    compile: bool
 
 
 @dataclass(frozen=True)
@@ -111,7 +125,7 @@ class ScoringFamily:
             use_chat_template=use_chat_template(prompt_format, model),
         )
 
-    def class_probabilities(self, grader: Grader, batch: PairBatch) -> np.ndarray:
+    def class_probabilities(self, grader: LoadedGrader, batch: PairBatch) -> np.ndarray:
         """Uncalibrated class probabilities (n, classes) of token ids built by the grader."""
         raise NotImplementedError
 

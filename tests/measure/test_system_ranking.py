@@ -12,6 +12,8 @@ from measure.metrics.system_ranking import (
     kendall_tau,
     largest_rank_error,
     lift,
+    ranks,
+    spearman_rho,
     tau_ap,
     top_overlap,
 )
@@ -39,6 +41,27 @@ def test_tau_ap_matches_the_published_example_and_the_definition():
     for _ in range(20):
         reference, estimate = rng.random(9), rng.random(9)
         assert tau_ap(reference, estimate) == pytest.approx(yilmaz(reference, estimate))
+
+
+def test_tau_rho_and_ranks_are_scipys_with_and_without_ties():
+    """Written out for speed (the bootstrap asks each a thousand times per interval), they are
+    scipy's τ-b, Spearman's ρ and average ranks, ties in either ranking included."""
+    from scipy import stats
+
+    rng = np.random.default_rng(11)
+    for trial in range(300):
+        n = int(rng.integers(2, 30))
+        reference = rng.integers(0, 4, n).astype(float) if trial % 2 else rng.random(n)
+        estimate = rng.integers(0, 4, n).astype(float) if trial % 3 else rng.random(n)
+        np.testing.assert_array_equal(ranks(estimate), stats.rankdata(-estimate))
+        if np.ptp(reference) == 0 or np.ptp(estimate) == 0:
+            assert kendall_tau(reference, estimate) is None
+            assert spearman_rho(reference, estimate) is None
+            continue
+        tau = stats.kendalltau(reference, estimate).statistic
+        rho = stats.spearmanr(reference, estimate).statistic
+        assert kendall_tau(reference, estimate) == pytest.approx(tau, abs=1e-12)
+        assert spearman_rho(reference, estimate) == pytest.approx(rho, abs=1e-12)
 
 
 def test_tau_ap_is_one_for_the_same_order_and_minus_one_reversed_and_weighs_the_top():

@@ -7,16 +7,11 @@ causal LM (``Grader.from_pretrained(name, zero_shot=True)``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import torch
 
-from models.families.base import PairBatch, Pairs, PlainExport, ScoringFamily
+from models.families.base import LoadedGrader, PairBatch, Pairs, PlainExport, ScoringFamily
 from models.families.plain import softmax_snippet, truncated_inputs
-
-if TYPE_CHECKING:
-    from models.grader import Grader
 
 
 class AnswerTokenFamily(ScoringFamily):
@@ -24,7 +19,7 @@ class AnswerTokenFamily(ScoringFamily):
     task = "causal-lm"
     summary = "the answer token's probability (P(yes))"
 
-    def class_probabilities(self, grader: Grader, batch: PairBatch) -> np.ndarray:
+    def class_probabilities(self, grader: LoadedGrader, batch: PairBatch) -> np.ndarray:
         from models.scoring import answer_token_probabilities
 
         probabilities, _ = answer_token_probabilities(

@@ -14,13 +14,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from models.families.base import PairBatch, Pairs, PlainExport, ScoringFamily
+from models.families.base import LoadedGrader, PairBatch, Pairs, PlainExport, ScoringFamily
 from models.families.plain import softmax_snippet, truncated_inputs
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from models.grader import Grader
     from models.grader_config import GraderDescription
     from models.input_format import GraderInputFormat
 
@@ -52,7 +51,7 @@ class ClassifierFamily(ScoringFamily):
             return query_likelihood_format(max_length)
         return super().input_format(tokenizer, max_length, prompt_format, model)
 
-    def class_probabilities(self, grader: Grader, batch: PairBatch) -> np.ndarray:
+    def class_probabilities(self, grader: LoadedGrader, batch: PairBatch) -> np.ndarray:
         from models.scoring import classifier_probabilities, shared_prefix_classifier_probabilities
 
         if grader.compile:  # the opt-in fast path (models.speed)

@@ -17,12 +17,11 @@ import numpy as np
 import torch
 
 from core.errors import InputError
-from models.families.base import PairBatch, Pairs, PlainExport, ScoringFamily
+from models.families.base import LoadedGrader, PairBatch, Pairs, PlainExport, ScoringFamily
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
-    from models.grader import Grader
     from models.grader_config import GraderDescription
     from models.input_format import GraderInputFormat
 
@@ -76,7 +75,7 @@ class CrossEncoderFamily(ScoringFamily):
             )
         return GraderInputFormat.sentence_pair(tokenizer, max_length)
 
-    def class_probabilities(self, grader: Grader, batch: PairBatch) -> np.ndarray:
+    def class_probabilities(self, grader: LoadedGrader, batch: PairBatch) -> np.ndarray:
         from models.scoring import classifier_probabilities
 
         # Bidirectional attention: a query's shared leading tokens depend on its document, so

@@ -16,13 +16,12 @@ import numpy as np
 import torch
 
 from core.errors import InputError
-from models.families.base import PairBatch, Pairs, PlainExport, ScoringFamily
+from models.families.base import LoadedGrader, PairBatch, Pairs, PlainExport, ScoringFamily
 from models.families.plain import fill_template
 
 if TYPE_CHECKING:
     from transformers import PreTrainedTokenizerBase
 
-    from models.grader import Grader
     from models.grader_config import GraderDescription
     from models.input_format import GraderInputFormat
 
@@ -114,7 +113,7 @@ class QueryLikelihoodFamily(ScoringFamily):
             "of the model was trained, so its ranking within a query is the base model's."
         )
 
-    def class_probabilities(self, grader: Grader, batch: PairBatch) -> np.ndarray:
+    def class_probabilities(self, grader: LoadedGrader, batch: PairBatch) -> np.ndarray:
         from models.families.query_likelihood.scoring import pmi_probabilities, pmi_scores
         from models.state_cache import StateCache, default_state_cache
 
