@@ -1,8 +1,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -10,8 +8,7 @@ from pydantic import ValidationError
 
 from core.io import JsonlAppender, RecordError, read_records, write_jsonl
 from core.records import Judgment, Pair, label_from_grade
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.commands import run_command
 
 PAIR = {"qid": "q1", "query": "what is a cat", "doc_id": "d1", "text": "A cat is a small mammal."}
 
@@ -122,21 +119,11 @@ def test_validate_cli_exits_non_zero_with_file_line_field(tmp_path: Path):
     path = write_lines(
         tmp_path / "bad.jsonl", [json.dumps({**PAIR, "grade": 1}), json.dumps({**PAIR, "grade": 7})]
     )
-    result = subprocess.run(
-        [sys.executable, "-m", "data.validate", "--files", str(path), "--record", "judgment"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
+    result = run_command(["validate", "--files", str(path), "--record", "judgment"])
     assert result.returncode == 2
     assert f"{path}:2: grade: Input should be less than or equal to 3" in result.stderr
     good = write_lines(tmp_path / "good.jsonl", [json.dumps({**PAIR, "grade": 1})])
-    result = subprocess.run(
-        [sys.executable, "-m", "data.validate", "--files", str(good)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
+    result = run_command(["validate", "--files", str(good)])
     assert result.returncode == 0, result.stderr
     assert "1 valid judgment record(s)" in result.stdout
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -27,8 +25,8 @@ from data.beir import ranked, read_corpus, read_trec_run
 from data.engine.client import EngineError
 from data.engine.command import main, partial_path
 from data.engine.config import PRESET_FILES, PRESETS_DIR, load_engine
+from tests.commands import run_command
 
-REPO = Path(__file__).resolve().parents[2]
 CORPUS = {
     "d1": "apples are red fruit",
     "d2": "bananas are yellow fruit",
@@ -544,20 +542,18 @@ def test_the_console_command_writes_a_run_and_refuses_a_bad_path_in_one_line(
 ):
     _, url = serve("vespa")
     good = engine_yaml(tmp_path, preset="vespa", url=url + "/search/")
-    command = [sys.executable, "-m", "core.commands", "run", "--queries", str(queries), "--k", "3"]
+    command = ["run", "--queries", str(queries), "--k", "3"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    done = subprocess.run(
-        [*command, "--engine", str(good), "--out", str(tmp_path / "v.trec")],
-        cwd=REPO, capture_output=True, text=True, timeout=300, env=env,
-    )  # fmt: skip
+    done = run_command(
+        [*command, "--engine", str(good), "--out", str(tmp_path / "v.trec")], env=env
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert set(read_trec_run(tmp_path / "v.trec")) == set(QUERIES)
     bad = tmp_path / "bad.yaml"
     bad.write_text(f"preset: vespa\nurl: {url}/search/\nhits: root.kids\n")
-    refused = subprocess.run(
-        [*command, "--engine", str(bad), "--out", str(tmp_path / "b.trec")],
-        cwd=REPO, capture_output=True, text=True, timeout=300, env=env,
-    )  # fmt: skip
+    refused = run_command(
+        [*command, "--engine", str(bad), "--out", str(tmp_path / "b.trec")], env=env
+    )
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines() == [
         f"error: {bad}: path 'root.kids' matches nothing in the response to query q1 "

@@ -1,15 +1,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from data.judge_agreement import AgreementConfig, run_agreement
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.commands import run_command
 
 
 def test_agreement_against_qrels_known_confusion(tmp_path: Path):
@@ -45,10 +42,5 @@ def test_agreement_cli_needs_a_reference(tmp_path: Path):
     judgments.write_text(
         json.dumps({"qid": "q", "query": "x", "doc_id": "d", "text": "t", "label": 1}) + "\n"
     )
-    result = subprocess.run(
-        [sys.executable, "-m", "data.judge_agreement", "--judgments", str(judgments)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
+    result = run_command(["judge-agreement", "--judgments", str(judgments)])
     assert result.returncode == 2 and "--qrels" in result.stderr

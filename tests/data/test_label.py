@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from data.judges.prompts import (
 )
 from data.label import LabelConfig, label
 from support.fake_openai import FakeOpenAI
+from tests.commands import run_command
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -518,22 +518,7 @@ def test_cli_reports_bad_pairs_with_file_and_line(tmp_path: Path):
     pairs.write_text(
         '{"qid": "1", "query": "q", "doc_id": "d", "text": "t"}\n{"qid": "1", "doc_id": "e", "text": "t"}\n'
     )
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "data.label",
-            "--pairs",
-            str(pairs),
-            "--backend",
-            "qrels",
-            "--qrels",
-            "x.tsv",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
+    result = run_command(["label", "--pairs", str(pairs), "--backend", "qrels", "--qrels", "x.tsv"])
     assert result.returncode == 2
     assert f"{pairs}:2: query: Field required" in result.stderr
 

@@ -4,7 +4,6 @@ labeler's and people's labels, and says plainly when there is no interval."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,9 +14,8 @@ from data.beir import graded_qrels, read_qrels
 from eval.report.build import ReportOptions, build_report
 from eval.report.page import render, write_report
 from measure.metrics.results import PerQueryResults
+from tests.commands import run_command
 from tests.eval.report_inputs import JUDGED, K, make_main_job_folder, make_search_folders
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -425,31 +423,10 @@ def test_an_output_that_would_replace_an_input_is_refused(folders):
 @pytest.mark.slow
 def test_the_command_writes_the_page_and_names_a_bad_folder(folders, tmp_path: Path):
     out = tmp_path / "page.html"
-    result = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "core.commands",
-            "report",
-            "--input",
-            str(folders["no_human"]),
-            "--out",
-            str(out),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    result = run_command(["report", "--input", str(folders["no_human"]), "--out", str(out)])
     assert result.returncode == 0, result.stderr[-2000:]
     assert out.stat().st_size < 2_000_000 and "no interval" in out.read_text()
-    bad = subprocess.run(
-        [sys.executable, "-m", "core.commands", "report", "--input", str(tmp_path)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    bad = run_command(["report", "--input", str(tmp_path)])
     assert bad.returncode == 2
     assert "holds neither a relevance-grader search output" in bad.stderr
 

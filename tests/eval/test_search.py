@@ -3,7 +3,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import subprocess
 import sys
 from pathlib import Path
 
@@ -14,9 +13,8 @@ from data.beir import graded_qrels, read_qrels, read_trec_run, write_trec_run
 from measure.labelers import Hit
 from measure.metrics.results import PerQueryResults
 from measure.metrics.retrieval import evaluate_query, ranx_metrics
+from tests.commands import run_command
 from tests.doubles import DictLabeler
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_hand_worked_example():
@@ -139,11 +137,8 @@ def test_bulk_run_compare_and_inferred_qrels(adi_dir: Path, tmp_path: Path):
     }  # the same documents, reversed
     write_trec_run(tmp_path / "worse.trec", worse)
     qrels = adi_dir / "qrels.tsv"
-    result = subprocess.run(
+    result = run_command(
         [
-            sys.executable,
-            "-m",
-            "core.commands",
             "search",
             "--run",
             str(tmp_path / "c" / "bm25.trec"),
@@ -160,10 +155,7 @@ def test_bulk_run_compare_and_inferred_qrels(adi_dir: Path, tmp_path: Path):
             # R from the qrels: the summary's MAP and the significance test's must be one MAP.
             "--num_relevant_from",
             str(qrels),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+        ]
     )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads((tmp_path / "s" / "metrics.json").read_text())
@@ -430,34 +422,14 @@ def test_out_at_a_jobs_stage_folder_is_refused(adi_dir: Path, tmp_path: Path):
         *("--labeler", f"qrels:{adi_dir / 'qrels.tsv'}", "--k", "5", "--report", "false"),
     ]
     env = {k: v for k, v in os.environ.items() if k != STAGE_ENV}
-    refused = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "core.commands",
-            "search",
-            *args,
-            "--out",
-            str(job / "." / "search"),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env=env,
-    )
+    refused = run_command(["search", *args, "--out", str(job / "." / "search")], env=env)
     assert refused.returncode == 2, refused.stderr[-2000:]
     lines = refused.stderr.strip().splitlines()
     assert lines[-1].startswith("error: --out") and "'metric-pipeline' stage" in lines[-1]
     assert str(job) in lines[-1]
     assert (stage / "metrics.json").read_text() == '{"from": "the job"}'
     # The job's own run of the stage, and any other folder, are written as before.
-    ran = subprocess.run(
-        [sys.executable, "-m", "core.commands", "search", *args, "--out", str(stage)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env={**env, STAGE_ENV: "1"},
-    )
+    ran = run_command(["search", *args, "--out", str(stage)], env={**env, STAGE_ENV: "1"})
     assert ran.returncode == 0, ran.stderr[-2000:]
     assert "mean" in json.loads((stage / "metrics.json").read_text())
     from core.job_stages import stage_writing
@@ -474,14 +446,13 @@ def test_a_draw_file_that_is_not_there_is_one_error_naming_the_flag(adi_dir: Pat
 
     _adi_run(adi_dir, tmp_path / "run.trec", 5)
     missing = tmp_path / "draws" / "strata.json"
-    result = subprocess.run(
+    result = run_command(
         [
-            sys.executable, "-m", "core.commands", "search", "--run", str(tmp_path / "run.trec"),
+            "search", "--run", str(tmp_path / "run.trec"),
             "--corpus", str(adi_dir), "--labeler", f"qrels:{adi_dir / 'qrels.tsv'}",
             "--human", str(adi_dir / "qrels.tsv"), "--draw", str(missing),
             "--out", str(tmp_path / "s"), "--k", "5",
-        ],
-        cwd=REPO, capture_output=True, text=True,
+        ]
     )  # fmt: skip
     assert result.returncode == 2, result.stderr[-2000:]
     last = result.stderr.strip().splitlines()[-1]

@@ -5,8 +5,6 @@ follows the data, and the monitor raises an alarm on a real drop but not on nois
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,9 +15,8 @@ from eval.history.compare import CompareConfig, compare_evaluations, comparison_
 from eval.history.gate import GateConfig, decide
 from eval.history.monitor import MonitorConfig, run_checks
 from eval.history.store import open_store
+from tests.commands import run_command
 from tests.history.records import record, values
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def test_a_comparison_is_the_mean_paired_difference_with_an_interval_around_it(store):
@@ -139,31 +136,22 @@ def test_the_monitor_raises_an_alarm_on_a_drop_and_not_on_fresh_noise(store):
     assert checks[-1].decision is not None and not checks[-1].decision.passed
 
 
-@pytest.mark.slow
 def test_the_gate_command_exits_1_with_one_line_and_0_when_unchanged(tmp_path: Path):
     path = tmp_path / "history.sqlite"
     store = open_store(str(path))
     record(store, "v1", values(1), 1)
     record(store, "v2", values(1, shift=0.2), 2)
     store.close()
-    command = [sys.executable, "-m", "core.commands", "history", "gate", "--store", str(path)]
-    command += ["--system", "dense", "--margin", "0.02"]
-    failed = subprocess.run(
-        [*command, "--candidate", "v2"], capture_output=True, text=True, cwd=REPO
-    )
+    command = ["history", "gate", "--store", str(path), "--system", "dense", "--margin", "0.02"]
+    failed = run_command([*command, "--candidate", "v2"])
     assert failed.returncode == 1 and failed.stdout.startswith("FAIL"), failed.stderr
     assert len(failed.stdout.strip().splitlines()) == 1
-    nowhere = subprocess.run(
-        [*command[:6], str(tmp_path / "none.sqlite"), *command[7:], "--candidate", "v2"],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
+    nowhere = run_command(
+        [*command[:3], str(tmp_path / "none.sqlite"), *command[4:], "--candidate", "v2"]
     )
     assert nowhere.returncode == 2 and "no such file" in nowhere.stderr
     assert not (tmp_path / "none.sqlite").exists()  # a reader creates no empty store
-    missing = subprocess.run(
-        [*command, "--candidate", "v9"], capture_output=True, text=True, cwd=REPO
-    )
+    missing = run_command([*command, "--candidate", "v9"])
     assert missing.returncode == 2 and "no evaluation dense@v9" in missing.stderr
 
 

@@ -8,7 +8,6 @@ import hashlib
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +19,7 @@ from eval.history import listing, record_command, show
 from eval.history.store import open_store
 from measure.metrics.results import PerQueryResults
 from support.postgres import free_port
+from tests.commands import run_command
 from tests.postgres import postgres_server, postgres_url  # noqa: F401 - fixtures
 
 REPO = Path(__file__).resolve().parents[2]
@@ -210,14 +210,12 @@ def test_list_and_show_print_the_evaluations_and_the_trend(folder: Path, tmp_pat
         show.main(["--store", store, "--system", "bm25"])
 
 
-@pytest.mark.slow
 def test_the_history_command_runs_its_subcommands(tmp_path: Path):
     store = tmp_path / "h.sqlite"
     open_store(str(store)).close()
 
-    def history(*args: str) -> subprocess.CompletedProcess:
-        command = [sys.executable, "-m", "core.commands", "history", *args]
-        return subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=300)
+    def history(*args: str) -> subprocess.CompletedProcess[str]:
+        return run_command(["history", *args])
 
     listed = history("list", "--store", str(store))
     assert listed.returncode == 0, listed.stderr

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -27,8 +26,7 @@ from judgments.ppi import (
 )
 from measure.metrics.ppi_record import PpiRecord
 from measure.metrics.results import SearchMetrics
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.commands import run_command
 
 
 def test_hand_worked_ppi_and_classical_intervals():
@@ -197,7 +195,9 @@ def test_bad_input_is_one_clear_error():
         estimate_metric({"q1": 0.5, "q2": 0.4}, {"q1": 0.5, "q9": 0.1})
 
 
-def search(adi_dir: Path, tmp_path: Path, human: Path, *extra: str) -> subprocess.CompletedProcess:
+def search(
+    adi_dir: Path, tmp_path: Path, human: Path, *extra: str
+) -> subprocess.CompletedProcess[str]:
     from core.cli import cli_args
 
     options = cli_args(
@@ -209,8 +209,7 @@ def search(adi_dir: Path, tmp_path: Path, human: Path, *extra: str) -> subproces
         out=tmp_path / "s",
         k=5,
     )
-    command = [sys.executable, "-m", "core.commands", "search", *options, *extra]
-    return subprocess.run(command, cwd=REPO, capture_output=True, text=True)
+    return run_command(["search", *options, *extra])
 
 
 @pytest.mark.slow

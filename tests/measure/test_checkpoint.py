@@ -2,8 +2,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,8 +9,7 @@ import pytest
 
 from core.errors import InputError
 from measure.classification.checkpoint import CheckpointEvalConfig, CheckpointMetrics, evaluate
-
-REPO = Path(__file__).resolve().parents[2]
+from tests.commands import run_command
 
 
 def write_split(path: Path, rows: list[tuple[str, str, int]]) -> Path:
@@ -132,16 +129,10 @@ def test_judgments_file_as_a_baseline(splits, tmp_path: Path):
     assert metrics["precision"] == pytest.approx(1.0) and metrics["recall"] == pytest.approx(3 / 12)
 
 
-@pytest.mark.slow
 def test_bad_input_is_reported_clearly(tmp_path: Path):
     bad = tmp_path / "test.jsonl"
     bad.write_text('{"qid": "q", "query": "x", "doc_id": "d", "text": "t", "grade": "high"}\n')
-    result = subprocess.run(
-        [sys.executable, "-m", "core.commands", "evaluate", "--data", str(bad), "--model", "x"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
+    result = run_command(["evaluate", "--data", str(bad), "--model", "x"])
     assert result.returncode == 2 and f"{bad}:1: grade:" in result.stderr
 
 

@@ -3,8 +3,6 @@ run (no CUDA GPU, no liger-kernel package), and otherwise handed to the Trainer 
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +10,7 @@ import pytest
 from core.cli import parse_config
 from core.errors import InputError
 from models.builder import GraderModelConfig
+from tests.commands import run_command
 from tests.train.conftest import PARSERS, args_for
 from train.train import DataConfig, LossConfig, train
 
@@ -41,13 +40,11 @@ def test_the_training_command_refuses_liger_on_a_cpu_in_one_line(
 ):
     """Exit 2 and one line, before any model loads (it used to load the model, tokenize and
     fail inside the Trainer with transformers' ImportError traceback)."""
-    result = subprocess.run(
+    result = run_command(
         [
-            sys.executable,
-            "-m",
             "train",
             "--config",
-            "train/configs/smollm2-135m-C-full.yaml",
+            str(REPO / "train/configs/smollm2-135m-C-full.yaml"),
             "--model_name_or_path",
             str(tiny_model_dir),
             "--dataset",
@@ -58,11 +55,7 @@ def test_the_training_command_refuses_liger_on_a_cpu_in_one_line(
             "1",
             "--use_liger_kernel",
             "true",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=300,
+        ]
     )
     assert result.returncode == 2, result.stderr[-2000:]
     lines = result.stderr.strip().splitlines()
