@@ -193,7 +193,11 @@ class Grader:
         batch_size: int = 32,
         compile: bool = False,
         liger_kernel: bool = False,
+        threshold: float | None = None,
+        temperature: float | None = None,
     ) -> Grader:
+        """``threshold`` and ``temperature``, when given, are the caller's fitted read-out (a
+        study fold's, fitted on its validation queries) in place of the stored ones."""
         device, dtype = resolve_device_and_dtype(device, dtype)
         name = str(path_or_name)
         if zero_shot:
@@ -218,8 +222,8 @@ class Grader:
             tokenizer=tokenizer,
             input_format=fmt,
             family=family_of_description(info),
-            threshold=stored_threshold(info, name),
-            temperature=stored_temperature(info),
+            threshold=threshold if threshold is not None else stored_threshold(info, name),
+            temperature=temperature if temperature is not None else stored_temperature(info),
             name=name,
             info=info,
             batch_size=batch_size,

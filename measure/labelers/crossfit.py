@@ -69,11 +69,12 @@ class CrossFittedLabeler(Labeler):
             from models.grader_config import ExportedEvaluation
 
             evaluation = ExportedEvaluation.read(fold / "metrics.json")
-            grader = Grader.from_pretrained(str(fold / "grader"))
-            if evaluation.threshold is not None:
-                grader.threshold = evaluation.threshold
-            if evaluation.calibration is not None:
-                grader.temperature = evaluation.calibration.temperature
+            calibration = evaluation.calibration
+            grader = Grader.from_pretrained(
+                str(fold / "grader"),
+                threshold=evaluation.threshold,
+                temperature=calibration.temperature if calibration is not None else None,
+            )
             grader.shares_states = self.shares_states
             self._labelers[fold] = GraderLabeler(str(fold / "grader"), grader=grader)
         return self._labelers[fold]

@@ -4,6 +4,7 @@ fitted threshold and temperature, so a grader ranks systems only on queries it n
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 from pathlib import Path
 
@@ -29,7 +30,10 @@ def fold(study: Path, k: int, grader: Path, queries: list[str], threshold: float
 HITS = [Hit("d1", "Axon terminals release neurotransmitters."), Hit("d2", "A cake recipe.")]
 
 
-def test_each_query_is_labelled_by_the_fold_that_held_it_out(tiny_grader_dir: Path, tmp_path):
+def test_each_query_is_labelled_by_the_fold_that_held_it_out(
+    tiny_grader_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    caplog.set_level(logging.INFO, logger="models.grader")
     study = tmp_path / "cv"
     fold(study, 0, tiny_grader_dir, ["q1", "q2"], threshold=0.01, temp=1.0)
     fold(study, 1, tiny_grader_dir, ["q3"], threshold=0.99, temp=0.5)
@@ -46,6 +50,10 @@ def test_each_query_is_labelled_by_the_fold_that_held_it_out(tiny_grader_dir: Pa
         assert abs(tempered.score - 0.5) > abs(raw.score - 0.5) and tempered.threshold == 0.99
     assert not any(x.relevant for x in labels[1])
     assert len(labels[2]) == 2 and labels[2][0].threshold == 0.01  # back in request order
+    # Each fold's grader is loaded with its fitted threshold: no "labels use 0.5" said of it
+    # (the plain grader above, loaded without one, is).
+    unset = [r.getMessage() for r in caplog.records if "no stored threshold" in r.getMessage()]
+    assert unset and not [message for message in unset if str(study) in message]
 
 
 def test_a_query_no_fold_held_out_and_a_broken_study_are_one_line(tiny_grader_dir, tmp_path):
