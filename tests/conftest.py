@@ -51,11 +51,19 @@ TWO_PROCESS_LAUNCH = [
 ]
 
 
+# The end-to-end jobs take minutes each: started first, so that no test process is left running
+# one of them alone at the end while the others have finished.
+LONGEST_FIRST = ("tests/eval/test_pipeline.py",)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A page test (headless Chromium) is slow too: ``-m "not slow"`` is the fast tier."""
+    """A page test (headless Chromium) is slow too: ``-m "not slow"`` is the fast tier. The
+    end-to-end jobs' tests go first (pytest-xdist hands tests out in this order); the rest keep
+    file order, so that a module's fixtures are built once per test process."""
     for item in items:
         if item.get_closest_marker("browser"):
             item.add_marker(pytest.mark.slow)
+    items.sort(key=lambda item: not item.nodeid.startswith(LONGEST_FIRST))  # stable
 
 
 @pytest.fixture(scope="session")
