@@ -218,3 +218,20 @@ def test_every_leaderboard_config_parses():
     for path in sorted(Path("eval/configs").glob("leaderboard-*.yaml")):
         (config,) = parse_config([ZooConfig], ["--config", str(path)])
         assert len(config.labelers) >= 7 and Path(config.zoo).is_file(), path
+
+
+def test_the_validation_and_test_halves_split_the_judged_queries():
+    """The fixed halves of TREC DL 2019's judged queries (eval/configs/queries/) that a choice of
+    labeler is made and then checked on (`relevance-grader zoo --queries FILE`): disjoint, within
+    a query of each other in size, and together every judged query the collection has."""
+    from data.beir import Collection, read_qrels
+
+    collection = Path("data/collections/trec-dl-2019-passage")
+    queries = Collection.load(collection).queries
+    judged = {q for q in read_qrels(collection / "qrels.tsv") if q in queries}
+    halves = [
+        set(Path(f"eval/configs/queries/trec-dl-2019-{name}.txt").read_text().split())
+        for name in ("validation", "test")
+    ]
+    assert not halves[0] & halves[1] and halves[0] | halves[1] == judged
+    assert abs(len(halves[0]) - len(halves[1])) <= 1
