@@ -13,11 +13,13 @@ what it prints to ``sys.stderr`` (its one-line errors, tqdm's bars) is captured 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import io
 import os
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from core.commands import PROGRAM
 from core.commands import main as console
@@ -32,16 +34,35 @@ def run_command(
     propagates with its traceback. ``env``, when given, is the whole of ``os.environ`` for the
     call; ``os.environ`` and ``sys.argv`` (which the command overwrites) are restored after."""
     args = list(args)
+    return _captured(lambda: console(args), [PROGRAM, *args], env)
+
+
+def run_module(
+    module: str, args: Sequence[str], *, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -m MODULE ARGS`` (a benchmark, which is not a command) run in this process: the
+    module's ``main`` (a package's is in its ``__main__``) with ``sys.argv`` as that command line
+    would set it; captured and restored as :func:`run_command`."""
+    imported = importlib.import_module(module)
+    if not hasattr(imported, "main"):
+        imported = importlib.import_module(f"{module}.__main__")
+    return _captured(imported.main, [f"python -m {module}", *args], env)
+
+
+def _captured(
+    call: Callable[[], Any], argv: list[str], env: Mapping[str, str] | None
+) -> subprocess.CompletedProcess[str]:
     out, err = io.StringIO(), io.StringIO()
-    argv = sys.argv
+    saved_argv = sys.argv
     saved_env = dict(os.environ) if env is not None else None
     try:
+        sys.argv = list(argv)
         if env is not None:
             os.environ.clear()
             os.environ.update(env)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                console(args)
+                call()
                 code = 0
             except SystemExit as exc:
                 if exc.code is None or isinstance(exc.code, int):
@@ -50,8 +71,8 @@ def run_command(
                     print(exc.code, file=sys.stderr)
                     code = 1
     finally:
-        sys.argv = argv
+        sys.argv = saved_argv
         if saved_env is not None:
             os.environ.clear()
             os.environ.update(saved_env)
-    return subprocess.CompletedProcess([PROGRAM, *args], code, out.getvalue(), err.getvalue())
+    return subprocess.CompletedProcess(argv, code, out.getvalue(), err.getvalue())

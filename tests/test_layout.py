@@ -306,47 +306,22 @@ def is_benchmark(target: str) -> bool:
     return target.split(".")[0] == "benchmarks"
 
 
-def benchmark_main(target: str):
-    """The ``main`` that ``python -m target`` runs (a package's is in its ``__main__``)."""
-    import importlib
-
-    module = importlib.import_module(target)
-    if not hasattr(module, "main"):
-        module = importlib.import_module(f"{target}.__main__")
-    return module.main
-
-
 @functools.cache
 def help_text(target: str) -> str:
     """What ``relevance-grader TARGET --help`` (a benchmark: ``python -m TARGET --help``) prints,
     asked in this process: one import of torch for all of them instead of one per command (the
     console script itself is run as a process in test_the_console_script_runs_as_a_process).
     The exit code must be 0."""
-    import contextlib
-    import io
+    from tests.commands import run_command, run_module
 
-    from core.commands import PROGRAM
-    from core.commands import main as console
-
-    printed = io.StringIO()
-    argv, columns = sys.argv, os.environ.get("COLUMNS")
-    os.environ["COLUMNS"] = "100"  # argparse wraps to the terminal; the check reads whole lines
-    try:
-        with contextlib.redirect_stdout(printed), pytest.raises(SystemExit) as exit_info:
-            if is_benchmark(target):
-                sys.argv = [f"python -m {target}", "--help"]
-                benchmark_main(target)()
-            else:
-                sys.argv = [PROGRAM]
-                console([*target.split(), "--help"])
-    finally:
-        sys.argv = argv
-        if columns is None:
-            del os.environ["COLUMNS"]
-        else:
-            os.environ["COLUMNS"] = columns
-    assert exit_info.value.code in (0, None), f"{target} --help exited {exit_info.value.code}"
-    return printed.getvalue()
+    # argparse wraps to the terminal's width; the flag check reads whole option lines.
+    env = {**os.environ, "COLUMNS": "100"}
+    if is_benchmark(target):
+        result = run_module(target, ["--help"], env=env)
+    else:
+        result = run_command([*target.split(), "--help"], env=env)
+    assert result.returncode == 0, f"{target} --help exited {result.returncode}: {result.stderr}"
+    return result.stdout
 
 
 @pytest.mark.parametrize("target", [*command_names(), *benchmark_modules()])
