@@ -40,6 +40,13 @@ def all_tied(values: Sequence[float]) -> bool:
     return len(v) < 2 or bool(v.max() == v.min())
 
 
+def _undefined(reference: np.ndarray, estimate: np.ndarray) -> bool:
+    """No ranking statistic between these: one of them ties every system, or holds a value that
+    is no number (scipy answers NaN there; a rank computed around it would be invented)."""
+    finite = np.isfinite(reference).all() and np.isfinite(estimate).all()
+    return not finite or all_tied(reference) or all_tied(estimate)
+
+
 def kendall_tau(reference: Sequence[float], estimate: Sequence[float]) -> float | None:
     """Kendall's τ-b between two scorings of the same systems (None: one of them ties all):
     (concordant − discordant pairs) / √((pairs − pairs tied in one) · (pairs − tied in the
@@ -47,7 +54,7 @@ def kendall_tau(reference: Sequence[float], estimate: Sequence[float]) -> float 
     thousand times per interval, where scipy's checks cost a hundred times the sum."""
     ref = np.asarray(reference, dtype=np.float64)
     est = np.asarray(estimate, dtype=np.float64)
-    if all_tied(ref) or all_tied(est):
+    if _undefined(ref, est):
         return None
     # Each pair twice (i, j and j, i) and the diagonal's n zeros: halve the sums, drop n.
     n = len(ref)
@@ -62,7 +69,7 @@ def kendall_tau(reference: Sequence[float], estimate: Sequence[float]) -> float 
 
 def spearman_rho(reference: Sequence[float], estimate: Sequence[float]) -> float | None:
     """Spearman's ρ: Pearson's correlation of the average ranks (scipy.stats.spearmanr's)."""
-    if all_tied(reference) or all_tied(estimate):
+    if _undefined(np.asarray(reference, dtype=np.float64), np.asarray(estimate, dtype=np.float64)):
         return None
     ref, est = ranks(reference), ranks(estimate)
     ref, est = ref - ref.mean(), est - est.mean()
@@ -83,7 +90,7 @@ def tau_ap(reference: Sequence[float], estimate: Sequence[float]) -> float | Non
     ref = np.asarray(reference, dtype=np.float64)
     est = np.asarray(estimate, dtype=np.float64)
     n = len(est)
-    if all_tied(est) or all_tied(ref):
+    if _undefined(ref, est):
         return None
     # agree[j, i]: 1 when the reference ranks j over i, ½ when it ties them, else 0.
     agree = (np.sign(ref[:, None] - ref[None, :]) + 1) / 2

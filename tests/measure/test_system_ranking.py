@@ -64,6 +64,15 @@ def test_tau_rho_and_ranks_are_scipys_with_and_without_ties():
         assert spearman_rho(reference, estimate) == pytest.approx(rho, abs=1e-12)
 
 
+def test_a_system_without_a_number_gives_no_statistic():
+    """A NaN mean (a system no query could score) makes every ranking statistic undefined, as
+    scipy's would be, not a value computed around it."""
+    reference, estimate = [0.1, 0.4, 0.3, 0.2], [0.2, float("nan"), 0.1, 0.4]
+    for statistic in (kendall_tau, spearman_rho, tau_ap):
+        assert statistic(reference, estimate) is None
+        assert statistic(estimate, reference) is None
+
+
 def test_tau_ap_is_one_for_the_same_order_and_minus_one_reversed_and_weighs_the_top():
     values = list(range(8))
     assert tau_ap(values, values) == pytest.approx(1.0)
