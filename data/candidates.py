@@ -26,7 +26,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -133,6 +133,21 @@ def corpus_embeddings(
         np.save(handle, embeddings)
     os.replace(_temporary(path), path)
     return embeddings
+
+
+def stored_document_vectors(
+    embedder: Embedder, corpus: Sequence[str], wanted: Iterable[str], index_dir: Path | None = None
+) -> dict[str, np.ndarray]:
+    """The rows of the ``wanted`` texts in the embeddings :func:`corpus_embeddings` stored for
+    ``corpus`` (its texts in index order), read without loading the rest; empty when none are
+    stored. The cosine baseline and labeler score with the dense retriever's own vectors, so a
+    corpus is embedded once and the cosine is exactly the retriever's score."""
+    path = stored_embeddings_path(embedder, corpus, index_dir or default_index_dir())
+    if not path.exists():
+        return {}
+    wanted = set(wanted)
+    rows = np.load(path, mmap_mode="r")
+    return {text: np.asarray(rows[i]) for i, text in enumerate(corpus) if text in wanted}
 
 
 class DenseRetriever:

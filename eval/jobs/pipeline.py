@@ -25,7 +25,9 @@ Stages:
  6. export of fold 0's grader with its round-trip check (``relevance-grader export``), and a
     grader rerank of the dense run (``relevance-grader rerank``);
  7. the metric pipeline over the runs with grader labels (``relevance-grader search``);
- 8. the labeler leaderboard (``relevance-grader zoo``): a compact zoo of 15 retrieval systems, and
+ 8. the labeler leaderboard (``relevance-grader zoo``): a compact zoo of 14 retrieval systems
+    (eval/configs/zoo/compact.yaml: retriever variants, and fusions and reranks of the top 10s
+    the metric pipeline's labels already cover, so the grader scores few new pairs), and
     the grader (cross-fitted: each query labelled by the fold's grader that held it out), the
     calibrated cosine and BM25 score, a constant and a random labeler, each by how well its
     ranking of the systems matches the human one (τ with bootstrap intervals, PPI++ rows,

@@ -24,6 +24,7 @@ from core.cli import bounded, parse_config, run_main
 from core.errors import InputError
 from core.io import atomic_writer
 from data.beir import Collection, Qrels, graded_qrels, read_qrels
+from data.candidates import corpus_texts
 from eval.report.leaderboard_markdown import leaderboard_markdown
 from eval.zoo.leaderboard import (
     LeaderboardSettings,
@@ -196,13 +197,15 @@ class ZooRun:
         self.qrels = graded_qrels(read_qrels(qrels_path), qrels_path)
         self.qids = judged_queries(config, self.collection, self.qrels)
         cache = Path(config.label_cache or self.out / "labels")
-        # One labeler per distinct spec, shared by the reranks and the leaderboard.
+        # One labeler per distinct spec, shared by the reranks and the leaderboard; a cosine
+        # labeler reads the documents' vectors the dense systems stored.
         specs = {**self.scorer_specs, **self.labeler_specs}
+        corpus = corpus_texts(self.collection)
         by_spec: dict[str, Labeler] = {}
-        self.scorers = {
-            name: by_spec.setdefault(spec, make_labeler(spec, cache_dir=cache))
-            for name, spec in specs.items()
-        }
+        for spec in specs.values():
+            if spec not in by_spec:
+                by_spec[spec] = make_labeler(spec, cache_dir=cache, corpus=corpus)
+        self.scorers = {name: by_spec[spec] for name, spec in specs.items()}
         self.settings = LeaderboardSettings(
             k=config.k,
             resamples=config.resamples,

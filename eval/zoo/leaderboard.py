@@ -152,27 +152,35 @@ def readings(labels: Labels, verdicts: bool, mapping: ScoreMapping | None) -> li
     return out
 
 
-def _ranx(qrels: Qrels, run: Run, qids: Sequence[str], k: int, metrics: list[str]) -> dict:
-    """Per-query values (in ``qids``' order) of ranx ``metrics`` over the run's top k."""
+def _ranx(
+    qrels: Qrels, runs: Sequence[Run], qids: Sequence[str], k: int, metrics: list[str]
+) -> dict[str, Matrix]:
+    """Per-query values of ranx ``metrics`` over each run's top k: systems × ``qids`` matrices.
+
+    All systems go to ranx in one call, each query asked once per system under a key of its
+    own: a call per system cost ranx's setup hundreds of times a leaderboard."""
     from ranx import Qrels as RanxQrels
     from ranx import Run as RanxRun
     from ranx import evaluate
 
-    top = in_trec_eval_order({q: run.get(q) or {"__no_hit__": 0.0} for q in qids}, k)
+    keys = [[f"{system}\t{qid}" for qid in qids] for system in range(len(runs))]
+    asked: dict[str, dict[str, float]] = {}
+    judged: dict[str, dict[str, int]] = {}
+    for run, run_keys in zip(runs, keys, strict=True):
+        top = in_trec_eval_order({q: run.get(q) or {"__no_hit__": 0.0} for q in qids}, k)
+        for qid, key in zip(qids, run_keys, strict=True):
+            asked[key] = top[qid]
+            judged[key] = qrels.get(qid) or {"__none__": 0}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ranx_run = RanxRun(top)
+        ranx_run = RanxRun(asked)
         values = evaluate(
-            RanxQrels({q: qrels.get(q) or {"__none__": 0} for q in qids}),
-            ranx_run,
-            metrics,
-            return_mean=False,
-            make_comparable=True,
+            RanxQrels(judged), ranx_run, metrics, return_mean=False, make_comparable=True
         )
     if not isinstance(values, dict):
         values = {metrics[0]: values}
-    position = {q: i for i, q in enumerate(ranx_run.keys())}
-    order = [position[q] for q in qids]
+    position = {key: i for i, key in enumerate(ranx_run.keys())}
+    order = np.array([[position[key] for key in run_keys] for run_keys in keys])
     return {name: np.asarray(v, dtype=np.float64)[order] for name, v in values.items()}
 
 
@@ -186,13 +194,13 @@ def human_matrices(
     binary = {
         q: {d: 1 for d, g in docs.items() if label_from_grade(int(g))} for q, docs in qrels.items()
     }
-    rows: dict[str, list] = {ndcg: [], p: [], ap: []}
-    for run in runs.values():
-        rows[ndcg].append(_ranx(graded, run, qids, k, [f"ndcg@{k}"])[f"ndcg@{k}"])
-        binary_values = _ranx(binary, run, qids, k, [f"precision@{k}", f"map@{k}"])
-        rows[p].append(binary_values[f"precision@{k}"])
-        rows[ap].append(binary_values[f"map@{k}"])
-    return {name: np.vstack(values) for name, values in rows.items()}
+    systems = list(runs.values())
+    binary_values = _ranx(binary, systems, qids, k, [f"precision@{k}", f"map@{k}"])
+    return {
+        ndcg: _ranx(graded, systems, qids, k, [f"ndcg@{k}"])[f"ndcg@{k}"],
+        p: binary_values[f"precision@{k}"],
+        ap: binary_values[f"map@{k}"],
+    }
 
 
 def reading_matrices(
@@ -203,27 +211,29 @@ def reading_matrices(
     where the gains are probabilities (no MAP without verdicts)."""
     ndcg, p, ap = metric_names(k)
     qids = list(pool)
+    systems = list(runs.values())
     # ranx takes whole-number relevance: gains in millionths are the same linear gains.
     gains = {
         q: {d: round(reading.gains[(q, d)] * 1e6) for d in docs if reading.gains[(q, d)] > 0}
         for q, docs in pool.items()
     }
-    out: dict[str, list] = {ndcg: []}
-    for run in runs.values():
-        out[ndcg].append(_ranx(gains, run, qids, k, [f"ndcg@{k}"])[f"ndcg@{k}"])
+    out = {ndcg: _ranx(gains, systems, qids, k, [f"ndcg@{k}"])[f"ndcg@{k}"]}
     if reading.relevant is not None:
         relevant = {q: {d: 1 for d in docs if reading.relevant[(q, d)]} for q, docs in pool.items()}
-        out[p], out[ap] = [], []
-        for run in runs.values():
-            values = _ranx(relevant, run, qids, k, [f"precision@{k}", f"map@{k}"])
-            out[p].append(values[f"precision@{k}"])
-            out[ap].append(values[f"map@{k}"])
+        values = _ranx(relevant, systems, qids, k, [f"precision@{k}", f"map@{k}"])
+        out[p], out[ap] = values[f"precision@{k}"], values[f"map@{k}"]
     elif reading.probabilities:
-        out[p] = [
-            [sum(reading.gains[(q, d)] for d, _ in ranked(run.get(q, {}))[:k]) / k for q in qids]
-            for run in runs.values()
-        ]
-    return {name: np.asarray(values, dtype=np.float64) for name, values in out.items()}
+        out[p] = np.asarray(
+            [
+                [
+                    sum(reading.gains[(q, d)] for d, _ in ranked(run.get(q, {}))[:k]) / k
+                    for q in qids
+                ]
+                for run in systems
+            ],
+            dtype=np.float64,
+        )
+    return out
 
 
 def share_relevant(reading: Reading) -> float | None:

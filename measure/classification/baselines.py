@@ -58,19 +58,15 @@ def cosine_scores(
 
     Documents of ``corpus`` whose embeddings dense retrieval already stored
     (``data.candidates.corpus_embeddings``) are read from there, not embedded again."""
-    from data.candidates import default_index_dir, stored_embeddings_path
+    from data.candidates import stored_document_vectors
     from models.embedder import Embedder
 
     model = Embedder.load(embedder)
     unique_queries = list(dict.fromkeys(queries))
     query_vectors = dict(zip(unique_queries, model.encode(unique_queries), strict=True))
-    document_vectors: dict[str, np.ndarray] = {}
-    if corpus is not None:
-        stored = stored_embeddings_path(model, corpus, default_index_dir())
-        if stored.exists():
-            wanted = set(documents)
-            rows = np.load(stored, mmap_mode="r")
-            document_vectors = {t: rows[i] for i, t in enumerate(corpus) if t in wanted}
+    document_vectors = (
+        stored_document_vectors(model, corpus, documents) if corpus is not None else {}
+    )
     unique_documents = [d for d in dict.fromkeys(documents) if d not in document_vectors]
     document_vectors.update(
         zip(unique_documents, model.encode(unique_documents, show_progress=True), strict=True)

@@ -549,8 +549,12 @@ LABELER_KINDS = (
 PARTIAL_KINDS = ("judgments",)
 
 
-def make_labeler(spec: str, cache_dir: str | Path | None = None) -> Labeler:
-    """``KIND:VALUE`` for a kind in :data:`LABELER_KINDS` (see the module docstring)."""
+def make_labeler(
+    spec: str, cache_dir: str | Path | None = None, corpus: Sequence[str] | None = None
+) -> Labeler:
+    """``KIND:VALUE`` for a kind in :data:`LABELER_KINDS` (see the module docstring). ``corpus``:
+    the collection's texts as the dense retriever indexes them
+    (``data.candidates.corpus_texts``), whose stored embeddings a cosine labeler reads."""
     kind, _, value = spec.partition(":")
     if kind in ("constant", "random"):  # nothing to cache: a rule
         from measure.labelers.scores import ConstantLabeler, RandomLabeler
@@ -583,7 +587,7 @@ def make_labeler(spec: str, cache_dir: str | Path | None = None) -> Labeler:
     elif kind in ("cosine", "bm25"):
         from measure.labelers.scores import BM25Labeler, CosineLabeler
 
-        labeler = CosineLabeler(value) if kind == "cosine" else BM25Labeler(value)
+        labeler = CosineLabeler(value, corpus) if kind == "cosine" else BM25Labeler(value)
     else:
         raise InputError(f"labeler: unknown kind {kind!r} in {spec!r}")
     if cache_dir is None:

@@ -29,11 +29,16 @@ Requests = Sequence[tuple[str, str, Sequence[Hit]]]
 
 
 class CosineLabeler(Labeler):
+    """With ``corpus`` (a collection's texts in the order the dense retriever indexes them), the
+    documents' vectors are read from the embeddings the retriever stored for it: the cosine is
+    the retriever's own score, and labelling a zoo's pool embeds no document again."""
+
     verdicts = False
 
-    def __init__(self, embedder: str) -> None:
+    def __init__(self, embedder: str, corpus: Sequence[str] | None = None) -> None:
         self.embedder_name = embedder
         self.name = f"cosine:{embedder}"
+        self.corpus = corpus
 
     @cached_property
     def embedder(self):
@@ -53,7 +58,9 @@ class CosineLabeler(Labeler):
             dict.fromkeys(document_text(h.text, h.title) for _, _, hits in requests for h in hits)
         )
         query_vectors = dict(zip(queries, self.embedder.encode(queries), strict=True))
-        text_vectors = dict(zip(texts, self.embedder.encode(texts), strict=True))
+        text_vectors = self._stored(texts)
+        unstored = [text for text in texts if text not in text_vectors]
+        text_vectors.update(zip(unstored, self.embedder.encode(unstored), strict=True))
         return [
             [
                 HitLabel(
@@ -66,6 +73,13 @@ class CosineLabeler(Labeler):
             ]
             for _, query, hits in requests
         ]
+
+    def _stored(self, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        if self.corpus is None:
+            return {}
+        from data.candidates import stored_document_vectors
+
+        return stored_document_vectors(self.embedder, self.corpus, texts)
 
 
 class BM25Labeler(Labeler):

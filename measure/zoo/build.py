@@ -170,9 +170,9 @@ class ZooBuilder:
         if isinstance(system, ShuffleSystem):
             return shuffled(zoo.runs[system.of], system.within, system.seed)
         if isinstance(system, RRFSystem):
-            return reciprocal_rank_fusion([zoo.runs[name] for name in system.of], system.k)
+            return reciprocal_rank_fusion(self._fused(system, zoo), system.k)
         if isinstance(system, LinearSystem):
-            first, second = (zoo.runs[name] for name in system.of)
+            first, second = self._fused(system, zoo)
             return linear_fusion(first, second, system.weight)
         if isinstance(system, FileSystem):
             return self._file(system)
@@ -226,6 +226,15 @@ class ZooBuilder:
         run = read_trec_run(system.path)
         check_run_against(run, system.path, self.collection)
         return {qid: run.get(qid, {}) for qid in self.qids}
+
+    def _fused(self, system: RRFSystem | LinearSystem, zoo: Zoo) -> list[Run]:
+        """The runs a fusion combines, each cut to its top ``depth`` hits when given."""
+        runs = [zoo.runs[name] for name in system.of]
+        if system.depth is None:
+            return runs
+        return [
+            {qid: dict(ranked(hits)[: system.depth]) for qid, hits in run.items()} for run in runs
+        ]
 
     def _rerank(self, system: RerankSystem, base: Run) -> Run:
         return rerank(base, self.collection, self.scorers[system.by], system.depth)

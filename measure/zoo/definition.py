@@ -17,7 +17,9 @@ Kinds: ``bm25`` (bm25s, ``k1``, ``b``), ``dense`` (the embedder's cosine, ``exac
 ``m``, ``ef_construction``, ``ef_search``), each over the whole corpus or a view of it
 (``index_share``: a seeded share of the documents; ``first_words``: each document cut to its
 first words); ``rrf`` (reciprocal-rank fusion, ``k``) and ``linear`` (``weight`` × the second
-system's min-max-normalised score + (1 − weight) × the first's) of systems above; ``rerank``
+system's min-max-normalised score + (1 − weight) × the first's) of systems above, each cut to
+its top ``depth`` hits when given (a fusion of top-10 lists returns only documents they hold);
+``rerank``
 (a system's top ``depth`` ordered by a scorer named on the command line, ``by``); ``shuffle`` (a
 system with its top ``within`` hits in a random order); ``random`` (documents drawn at random);
 ``file`` (a TREC run of your own, ``path``). A system may only use systems listed before it.
@@ -91,6 +93,7 @@ class ShuffleSystem(_Derived):
 
 class _Fusion(_System):
     of: list[str] = Field(min_length=2)
+    depth: int | None = Field(None, ge=1)  # each system's top hits fused (None: all it returned)
 
     def uses(self) -> list[str]:
         return list(self.of)

@@ -192,3 +192,55 @@ def test_a_share_of_the_corpus_reads_the_whole_corpus_s_stored_embeddings(tmp_pa
         whole = zoo.runs["whole"][qid]  # the same vectors: the documents both return, one order
         half_order = [d for d, _ in ranked(hits) if d in whole]
         assert half_order == [d for d, _ in ranked(whole) if d in hits]
+
+
+def test_a_fusion_with_a_depth_fuses_only_each_system_s_top_hits(tmp_path, adi_dir):
+    """The main job's compact zoo fuses the top 10s its grader has already scored: a fusion cut
+    to a depth returns no document outside the fused systems' top hits (a deeper hit would be a
+    new pair for every labeler)."""
+    collection = Collection.load(adi_dir)
+    text = ZOO + (
+        "  - {name: fused-top3, kind: rrf, of: [bm25, bm25-first5words], depth: 3}\n"
+        "  - {name: linear-top3, kind: linear, of: [bm25, bm25-first5words], depth: 3}\n"
+    )
+    zoo = builder(collection, {}, tmp_path / "zoo", tmp_path / "ix").build(
+        read_zoo(write(tmp_path, text))
+    )
+    for qid in zoo.runs["bm25"]:
+        tops = {
+            d
+            for name in ("bm25", "bm25-first5words")
+            for d, _ in ranked(zoo.runs[name].get(qid, {}))[:3]
+        }
+        for fused in ("fused-top3", "linear-top3"):
+            assert set(zoo.runs[fused].get(qid, {})) == tops
+    assert any(len(scores) > 6 for scores in zoo.runs["fused"].values())  # uncut: deeper
+
+
+def test_the_cosine_labeler_reads_the_dense_retriever_s_stored_vectors(tmp_path, adi_dir):
+    """Labelling a zoo's pool with the cosine embeds no document the dense systems embedded (it
+    re-embedded the pool: 80 of the main job's leaderboard stage's seconds), and scores with the
+    retriever's own vectors."""
+    from data.candidates import corpus_embeddings, corpus_texts
+    from measure.labelers import Hit
+    from measure.labelers.scores import CosineLabeler
+
+    collection = Collection.load(adi_dir)
+    corpus = corpus_texts(collection)
+    embedder = CountingEmbedder()
+    stored = corpus_embeddings(embedder, corpus, tmp_path / "ix")
+    labeler = CosineLabeler("counting", corpus)
+    labeler.__dict__["embedder"] = embedder  # the cached property, filled
+    embedder.encoded.clear()
+    qid, query = next(iter(collection.queries.items()))
+    doc_ids = sorted(collection.corpus)[:5]
+    hits = [Hit(d, collection.corpus[d].text, collection.corpus[d].title or None) for d in doc_ids]
+    unstored = Hit("new", "a text no corpus holds", None)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("data.candidates.default_index_dir", lambda: tmp_path / "ix")
+        labels = labeler.label_many([(qid, query, [*hits, unstored])])[0]
+    assert embedder.encoded == [query, "a text no corpus holds"]
+    (query_vector,) = CountingEmbedder().encode([query])
+    row = {d: i for i, d in enumerate(sorted(collection.corpus))}
+    for doc_id, label in zip(doc_ids, labels, strict=False):
+        assert label.score == pytest.approx(float(query_vector @ stored[row[doc_id]]))
