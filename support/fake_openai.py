@@ -137,7 +137,8 @@ class FakeOpenAI:
 
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        # A short poll: leaving waits for it (0.5 s by default).
+        self.thread = threading.Thread(target=self.httpd.serve_forever, args=(0.02,), daemon=True)
 
     def hold_if_due(self) -> None:
         """Wait for ``release`` once ``hold_after`` requests have been let through."""

@@ -41,7 +41,8 @@ class SearchEngine(ThreadingHTTPServer):
         return f"http://127.0.0.1:{self.server_address[1]}"
 
     def start(self) -> SearchEngine:
-        threading.Thread(target=self.serve_forever, daemon=True).start()
+        # A short poll: stop() waits for it (0.5 s by default).
+        threading.Thread(target=self.serve_forever, args=(0.02,), daemon=True).start()
         return self
 
     def stop(self) -> None:

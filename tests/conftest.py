@@ -24,7 +24,6 @@ os.environ.setdefault("RELEVANCE_GRADER_CPU_DTYPE", "float32")
 from pathlib import Path
 
 import pytest
-import torch
 
 from models.assets import TINY_TOKENIZER
 from tests.browser import browser  # noqa: F401  (the page tests' fixture)
@@ -75,6 +74,7 @@ def tiny_tokenizer():
 
 def build_tiny_llama(path: Path, seed: int = 0, tokenizer_dir: Path | None = None) -> Path:
     """A 2-layer random Llama with the tiny tokenizer, saved as a causal LM like a hub checkpoint."""
+    import torch
     from transformers import AutoTokenizer, LlamaForCausalLM
 
     from models.random_model import llama_config
@@ -95,6 +95,7 @@ def build_tiny_bert(path: Path, seed: int = 0) -> Path:
     is the same (the tokenizers library's trainer breaks ties differently from run to run)."""
     from collections import Counter
 
+    import torch
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import BertConfig, BertModel, BertTokenizerFast
 

@@ -177,7 +177,8 @@ def serve():
     def start(shape: str) -> tuple[FakeEngine, str]:
         engine = FakeEngine(shape)
         server = QuietServer(("127.0.0.1", 0), handler_for(engine))
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        # A short poll: shutdown() waits for it (0.5 s a test by default).
+        threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
         servers.append(server)
         return engine, f"http://127.0.0.1:{server.server_address[1]}"
 
