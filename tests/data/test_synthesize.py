@@ -424,7 +424,13 @@ def test_ctrl_c_keeps_every_reply_that_arrived_and_the_resumed_run_asks_only_the
             ),
         ]
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
-        process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+        # Started from a background job (`pytest &`), this process ignores SIGINT and a process
+        # it starts would inherit that and never see the Ctrl-C: it starts with the default.
+        ignoring = signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            process = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
+        finally:
+            signal.signal(signal.SIGINT, ignoring)
         deadline = time.time() + 300
         while not (server.answered >= 20 and server.held) and time.time() < deadline:
             time.sleep(0.02)
