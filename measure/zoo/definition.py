@@ -20,9 +20,9 @@ first words); ``rrf`` (reciprocal-rank fusion, ``k``) and ``linear`` (``weight``
 system's min-max-normalised score + (1 − weight) × the first's) of systems above, each cut to
 its top ``depth`` hits when given (a fusion of top-10 lists returns only documents they hold);
 ``rerank`` (a system's top ``depth`` ordered by a scorer named on the command line, ``by``);
-``shuffle`` (a
-system with its top ``within`` hits in a random order); ``random`` (documents drawn at random);
-``file`` (a TREC run of your own, ``path``). A system may only use systems listed before it.
+``shuffle`` (a system with its top ``within`` hits in a random order); ``random`` (documents
+drawn at random); ``file`` (a TREC run of your own, ``path``). A system may only use systems
+listed before it.
 """
 
 from __future__ import annotations
